@@ -1,0 +1,245 @@
+//! The admin text protocol: parsing a command line the way gearmand 1.1
+//! splits it, and the exact reply strings `gearadmin` and monitoring scripts
+//! read.
+//!
+//! Word splitting follows gearmand: runs of spaces separate words, a leading
+//! space yields an empty first word and trailing spaces one empty last word;
+//! tabs are ordinary characters. Command words compare case-insensitively.
+
+use bytes::Bytes;
+
+/// `OK\r\n`, the success reply of create/drop/maxqueue/cancel/shutdown.
+pub const OK_CRLF: &[u8] = b"OK\r\n";
+/// The end of every list reply.
+pub const LIST_END: &[u8] = b".\n";
+/// Reply to `show` with arguments other than `jobs` / `unique jobs`.
+pub const ERR_UNKNOWN_SHOW_ARGUMENTS: &[u8] = b"ERR UNKNOWN_SHOW_ARGUMENTS\r\n";
+/// Reply to `cancel job H` for an unknown handle.
+pub const ERR_UNKNOWN_JOB: &[u8] = b"ERR UNKNOWN_JOB\r\n";
+/// Reply to malformed `cancel …` lines.
+pub const ERR_UNKNOWN_ERROR: &[u8] = b"ERR UNKNOWN_ERROR\r\n";
+/// Reply to `drop function F` while workers or running jobs remain.
+pub const ERR_DROP_BUSY: &[u8] = b"ERR there are still connected workers or executing clients\r\n";
+/// Reply to `drop function F` while jobs are queued (gearmand would orphan them).
+pub const ERR_DROP_QUEUED: &[u8] = b"ERR there are still queued jobs\r\n";
+/// Reply to `drop function F` for an unknown function.
+pub const ERR_FUNCTION_NOT_FOUND: &[u8] = b"ERR function not found\r\n";
+/// Reply to `shutdown` from a non-loopback peer.
+pub const ERR_SHUTDOWN_DENIED: &[u8] =
+    b"ERR PERMISSION_DENIED shutdown+is+only+accepted+from+loopback\r\n";
+
+/// Most words a command line may have (gearmand closes the connection past this).
+pub const MAX_WORDS: usize = 5;
+
+/// A parsed admin command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminCommand {
+    /// `status`
+    Status,
+    /// `prioritystatus`
+    PriorityStatus,
+    /// `workers`
+    Workers,
+    /// `show jobs`
+    ShowJobs,
+    /// `show unique jobs`
+    ShowUniqueJobs,
+    /// `cancel job H`
+    CancelJob(Bytes),
+    /// `create function F`
+    CreateFunction(Bytes),
+    /// `drop function F`
+    DropFunction(Bytes),
+    /// `maxqueue F [N | H N L]`: per-priority limits (high, normal, low); `None` = unlimited.
+    MaxQueue {
+        /// Function name.
+        function: Bytes,
+        /// Limits by priority index; a value ≤ 0 means unlimited.
+        limits: [i64; 3],
+    },
+    /// `getpid`
+    GetPid,
+    /// `verbose`
+    Verbose,
+    /// `version`
+    Version,
+    /// `shutdown` / `shutdown graceful`
+    Shutdown {
+        /// Let connections finish.
+        graceful: bool,
+    },
+    /// A line the server answers with a fixed reply.
+    Reply(Bytes),
+    /// A line with too many words: gearmand closes the connection.
+    TooManyWords,
+}
+
+fn eq(word: &[u8], lit: &str) -> bool {
+    word.eq_ignore_ascii_case(lit.as_bytes())
+}
+
+/// Splits a line into words the way gearmand does.
+pub fn split_words(line: &[u8]) -> Vec<&[u8]> {
+    if line.is_empty() {
+        return Vec::new();
+    }
+    let mut words = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] == b' ' {
+            words.push(&line[start..i]);
+            while i < line.len() && line[i] == b' ' {
+                i += 1;
+            }
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    if start < line.len() || line.last() == Some(&b' ') {
+        words.push(&line[start..]);
+    }
+    words
+}
+
+fn args_error(word: &[u8]) -> AdminCommand {
+    let mut s = b"ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+command+"
+        .to_vec();
+    s.extend_from_slice(word);
+    s.extend_from_slice(b"\r\n");
+    AdminCommand::Reply(s.into())
+}
+
+/// The reply to an unknown command word.
+pub fn unknown_command(word: &[u8]) -> Bytes {
+    let mut s = b"ERR UNKNOWN_COMMAND Unknown+server+command".to_vec();
+    s.extend_from_slice(word);
+    s.extend_from_slice(b"\r\n");
+    s.into()
+}
+
+/// Parses one admin line (without its line terminator).
+pub fn parse_admin(line: &[u8]) -> AdminCommand {
+    let words = split_words(line);
+    if words.len() > MAX_WORDS {
+        return AdminCommand::TooManyWords;
+    }
+    let Some(&cmd) = words.first() else {
+        return AdminCommand::Reply(unknown_command(b"NULL"));
+    };
+    let argc = words.len();
+    let arg = |i: usize| Bytes::copy_from_slice(words[i]);
+    if eq(cmd, "workers") {
+        AdminCommand::Workers
+    } else if eq(cmd, "status") {
+        AdminCommand::Status
+    } else if eq(cmd, "prioritystatus") {
+        AdminCommand::PriorityStatus
+    } else if argc >= 3 && eq(cmd, "cancel") {
+        if argc == 3 && eq(words[1], "job") {
+            AdminCommand::CancelJob(arg(2))
+        } else {
+            AdminCommand::Reply(Bytes::from_static(ERR_UNKNOWN_ERROR))
+        }
+    } else if argc >= 2 && eq(cmd, "show") {
+        if argc == 3 && eq(words[1], "unique") && eq(words[2], "jobs") {
+            AdminCommand::ShowUniqueJobs
+        } else if argc == 2 && eq(words[1], "jobs") {
+            AdminCommand::ShowJobs
+        } else {
+            AdminCommand::Reply(Bytes::from_static(ERR_UNKNOWN_SHOW_ARGUMENTS))
+        }
+    } else if eq(cmd, "create") {
+        if argc == 3 && eq(words[1], "function") {
+            AdminCommand::CreateFunction(arg(2))
+        } else {
+            args_error(cmd)
+        }
+    } else if eq(cmd, "drop") {
+        if argc == 3 && eq(words[1], "function") {
+            AdminCommand::DropFunction(arg(2))
+        } else {
+            args_error(cmd)
+        }
+    } else if eq(cmd, "maxqueue") {
+        if argc == 1 {
+            return args_error(cmd);
+        }
+        let mut limits = [0i64; 3];
+        for (p, limit) in limits.iter_mut().enumerate() {
+            if argc > p + 2 {
+                *limit = crate::request::parse_atoi(words[p + 2]).max(0);
+            }
+        }
+        if argc <= 3 {
+            limits = [limits[0]; 3];
+        }
+        AdminCommand::MaxQueue { function: arg(1), limits }
+    } else if eq(cmd, "getpid") {
+        AdminCommand::GetPid
+    } else if eq(cmd, "shutdown") {
+        if argc == 1 {
+            AdminCommand::Shutdown { graceful: false }
+        } else if argc == 2 && eq(words[1], "graceful") {
+            AdminCommand::Shutdown { graceful: true }
+        } else {
+            args_error(cmd)
+        }
+    } else if eq(cmd, "verbose") {
+        AdminCommand::Verbose
+    } else if eq(cmd, "version") {
+        AdminCommand::Version
+    } else {
+        AdminCommand::Reply(unknown_command(cmd))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitting_like_gearmand() {
+        assert_eq!(split_words(b"show  jobs"), vec![&b"show"[..], b"jobs"]);
+        assert_eq!(split_words(b" status"), vec![&b""[..], b"status"]);
+        assert_eq!(split_words(b"show jobs "), vec![&b"show"[..], b"jobs", b""]);
+        assert_eq!(split_words(b"show jobs   "), vec![&b"show"[..], b"jobs", b""]);
+        assert_eq!(split_words(b"a\tb"), vec![&b"a\tb"[..]]);
+        assert!(split_words(b"").is_empty());
+    }
+
+    #[test]
+    fn commands() {
+        assert_eq!(parse_admin(b"STATUS"), AdminCommand::Status);
+        assert_eq!(parse_admin(b"show jobs "), AdminCommand::Reply(ERR_UNKNOWN_SHOW_ARGUMENTS.into()));
+        assert_eq!(parse_admin(b"show"), AdminCommand::Reply(unknown_command(b"show")));
+        assert_eq!(parse_admin(b"cancel job"), AdminCommand::Reply(unknown_command(b"cancel")));
+        assert_eq!(parse_admin(b"cancel foo bar"), AdminCommand::Reply(ERR_UNKNOWN_ERROR.into()));
+        assert_eq!(
+            parse_admin(b"maxqueue f 5"),
+            AdminCommand::MaxQueue { function: "f".into(), limits: [5, 5, 5] }
+        );
+        assert_eq!(
+            parse_admin(b"maxqueue f 1 2 3"),
+            AdminCommand::MaxQueue { function: "f".into(), limits: [1, 2, 3] }
+        );
+        assert_eq!(
+            parse_admin(b"maxqueue f 1 2"),
+            AdminCommand::MaxQueue { function: "f".into(), limits: [1, 2, 0] }
+        );
+        assert_eq!(
+            parse_admin(b"Create x"),
+            AdminCommand::Reply(
+                b"ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+command+Create\r\n"[..]
+                    .into()
+            )
+        );
+        assert_eq!(parse_admin(b"a b c d e f"), AdminCommand::TooManyWords);
+        assert_eq!(
+            parse_admin(b"Bogus"),
+            AdminCommand::Reply(b"ERR UNKNOWN_COMMAND Unknown+server+commandBogus\r\n"[..].into())
+        );
+        assert_eq!(parse_admin(b""), AdminCommand::Reply(unknown_command(b"NULL")));
+    }
+}

@@ -1,0 +1,208 @@
+//! Framing: cutting a byte stream into binary packets and admin text lines,
+//! and writing packet headers.
+//!
+//! A connection may mix both kinds: a frame whose first byte is NUL is a
+//! binary packet (12-byte header, then the body), anything else is a text
+//! line ending in `\n`. Decoding never allocates for an incomplete frame:
+//! it checks the header first and returns `Ok(None)` until the whole frame
+//! is buffered.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::error::FrameError;
+use crate::packet_type::PacketType;
+
+/// Length of a binary packet header.
+pub const HEADER_LEN: usize = 12;
+/// Magic of a packet sent to a server.
+pub const MAGIC_REQ: [u8; 4] = *b"\0REQ";
+/// Magic of a packet sent by a server.
+pub const MAGIC_RES: [u8; 4] = *b"\0RES";
+/// Longest admin text line accepted, terminator included (gearmand's receive buffer).
+pub const MAX_TEXT_LINE: usize = 8192;
+/// Default cap on a packet body (64 MiB).
+pub const DEFAULT_MAX_PACKET: usize = 64 << 20;
+
+/// Which direction a packet's magic says it travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Magic {
+    /// `\0REQ`: to a server.
+    Req,
+    /// `\0RES`: from a server.
+    Res,
+}
+
+impl Magic {
+    /// The four magic bytes.
+    pub fn bytes(self) -> [u8; 4] {
+        match self {
+            Magic::Req => MAGIC_REQ,
+            Magic::Res => MAGIC_RES,
+        }
+    }
+}
+
+/// One binary packet: magic, type and the raw body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet {
+    /// Direction marker.
+    pub magic: Magic,
+    /// Packet type.
+    pub kind: PacketType,
+    /// Everything after the header.
+    pub body: Bytes,
+}
+
+/// One decoded frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A binary packet.
+    Packet(Packet),
+    /// An admin text line without its `\n` and without one `\r` before it.
+    Text(Bytes),
+}
+
+/// Cuts frames off the front of `buf`.
+///
+/// Returns `Ok(None)` when more bytes are needed. Every error is fatal to the
+/// connection: after it the stream position is unknown (bad magic, unknown
+/// type) or the frame cannot be buffered (too large).
+pub fn decode_frame(buf: &mut BytesMut, max_body: usize) -> Result<Option<Frame>, FrameError> {
+    let Some(&first) = buf.first() else {
+        return Ok(None);
+    };
+    if first != 0 {
+        return decode_text(buf);
+    }
+    if buf.len() < HEADER_LEN {
+        // A prefix of a header can already be judged for its magic.
+        let have = buf.len().min(4);
+        if buf[..have] != MAGIC_REQ[..have] && buf[..have] != MAGIC_RES[..have] {
+            return Err(bad_magic(&buf[..have]));
+        }
+        return Ok(None);
+    }
+    let magic = match [buf[0], buf[1], buf[2], buf[3]] {
+        MAGIC_REQ => Magic::Req,
+        MAGIC_RES => Magic::Res,
+        other => return Err(bad_magic(&other)),
+    };
+    let number = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+    let kind = PacketType::from_u32(number).ok_or(FrameError::UnknownType(number))?;
+    let size = u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+    if size > max_body {
+        return Err(FrameError::TooLarge { size, max: max_body });
+    }
+    if buf.len() < HEADER_LEN + size {
+        buf.reserve(HEADER_LEN + size - buf.len());
+        return Ok(None);
+    }
+    buf.advance(HEADER_LEN);
+    let body = buf.split_to(size).freeze();
+    Ok(Some(Frame::Packet(Packet { magic, kind, body })))
+}
+
+fn bad_magic(seen: &[u8]) -> FrameError {
+    let mut m = [0u8; 4];
+    m[..seen.len()].copy_from_slice(seen);
+    FrameError::BadMagic(m)
+}
+
+fn decode_text(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+    let window = buf.len().min(MAX_TEXT_LINE);
+    match buf[..window].iter().position(|&b| b == b'\n') {
+        Some(nl) => {
+            let mut line = buf.split_to(nl + 1);
+            line.truncate(nl);
+            if line.last() == Some(&b'\r') {
+                line.truncate(nl - 1);
+            }
+            Ok(Some(Frame::Text(line.freeze())))
+        }
+        None if buf.len() >= MAX_TEXT_LINE => Err(FrameError::TextLineTooLong),
+        None => Ok(None),
+    }
+}
+
+/// Writes a packet whose body is `parts` joined by NUL bytes.
+pub fn encode_parts(magic: Magic, kind: PacketType, parts: &[&[u8]], out: &mut BytesMut) {
+    let body_len: usize =
+        parts.iter().map(|p| p.len()).sum::<usize>() + parts.len().saturating_sub(1);
+    out.reserve(HEADER_LEN + body_len);
+    out.put_slice(&magic.bytes());
+    out.put_u32(kind.as_u32());
+    out.put_u32(body_len as u32);
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(0);
+        }
+        out.put_slice(p);
+    }
+}
+
+/// Splits a body into the arguments its type's layout names.
+///
+/// Commands with a data part: `n` NUL-terminated arguments, then the data.
+/// Commands without: `n - 1` NUL-terminated arguments, then the raw rest.
+/// Returns `None` when the body holds fewer separators than the layout needs.
+pub fn split_args(kind: PacketType, body: &Bytes) -> Option<Vec<Bytes>> {
+    let (nargs, has_data) = kind.layout();
+    let terminated = if has_data { nargs } else { nargs.saturating_sub(1) };
+    let total = if has_data { nargs + 1 } else { nargs };
+    let mut out = Vec::with_capacity(total);
+    let mut start = 0;
+    for _ in 0..terminated {
+        let rel = body[start..].iter().position(|&b| b == 0)?;
+        out.push(body.slice(start..start + rel));
+        start += rel + 1;
+    }
+    if total > terminated {
+        out.push(body.slice(start..));
+    } else if start != body.len() {
+        // No argument at all is expected, yet a body came: gearmand ignores it.
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_nul_in_data() {
+        let body = Bytes::from_static(b"f\0u\0a\0b");
+        let args = split_args(PacketType::SubmitJob, &body).expect("two NULs present");
+        assert_eq!(args, vec![&b"f"[..], &b"u"[..], &b"a\0b"[..]]);
+    }
+
+    #[test]
+    fn split_raw_last_argument() {
+        let body = Bytes::from_static(b"fn\0with-nul");
+        let args = split_args(PacketType::CanDo, &body).expect("raw arg");
+        assert_eq!(args, vec![&b"fn\0with-nul"[..]]);
+    }
+
+    #[test]
+    fn split_too_few_separators() {
+        let body = Bytes::from_static(b"only-one\0");
+        assert!(split_args(PacketType::SubmitJob, &body).is_none());
+    }
+
+    #[test]
+    fn text_line_strips_one_cr() {
+        let mut buf = BytesMut::from(&b"status\r\r\nversion\n"[..]);
+        let f = decode_frame(&mut buf, 100).expect("ok");
+        assert_eq!(f, Some(Frame::Text(Bytes::from_static(b"status\r"))));
+        let f = decode_frame(&mut buf, 100).expect("ok");
+        assert_eq!(f, Some(Frame::Text(Bytes::from_static(b"version"))));
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn partial_header_with_bad_magic_fails_early() {
+        let mut buf = BytesMut::from(&b"\0RE"[..]);
+        assert_eq!(decode_frame(&mut buf, 100), Ok(None));
+        let mut buf = BytesMut::from(&b"\0XY"[..]);
+        assert!(matches!(decode_frame(&mut buf, 100), Err(FrameError::BadMagic(_))));
+    }
+}

@@ -1,0 +1,25 @@
+//! Gearman wire protocol for Gearshift, with no I/O.
+//!
+//! Bytes become [`Frame`]s ([`frame`]), binary frames become typed
+//! [`Request`]s (what clients and workers send, [`request`]) or
+//! [`Response`]s (what servers send, [`response`]), and text frames become
+//! [`AdminCommand`]s ([`admin`]). Every type both parses and encodes, so a
+//! server and a client library built on this crate cannot drift apart.
+//!
+//! - [`packet_type`]: the 42 numbered packet types and their body layouts.
+//! - [`frame`]: cutting a stream into frames; headers; argument splitting.
+//! - [`error`]: framing errors (fatal) and request errors (answered with ERROR).
+
+pub mod admin;
+pub mod error;
+pub mod frame;
+pub mod packet_type;
+pub mod request;
+pub mod response;
+
+pub use admin::{parse_admin, AdminCommand};
+pub use error::{FrameError, RequestError};
+pub use frame::{decode_frame, Frame, Magic, Packet};
+pub use packet_type::PacketType;
+pub use request::{GrabKind, Priority, Request, Submit};
+pub use response::Response;

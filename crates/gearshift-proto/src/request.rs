@@ -1,0 +1,336 @@
+//! Typed requests: every packet a client or worker sends to a server,
+//! parsed from a binary packet and encoded back to one.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::RequestError;
+use crate::frame::{encode_parts, split_args, Magic, Packet};
+use crate::packet_type::PacketType;
+
+/// The three Gearman priorities, highest first; the discriminant is the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Priority {
+    /// Runs before everything else.
+    High = 0,
+    /// The default.
+    Normal = 1,
+    /// Runs when nothing else is queued.
+    Low = 2,
+}
+
+impl Priority {
+    /// All priorities, highest first.
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Low];
+
+    /// Index 0..3, highest first.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A job submission, whichever of the nine SUBMIT_* packets carried it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submit {
+    /// Function name.
+    pub function: Bytes,
+    /// Client-chosen unique id (may be empty).
+    pub unique: Bytes,
+    /// Workload.
+    pub data: Bytes,
+    /// Queue priority.
+    pub priority: Priority,
+    /// Detached from the client (no WORK_* forwarded).
+    pub background: bool,
+    /// SUBMIT_JOB_EPOCH: the Unix time (seconds) to run at.
+    pub epoch: Option<i64>,
+    /// SUBMIT_REDUCE_JOB*: the reducer function name.
+    pub reducer: Option<Bytes>,
+}
+
+impl Submit {
+    /// The packet type that carries this submission.
+    pub fn packet_type(&self) -> PacketType {
+        use PacketType::*;
+        if self.reducer.is_some() {
+            return if self.background { SubmitReduceJobBackground } else { SubmitReduceJob };
+        }
+        if self.epoch.is_some() {
+            return SubmitJobEpoch;
+        }
+        match (self.priority, self.background) {
+            (Priority::High, false) => SubmitJobHigh,
+            (Priority::High, true) => SubmitJobHighBg,
+            (Priority::Normal, false) => SubmitJob,
+            (Priority::Normal, true) => SubmitJobBg,
+            (Priority::Low, false) => SubmitJobLow,
+            (Priority::Low, true) => SubmitJobLowBg,
+        }
+    }
+}
+
+/// Which GRAB_JOB variant a worker sent; it decides the JOB_ASSIGN variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrabKind {
+    /// GRAB_JOB → JOB_ASSIGN.
+    Plain,
+    /// GRAB_JOB_UNIQ → JOB_ASSIGN_UNIQ.
+    Uniq,
+    /// GRAB_JOB_ALL → JOB_ASSIGN_ALL (or JOB_ASSIGN_UNIQ without reducer).
+    All,
+}
+
+/// A packet sent to the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// CAN_DO function.
+    CanDo(Bytes),
+    /// CAN_DO_TIMEOUT function, timeout text (milliseconds, parsed like `atoi`).
+    CanDoTimeout {
+        /// Function name.
+        function: Bytes,
+        /// Raw decimal timeout.
+        timeout: Bytes,
+    },
+    /// CANT_DO function.
+    CantDo(Bytes),
+    /// RESET_ABILITIES.
+    ResetAbilities,
+    /// PRE_SLEEP.
+    PreSleep,
+    /// Any SUBMIT_* but SCHED.
+    Submit(Submit),
+    /// GRAB_JOB, GRAB_JOB_UNIQ, GRAB_JOB_ALL.
+    Grab(GrabKind),
+    /// WORK_STATUS handle, numerator, denominator (raw text).
+    WorkStatus {
+        /// Job handle.
+        handle: Bytes,
+        /// Numerator text.
+        numerator: Bytes,
+        /// Denominator text.
+        denominator: Bytes,
+    },
+    /// WORK_DATA handle, data.
+    WorkData {
+        /// Job handle.
+        handle: Bytes,
+        /// Payload.
+        data: Bytes,
+    },
+    /// WORK_WARNING handle, data.
+    WorkWarning {
+        /// Job handle.
+        handle: Bytes,
+        /// Payload.
+        data: Bytes,
+    },
+    /// WORK_COMPLETE handle, result.
+    WorkComplete {
+        /// Job handle.
+        handle: Bytes,
+        /// Result.
+        data: Bytes,
+    },
+    /// WORK_FAIL handle.
+    WorkFail {
+        /// Job handle.
+        handle: Bytes,
+    },
+    /// WORK_EXCEPTION handle, exception data.
+    WorkException {
+        /// Job handle.
+        handle: Bytes,
+        /// Exception payload.
+        data: Bytes,
+    },
+    /// GET_STATUS handle.
+    GetStatus(Bytes),
+    /// GET_STATUS_UNIQUE unique.
+    GetStatusUnique(Bytes),
+    /// ECHO_REQ data.
+    Echo(Bytes),
+    /// OPTION_REQ name.
+    Option(Bytes),
+    /// SET_CLIENT_ID id.
+    SetClientId(Bytes),
+}
+
+impl Request {
+    /// Parses a packet received by a server.
+    pub fn parse(packet: &Packet) -> Result<Request, RequestError> {
+        use PacketType::*;
+        let kind = packet.kind;
+        if packet.magic == Magic::Res {
+            return Err(RequestError::ResponseMagic);
+        }
+        match kind {
+            Unused | Noop | JobCreated | NoJob | JobAssign | EchoRes | Error | StatusRes
+            | AllYours | OptionRes | JobAssignUniq | SubmitJobSched | JobAssignAll
+            | StatusResUnique => return Err(RequestError::NotExpected(kind)),
+            _ => {}
+        }
+        let args = split_args(kind, &packet.body).ok_or(RequestError::MissingArguments(kind))?;
+        let mut it = args.into_iter();
+        let mut next = || it.next().unwrap_or_default();
+        Ok(match kind {
+            CanDo => Request::CanDo(next()),
+            CantDo => Request::CantDo(next()),
+            CanDoTimeout => Request::CanDoTimeout { function: next(), timeout: next() },
+            ResetAbilities => Request::ResetAbilities,
+            PreSleep => Request::PreSleep,
+            GrabJob => Request::Grab(GrabKind::Plain),
+            GrabJobUniq => Request::Grab(GrabKind::Uniq),
+            GrabJobAll => Request::Grab(GrabKind::All),
+            SubmitJob | SubmitJobBg | SubmitJobHigh | SubmitJobHighBg | SubmitJobLow
+            | SubmitJobLowBg => {
+                let (priority, background) = match kind {
+                    SubmitJob => (Priority::Normal, false),
+                    SubmitJobBg => (Priority::Normal, true),
+                    SubmitJobHigh => (Priority::High, false),
+                    SubmitJobHighBg => (Priority::High, true),
+                    SubmitJobLow => (Priority::Low, false),
+                    _ => (Priority::Low, true),
+                };
+                Request::Submit(Submit {
+                    function: next(),
+                    unique: next(),
+                    data: next(),
+                    priority,
+                    background,
+                    epoch: None,
+                    reducer: None,
+                })
+            }
+            SubmitJobEpoch => {
+                let function = next();
+                let unique = next();
+                let epoch = parse_atoi(&next());
+                Request::Submit(Submit {
+                    function,
+                    unique,
+                    data: next(),
+                    priority: Priority::Normal,
+                    background: true,
+                    epoch: Some(epoch),
+                    reducer: None,
+                })
+            }
+            SubmitReduceJob | SubmitReduceJobBackground => {
+                let function = next();
+                let unique = next();
+                let reducer = next();
+                let _aggregator = next();
+                Request::Submit(Submit {
+                    function,
+                    unique,
+                    data: next(),
+                    priority: Priority::Normal,
+                    background: kind == SubmitReduceJobBackground,
+                    epoch: None,
+                    reducer: Some(reducer),
+                })
+            }
+            WorkStatus => Request::WorkStatus {
+                handle: next(),
+                numerator: next(),
+                denominator: next(),
+            },
+            WorkData => Request::WorkData { handle: next(), data: next() },
+            WorkWarning => Request::WorkWarning { handle: next(), data: next() },
+            WorkComplete => Request::WorkComplete { handle: next(), data: next() },
+            WorkFail => Request::WorkFail { handle: next() },
+            WorkException => Request::WorkException { handle: next(), data: next() },
+            GetStatus => Request::GetStatus(next()),
+            GetStatusUnique => Request::GetStatusUnique(next()),
+            EchoReq => Request::Echo(next()),
+            OptionReq => Request::Option(next()),
+            SetClientId => Request::SetClientId(next()),
+            _ => return Err(RequestError::NotExpected(kind)),
+        })
+    }
+
+    /// Appends this request as a `\0REQ` packet.
+    pub fn encode(&self, out: &mut BytesMut) {
+        use PacketType::*;
+        let m = Magic::Req;
+        match self {
+            Request::CanDo(f) => encode_parts(m, CanDo, &[f], out),
+            Request::CanDoTimeout { function, timeout } => {
+                encode_parts(m, CanDoTimeout, &[function, timeout], out)
+            }
+            Request::CantDo(f) => encode_parts(m, CantDo, &[f], out),
+            Request::ResetAbilities => encode_parts(m, ResetAbilities, &[], out),
+            Request::PreSleep => encode_parts(m, PreSleep, &[], out),
+            Request::Submit(s) => {
+                let kind = s.packet_type();
+                if let Some(reducer) = &s.reducer {
+                    encode_parts(m, kind, &[&s.function, &s.unique, reducer, b"", &s.data], out)
+                } else if let Some(epoch) = s.epoch {
+                    let when = epoch.to_string();
+                    encode_parts(m, kind, &[&s.function, &s.unique, when.as_bytes(), &s.data], out)
+                } else {
+                    encode_parts(m, kind, &[&s.function, &s.unique, &s.data], out)
+                }
+            }
+            Request::Grab(GrabKind::Plain) => encode_parts(m, GrabJob, &[], out),
+            Request::Grab(GrabKind::Uniq) => encode_parts(m, GrabJobUniq, &[], out),
+            Request::Grab(GrabKind::All) => encode_parts(m, GrabJobAll, &[], out),
+            Request::WorkStatus { handle, numerator, denominator } => {
+                encode_parts(m, WorkStatus, &[handle, numerator, denominator], out)
+            }
+            Request::WorkData { handle, data } => encode_parts(m, WorkData, &[handle, data], out),
+            Request::WorkWarning { handle, data } => {
+                encode_parts(m, WorkWarning, &[handle, data], out)
+            }
+            Request::WorkComplete { handle, data } => {
+                encode_parts(m, WorkComplete, &[handle, data], out)
+            }
+            Request::WorkFail { handle } => encode_parts(m, WorkFail, &[handle], out),
+            Request::WorkException { handle, data } => {
+                encode_parts(m, WorkException, &[handle, data], out)
+            }
+            Request::GetStatus(h) => encode_parts(m, GetStatus, &[h], out),
+            Request::GetStatusUnique(u) => encode_parts(m, GetStatusUnique, &[u], out),
+            Request::Echo(d) => encode_parts(m, EchoReq, &[d], out),
+            Request::Option(o) => encode_parts(m, OptionReq, &[o], out),
+            Request::SetClientId(id) => encode_parts(m, SetClientId, &[id], out),
+        }
+    }
+}
+
+/// Parses a decimal like C's `atoi`/`strtoll`: optional spaces and sign, then
+/// leading digits; anything else ends the number; no digits give 0.
+/// Saturates instead of overflowing.
+pub fn parse_atoi(text: &[u8]) -> i64 {
+    let mut i = 0;
+    while i < text.len() && matches!(text[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let mut negative = false;
+    if i < text.len() && (text[i] == b'-' || text[i] == b'+') {
+        negative = text[i] == b'-';
+        i += 1;
+    }
+    let mut value: i64 = 0;
+    while i < text.len() && text[i].is_ascii_digit() {
+        let d = i64::from(text[i] - b'0');
+        value = value.saturating_mul(10);
+        value = if negative { value.saturating_sub(d) } else { value.saturating_add(d) };
+        i += 1;
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atoi_like_c() {
+        assert_eq!(parse_atoi(b"42"), 42);
+        assert_eq!(parse_atoi(b"  -7x"), -7);
+        assert_eq!(parse_atoi(b"abc"), 0);
+        assert_eq!(parse_atoi(b""), 0);
+        assert_eq!(parse_atoi(b"99999999999999999999999"), i64::MAX);
+    }
+}
