@@ -1,1 +1,36 @@
-//! placeholder
+//! The Gearman job-routing state machine of Gearshift, with no I/O.
+//!
+//! A driver feeds it what happens — a connection opens ([`Core::connect`]),
+//! sends a request or admin line ([`Core::handle`]), closes
+//! ([`Core::disconnect`]), time passes ([`Core::on_timeout`]) — always with
+//! the current time in milliseconds, and carries out the [`Effect`]s it
+//! returns (send a packet or text, close, shut down). No sockets, no clock,
+//! no runtime: every rule is testable on virtual time.
+//!
+//! - [`engine`]: the `Core` struct, entry points and shared bookkeeping.
+//! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, wake-ups.
+//! - [`worker`]: abilities, sleep, grabbing, results, requeueing.
+//! - [`admin`]: the text admin commands.
+//! - [`job`], [`function`], [`conn`]: the state records.
+//! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
+
+pub mod admin;
+pub mod config;
+pub mod conn;
+pub mod effect;
+pub mod engine;
+pub mod function;
+pub mod ids;
+pub mod job;
+pub mod submit;
+pub mod worker;
+
+pub use config::CoreConfig;
+pub use conn::ConnInfo;
+pub use effect::{Effect, Input};
+pub use engine::Core;
+pub use ids::{ConnId, JobId};
+
+/// Time in milliseconds since the Unix epoch, as the driver measures it.
+/// Epoch jobs compare against it; timeouts add to it.
+pub type Millis = u64;

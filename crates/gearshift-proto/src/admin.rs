@@ -104,8 +104,8 @@ pub fn split_words(line: &[u8]) -> Vec<&[u8]> {
 }
 
 fn args_error(word: &[u8]) -> AdminCommand {
-    let mut s = b"ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+command+"
-        .to_vec();
+    let mut s =
+        b"ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+command+".to_vec();
     s.extend_from_slice(word);
     s.extend_from_slice(b"\r\n");
     AdminCommand::Reply(s.into())
@@ -175,7 +175,10 @@ pub fn parse_admin(line: &[u8]) -> AdminCommand {
         if argc <= 3 {
             limits = [limits[0]; 3];
         }
-        AdminCommand::MaxQueue { function: arg(1), limits }
+        AdminCommand::MaxQueue {
+            function: arg(1),
+            limits,
+        }
     } else if eq(cmd, "getpid") {
         AdminCommand::GetPid
     } else if eq(cmd, "shutdown") {
@@ -204,7 +207,10 @@ mod tests {
         assert_eq!(split_words(b"show  jobs"), vec![&b"show"[..], b"jobs"]);
         assert_eq!(split_words(b" status"), vec![&b""[..], b"status"]);
         assert_eq!(split_words(b"show jobs "), vec![&b"show"[..], b"jobs", b""]);
-        assert_eq!(split_words(b"show jobs   "), vec![&b"show"[..], b"jobs", b""]);
+        assert_eq!(
+            split_words(b"show jobs   "),
+            vec![&b"show"[..], b"jobs", b""]
+        );
         assert_eq!(split_words(b"a\tb"), vec![&b"a\tb"[..]]);
         assert!(split_words(b"").is_empty());
     }
@@ -212,21 +218,42 @@ mod tests {
     #[test]
     fn commands() {
         assert_eq!(parse_admin(b"STATUS"), AdminCommand::Status);
-        assert_eq!(parse_admin(b"show jobs "), AdminCommand::Reply(ERR_UNKNOWN_SHOW_ARGUMENTS.into()));
-        assert_eq!(parse_admin(b"show"), AdminCommand::Reply(unknown_command(b"show")));
-        assert_eq!(parse_admin(b"cancel job"), AdminCommand::Reply(unknown_command(b"cancel")));
-        assert_eq!(parse_admin(b"cancel foo bar"), AdminCommand::Reply(ERR_UNKNOWN_ERROR.into()));
+        assert_eq!(
+            parse_admin(b"show jobs "),
+            AdminCommand::Reply(ERR_UNKNOWN_SHOW_ARGUMENTS.into())
+        );
+        assert_eq!(
+            parse_admin(b"show"),
+            AdminCommand::Reply(unknown_command(b"show"))
+        );
+        assert_eq!(
+            parse_admin(b"cancel job"),
+            AdminCommand::Reply(unknown_command(b"cancel"))
+        );
+        assert_eq!(
+            parse_admin(b"cancel foo bar"),
+            AdminCommand::Reply(ERR_UNKNOWN_ERROR.into())
+        );
         assert_eq!(
             parse_admin(b"maxqueue f 5"),
-            AdminCommand::MaxQueue { function: "f".into(), limits: [5, 5, 5] }
+            AdminCommand::MaxQueue {
+                function: "f".into(),
+                limits: [5, 5, 5]
+            }
         );
         assert_eq!(
             parse_admin(b"maxqueue f 1 2 3"),
-            AdminCommand::MaxQueue { function: "f".into(), limits: [1, 2, 3] }
+            AdminCommand::MaxQueue {
+                function: "f".into(),
+                limits: [1, 2, 3]
+            }
         );
         assert_eq!(
             parse_admin(b"maxqueue f 1 2"),
-            AdminCommand::MaxQueue { function: "f".into(), limits: [1, 2, 0] }
+            AdminCommand::MaxQueue {
+                function: "f".into(),
+                limits: [1, 2, 0]
+            }
         );
         assert_eq!(
             parse_admin(b"Create x"),
@@ -240,6 +267,9 @@ mod tests {
             parse_admin(b"Bogus"),
             AdminCommand::Reply(b"ERR UNKNOWN_COMMAND Unknown+server+commandBogus\r\n"[..].into())
         );
-        assert_eq!(parse_admin(b""), AdminCommand::Reply(unknown_command(b"NULL")));
+        assert_eq!(
+            parse_admin(b""),
+            AdminCommand::Reply(unknown_command(b"NULL"))
+        );
     }
 }

@@ -91,7 +91,10 @@ pub fn decode_frame(buf: &mut BytesMut, max_body: usize) -> Result<Option<Frame>
     let kind = PacketType::from_u32(number).ok_or(FrameError::UnknownType(number))?;
     let size = u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
     if size > max_body {
-        return Err(FrameError::TooLarge { size, max: max_body });
+        return Err(FrameError::TooLarge {
+            size,
+            max: max_body,
+        });
     }
     if buf.len() < HEADER_LEN + size {
         buf.reserve(HEADER_LEN + size - buf.len());
@@ -147,7 +150,11 @@ pub fn encode_parts(magic: Magic, kind: PacketType, parts: &[&[u8]], out: &mut B
 /// Returns `None` when the body holds fewer separators than the layout needs.
 pub fn split_args(kind: PacketType, body: &Bytes) -> Option<Vec<Bytes>> {
     let (nargs, has_data) = kind.layout();
-    let terminated = if has_data { nargs } else { nargs.saturating_sub(1) };
+    let terminated = if has_data {
+        nargs
+    } else {
+        nargs.saturating_sub(1)
+    };
     let total = if has_data { nargs + 1 } else { nargs };
     let mut out = Vec::with_capacity(total);
     let mut start = 0;
@@ -203,6 +210,9 @@ mod tests {
         let mut buf = BytesMut::from(&b"\0RE"[..]);
         assert_eq!(decode_frame(&mut buf, 100), Ok(None));
         let mut buf = BytesMut::from(&b"\0XY"[..]);
-        assert!(matches!(decode_frame(&mut buf, 100), Err(FrameError::BadMagic(_))));
+        assert!(matches!(
+            decode_frame(&mut buf, 100),
+            Err(FrameError::BadMagic(_))
+        ));
     }
 }

@@ -52,7 +52,11 @@ impl Submit {
     pub fn packet_type(&self) -> PacketType {
         use PacketType::*;
         if self.reducer.is_some() {
-            return if self.background { SubmitReduceJobBackground } else { SubmitReduceJob };
+            return if self.background {
+                SubmitReduceJobBackground
+            } else {
+                SubmitReduceJob
+            };
         }
         if self.epoch.is_some() {
             return SubmitJobEpoch;
@@ -175,7 +179,10 @@ impl Request {
         Ok(match kind {
             CanDo => Request::CanDo(next()),
             CantDo => Request::CantDo(next()),
-            CanDoTimeout => Request::CanDoTimeout { function: next(), timeout: next() },
+            CanDoTimeout => Request::CanDoTimeout {
+                function: next(),
+                timeout: next(),
+            },
             ResetAbilities => Request::ResetAbilities,
             PreSleep => Request::PreSleep,
             GrabJob => Request::Grab(GrabKind::Plain),
@@ -235,11 +242,23 @@ impl Request {
                 numerator: next(),
                 denominator: next(),
             },
-            WorkData => Request::WorkData { handle: next(), data: next() },
-            WorkWarning => Request::WorkWarning { handle: next(), data: next() },
-            WorkComplete => Request::WorkComplete { handle: next(), data: next() },
+            WorkData => Request::WorkData {
+                handle: next(),
+                data: next(),
+            },
+            WorkWarning => Request::WorkWarning {
+                handle: next(),
+                data: next(),
+            },
+            WorkComplete => Request::WorkComplete {
+                handle: next(),
+                data: next(),
+            },
             WorkFail => Request::WorkFail { handle: next() },
-            WorkException => Request::WorkException { handle: next(), data: next() },
+            WorkException => Request::WorkException {
+                handle: next(),
+                data: next(),
+            },
             GetStatus => Request::GetStatus(next()),
             GetStatusUnique => Request::GetStatusUnique(next()),
             EchoReq => Request::Echo(next()),
@@ -264,10 +283,20 @@ impl Request {
             Request::Submit(s) => {
                 let kind = s.packet_type();
                 if let Some(reducer) = &s.reducer {
-                    encode_parts(m, kind, &[&s.function, &s.unique, reducer, b"", &s.data], out)
+                    encode_parts(
+                        m,
+                        kind,
+                        &[&s.function, &s.unique, reducer, b"", &s.data],
+                        out,
+                    )
                 } else if let Some(epoch) = s.epoch {
                     let when = epoch.to_string();
-                    encode_parts(m, kind, &[&s.function, &s.unique, when.as_bytes(), &s.data], out)
+                    encode_parts(
+                        m,
+                        kind,
+                        &[&s.function, &s.unique, when.as_bytes(), &s.data],
+                        out,
+                    )
                 } else {
                     encode_parts(m, kind, &[&s.function, &s.unique, &s.data], out)
                 }
@@ -275,9 +304,11 @@ impl Request {
             Request::Grab(GrabKind::Plain) => encode_parts(m, GrabJob, &[], out),
             Request::Grab(GrabKind::Uniq) => encode_parts(m, GrabJobUniq, &[], out),
             Request::Grab(GrabKind::All) => encode_parts(m, GrabJobAll, &[], out),
-            Request::WorkStatus { handle, numerator, denominator } => {
-                encode_parts(m, WorkStatus, &[handle, numerator, denominator], out)
-            }
+            Request::WorkStatus {
+                handle,
+                numerator,
+                denominator,
+            } => encode_parts(m, WorkStatus, &[handle, numerator, denominator], out),
             Request::WorkData { handle, data } => encode_parts(m, WorkData, &[handle, data], out),
             Request::WorkWarning { handle, data } => {
                 encode_parts(m, WorkWarning, &[handle, data], out)
@@ -315,7 +346,11 @@ pub fn parse_atoi(text: &[u8]) -> i64 {
     while i < text.len() && text[i].is_ascii_digit() {
         let d = i64::from(text[i] - b'0');
         value = value.saturating_mul(10);
-        value = if negative { value.saturating_sub(d) } else { value.saturating_add(d) };
+        value = if negative {
+            value.saturating_sub(d)
+        } else {
+            value.saturating_add(d)
+        };
         i += 1;
     }
     value

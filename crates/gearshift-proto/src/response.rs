@@ -141,7 +141,10 @@ fn flag(b: bool) -> &'static [u8] {
 impl Response {
     /// An ERROR packet from static strings.
     pub fn error(code: &'static str, text: impl Into<Bytes>) -> Response {
-        Response::Error { code: Bytes::from_static(code.as_bytes()), text: text.into() }
+        Response::Error {
+            code: Bytes::from_static(code.as_bytes()),
+            text: text.into(),
+        }
     }
 
     /// Appends this response as a `\0RES` packet.
@@ -152,19 +155,37 @@ impl Response {
             Response::Noop => encode_parts(m, T::Noop, &[], out),
             Response::NoJob => encode_parts(m, T::NoJob, &[], out),
             Response::JobCreated(h) => encode_parts(m, T::JobCreated, &[h], out),
-            Response::JobAssign { handle, function, data } => {
-                encode_parts(m, T::JobAssign, &[handle, function, data], out)
+            Response::JobAssign {
+                handle,
+                function,
+                data,
+            } => encode_parts(m, T::JobAssign, &[handle, function, data], out),
+            Response::JobAssignUniq {
+                handle,
+                function,
+                unique,
+                data,
+            } => encode_parts(m, T::JobAssignUniq, &[handle, function, unique, data], out),
+            Response::JobAssignAll {
+                handle,
+                function,
+                unique,
+                reducer,
+                data,
+            } => encode_parts(
+                m,
+                T::JobAssignAll,
+                &[handle, function, unique, reducer, data],
+                out,
+            ),
+            Response::WorkStatus {
+                handle,
+                numerator,
+                denominator,
+            } => encode_parts(m, T::WorkStatus, &[handle, numerator, denominator], out),
+            Response::WorkData { handle, data } => {
+                encode_parts(m, T::WorkData, &[handle, data], out)
             }
-            Response::JobAssignUniq { handle, function, unique, data } => {
-                encode_parts(m, T::JobAssignUniq, &[handle, function, unique, data], out)
-            }
-            Response::JobAssignAll { handle, function, unique, reducer, data } => {
-                encode_parts(m, T::JobAssignAll, &[handle, function, unique, reducer, data], out)
-            }
-            Response::WorkStatus { handle, numerator, denominator } => {
-                encode_parts(m, T::WorkStatus, &[handle, numerator, denominator], out)
-            }
-            Response::WorkData { handle, data } => encode_parts(m, T::WorkData, &[handle, data], out),
             Response::WorkWarning { handle, data } => {
                 encode_parts(m, T::WorkWarning, &[handle, data], out)
             }
@@ -175,21 +196,51 @@ impl Response {
             Response::WorkException { handle, data } => {
                 encode_parts(m, T::WorkException, &[handle, data], out)
             }
-            Response::StatusRes { handle, known, running, numerator, denominator } => {
+            Response::StatusRes {
+                handle,
+                known,
+                running,
+                numerator,
+                denominator,
+            } => {
                 let (n, d) = (numerator.to_string(), denominator.to_string());
                 encode_parts(
                     m,
                     T::StatusRes,
-                    &[handle, flag(*known), flag(*running), n.as_bytes(), d.as_bytes()],
+                    &[
+                        handle,
+                        flag(*known),
+                        flag(*running),
+                        n.as_bytes(),
+                        d.as_bytes(),
+                    ],
                     out,
                 )
             }
-            Response::StatusResUnique { unique, known, running, numerator, denominator, waiting } => {
-                let (n, d, w) = (numerator.to_string(), denominator.to_string(), waiting.to_string());
+            Response::StatusResUnique {
+                unique,
+                known,
+                running,
+                numerator,
+                denominator,
+                waiting,
+            } => {
+                let (n, d, w) = (
+                    numerator.to_string(),
+                    denominator.to_string(),
+                    waiting.to_string(),
+                );
                 encode_parts(
                     m,
                     T::StatusResUnique,
-                    &[unique, flag(*known), flag(*running), n.as_bytes(), d.as_bytes(), w.as_bytes()],
+                    &[
+                        unique,
+                        flag(*known),
+                        flag(*running),
+                        n.as_bytes(),
+                        d.as_bytes(),
+                        w.as_bytes(),
+                    ],
                     out,
                 )
             }
@@ -214,7 +265,11 @@ impl Response {
             T::Noop => Response::Noop,
             T::NoJob => Response::NoJob,
             T::JobCreated => Response::JobCreated(next()),
-            T::JobAssign => Response::JobAssign { handle: next(), function: next(), data: next() },
+            T::JobAssign => Response::JobAssign {
+                handle: next(),
+                function: next(),
+                data: next(),
+            },
             T::JobAssignUniq => Response::JobAssignUniq {
                 handle: next(),
                 function: next(),
@@ -233,11 +288,23 @@ impl Response {
                 numerator: next(),
                 denominator: next(),
             },
-            T::WorkData => Response::WorkData { handle: next(), data: next() },
-            T::WorkWarning => Response::WorkWarning { handle: next(), data: next() },
-            T::WorkComplete => Response::WorkComplete { handle: next(), data: next() },
+            T::WorkData => Response::WorkData {
+                handle: next(),
+                data: next(),
+            },
+            T::WorkWarning => Response::WorkWarning {
+                handle: next(),
+                data: next(),
+            },
+            T::WorkComplete => Response::WorkComplete {
+                handle: next(),
+                data: next(),
+            },
             T::WorkFail => Response::WorkFail(next()),
-            T::WorkException => Response::WorkException { handle: next(), data: next() },
+            T::WorkException => Response::WorkException {
+                handle: next(),
+                data: next(),
+            },
             T::StatusRes => Response::StatusRes {
                 handle: next(),
                 known: next().as_ref() == b"1",
@@ -254,7 +321,10 @@ impl Response {
                 waiting: num(next()),
             },
             T::EchoRes => Response::EchoRes(next()),
-            T::Error => Response::Error { code: next(), text: next() },
+            T::Error => Response::Error {
+                code: next(),
+                text: next(),
+            },
             T::OptionRes => Response::OptionRes(next()),
             other => return Err(RequestError::Malformed(other)),
         })

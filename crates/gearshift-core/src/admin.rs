@@ -1,0 +1,209 @@
+//! The admin text commands run against the core's state, formatted byte
+//! for byte as gearmand 1.1.20 prints them.
+
+use std::io::Write;
+
+use bytes::Bytes;
+use gearshift_proto::admin::{self as text, AdminCommand};
+use gearshift_proto::Response;
+
+use crate::effect::Effect;
+use crate::engine::Core;
+use crate::ids::{ConnId, JobId};
+use crate::job::JobState;
+use crate::Millis;
+
+impl Core {
+    pub(crate) fn admin(&mut self, conn: ConnId, cmd: AdminCommand, _now: Millis) {
+        let reply: Vec<u8> = match cmd {
+            AdminCommand::Status => self.status_text(),
+            AdminCommand::PriorityStatus => self.priority_status_text(),
+            AdminCommand::Workers => self.workers_text(),
+            AdminCommand::ShowJobs => self.show_jobs_text(),
+            AdminCommand::ShowUniqueJobs => self.show_unique_text(),
+            AdminCommand::CancelJob(handle) => self.cancel(&handle).to_vec(),
+            AdminCommand::CreateFunction(name) => {
+                self.function_id(&name);
+                text::OK_CRLF.to_vec()
+            }
+            AdminCommand::DropFunction(name) => self.drop_function(&name).to_vec(),
+            AdminCommand::MaxQueue { function, limits } => {
+                if let Some(&f) = self.func_index.get(&function) {
+                    if let Some(f) = self.func_mut(f) {
+                        f.max_queue = limits;
+                    }
+                }
+                text::OK_CRLF.to_vec()
+            }
+            AdminCommand::GetPid => format!("OK {}\n", self.cfg.pid).into_bytes(),
+            AdminCommand::Verbose => format!("OK {}\n", self.cfg.verbose).into_bytes(),
+            AdminCommand::Version => format!("OK {}\n", self.cfg.version).into_bytes(),
+            AdminCommand::Shutdown { graceful } => {
+                if self.conns.get(&conn.0).is_some_and(|c| c.info.loopback) {
+                    self.effects
+                        .push(Effect::Text(conn, Bytes::from_static(text::OK_CRLF)));
+                    self.effects.push(Effect::Shutdown { graceful });
+                    return;
+                }
+                text::ERR_SHUTDOWN_DENIED.to_vec()
+            }
+            AdminCommand::Reply(bytes) => {
+                self.effects.push(Effect::Text(conn, bytes));
+                return;
+            }
+            AdminCommand::TooManyWords => {
+                self.effects.push(Effect::Close(conn));
+                return;
+            }
+        };
+        self.effects.push(Effect::Text(conn, reply.into()));
+    }
+
+    fn live_funcs(&self) -> impl Iterator<Item = &crate::function::Function> {
+        self.funcs.iter().flatten()
+    }
+
+    fn status_text(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in self.live_funcs() {
+            out.extend_from_slice(&f.name);
+            let _ = writeln!(out, "\t{}\t{}\t{}", f.total, f.running, f.workers);
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+
+    fn priority_status_text(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in self.live_funcs() {
+            out.extend_from_slice(&f.name);
+            let normal = f.queued[1] + f.scheduled;
+            let _ = writeln!(
+                out,
+                "\t{}\t{}\t{}\t{}",
+                f.queued[0], normal, f.queued[2], f.workers
+            );
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+
+    fn workers_text(&self) -> Vec<u8> {
+        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(c) = self.conns.get(&id) else {
+                continue;
+            };
+            let _ = write!(out, "{} {} ", c.info.fd, c.info.ip);
+            out.extend_from_slice(&c.client_id);
+            out.extend_from_slice(b" :");
+            for a in &c.abilities {
+                if let Some(f) = self.func(a.func) {
+                    out.push(b' ');
+                    out.extend_from_slice(&f.name);
+                }
+            }
+            out.push(b'\n');
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+
+    fn sorted_job_ids(&self) -> Vec<JobId> {
+        let mut ids: Vec<JobId> = self.jobs.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn show_jobs_text(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for id in self.sorted_job_ids() {
+            let Some(job) = self.jobs.get(&id) else {
+                continue;
+            };
+            let cancelled = job.state == JobState::Cancelled;
+            out.extend_from_slice(&job.handle);
+            let _ = writeln!(
+                out,
+                "\t{}\t{}\t{}",
+                job.retries,
+                u8::from(cancelled),
+                u8::from(job.background && !cancelled)
+            );
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+
+    fn show_unique_text(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for id in self.sorted_job_ids() {
+            let Some(job) = self.jobs.get(&id) else {
+                continue;
+            };
+            out.extend_from_slice(&job.unique);
+            out.push(b'\n');
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+
+    /// `cancel job H`: waiting clients get WORK_FAIL; a queued job goes at
+    /// once, a running one when its worker reports (the worker is not told).
+    fn cancel(&mut self, handle: &[u8]) -> &'static [u8] {
+        let Some(id) = self.job_by_handle(handle) else {
+            return text::ERR_UNKNOWN_JOB;
+        };
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return text::ERR_UNKNOWN_JOB;
+        };
+        let h = job.handle.clone();
+        let clients = std::mem::take(&mut job.clients);
+        let running = job.state == JobState::Running;
+        if running {
+            job.state = JobState::Cancelled;
+        }
+        for c in clients {
+            if let Some(conn) = self.conns.get_mut(&c.0) {
+                conn.waiting.remove(&id);
+            }
+            self.send(c, Response::WorkFail(h.clone()));
+        }
+        if !running
+            && self
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.state != JobState::Cancelled)
+        {
+            self.remove_job(id);
+        }
+        tracing::info!(handle = %String::from_utf8_lossy(&h), "job cancelled by admin");
+        text::OK_CRLF
+    }
+
+    /// `drop function F`: only an idle, empty function may go.
+    fn drop_function(&mut self, name: &[u8]) -> &'static [u8] {
+        let found = self.funcs.iter().position(|f| {
+            f.as_ref()
+                .is_some_and(|f| f.name.eq_ignore_ascii_case(name))
+        });
+        let Some(id) = found else {
+            return text::ERR_FUNCTION_NOT_FOUND;
+        };
+        let Some(f) = self.func(id) else {
+            return text::ERR_FUNCTION_NOT_FOUND;
+        };
+        if f.workers > 0 || f.running > 0 {
+            return text::ERR_DROP_BUSY;
+        }
+        if f.total > 0 {
+            return text::ERR_DROP_QUEUED;
+        }
+        if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
+            self.func_index.remove(&f.name);
+        }
+        text::OK_CRLF
+    }
+}

@@ -1,0 +1,58 @@
+//! Settings the core needs, chosen by the server's command line.
+
+/// What the core is told at start.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// Handle prefix; handles are `<prefix>:<n>` (gearmand: `H:<hostname>`).
+    pub handle_prefix: String,
+    /// `--job-retries`: 0 = unlimited (gearmand 1.1), N = fail the job at its N-th requeue.
+    pub job_retries: u32,
+    /// `--worker-wakeup`: sleeping workers woken per new job; 0 = all.
+    pub worker_wakeup: u32,
+    /// `--exceptions`: forward WORK_EXCEPTION to every client.
+    pub exceptions: bool,
+    /// Process id reported by `getpid`.
+    pub pid: u32,
+    /// Reported by `version`.
+    pub version: String,
+    /// Log level name reported by `verbose`.
+    pub verbose: String,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            handle_prefix: "H:localhost".to_owned(),
+            job_retries: 0,
+            worker_wakeup: 0,
+            exceptions: false,
+            pid: 0,
+            version: concat!("gearshift-", env!("CARGO_PKG_VERSION")).to_owned(),
+            verbose: "ERROR".to_owned(),
+        }
+    }
+}
+
+/// Longest handle, NUL included (gearmand's `GEARMAND_JOB_HANDLE_SIZE`).
+pub const MAX_HANDLE: usize = 64;
+/// Longest unique id accepted; longer gets ERROR ARGUMENT_TOO_LARGE.
+pub const MAX_UNIQUE: usize = 64;
+/// Longest client id kept (gearmand truncates silently).
+pub const MAX_CLIENT_ID: usize = 127;
+/// CAN_DO_TIMEOUT values below this many milliseconds are raised to it (gearmand does too).
+pub const MIN_TIMEOUT_MS: u64 = 1000;
+
+impl CoreConfig {
+    /// Checks that every handle this prefix can produce fits in 64 bytes.
+    pub fn validate(&self) -> Result<(), String> {
+        // prefix + ':' + up to 20 digits + NUL
+        if self.handle_prefix.len() + 1 + 20 + 1 > MAX_HANDLE {
+            return Err(format!(
+                "job handle prefix {:?} is too long: handles must fit in {MAX_HANDLE} bytes, so the prefix may have at most {} bytes",
+                self.handle_prefix,
+                MAX_HANDLE - 22
+            ));
+        }
+        Ok(())
+    }
+}

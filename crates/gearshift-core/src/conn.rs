@@ -1,0 +1,76 @@
+//! Per-connection state: what a worker can do and holds, what a client
+//! waits on, its options and its sleep state.
+
+use bytes::Bytes;
+
+use crate::ids::{FuncId, IdSet, JobId};
+
+/// A function a worker registered, with its per-job time limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ability {
+    /// The function.
+    pub func: FuncId,
+    /// CAN_DO_TIMEOUT in milliseconds, if any.
+    pub timeout_ms: Option<u64>,
+}
+
+/// Facts about a connection the server supplies when it opens.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// File descriptor number, shown by `workers`.
+    pub fd: i64,
+    /// Peer address as text, shown by `workers`.
+    pub ip: String,
+    /// Peer is on a loopback address (allowed to `shutdown`).
+    pub loopback: bool,
+}
+
+/// One connection's state in the core.
+#[derive(Debug)]
+pub struct Conn {
+    /// What the server told us at connect.
+    pub info: ConnInfo,
+    /// SET_CLIENT_ID, default `-`.
+    pub client_id: Bytes,
+    /// Registered functions, newest first.
+    pub abilities: Vec<Ability>,
+    /// Round-robin cursor into `abilities`.
+    pub cursor: usize,
+    /// Jobs this connection holds as a worker.
+    pub held: Vec<JobId>,
+    /// Foreground jobs this connection waits on as a client.
+    pub waiting: IdSet<JobId>,
+    /// OPTION_REQ exceptions.
+    pub exceptions: bool,
+    /// Sent PRE_SLEEP and has not grabbed since.
+    pub sleeping: bool,
+    /// Was sent a NOOP and has sent nothing since.
+    pub noop_sent: bool,
+}
+
+impl Conn {
+    /// A fresh connection.
+    pub fn new(info: ConnInfo) -> Self {
+        Conn {
+            info,
+            client_id: Bytes::from_static(b"-"),
+            abilities: Vec::new(),
+            cursor: 0,
+            held: Vec::new(),
+            waiting: IdSet::default(),
+            exceptions: false,
+            sleeping: false,
+            noop_sent: false,
+        }
+    }
+
+    /// The ability for `func`, if registered.
+    pub fn ability(&self, func: FuncId) -> Option<&Ability> {
+        self.abilities.iter().find(|a| a.func == func)
+    }
+
+    /// May be woken for `func`: asleep, not yet NOOPed, and still able to do it.
+    pub fn wakeable_for(&self, func: FuncId) -> bool {
+        self.sleeping && !self.noop_sent && self.ability(func).is_some()
+    }
+}

@@ -1,0 +1,300 @@
+//! The [`Core`] struct: all routing state, the entry points a driver calls
+//! (`connect`, `handle`, `disconnect`, `on_timeout`, `next_deadline`), and
+//! the bookkeeping shared by the submit, worker and admin paths.
+//!
+//! Every entry point takes `now` and appends [`Effect`]s; the driver drains
+//! them with [`Core::take_effects`] and carries them out in order.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use bytes::Bytes;
+use gearshift_proto::{Request, Response};
+
+use crate::config::CoreConfig;
+use crate::conn::{Conn, ConnInfo};
+use crate::effect::{Effect, Input};
+use crate::function::Function;
+use crate::ids::{ConnId, FuncId, IdMap, JobId};
+use crate::job::{Job, JobState, UniqueKey};
+use crate::Millis;
+
+/// A timer the core armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Timer {
+    /// An epoch job becomes due.
+    Due(JobId),
+    /// A CAN_DO_TIMEOUT runs out for the given assignment of a job.
+    Timeout(JobId, u64),
+}
+
+/// The job-routing state machine.
+pub struct Core {
+    pub(crate) cfg: CoreConfig,
+    pub(crate) next_job: JobId,
+    pub(crate) jobs: IdMap<JobId, Job>,
+    pub(crate) funcs: Vec<Option<Function>>,
+    pub(crate) func_index: HashMap<Bytes, FuncId>,
+    pub(crate) conns: IdMap<u64, Conn>,
+    /// Named uniques → the jobs holding them (one per function at most).
+    pub(crate) uniques: HashMap<Bytes, Vec<JobId>>,
+    /// `-` uniques: (function, workload) → job.
+    pub(crate) by_data: HashMap<(FuncId, Bytes), JobId>,
+    pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
+    pub(crate) effects: Vec<Effect>,
+}
+
+impl Core {
+    /// A core with no connections and no jobs; handles start at 1.
+    pub fn new(cfg: CoreConfig) -> Self {
+        Core::with_first_handle(cfg, 1)
+    }
+
+    /// A core whose handle counter starts at `first` (for restarts that
+    /// must never reuse a handle).
+    pub fn with_first_handle(cfg: CoreConfig, first: JobId) -> Self {
+        Core {
+            cfg,
+            next_job: first.max(1),
+            jobs: IdMap::default(),
+            funcs: Vec::new(),
+            func_index: HashMap::new(),
+            conns: IdMap::default(),
+            uniques: HashMap::new(),
+            by_data: HashMap::new(),
+            timers: BinaryHeap::new(),
+            effects: Vec::new(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+
+    /// Takes the effects produced since the last call, in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Moves the effects produced since the last call into `out`.
+    pub fn drain_effects_into(&mut self, out: &mut Vec<Effect>) {
+        out.append(&mut self.effects);
+    }
+
+    /// A connection opened.
+    pub fn connect(&mut self, conn: ConnId, info: ConnInfo) {
+        self.conns.insert(conn.0, Conn::new(info));
+    }
+
+    /// Number of jobs the core holds (queued, scheduled and running).
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Jobs currently held by workers, over all functions.
+    pub fn running_jobs(&self) -> u64 {
+        self.funcs
+            .iter()
+            .flatten()
+            .map(|f| u64::from(f.running))
+            .sum()
+    }
+
+    /// One input from a connection.
+    pub fn handle(&mut self, conn: ConnId, input: Input, now: Millis) {
+        let Some(c) = self.conns.get_mut(&conn.0) else {
+            return;
+        };
+        if c.noop_sent {
+            // Any packet proves the worker is alive; if it still sleeps it
+            // may be woken again.
+            c.noop_sent = false;
+            if c.sleeping {
+                self.enlist_sleeper(conn);
+            }
+        }
+        match input {
+            Input::Request(req) => self.request(conn, req, now),
+            Input::Invalid(err) => {
+                self.send(conn, Response::error(err.code(), err.text()));
+            }
+            Input::Admin(cmd) => self.admin(conn, cmd, now),
+        }
+    }
+
+    fn request(&mut self, conn: ConnId, req: Request, now: Millis) {
+        match req {
+            Request::Echo(data) => self.send(conn, Response::EchoRes(data)),
+            Request::Submit(s) => self.submit(conn, s, now),
+            Request::CanDo(f) => self.can_do(conn, f, None),
+            Request::CanDoTimeout { function, timeout } => {
+                let ms = gearshift_proto::request::parse_atoi(&timeout);
+                let t = (ms > 0).then(|| (ms as u64).max(crate::config::MIN_TIMEOUT_MS));
+                self.can_do(conn, function, t);
+            }
+            Request::CantDo(f) => self.cant_do(conn, &f),
+            Request::ResetAbilities => self.reset_abilities(conn),
+            Request::PreSleep => self.pre_sleep(conn),
+            Request::Grab(kind) => self.grab(conn, kind, now),
+            Request::WorkStatus {
+                handle,
+                numerator,
+                denominator,
+            } => self.work_status(conn, handle, numerator, denominator),
+            Request::WorkData { handle, data } => self.work_data(conn, handle, data, false),
+            Request::WorkWarning { handle, data } => self.work_data(conn, handle, data, true),
+            Request::WorkComplete { handle, data } => self.work_complete(conn, handle, data),
+            Request::WorkFail { handle } => self.work_fail(conn, handle),
+            Request::WorkException { handle, data } => self.work_exception(conn, handle, data),
+            Request::GetStatus(handle) => self.get_status(conn, handle),
+            Request::GetStatusUnique(unique) => self.get_status_unique(conn, unique),
+            Request::Option(name) => {
+                if name.eq_ignore_ascii_case(b"exceptions") {
+                    if let Some(c) = self.conns.get_mut(&conn.0) {
+                        c.exceptions = true;
+                    }
+                    self.send(conn, Response::OptionRes(name));
+                } else {
+                    self.send(
+                        conn,
+                        Response::error("UNKNOWN_OPTION", "Server does not recognize given option"),
+                    );
+                }
+            }
+            Request::SetClientId(id) => {
+                if let Some(c) = self.conns.get_mut(&conn.0) {
+                    c.client_id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
+                }
+            }
+        }
+    }
+
+    /// A connection closed: its held jobs go back to their queues, and
+    /// foreground jobs it alone waited on and that have not started are dropped.
+    pub fn disconnect(&mut self, conn: ConnId, _now: Millis) {
+        let Some(c) = self.conns.remove(&conn.0) else {
+            return;
+        };
+        for a in &c.abilities {
+            if let Some(f) = self.func_mut(a.func) {
+                f.workers = f.workers.saturating_sub(1);
+            }
+        }
+        for job in c.held {
+            self.requeue(job, "worker disconnected");
+        }
+        for job in c.waiting {
+            self.detach_client(job, conn);
+        }
+    }
+
+    /// When the core next needs [`Core::on_timeout`], if ever.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn on_timeout(&mut self, now: Millis) {
+        while let Some(Reverse((t, timer))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            match timer {
+                Timer::Due(job) => self.epoch_due(job),
+                Timer::Timeout(job, assignment) => self.job_timed_out(job, assignment),
+            }
+        }
+    }
+
+    pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
+        self.effects.push(Effect::Send(conn, r));
+    }
+
+    pub(crate) fn func(&self, f: FuncId) -> Option<&Function> {
+        self.funcs.get(f).and_then(Option::as_ref)
+    }
+
+    pub(crate) fn func_mut(&mut self, f: FuncId) -> Option<&mut Function> {
+        self.funcs.get_mut(f).and_then(Option::as_mut)
+    }
+
+    /// The function called `name`, created if new.
+    pub(crate) fn function_id(&mut self, name: &Bytes) -> FuncId {
+        if let Some(&id) = self.func_index.get(name) {
+            return id;
+        }
+        let id = self.funcs.len();
+        self.funcs.push(Some(Function::new(name.clone())));
+        self.func_index.insert(name.clone(), id);
+        id
+    }
+
+    /// Looks a handle up; only the exact `<prefix>:<n>` this server printed matches.
+    pub(crate) fn job_by_handle(&self, handle: &[u8]) -> Option<JobId> {
+        let prefix = self.cfg.handle_prefix.as_bytes();
+        let rest = handle.strip_prefix(prefix)?.strip_prefix(b":")?;
+        if rest.is_empty() || rest.len() > 20 || rest[0] == b'0' {
+            return None;
+        }
+        if !rest.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let id: JobId = std::str::from_utf8(rest).ok()?.parse().ok()?;
+        self.jobs.contains_key(&id).then_some(id)
+    }
+
+    /// Forgets a job entirely: indexes, counters, holders and waiters.
+    pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
+        let job = self.jobs.remove(&id)?;
+        match job.unique_key {
+            UniqueKey::None => {}
+            UniqueKey::Data => {
+                self.by_data.remove(&(job.func, job.data.clone()));
+            }
+            UniqueKey::Named => {
+                if let Some(list) = self.uniques.get_mut(&job.unique) {
+                    list.retain(|&j| j != id);
+                    if list.is_empty() {
+                        self.uniques.remove(&job.unique);
+                    }
+                }
+            }
+        }
+        if let Some(f) = self.funcs.get_mut(job.func).and_then(Option::as_mut) {
+            f.total = f.total.saturating_sub(1);
+            match job.state {
+                JobState::Queued => {
+                    let p = job.priority.index();
+                    f.queued[p] = f.queued[p].saturating_sub(1);
+                }
+                JobState::Scheduled => f.scheduled = f.scheduled.saturating_sub(1),
+                JobState::Running | JobState::Cancelled => f.running = f.running.saturating_sub(1),
+            }
+        }
+        if let Some(w) = job.worker {
+            if let Some(c) = self.conns.get_mut(&w.0) {
+                c.held.retain(|&j| j != id);
+            }
+        }
+        for client in &job.clients {
+            if let Some(c) = self.conns.get_mut(&client.0) {
+                c.waiting.remove(&id);
+            }
+        }
+        Some(job)
+    }
+
+    /// A client stops waiting on a job; an unstarted foreground job nobody
+    /// waits on any more is dropped.
+    fn detach_client(&mut self, id: JobId, conn: ConnId) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.clients.retain(|&c| c != conn);
+        if job.clients.is_empty() && !job.background && job.state == JobState::Queued {
+            self.remove_job(id);
+        }
+    }
+}

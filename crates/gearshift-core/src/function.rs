@@ -1,0 +1,48 @@
+//! A function's queues and counters: three FIFO lists by priority, counts
+//! for `status`/`prioritystatus`, the queue limit, and the workers asleep on it.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use crate::ids::{ConnId, JobId};
+
+/// One function name's queues and statistics.
+#[derive(Debug, Default)]
+pub struct Function {
+    /// Name as first seen.
+    pub name: Bytes,
+    /// Grab-able jobs by priority; may hold stale ids of jobs that left the
+    /// queue (cancelled, dropped), which are skipped when popped.
+    pub queues: [VecDeque<JobId>; 3],
+    /// Live grab-able jobs per priority (exact; `queues` may be longer).
+    pub queued: [u32; 3],
+    /// Epoch jobs not yet due (shown as queued at normal priority).
+    pub scheduled: u32,
+    /// Every job of the function: queued, scheduled and running.
+    pub total: u32,
+    /// Jobs held by workers.
+    pub running: u32,
+    /// Connections that registered the function.
+    pub workers: u32,
+    /// `maxqueue` limits by priority; 0 = unlimited.
+    pub max_queue: [i64; 3],
+    /// Workers that slept on this function and were not NOOPed since; may
+    /// hold stale entries, checked when popped.
+    pub sleepers: VecDeque<ConnId>,
+}
+
+impl Function {
+    /// A new, empty function.
+    pub fn new(name: Bytes) -> Self {
+        Function {
+            name,
+            ..Function::default()
+        }
+    }
+
+    /// Grab-able jobs at any priority.
+    pub fn has_queued(&self) -> bool {
+        self.queued.iter().any(|&n| n > 0)
+    }
+}

@@ -1,0 +1,30 @@
+//! What the server needs to know to run: where to listen, limits, and the
+//! core's own settings.
+
+use std::net::SocketAddr;
+
+use gearshift_core::CoreConfig;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Addresses to listen on (port 0 picks a free port).
+    pub listen: Vec<SocketAddr>,
+    /// Largest packet body accepted; bigger closes the connection after an ERROR.
+    pub max_packet_size: usize,
+    /// Most simultaneous connections; further ones wait in the backlog.
+    pub max_connections: usize,
+    /// Settings of the routing core.
+    pub core: CoreConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 4730))],
+            max_packet_size: gearshift_proto::frame::DEFAULT_MAX_PACKET,
+            max_connections: 100_000,
+            core: CoreConfig::default(),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The engine task: the one owner of the routing core. Connections send it
+//! their decoded inputs; it runs them through the core in arrival order,
+//! fires timers, and hands each connection its outgoing packets in one
+//! batch per round, so many responses leave in one write.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input};
+use gearshift_proto::Response;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::clock::Clock;
+
+/// Most messages handled in one round before output is flushed.
+const ROUND: usize = 1024;
+
+/// One item of a connection's outgoing stream.
+#[derive(Debug)]
+pub enum Out {
+    /// A binary packet.
+    Packet(Response),
+    /// Admin text.
+    Text(Bytes),
+    /// Flush, then close the connection.
+    Close,
+}
+
+/// What connections and the acceptor tell the engine.
+#[derive(Debug)]
+pub enum EngineMsg {
+    /// A connection opened; `tx` reaches its writer.
+    Connect {
+        /// The connection.
+        id: ConnId,
+        /// Facts for the core.
+        info: ConnInfo,
+        /// Its writer's queue.
+        tx: mpsc::UnboundedSender<Vec<Out>>,
+    },
+    /// Inputs decoded from one read.
+    Inputs(ConnId, Vec<Input>),
+    /// The connection broke its framing: send `reply` (if any), then close.
+    Fatal(ConnId, Option<Response>),
+    /// The connection closed.
+    Disconnect(ConnId),
+    /// Stop: a signal arrived (`graceful`: wait for running jobs first).
+    Shutdown {
+        /// Wait for running jobs to finish first.
+        graceful: bool,
+    },
+}
+
+/// The engine: core, clock and every connection's writer queue.
+pub struct Engine {
+    core: Core,
+    clock: Clock,
+    writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<Out>>>,
+    outbox: HashMap<ConnId, Vec<Out>>,
+    effects: Vec<Effect>,
+    draining: Option<bool>,
+    stop_accepting: watch::Sender<bool>,
+}
+
+impl Engine {
+    /// An engine around `core`; `stop_accepting` tells the acceptor to stop.
+    pub fn new(core: Core, stop_accepting: watch::Sender<bool>) -> Self {
+        Engine {
+            core,
+            clock: Clock::new(),
+            writers: HashMap::new(),
+            outbox: HashMap::new(),
+            effects: Vec::new(),
+            draining: None,
+            stop_accepting,
+        }
+    }
+
+    /// Runs until every sender is gone or a shutdown completes.
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<EngineMsg>) {
+        loop {
+            let deadline = self.core.next_deadline().map(|t| self.clock.instant_at(t));
+            tokio::select! {
+                msg = rx.recv() => {
+                    let Some(msg) = msg else { break };
+                    self.apply(msg);
+                    for _ in 1..ROUND {
+                        match rx.try_recv() {
+                            Ok(msg) => self.apply(msg),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = sleep_until(deadline) => {}
+            }
+            self.core.on_timeout(self.clock.now());
+            self.dispatch();
+            if let Some(graceful) = self.draining {
+                if !graceful || self.core.running_jobs() == 0 {
+                    break;
+                }
+            }
+        }
+        let left = self.core.job_count();
+        if left > 0 {
+            tracing::warn!(
+                jobs = left,
+                "shutting down with jobs still queued in memory; they are lost"
+            );
+        }
+        for tx in self.writers.values() {
+            let _ = tx.send(vec![Out::Close]);
+        }
+        tracing::info!("engine stopped");
+    }
+
+    fn apply(&mut self, msg: EngineMsg) {
+        let now = self.clock.now();
+        match msg {
+            EngineMsg::Connect { id, info, tx } => {
+                self.core.connect(id, info);
+                self.writers.insert(id, tx);
+            }
+            EngineMsg::Inputs(id, inputs) => {
+                for input in inputs {
+                    self.core.handle(id, input, now);
+                }
+            }
+            EngineMsg::Fatal(id, reply) => {
+                self.core.drain_effects_into(&mut self.effects);
+                if let Some(r) = reply {
+                    self.effects.push(Effect::Send(id, r));
+                }
+                self.effects.push(Effect::Close(id));
+                self.core.disconnect(id, now);
+            }
+            EngineMsg::Disconnect(id) => {
+                self.core.disconnect(id, now);
+                self.core.drain_effects_into(&mut self.effects);
+                self.route_effects();
+                self.flush_one(id);
+                self.writers.remove(&id);
+            }
+            EngineMsg::Shutdown { graceful } => self.begin_shutdown(graceful),
+        }
+        self.core.drain_effects_into(&mut self.effects);
+    }
+
+    fn begin_shutdown(&mut self, graceful: bool) {
+        if self.draining == Some(false) {
+            return;
+        }
+        tracing::info!(
+            graceful,
+            running = self.core.running_jobs(),
+            "shutdown requested"
+        );
+        self.draining = Some(graceful && self.draining.is_none());
+        let _ = self.stop_accepting.send(true);
+    }
+
+    fn route_effects(&mut self) {
+        for effect in self.effects.drain(..) {
+            let (id, out) = match effect {
+                Effect::Send(id, r) => (id, Out::Packet(r)),
+                Effect::Text(id, t) => (id, Out::Text(t)),
+                Effect::Close(id) => (id, Out::Close),
+                Effect::Shutdown { graceful } => {
+                    // Applied after this round's output is queued.
+                    self.draining = Some(graceful && self.draining != Some(false));
+                    let _ = self.stop_accepting.send(true);
+                    tracing::info!(graceful, "shutdown requested by admin command");
+                    continue;
+                }
+            };
+            self.outbox.entry(id).or_default().push(out);
+        }
+    }
+
+    fn flush_one(&mut self, id: ConnId) {
+        if let Some(batch) = self.outbox.remove(&id) {
+            if let Some(tx) = self.writers.get(&id) {
+                let _ = tx.send(batch);
+            }
+        }
+    }
+
+    fn dispatch(&mut self) {
+        self.core.drain_effects_into(&mut self.effects);
+        self.route_effects();
+        for (id, batch) in self.outbox.drain() {
+            if let Some(tx) = self.writers.get(&id) {
+                let _ = tx.send(batch);
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,191 @@
+//! `gearshift serve`: parses gearmand-style flags, sets up logging, and runs
+//! the server until SIGINT/SIGTERM or an admin `shutdown`.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use clap::Args;
+use gearshift_core::CoreConfig;
+use gearshift_server::{Server, ServerConfig};
+use tracing_subscriber::filter::LevelFilter;
+
+/// Flags of `gearshift serve`, named as gearmand names them.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Port to listen on.
+    #[arg(short = 'p', long, env = "GEARMAND_PORT", default_value_t = 4730)]
+    port: u16,
+    /// Address to listen on (repeatable; `host` or `host:port`). Default is
+    /// loopback only; use `-L 0.0.0.0` (and `-L ::`) to serve other hosts.
+    #[arg(short = 'L', long = "listen", default_value = "127.0.0.1")]
+    listen: Vec<String>,
+    /// Requeues before a job is failed for good (0 = unlimited, as gearmand 1.1).
+    #[arg(short = 'j', long, default_value_t = 0)]
+    job_retries: u32,
+    /// Job handle prefix (default `H:<hostname>`); handles are `<prefix>:<n>`.
+    #[arg(long)]
+    job_handle_prefix: Option<String>,
+    /// Sleeping workers woken per new job (0 = all).
+    #[arg(short = 'w', long, default_value_t = 0)]
+    worker_wakeup: u32,
+    /// Forward WORK_EXCEPTION to every client, not only those that asked.
+    #[arg(long)]
+    exceptions: bool,
+    /// Log destination: a file path, `stderr` or `none`.
+    #[arg(short = 'l', long, default_value = "stderr")]
+    log_file: String,
+    /// Log level: FATAL, ALERT, CRITICAL, ERROR, WARNING, NOTICE, INFO, DEBUG.
+    #[arg(long, default_value = "INFO")]
+    verbose: String,
+    /// Largest packet body accepted, in bytes (suffixes K, M, G allowed).
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    max_packet_size: usize,
+    /// Most simultaneous connections; more wait in the listen backlog.
+    #[arg(long, default_value_t = 100_000)]
+    max_connections: usize,
+    /// Write the process id to this file.
+    #[arg(short = 'P', long)]
+    pid_file: Option<String>,
+    /// Accepted for gearmand compatibility; Gearshift sizes its own threads.
+    #[arg(short = 't', long, hide = true)]
+    threads: Option<usize>,
+    /// Accepted for gearmand compatibility; round-robin is always on.
+    #[arg(short = 'R', long, hide = true)]
+    round_robin: bool,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 1usize << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: usize = digits.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    n.checked_mul(mult)
+        .filter(|&v| v > 0 && v <= u32::MAX as usize)
+        .ok_or_else(|| format!("size {s:?} must be between 1 byte and 4 GiB (the wire limit)"))
+}
+
+fn level(name: &str) -> Result<LevelFilter, String> {
+    Ok(match name.to_ascii_uppercase().as_str() {
+        "FATAL" | "ALERT" | "CRITICAL" | "ERROR" => LevelFilter::ERROR,
+        "WARNING" | "WARN" => LevelFilter::WARN,
+        "NOTICE" | "INFO" => LevelFilter::INFO,
+        "DEBUG" => LevelFilter::DEBUG,
+        "TRACE" => LevelFilter::TRACE,
+        other => return Err(format!("unknown log level {other:?}")),
+    })
+}
+
+fn listen_addrs(args: &ServeArgs) -> Result<Vec<SocketAddr>, String> {
+    let mut out = Vec::new();
+    for l in &args.listen {
+        if let Ok(a) = l.parse::<SocketAddr>() {
+            out.push(a);
+        } else if let Ok(ip) = l.trim_matches(['[', ']']).parse::<IpAddr>() {
+            out.push(SocketAddr::new(ip, args.port));
+        } else {
+            let found = (l.as_str(), args.port)
+                .to_socket_addrs()
+                .map_err(|e| format!("cannot resolve listen address {l:?}: {e}"))?;
+            out.extend(found);
+        }
+    }
+    Ok(out)
+}
+
+fn init_logging(args: &ServeArgs, filter: LevelFilter) -> Result<(), String> {
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(filter)
+        .with_target(false);
+    match args.log_file.as_str() {
+        "none" => {}
+        "stderr" => builder.with_writer(std::io::stderr).init(),
+        path => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("cannot open log file {path}: {e}"))?;
+            builder
+                .with_ansi(false)
+                .with_writer(Mutex::new(file))
+                .init();
+        }
+    }
+    Ok(())
+}
+
+/// Runs the server; the exit code says whether it started.
+pub fn main(args: ServeArgs) -> ExitCode {
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gearshift: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: ServeArgs) -> Result<(), String> {
+    let filter = level(&args.verbose)?;
+    init_logging(&args, filter)?;
+    let prefix = args
+        .job_handle_prefix
+        .clone()
+        .unwrap_or_else(|| format!("H:{}", gethostname::gethostname().to_string_lossy()));
+    let core = CoreConfig {
+        handle_prefix: prefix,
+        job_retries: args.job_retries,
+        worker_wakeup: args.worker_wakeup,
+        exceptions: args.exceptions,
+        pid: std::process::id(),
+        version: CoreConfig::default().version,
+        verbose: args.verbose.to_ascii_uppercase(),
+    };
+    let cfg = ServerConfig {
+        listen: listen_addrs(&args)?,
+        max_packet_size: args.max_packet_size,
+        max_connections: args.max_connections,
+        core,
+    };
+    if let Some(path) = &args.pid_file {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("cannot write pid file {path}: {e}"))?;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    let result = rt.block_on(async move {
+        let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
+        let addrs = server.local_addrs();
+        for a in &addrs {
+            tracing::info!("listening on {a}");
+        }
+        if addrs.iter().all(|a| a.ip().is_loopback()) {
+            tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
+        }
+        server.run(shutdown_signal()).await;
+        Ok::<(), String>(())
+    });
+    if let Some(path) = &args.pid_file {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+    }
+}
