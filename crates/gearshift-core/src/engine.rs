@@ -107,10 +107,12 @@ impl Core {
             return;
         };
         if c.noop_sent {
-            // Any packet proves the worker is alive; if it still sleeps it
-            // may be woken again.
+            // Any packet proves the worker is alive; if it still sleeps (it
+            // sent something other than GRAB or PRE_SLEEP, which settle the
+            // sleep state themselves) it may be woken again.
             c.noop_sent = false;
-            if c.sleeping {
+            let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
+            if c.sleeping && !settles {
                 self.enlist_sleeper(conn);
             }
         }

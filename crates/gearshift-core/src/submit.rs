@@ -44,7 +44,7 @@ impl Core {
         let handle = self.make_handle(id);
         let due = s
             .epoch
-            .map(|secs| secs.max(0) as u64 * 1000)
+            .map(|secs| (secs.max(0) as u64).saturating_mul(1000))
             .filter(|&d| d > now);
         let job = Job {
             id,

@@ -4,8 +4,8 @@
 //! A connection may mix both kinds: a frame whose first byte is NUL is a
 //! binary packet (12-byte header, then the body), anything else is a text
 //! line ending in `\n`. Decoding never allocates for an incomplete frame:
-//! it checks the header first and returns `Ok(None)` until the whole frame
-//! is buffered.
+//! it checks the header first (magic, type, size limit) and returns
+//! `Ok(None)` until the whole frame is buffered.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -97,7 +97,8 @@ pub fn decode_frame(buf: &mut BytesMut, max_body: usize) -> Result<Option<Frame>
         });
     }
     if buf.len() < HEADER_LEN + size {
-        buf.reserve(HEADER_LEN + size - buf.len());
+        // No reservation for the announced size: a bare header must not make
+        // the server commit memory for a body that may never come.
         return Ok(None);
     }
     buf.advance(HEADER_LEN);

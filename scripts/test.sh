@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every test of Gearshift on a fresh Debian machine: installs what the
+# tests need (Debian packages for the third-party clients and gearmand),
+# checks formatting and lints, runs the Rust test suites, then the interop
+# suite (real gearman CLI, PHP, Perl clients) and the differential suite
+# (byte-for-byte admin sessions against gearmand 1.1.20).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "== installing:$missing"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== cargo test"
+cargo test --workspace --quiet 2>&1 | tee /tmp/gearshift-cargo-test.log
+rust_passed=$(grep -Eo '[0-9]+ passed' /tmp/gearshift-cargo-test.log | awk '{s+=$1} END {print s+0}')
+rust_failed=$(grep -Eo '[0-9]+ failed' /tmp/gearshift-cargo-test.log | awk '{s+=$1} END {print s+0}')
+
+echo "== interop and differential suites against target/debug/gearshift"
+cargo build --quiet -p gearshift
+export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --log-file none"
+bash tests/interop/run.sh
+
+echo "rust: ${rust_passed} passed, ${rust_failed} failed"
