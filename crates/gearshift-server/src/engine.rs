@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input};
-use gearshift_proto::Response;
+use gearshift_proto::{Request, Response};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -124,7 +124,18 @@ impl Engine {
             }
             EngineMsg::Inputs(id, inputs) => {
                 for input in inputs {
+                    if self.draining.is_some() && self.refused_while_draining(id, &input) {
+                        continue;
+                    }
+                    let before = self.effects.len();
                     self.core.handle(id, input, now);
+                    self.core.drain_effects_into(&mut self.effects);
+                    if self.effects[before..].contains(&Effect::Close(id)) {
+                        // The core closed the connection (an admin line with
+                        // too many words): nothing sent after that may run.
+                        self.core.disconnect(id, now);
+                        break;
+                    }
                 }
             }
             EngineMsg::Fatal(id, reply) => {
@@ -145,6 +156,27 @@ impl Engine {
             EngineMsg::Shutdown { graceful } => self.begin_shutdown(graceful),
         }
         self.core.drain_effects_into(&mut self.effects);
+    }
+
+    /// While draining no job may start, or the drain could last as long as
+    /// the queue: GRAB gets NO_JOB, PRE_SLEEP is ignored (the core would
+    /// NOOP the worker at once for a queued job it cannot have), and new
+    /// submissions are refused.
+    fn refused_while_draining(&mut self, id: ConnId, input: &Input) -> bool {
+        match input {
+            Input::Request(Request::Grab(_)) => {
+                self.effects.push(Effect::Send(id, Response::NoJob));
+                true
+            }
+            Input::Request(Request::PreSleep) => true,
+            Input::Request(Request::Submit(_)) => {
+                // Jobs live in memory: one accepted now would be lost at exit.
+                let refusal = Response::error("QUEUE_ERROR", "Server is shutting down");
+                self.effects.push(Effect::Send(id, refusal));
+                true
+            }
+            _ => false,
+        }
     }
 
     fn begin_shutdown(&mut self, graceful: bool) {
@@ -190,8 +222,15 @@ impl Engine {
         self.core.drain_effects_into(&mut self.effects);
         self.route_effects();
         for (id, batch) in self.outbox.drain() {
+            let closing = batch.iter().any(|o| matches!(o, Out::Close));
             if let Some(tx) = self.writers.get(&id) {
                 let _ = tx.send(batch);
+            }
+            if closing {
+                // Nothing more goes to a closed connection; forget its writer
+                // now (a reader that ended on a framing error sends no
+                // Disconnect of its own).
+                self.writers.remove(&id);
             }
         }
     }
