@@ -164,6 +164,10 @@ impl Core {
         let running = job.state == JobState::Running;
         if running {
             job.state = JobState::Cancelled;
+            // Reaped only when its worker reports; meanwhile a resubmission
+            // of its unique must make a new job, not wait on this dead one.
+            let job = job.clone();
+            self.unindex_unique(&job);
         }
         for c in clients {
             if let Some(conn) = self.conns.get_mut(&c.0) {

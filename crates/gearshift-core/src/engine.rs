@@ -250,20 +250,7 @@ impl Core {
     /// Forgets a job entirely: indexes, counters, holders and waiters.
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
         let job = self.jobs.remove(&id)?;
-        match job.unique_key {
-            UniqueKey::None => {}
-            UniqueKey::Data => {
-                self.by_data.remove(&(job.func, job.data.clone()));
-            }
-            UniqueKey::Named => {
-                if let Some(list) = self.uniques.get_mut(&job.unique) {
-                    list.retain(|&j| j != id);
-                    if list.is_empty() {
-                        self.uniques.remove(&job.unique);
-                    }
-                }
-            }
-        }
+        self.unindex_unique(&job);
         if let Some(f) = self.funcs.get_mut(job.func).and_then(Option::as_mut) {
             f.total = f.total.saturating_sub(1);
             match job.state {
@@ -286,6 +273,30 @@ impl Core {
             }
         }
         Some(job)
+    }
+
+    /// Takes a job out of the coalescing indexes, so later submissions with
+    /// its unique make a new job. Only entries pointing at this very job are
+    /// removed: a cancelled job is unindexed early and a newer job may own
+    /// the key by the time it is reaped.
+    pub(crate) fn unindex_unique(&mut self, job: &Job) {
+        match job.unique_key {
+            UniqueKey::None => {}
+            UniqueKey::Data => {
+                let key = (job.func, job.data.clone());
+                if self.by_data.get(&key) == Some(&job.id) {
+                    self.by_data.remove(&key);
+                }
+            }
+            UniqueKey::Named => {
+                if let Some(list) = self.uniques.get_mut(&job.unique) {
+                    list.retain(|&j| j != job.id);
+                    if list.is_empty() {
+                        self.uniques.remove(&job.unique);
+                    }
+                }
+            }
+        }
     }
 
     /// A client stops waiting on a job; an unstarted foreground job nobody

@@ -140,8 +140,9 @@ impl Core {
         b.freeze()
     }
 
-    /// Puts a job in its function's queue (at the head when it comes back
-    /// from a worker, so it keeps its place in line) and wakes sleepers.
+    /// Puts a job in its function's queue (when it comes back from a worker,
+    /// at its place in line by handle number, so before every later job)
+    /// and wakes sleepers.
     pub(crate) fn enqueue(&mut self, id: JobId, front: bool) {
         let Some(job) = self.jobs.get_mut(&id) else {
             return;
@@ -152,7 +153,12 @@ impl Core {
             return;
         };
         if front {
-            f.queues[p].push_front(id);
+            // Back in line where its number puts it: ahead of every job
+            // submitted after it, and behind older jobs that came back
+            // before it (several held jobs may come back in any order).
+            let q = &mut f.queues[p];
+            let at = q.iter().position(|&j| j > id).unwrap_or(q.len());
+            q.insert(at, id);
         } else {
             f.queues[p].push_back(id);
         }

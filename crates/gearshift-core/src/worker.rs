@@ -120,7 +120,8 @@ impl Core {
             for i in 0..n {
                 let idx = (start + i) % n;
                 let ability = self.conns.get(&conn.0)?.abilities[idx];
-                if !self.func(ability.func).is_some_and(|f| f.queued[p] > 0) {
+                let has_work = self.func(ability.func).is_some_and(|f| f.queued[p] > 0);
+                if !has_work {
                     continue;
                 }
                 if let Some(id) = self.pop_queued(ability.func, p) {
@@ -236,6 +237,11 @@ impl Core {
                     self.send(c, Response::WorkFail(job.handle.clone()));
                 }
             }
+            return;
+        }
+        if !job.background && job.clients.is_empty() {
+            // Its clients left while it ran: nobody to run it for any more.
+            self.remove_job(id);
             return;
         }
         let worker = job.worker.take();

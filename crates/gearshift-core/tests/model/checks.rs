@@ -1,0 +1,300 @@
+//! What the model checks rather than predicts: grabs (against the
+//! scheduling rules), work results, terminal-packet tallies, the admin
+//! listings after every step, and the final drain.
+
+use bytes::Bytes;
+use gearshift_proto::{GrabKind, Request, Response};
+
+use crate::common::{b, table, Out};
+use crate::ops::{Op, Work, FUNCS, SLOTS};
+use crate::state::{id_of, MJob, Model};
+
+impl Model {
+    /// Grabs are checked, not predicted: the job handed out must be queued,
+    /// of the worker's functions, of the best priority among them, and the
+    /// oldest of its function and priority.
+    pub(crate) fn grab(&mut self, slot: usize, kind: usize) {
+        let c = self.slots[slot];
+        self.touch(c);
+        let kind = [GrabKind::Plain, GrabKind::Uniq, GrabKind::All][kind];
+        self.w.req(c, Request::Grab(kind));
+        let actual = self.w.take_all();
+        let conn = self.conns.get_mut(&c).expect("conn");
+        conn.sleeping = false;
+        let conn = &self.conns[&c];
+        let candidates: Vec<(usize, u64)> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.holder.is_none() && conn.can(j.func))
+            .map(|(&id, j)| (j.prio, id))
+            .collect();
+        assert_eq!(actual.len(), 1, "grab answered with {actual:?}");
+        assert_eq!(actual[0].0, c);
+        let Out::Packet(r) = &actual[0].1 else {
+            panic!("grab answered with {actual:?}");
+        };
+        let handle = match (r, kind) {
+            (Response::NoJob, _) => {
+                assert!(candidates.is_empty(), "NO_JOB with {candidates:?} queued");
+                return;
+            }
+            (
+                Response::JobAssign {
+                    handle,
+                    function,
+                    data,
+                },
+                GrabKind::Plain,
+            ) => {
+                let j = &self.jobs[&id_of(handle)];
+                assert_eq!((function, data), (&b(FUNCS[j.func]), &j.data));
+                handle.clone()
+            }
+            (
+                Response::JobAssignUniq {
+                    handle,
+                    function,
+                    unique,
+                    data,
+                },
+                GrabKind::Uniq | GrabKind::All,
+            ) => {
+                let j = &self.jobs[&id_of(handle)];
+                assert_eq!(
+                    (function, unique, data),
+                    (&b(FUNCS[j.func]), &b(j.unique), &j.data)
+                );
+                handle.clone()
+            }
+            other => panic!("grab {kind:?} answered with {other:?}"),
+        };
+        let id = id_of(&handle);
+        let job = &self.jobs[&id];
+        assert!(job.holder.is_none(), "job {id} assigned twice");
+        assert!(candidates.contains(&(job.prio, id)));
+        let best = candidates.iter().map(|c| c.0).min();
+        assert_eq!(Some(job.prio), best, "priority is global");
+        let oldest = candidates
+            .iter()
+            .filter(|&&(p, j)| p == job.prio && self.jobs[&j].func == job.func)
+            .map(|c| c.1)
+            .min();
+        assert_eq!(Some(id), oldest, "FIFO within function and priority");
+        let timeout = conn
+            .abilities
+            .iter()
+            .find(|a| a.0 == job.func)
+            .and_then(|a| a.1);
+        let now = self.w.now;
+        let job = self.jobs.get_mut(&id).expect("job");
+        job.holder = Some(c);
+        job.deadline = timeout.map(|t| now + t);
+        self.conns.get_mut(&c).expect("conn").held.push(id);
+    }
+
+    pub(crate) fn work(&mut self, slot: usize, what: Work, pick: usize, own: bool) {
+        let c = self.slots[slot];
+        self.touch(c);
+        let held = &self.conns[&c].held;
+        let h = if own && !held.is_empty() {
+            self.jobs[&held[pick % held.len()]].handle.clone()
+        } else {
+            self.pick(pick)
+        };
+        let id = id_of(&h);
+        let mine = self
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.holder == Some(c) && j.handle == h);
+        let req = match what {
+            Work::Status => Request::WorkStatus {
+                handle: h.clone(),
+                numerator: Bytes::from((pick % 7).to_string()),
+                denominator: b("7"),
+            },
+            Work::Data => Request::WorkData {
+                handle: h.clone(),
+                data: b("data"),
+            },
+            Work::Warning => Request::WorkWarning {
+                handle: h.clone(),
+                data: b("warn"),
+            },
+            Work::Complete => Request::WorkComplete {
+                handle: h.clone(),
+                data: b("done"),
+            },
+            Work::Fail => Request::WorkFail { handle: h.clone() },
+            Work::Exception => Request::WorkException {
+                handle: h.clone(),
+                data: b("exc"),
+            },
+        };
+        if !mine {
+            let text = match what {
+                Work::Data | Work::Warning => "Job does not exist on server",
+                Work::Exception => "An exception was received for a job that does not exist",
+                _ => "Job given in work result not found",
+            };
+            self.send(c, Response::error("JOB_NOT_FOUND", text));
+            return self.w.req(c, req);
+        }
+        let clients = self.jobs[&id].clients.clone();
+        for client in clients {
+            let wants = self.exceptions_all || self.conns[&client].exceptions;
+            let r = match (&req, what) {
+                (Request::WorkStatus { numerator, .. }, _) => Response::WorkStatus {
+                    handle: h.clone(),
+                    numerator: numerator.clone(),
+                    denominator: b("7"),
+                },
+                (_, Work::Data) => Response::WorkData {
+                    handle: h.clone(),
+                    data: b("data"),
+                },
+                (_, Work::Warning) => Response::WorkWarning {
+                    handle: h.clone(),
+                    data: b("warn"),
+                },
+                (_, Work::Complete) => Response::WorkComplete {
+                    handle: h.clone(),
+                    data: b("done"),
+                },
+                (_, Work::Exception) if wants => Response::WorkException {
+                    handle: h.clone(),
+                    data: b("exc"),
+                },
+                _ => Response::WorkFail(h.clone()),
+            };
+            self.send(client, r);
+        }
+        match what {
+            Work::Status => {
+                let job = self.jobs.get_mut(&id).expect("job");
+                job.num = (pick % 7) as u32;
+                job.den = 7;
+            }
+            Work::Data | Work::Warning => {}
+            _ => {
+                self.remove(id);
+            }
+        }
+        self.w.req(c, req);
+    }
+
+    pub(crate) fn tally(&mut self, effects: &[(u64, Out)]) {
+        for (c, o) in effects {
+            let h = match o {
+                Out::Packet(Response::WorkComplete { handle, .. })
+                | Out::Packet(Response::WorkException { handle, .. })
+                | Out::Packet(Response::WorkFail(handle)) => handle,
+                _ => continue,
+            };
+            let key = (*c, h.clone());
+            *self.terms.entry(key.clone()).or_default() += 1;
+            let subs = self.subs.get(&key).copied().unwrap_or(0);
+            assert!(
+                self.terms[&key] <= subs,
+                "conn {c}: extra terminal for {h:?}"
+            );
+        }
+    }
+
+    /// `status`, `prioritystatus`, `show jobs` and the counters agree with the model.
+    pub(crate) fn check(&mut self) {
+        let workers = |m: &Model, f: usize| m.conns.values().filter(|c| c.can(f)).count();
+        let mut status = Vec::new();
+        let mut prio = Vec::new();
+        for &f in &self.funcs_seen {
+            let jobs: Vec<&MJob> = self.jobs.values().filter(|j| j.func == f).collect();
+            let running = jobs.iter().filter(|j| j.holder.is_some()).count();
+            let queued = |p| {
+                jobs.iter()
+                    .filter(|j| j.holder.is_none() && j.prio == p)
+                    .count()
+            };
+            let name = FUNCS[f];
+            let nw = workers(self, f);
+            status.push(format!("{name}\t{}\t{running}\t{nw}", jobs.len()));
+            prio.push(format!(
+                "{name}\t{}\t{}\t{}\t{nw}",
+                queued(0),
+                queued(1),
+                queued(2)
+            ));
+        }
+        let lines = |text: String| -> Vec<String> {
+            table(&text).into_iter().map(|r| r.join("\t")).collect()
+        };
+        assert_eq!(lines(self.w.probe("status")), status, "status");
+        assert_eq!(
+            lines(self.w.probe("prioritystatus")),
+            prio,
+            "prioritystatus"
+        );
+        let jobs: Vec<String> = self
+            .jobs
+            .values()
+            .map(|j| {
+                let h = String::from_utf8_lossy(&j.handle);
+                let queued = u8::from(j.bg && !j.cancelled);
+                format!("{h}\t{}\t{}\t{queued}", j.retries, u8::from(j.cancelled))
+            })
+            .collect();
+        assert_eq!(lines(self.w.probe("show jobs")), jobs, "show jobs");
+        assert_eq!(self.w.core.job_count(), self.jobs.len());
+        let held: usize = self.conns.values().map(|c| c.held.len()).sum();
+        assert_eq!(self.w.core.running_jobs(), held as u64);
+        self.w.take_all();
+    }
+
+    /// Completes everything still held, then drains every queue with one
+    /// worker; afterwards no job is left and every connected client got
+    /// exactly one terminal packet per foreground submission.
+    pub(crate) fn finish(&mut self) {
+        for slot in 0..SLOTS {
+            let c = self.slots[slot];
+            for _ in 0..self.conns[&c].held.len() {
+                self.step(&Op::Work {
+                    slot,
+                    what: Work::Complete,
+                    pick: 0,
+                    own: true,
+                });
+            }
+        }
+        for func in 0..FUNCS.len() {
+            self.step(&Op::CanDo {
+                slot: 0,
+                func,
+                timeout: None,
+            });
+        }
+        for _ in 0..=self.jobs.len() {
+            self.step(&Op::Grab { slot: 0, kind: 0 });
+            if self.conns[&self.slots[0]].held.is_empty() {
+                break;
+            }
+            self.step(&Op::Work {
+                slot: 0,
+                what: Work::Complete,
+                pick: 0,
+                own: true,
+            });
+        }
+        assert!(self.jobs.is_empty(), "left over: {:?}", self.jobs);
+        self.check();
+        for ((c, h), &n) in &self.subs {
+            if self.conns.contains_key(c) {
+                let got = self.terms.get(&(*c, h.clone())).copied().unwrap_or(0);
+                assert_eq!(got, n, "conn {c}, job {h:?}: terminal packets");
+            }
+        }
+    }
+}
+
+pub(crate) fn norm(effects: &[(u64, Out)]) -> Vec<String> {
+    let mut v: Vec<String> = effects.iter().map(|(c, o)| format!("{c} {o:?}")).collect();
+    v.sort();
+    v
+}
