@@ -18,7 +18,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 
@@ -125,6 +124,25 @@ def ref_cmd():
     return os.environ.get("REF_CMD") or DEFAULT_GEARMAND
 
 
+def _listening(port):
+    """True if some socket is in LISTEN state on 127.0.0.1/any:port (Linux /proc)."""
+    want = ":%04X" % port
+    ok_v4 = ("0100007F" + want, "00000000" + want)
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f, None)
+                for line in f:
+                    parts = line.split()
+                    if len(parts) > 3 and parts[3] == "0A":  # TCP_LISTEN
+                        local = parts[1]
+                        if local in ok_v4 or (path.endswith("6") and local.endswith(want)):
+                            return True
+        except OSError:
+            continue
+    return False
+
+
 class Server:
     """One server process started from a command template with {port}."""
 
@@ -155,17 +173,28 @@ class Server:
                           % (self.label, self.template, last_err))
 
     def _wait_ready(self, timeout):
+        """Wait until the port is listening.
+
+        On Linux this reads /proc/net/tcp{,6} instead of connecting: a probe
+        connection would be a real client of the server, and its asynchronous
+        teardown could still show up in a later `workers` listing.
+        """
         deadline = time.monotonic() + timeout
+        use_proc = os.path.exists("/proc/net/tcp")
         while True:
             if self.proc.poll() is not None:
                 raise TestFailure("server exited with %s; log: %s"
                                   % (self.proc.returncode, self.log_text()[-2000:]))
-            try:
-                s = socket.create_connection((HOST, self.port), timeout=0.5)
-                s.close()
-                return
-            except OSError:
-                pass
+            if use_proc:
+                if _listening(self.port):
+                    return
+            else:
+                try:
+                    s = socket.create_connection((HOST, self.port), timeout=0.5)
+                    s.close()
+                    return
+                except OSError:
+                    pass
             if time.monotonic() > deadline:
                 raise TestFailure("server did not accept connections on port %d "
                                   "within %.0fs" % (self.port, timeout))
@@ -544,23 +573,3 @@ def with_ctx(fn, with_server=True):
     wrapper.__name__ = fn.__name__
     return wrapper
 
-
-def thread_call(fn, *args):
-    """Run fn(*args) in a daemon thread; return a joinable result holder."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn(*args)
-        except BaseException as e:  # noqa: BLE001
-            box["error"] = e
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-
-    def join(timeout=10.0):
-        t.join(timeout)
-        check(not t.is_alive(), "background call did not finish within %.0fs" % timeout)
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
-    return join

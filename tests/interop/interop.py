@@ -20,10 +20,12 @@ Final line: `N passed, N failed`; exit status 1 on any failure.
 
 import os
 import re
+import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # keep tests/interop free of __pycache__
 
 import harness as h  # noqa: E402
 from harness import check, check_eq, wait_for  # noqa: E402
@@ -126,6 +128,28 @@ def wait_unique_clients(ctx, unique, n, timeout=10):
     return wait_for(ok, timeout, "%d client(s) waiting on unique %r" % (n, unique))
 
 
+# ---------------------------------------------------------------- prerequisites
+
+def prerequisites():
+    """The third-party clients must be installed, or every other test is meaningless."""
+    missing = []
+    for tool in (GEARMAN, GEARADMIN, "php", "perl"):
+        if not shutil.which(tool):
+            missing.append(tool)
+    if "php" not in missing:
+        r = h.run(PHP + ["-r", "exit(extension_loaded('gearman') ? 0 : 1);"], timeout=20)
+        if r.returncode != 0:
+            missing.append("php-gearman extension")
+    if "perl" not in missing:
+        r = h.run(PERL + ["-MGearman::Client", "-MGearman::Worker", "-e", "1"], timeout=20)
+        if r.returncode != 0:
+            missing.append("perl Gearman::Client/Gearman::Worker (libgearman-client-perl)")
+    check(not missing, "missing prerequisites: %s" % ", ".join(missing))
+
+
+TESTS.append(("prerequisites", prerequisites))
+
+
 # ---------------------------------------------------------------- gearman CLI
 
 @test
@@ -206,7 +230,8 @@ def cli_gearadmin(ctx):
     pid = gearadmin(ctx, "--getpid").stdout.strip()
     check_eq(pid, str(ctx.server.pid), "--getpid (server started with exec semantics)")
     ver = gearadmin(ctx, "--server-version").stdout.strip()
-    check(re.match(r"^\d+\.\d+", ver), "--server-version %r" % ver)
+    # The version string itself is deliberately not compared (Gearshift has its own).
+    check(ver and "\n" not in ver and not ver.startswith("Error"), "--server-version %r" % ver)
 
     r = gearadmin(ctx, "--create-function", "made")
     check_eq(r.stdout.strip(), "OK", "--create-function output")
@@ -220,7 +245,14 @@ def cli_gearadmin(ctx):
     r = gearadmin(ctx, "--cancel-job", handle)
     check_eq(r.stdout.strip(), "OK", "--cancel-job output")
     jobs = gearadmin(ctx, "--show-jobs").stdout.splitlines()
-    check_eq(jobs, [handle + "\t0\t1\t0", "."], "--show-jobs after cancel")
+    # gearmand keeps a cancelled job listed (IGNORE_JOB=1) until a worker reaches it;
+    # dropping it at once is also acceptable here (differential.py pins the exact bytes).
+    check(jobs in ([handle + "\t0\t1\t0", "."], ["."]), "--show-jobs after cancel: %r" % jobs)
+    w = cli_worker(ctx, "queued", extra=["-c", "1"])
+    h.wait_workers(ctx.port, "queued")
+    cli_client(ctx, "queued", "-b", "after-cancel")
+    check_eq(w.wait(15), 0, "worker exit")
+    check_eq(w.stdout(), "after-cancel", "the cancelled job never reached a worker")
     r = gearadmin(ctx, "--cancel-job", "H:nowhere:424242")
     check_eq(r.stderr.strip(), "Error: UNKNOWN_JOB", "--cancel-job unknown stderr")
 

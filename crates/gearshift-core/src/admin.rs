@@ -124,12 +124,15 @@ impl Core {
                 continue;
             };
             let cancelled = job.state == JobState::Cancelled;
+            // gearmand's IGNORE_JOB: the result goes nowhere (cancelled, or a
+            // running foreground job whose clients all left).
+            let ignored = cancelled || (!job.background && job.clients.is_empty());
             out.extend_from_slice(&job.handle);
             let _ = writeln!(
                 out,
                 "\t{}\t{}\t{}",
                 job.retries,
-                u8::from(cancelled),
+                u8::from(ignored),
                 u8::from(job.background && !cancelled)
             );
         }

@@ -126,7 +126,7 @@ pub fn parse_admin(line: &[u8]) -> AdminCommand {
         return AdminCommand::TooManyWords;
     }
     let Some(&cmd) = words.first() else {
-        return AdminCommand::Reply(unknown_command(b"NULL"));
+        return AdminCommand::Reply(unknown_command(b""));
     };
     let argc = words.len();
     let arg = |i: usize| Bytes::copy_from_slice(words[i]);
@@ -267,9 +267,6 @@ mod tests {
             parse_admin(b"Bogus"),
             AdminCommand::Reply(b"ERR UNKNOWN_COMMAND Unknown+server+commandBogus\r\n"[..].into())
         );
-        assert_eq!(
-            parse_admin(b""),
-            AdminCommand::Reply(unknown_command(b"NULL"))
-        );
+        assert_eq!(parse_admin(b""), AdminCommand::Reply(unknown_command(b"")));
     }
 }

@@ -238,7 +238,10 @@ impl Model {
             .map(|j| {
                 let h = String::from_utf8_lossy(&j.handle);
                 let queued = u8::from(j.bg && !j.cancelled);
-                format!("{h}\t{}\t{}\t{queued}", j.retries, u8::from(j.cancelled))
+                // IGNORE_JOB: the result goes nowhere (cancelled, or a
+                // foreground job whose clients all left while it runs).
+                let ignored = j.cancelled || (!j.bg && j.clients.is_empty());
+                format!("{h}\t{}\t{}\t{queued}", j.retries, u8::from(ignored))
             })
             .collect();
         assert_eq!(lines(self.w.probe("show jobs")), jobs, "show jobs");
