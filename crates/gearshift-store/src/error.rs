@@ -1,0 +1,27 @@
+//! Store errors: I/O failures (the server keeps running and answers the
+//! affected submissions with ERROR QUEUE_ERROR) and unreadable files (the
+//! server refuses to start rather than discard jobs).
+
+use thiserror::Error;
+
+/// Why a store operation failed.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// Reading, writing or syncing failed (disk full, I/O error, ...).
+    #[error("store I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The file is damaged in a way a crash cannot explain.
+    #[error("store file is corrupt: {0}")]
+    Corrupt(String),
+    /// The file was written by a newer Gearshift.
+    #[error("store file has format version {found}, newer than this Gearshift understands ({supported}); upgrade Gearshift or point --data-dir elsewhere")]
+    NewerFormat {
+        /// Version in the file.
+        found: u32,
+        /// Highest version this build reads.
+        supported: u32,
+    },
+    /// A fault injected by a test.
+    #[error("injected fault: {0}")]
+    Injected(String),
+}

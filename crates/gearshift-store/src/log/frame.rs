@@ -1,0 +1,110 @@
+//! The log file's layout: a 16-byte header (magic, format version), then
+//! frames. A frame is one flush: `FRAME_MAGIC u32 | payload length u32 |
+//! CRC-32 of the payload u32 | payload`, the payload being encoded ops.
+//!
+//! Reading distinguishes a torn tail (the last frame of a crashed write:
+//! incomplete or failing its checksum, with no valid frame after it; it is
+//! cut off) from corruption (a bad frame followed by a valid one: the file
+//! was damaged, and the server refuses to start rather than drop jobs).
+
+use bytes::Bytes;
+
+use crate::record::{Op, FORMAT_VERSION};
+use crate::StoreError;
+
+/// First bytes of every log file.
+pub const FILE_MAGIC: &[u8; 8] = b"GEARSHFT";
+/// Length of the file header.
+pub const HEADER_LEN: usize = 16;
+/// First bytes of every frame.
+pub const FRAME_MAGIC: u32 = 0x4753_4631; // "GSF1"
+/// Length of a frame header.
+pub const FRAME_HEADER: usize = 12;
+
+/// The file header for the current format.
+pub fn file_header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(FILE_MAGIC);
+    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h
+}
+
+/// Checks a file header; returns its format version.
+pub fn check_header(h: &[u8]) -> Result<u32, StoreError> {
+    if h.len() < HEADER_LEN || &h[..8] != FILE_MAGIC {
+        return Err(StoreError::Corrupt(
+            "not a Gearshift queue file (bad header)".into(),
+        ));
+    }
+    let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    if version > FORMAT_VERSION {
+        return Err(StoreError::NewerFormat {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if version == 0 {
+        return Err(StoreError::Corrupt("format version 0".into()));
+    }
+    Ok(version)
+}
+
+/// Appends a frame holding `payload` to `out`.
+pub fn put_frame(out: &mut Vec<u8>, payload: &[u8]) {
+    out.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// A valid frame at `pos`: its payload and the offset after it.
+fn frame_at(file: &Bytes, pos: usize) -> Option<(Bytes, usize)> {
+    let h = file.get(pos..pos.checked_add(FRAME_HEADER)?)?;
+    let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+    let crc = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    if magic != FRAME_MAGIC {
+        return None;
+    }
+    let start = pos + FRAME_HEADER;
+    let end = start.checked_add(len)?;
+    let payload = file.get(start..end)?;
+    (crc32fast::hash(payload) == crc).then(|| (file.slice(start..end), end))
+}
+
+/// The result of reading a whole log file.
+#[derive(Debug)]
+pub struct Scan {
+    /// Every op, in file order.
+    pub ops: Vec<Op>,
+    /// Length of the valid prefix; a torn tail starts here.
+    pub valid_len: usize,
+}
+
+/// Reads every frame; cuts a torn tail, refuses corruption.
+pub fn scan(file: &Bytes) -> Result<Scan, StoreError> {
+    check_header(file)?;
+    let mut pos = HEADER_LEN;
+    let mut ops = Vec::new();
+    while pos < file.len() {
+        match frame_at(file, pos) {
+            Some((payload, next)) => {
+                ops.extend(Op::decode_all(&payload)?);
+                pos = next;
+            }
+            None => {
+                // Torn tail, unless a valid frame follows somewhere.
+                if let Some(at) = (pos + 1..file.len()).find(|&p| frame_at(file, p).is_some()) {
+                    return Err(StoreError::Corrupt(format!(
+                        "damaged frame at byte {pos} is followed by a valid one at byte {at}"
+                    )));
+                }
+                break;
+            }
+        }
+    }
+    Ok(Scan {
+        ops,
+        valid_len: pos,
+    })
+}

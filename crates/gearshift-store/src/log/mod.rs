@@ -1,0 +1,298 @@
+//! The embedded default store: one append-only file of checksummed frames
+//! in the data directory, one frame per flush (so one `fsync` covers every
+//! job of a group commit), rewritten to only its live jobs when dead
+//! records outgrow live ones, so its size stays bounded.
+
+pub mod frame;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::record::Op;
+use crate::{apply_ops, JobRecord, Replayed, Store, StoreError};
+
+/// Name of the log file inside the data directory.
+pub const FILE_NAME: &str = "queue.gslog";
+
+/// When written data counts as durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Every flush ends with `fsync`: acknowledged means on disk.
+    Fsync,
+    /// Flushes only write; the server calls [`Store::sync`] at this interval,
+    /// bounding what a power loss can take.
+    Interval(Duration),
+}
+
+/// Tuning of the log store.
+#[derive(Debug, Clone, Copy)]
+pub struct LogOptions {
+    /// Durability of a flush.
+    pub durability: Durability,
+    /// The file is never compacted below this size.
+    pub compact_min_bytes: u64,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            durability: Durability::Fsync,
+            compact_min_bytes: 8 << 20,
+        }
+    }
+}
+
+/// The append-only log store.
+#[derive(Debug)]
+pub struct LogStore {
+    dir: PathBuf,
+    file: File,
+    opts: LogOptions,
+    /// Encoded ops buffered since the last flush.
+    pending: Vec<u8>,
+    /// Ops buffered since the last flush, for the size bookkeeping.
+    pending_ops: Vec<(u64, i64)>,
+    /// File length up to the last good flush.
+    len: u64,
+    /// Encoded size of each live job's Add op.
+    live: HashMap<u64, u64>,
+    live_bytes: u64,
+    high: u64,
+    replay: Option<Vec<JobRecord>>,
+    /// Set when the file handle can no longer be trusted; every flush fails.
+    broken: Option<String>,
+}
+
+impl LogStore {
+    /// Opens (or creates) the store in `dir`, reading the whole log once.
+    /// A torn tail from a crash is cut off; corruption or a newer format
+    /// is an error, so no job is ever silently dropped.
+    pub fn open(dir: &Path, opts: LogOptions) -> Result<LogStore, StoreError> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(FILE_NAME);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        let mut raw = Vec::new();
+        file.read_to_end(&mut raw)?;
+        if raw.is_empty() {
+            file.write_all(&frame::file_header())?;
+            file.sync_all()?;
+            sync_dir(dir)?;
+            raw = frame::file_header().to_vec();
+        }
+        let raw = Bytes::from(raw);
+        let scan = frame::scan(&raw)?;
+        if scan.valid_len < raw.len() {
+            tracing::warn!(
+                file = %path.display(),
+                cut = raw.len() - scan.valid_len,
+                "queue file ends in a torn write (crash during a flush); cutting it off"
+            );
+            file.set_len(scan.valid_len as u64)?;
+            file.sync_all()?;
+        }
+        let mut live_sizes = HashMap::new();
+        for op in &scan.ops {
+            match op {
+                Op::Add(r) => {
+                    live_sizes.insert(r.id, Op::Add(r.clone()).encode(&mut Vec::new()) as u64);
+                }
+                Op::Done(id) => {
+                    live_sizes.remove(id);
+                }
+                _ => {}
+            }
+        }
+        let mut live = BTreeMap::new();
+        let mut high = 1;
+        apply_ops(&mut live, scan.ops, &mut high);
+        file.seek(SeekFrom::End(0))?;
+        let live_bytes = live_sizes.values().sum();
+        Ok(LogStore {
+            dir: dir.to_path_buf(),
+            file,
+            opts,
+            pending: Vec::new(),
+            pending_ops: Vec::new(),
+            len: scan.valid_len as u64,
+            live: live_sizes,
+            live_bytes,
+            high,
+            replay: Some(live.into_values().collect()),
+            broken: None,
+        })
+    }
+
+    /// Current size of the log file in bytes.
+    pub fn file_len(&self) -> u64 {
+        self.len
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.join(FILE_NAME)
+    }
+
+    fn should_compact(&self) -> bool {
+        let dead = self.len.saturating_sub(self.live_bytes);
+        self.len > self.opts.compact_min_bytes && dead > self.live_bytes
+    }
+
+    /// Rewrites the log with only its live jobs, then swaps it in atomically.
+    fn compact(&mut self) -> Result<(), StoreError> {
+        let mut raw = Vec::new();
+        File::open(self.path())?.read_to_end(&mut raw)?;
+        let scan = frame::scan(&Bytes::from(raw))?;
+        let mut live = BTreeMap::new();
+        let mut high = self.high;
+        apply_ops(&mut live, scan.ops, &mut high);
+        let tmp = self.dir.join(format!("{FILE_NAME}.compact"));
+        let mut out = frame::file_header().to_vec();
+        let mut payload = Vec::new();
+        Op::Reserve(self.high).encode(&mut payload);
+        for r in live.into_values() {
+            Op::Add(r).encode(&mut payload);
+            if payload.len() > 1 << 20 {
+                frame::put_frame(&mut out, &payload);
+                payload.clear();
+            }
+        }
+        frame::put_frame(&mut out, &payload);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(&out)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, self.path())?;
+        // From here on the old handle points at a replaced file: if the new
+        // one cannot be opened, refuse every later write rather than append
+        // to a file nobody will read.
+        let reopened = sync_dir(&self.dir).and_then(|()| {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(self.path())?;
+            file.seek(SeekFrom::End(0))?;
+            Ok(file)
+        });
+        let file = match reopened {
+            Ok(f) => f,
+            Err(e) => {
+                self.broken = Some(format!(
+                    "queue file could not be reopened after compaction: {e}"
+                ));
+                return Err(e);
+            }
+        };
+        let before = self.len;
+        self.file = file;
+        self.len = out.len() as u64;
+        tracing::info!(
+            before,
+            after = self.len,
+            live = self.live.len(),
+            "compacted the queue file"
+        );
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+impl Store for LogStore {
+    fn replay(&mut self) -> Result<Replayed, StoreError> {
+        let jobs = self.replay.take().unwrap_or_default();
+        let max_live = jobs.last().map_or(1, |r| r.id + 1);
+        Ok(Replayed {
+            jobs,
+            next_id: self.high.max(max_live).max(1),
+        })
+    }
+
+    fn add(&mut self, job: &JobRecord) {
+        let n = Op::Add(job.clone()).encode(&mut self.pending) as i64;
+        self.pending_ops.push((job.id, n));
+    }
+
+    fn done(&mut self, id: u64) {
+        Op::Done(id).encode(&mut self.pending);
+        self.pending_ops.push((id, -1));
+    }
+
+    fn update(&mut self, id: u64, attempts: u32) {
+        Op::Update { id, attempts }.encode(&mut self.pending);
+    }
+
+    fn reserve(&mut self, upto: u64) {
+        Op::Reserve(upto).encode(&mut self.pending);
+        self.high = self.high.max(upto);
+    }
+
+    fn discard(&mut self) {
+        self.pending.clear();
+        self.pending_ops.clear();
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if let Some(why) = self.broken.clone() {
+            self.discard();
+            return Err(StoreError::Io(std::io::Error::other(why)));
+        }
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut out = Vec::with_capacity(self.pending.len() + frame::FRAME_HEADER);
+        frame::put_frame(&mut out, &self.pending);
+        let written = self
+            .file
+            .write_all(&out)
+            .and_then(|()| match self.opts.durability {
+                Durability::Fsync => self.file.sync_data(),
+                Durability::Interval(_) => Ok(()),
+            });
+        if let Err(e) = written {
+            // Whatever part reached the file is not acknowledged: cut it off
+            // so the next flush appends to a clean end.
+            self.discard();
+            let _ = self.file.set_len(self.len);
+            let _ = self.file.seek(SeekFrom::Start(self.len));
+            return Err(e.into());
+        }
+        self.len += out.len() as u64;
+        self.pending.clear();
+        for (id, size) in self.pending_ops.drain(..) {
+            if size >= 0 {
+                self.high = self.high.max(id + 1);
+                self.live.insert(id, size as u64);
+                self.live_bytes += size as u64;
+            } else if let Some(s) = self.live.remove(&id) {
+                self.live_bytes -= s;
+            }
+        }
+        if self.should_compact() {
+            if let Err(e) = self.compact() {
+                // The old file is intact; try again at a later flush.
+                tracing::error!(error = %e, "queue file compaction failed");
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), StoreError> {
+        self.file.sync_data()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,79 @@
+//! The in-memory backend: the store semantics with no disk. Clones share
+//! one state, so a test can "reopen" it and replay what was flushed.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::{apply_ops, JobRecord, Op, Replayed, Store, StoreError};
+
+#[derive(Debug, Default)]
+struct State {
+    live: BTreeMap<u64, JobRecord>,
+    high: u64,
+}
+
+/// A store that keeps flushed jobs in memory.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    shared: Arc<Mutex<State>>,
+    pending: Vec<Op>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    /// Another handle on the same flushed state, with nothing buffered (a "reopen").
+    pub fn reopen(&self) -> Self {
+        MemoryStore {
+            shared: self.shared.clone(),
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    fn replay(&mut self) -> Result<Replayed, StoreError> {
+        let s = self
+            .shared
+            .lock()
+            .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
+        let max_live = s.live.keys().next_back().map_or(1, |id| id + 1);
+        Ok(Replayed {
+            jobs: s.live.values().cloned().collect(),
+            next_id: s.high.max(max_live).max(1),
+        })
+    }
+
+    fn add(&mut self, job: &JobRecord) {
+        self.pending.push(Op::Add(job.clone()));
+    }
+
+    fn done(&mut self, id: u64) {
+        self.pending.push(Op::Done(id));
+    }
+
+    fn update(&mut self, id: u64, attempts: u32) {
+        self.pending.push(Op::Update { id, attempts });
+    }
+
+    fn reserve(&mut self, upto: u64) {
+        self.pending.push(Op::Reserve(upto));
+    }
+
+    fn discard(&mut self) {
+        self.pending.clear();
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let mut s = self
+            .shared
+            .lock()
+            .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
+        let State { live, high } = &mut *s;
+        apply_ops(live, self.pending.drain(..), high);
+        Ok(())
+    }
+}

@@ -1,0 +1,216 @@
+//! The persisted job record, kept apart from the core's runtime job state,
+//! and its binary encoding inside a log frame.
+//!
+//! # Changing the format
+//! The log file starts with a header carrying [`FORMAT_VERSION`]. Any change
+//! to how an op is encoded, or a new op code, bumps the version. A reader
+//! decodes every version up to its own (keep the old decoder beside the new
+//! one) and refuses a newer file with [`StoreError::NewerFormat`] instead of
+//! guessing. Compaction always rewrites in the current version.
+
+use bytes::Bytes;
+
+use crate::error::StoreError;
+
+/// Version written into every log header.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A job as stored: everything needed to rebuild it after a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The store key: the number at the end of the handle. Never reused.
+    pub id: u64,
+    /// The full handle the client was given.
+    pub handle: Bytes,
+    /// Function name.
+    pub function: Bytes,
+    /// Unique id as submitted (may be empty; never a key).
+    pub unique: Bytes,
+    /// 0 high, 1 normal, 2 low.
+    pub priority: u8,
+    /// Workload.
+    pub data: Bytes,
+    /// Reducer of a background reduce job.
+    pub reducer: Option<Bytes>,
+    /// Due time of an epoch job, Unix milliseconds.
+    pub due_ms: Option<u64>,
+    /// Times the job went back to the queue.
+    pub attempts: u32,
+    /// Submission time, Unix milliseconds.
+    pub created_ms: u64,
+}
+
+/// One change to the stored set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// A new job.
+    Add(JobRecord),
+    /// A job ended (completed, failed, cancelled, dropped).
+    Done(u64),
+    /// A job's attempt count changed.
+    Update {
+        /// Job id.
+        id: u64,
+        /// New attempt count.
+        attempts: u32,
+    },
+    /// Handle numbers up to (excluding) this value may have been handed out.
+    Reserve(u64),
+}
+
+const OP_ADD: u8 = 1;
+const OP_DONE: u8 = 2;
+const OP_UPDATE: u8 = 3;
+const OP_RESERVE: u8 = 4;
+const NO_DUE: u64 = u64::MAX;
+
+fn put_u16_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u16).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn put_u32_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+impl Op {
+    /// Appends the op's encoding to `out`; returns the bytes written.
+    pub fn encode(&self, out: &mut Vec<u8>) -> usize {
+        let start = out.len();
+        match self {
+            Op::Add(r) => {
+                out.push(OP_ADD);
+                out.extend_from_slice(&r.id.to_le_bytes());
+                out.extend_from_slice(&r.created_ms.to_le_bytes());
+                out.extend_from_slice(&r.due_ms.unwrap_or(NO_DUE).to_le_bytes());
+                out.extend_from_slice(&r.attempts.to_le_bytes());
+                out.push(r.priority);
+                out.push(u8::from(r.reducer.is_some()));
+                put_u16_bytes(out, &r.handle);
+                put_u32_bytes(out, &r.function);
+                put_u16_bytes(out, &r.unique);
+                if let Some(red) = &r.reducer {
+                    put_u32_bytes(out, red);
+                }
+                put_u32_bytes(out, &r.data);
+            }
+            Op::Done(id) => {
+                out.push(OP_DONE);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+            Op::Update { id, attempts } => {
+                out.push(OP_UPDATE);
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&attempts.to_le_bytes());
+            }
+            Op::Reserve(upto) => {
+                out.push(OP_RESERVE);
+                out.extend_from_slice(&upto.to_le_bytes());
+            }
+        }
+        out.len() - start
+    }
+
+    /// Decodes every op of a frame payload.
+    pub fn decode_all(payload: &Bytes) -> Result<Vec<Op>, StoreError> {
+        let mut r = Reader {
+            buf: payload,
+            pos: 0,
+        };
+        let mut ops = Vec::new();
+        while r.pos < payload.len() {
+            ops.push(r.op()?);
+        }
+        Ok(ops)
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a Bytes,
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], StoreError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let end =
+            end.ok_or_else(|| StoreError::Corrupt("op runs past the end of its frame".into()))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Result<u8, StoreError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, StoreError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, StoreError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, StoreError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<Bytes, StoreError> {
+        let start = self.pos;
+        self.take(n)?;
+        Ok(self.buf.slice(start..self.pos))
+    }
+
+    fn op(&mut self) -> Result<Op, StoreError> {
+        match self.u8()? {
+            OP_ADD => {
+                let id = self.u64()?;
+                let created_ms = self.u64()?;
+                let due = self.u64()?;
+                let attempts = self.u32()?;
+                let priority = self.u8()?;
+                let has_reducer = self.u8()? != 0;
+                let n = self.u16()? as usize;
+                let handle = self.bytes(n)?;
+                let n = self.u32()? as usize;
+                let function = self.bytes(n)?;
+                let n = self.u16()? as usize;
+                let unique = self.bytes(n)?;
+                let reducer = if has_reducer {
+                    let n = self.u32()? as usize;
+                    Some(self.bytes(n)?)
+                } else {
+                    None
+                };
+                let n = self.u32()? as usize;
+                let data = self.bytes(n)?;
+                Ok(Op::Add(JobRecord {
+                    id,
+                    handle,
+                    function,
+                    unique,
+                    priority,
+                    data,
+                    reducer,
+                    due_ms: (due != NO_DUE).then_some(due),
+                    attempts,
+                    created_ms,
+                }))
+            }
+            OP_DONE => Ok(Op::Done(self.u64()?)),
+            OP_UPDATE => Ok(Op::Update {
+                id: self.u64()?,
+                attempts: self.u32()?,
+            }),
+            OP_RESERVE => Ok(Op::Reserve(self.u64()?)),
+            other => Err(StoreError::Corrupt(format!("unknown op code {other}"))),
+        }
+    }
+}
