@@ -32,8 +32,10 @@ rust_failed=$(grep -Eo '[0-9]+ failed' /tmp/gearshift-cargo-test.log | awk '{s+=
 
 echo "== interop and differential suites against target/debug/gearshift"
 cargo build --quiet -p gearshift
-# --verbose ERROR: gearmand's default level, so `verbose` answers alike in the differential suite.
-export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --log-file none --verbose ERROR"
+# --verbose ERROR: gearmand's default level, so `verbose` answers alike in the
+# differential suite; --store memory: gearmand's default queue, and every test
+# server starts empty (the durable store has its own restart and crash tests).
+export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --store memory --log-file none --verbose ERROR"
 bash tests/interop/run.sh
 
 echo "rust: ${rust_passed} passed, ${rust_failed} failed"

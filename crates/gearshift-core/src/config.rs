@@ -17,6 +17,9 @@ pub struct CoreConfig {
     pub version: String,
     /// Log level name reported by `verbose`.
     pub verbose: String,
+    /// A durable store backs the core: background jobs are acknowledged
+    /// only once [`crate::Core::persisted`] confirms them.
+    pub durable: bool,
 }
 
 impl Default for CoreConfig {
@@ -29,6 +32,7 @@ impl Default for CoreConfig {
             pid: 0,
             version: concat!("gearshift-", env!("CARGO_PKG_VERSION")).to_owned(),
             verbose: "ERROR".to_owned(),
+            durable: false,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! What the core asks its driver to do: send, close, shut down.
 
 use bytes::Bytes;
-use gearshift_proto::{AdminCommand, Request, RequestError, Response};
+use gearshift_proto::{AdminCommand, Priority, Request, RequestError, Response};
 
-use crate::ids::ConnId;
+use crate::ids::{ConnId, JobId};
+use crate::Millis;
 
 /// One input from a connection.
 #[derive(Debug, Clone)]
@@ -30,4 +31,49 @@ pub enum Effect {
         /// Stop accepting, let connections finish.
         graceful: bool,
     },
+    /// A change the durable store must record, in order.
+    Store(StoreOp),
+}
+
+/// The core's view of a job the store keeps (the store has its own record type).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredJob {
+    /// Handle number.
+    pub id: JobId,
+    /// Full handle.
+    pub handle: Bytes,
+    /// Function name.
+    pub function: Bytes,
+    /// Unique id.
+    pub unique: Bytes,
+    /// Priority.
+    pub priority: Priority,
+    /// Workload.
+    pub data: Bytes,
+    /// Reducer of a reduce job.
+    pub reducer: Option<Bytes>,
+    /// Due time of an epoch job not yet due when submitted.
+    pub due_ms: Option<Millis>,
+    /// Requeues so far.
+    pub attempts: u32,
+    /// Submission time.
+    pub created_ms: Millis,
+}
+
+/// One change for the durable store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreOp {
+    /// Store a new background job; answer with [`crate::Core::persisted`].
+    Add(StoredJob),
+    /// A stored job ended.
+    Done(JobId),
+    /// A stored job's attempt count changed.
+    Update {
+        /// Job id.
+        id: JobId,
+        /// New attempt count.
+        attempts: u32,
+    },
+    /// Handle numbers below this may be handed out: never reuse them.
+    Reserve(JobId),
 }

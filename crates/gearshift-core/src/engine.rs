@@ -42,6 +42,10 @@ pub struct Core {
     pub(crate) by_data: HashMap<(FuncId, Bytes), JobId>,
     pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
     pub(crate) effects: Vec<Effect>,
+    /// Handle numbers below this are reserved in the store.
+    pub(crate) reserved: JobId,
+    /// Handles of restored jobs written under another prefix.
+    pub(crate) foreign_handles: HashMap<Bytes, JobId>,
 }
 
 impl Core {
@@ -64,6 +68,8 @@ impl Core {
             by_data: HashMap::new(),
             timers: BinaryHeap::new(),
             effects: Vec::new(),
+            reserved: 0,
+            foreign_handles: HashMap::new(),
         }
     }
 
@@ -235,6 +241,11 @@ impl Core {
 
     /// Looks a handle up; only the exact `<prefix>:<n>` this server printed matches.
     pub(crate) fn job_by_handle(&self, handle: &[u8]) -> Option<JobId> {
+        if !self.foreign_handles.is_empty() {
+            if let Some(&id) = self.foreign_handles.get(handle) {
+                return Some(id);
+            }
+        }
         let prefix = self.cfg.handle_prefix.as_bytes();
         let rest = handle.strip_prefix(prefix)?.strip_prefix(b":")?;
         if rest.is_empty() || rest.len() > 20 || rest[0] == b'0' {
@@ -259,6 +270,7 @@ impl Core {
                     f.queued[p] = f.queued[p].saturating_sub(1);
                 }
                 JobState::Scheduled => f.scheduled = f.scheduled.saturating_sub(1),
+                JobState::Pending => {}
                 JobState::Running | JobState::Cancelled => f.running = f.running.saturating_sub(1),
             }
         }
@@ -271,6 +283,19 @@ impl Core {
             if let Some(c) = self.conns.get_mut(&client.0) {
                 c.waiting.remove(&id);
             }
+        }
+        if job.persist != crate::job::Persist::No {
+            self.effects
+                .push(Effect::Store(crate::effect::StoreOp::Done(id)));
+        }
+        // Submitters still owed an answer: the job was accepted, then ended
+        // before the store confirmed it.
+        for &c in &job.acks {
+            self.effects
+                .push(Effect::Send(c, Response::JobCreated(job.handle.clone())));
+        }
+        if !self.foreign_handles.is_empty() {
+            self.foreign_handles.remove(&job.handle);
         }
         Some(job)
     }

@@ -21,6 +21,9 @@ pub enum UniqueKey {
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobState {
+    /// A new background job waiting for the store to confirm it is durable;
+    /// not grab-able, and its submitters have no JOB_CREATED yet.
+    Pending,
     /// An epoch job waiting for its due time (not grab-able yet).
     Scheduled,
     /// In its function's queue, grab-able.
@@ -29,6 +32,17 @@ pub enum JobState {
     Running,
     /// Cancelled by an admin while a worker held it; reaped when the worker reports.
     Cancelled,
+}
+
+/// Whether the store holds the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persist {
+    /// Not stored (foreground, or no durable store).
+    No,
+    /// Written to the store, not yet confirmed.
+    Pending,
+    /// Confirmed durable.
+    Yes,
 }
 
 /// One job.
@@ -70,4 +84,8 @@ pub struct Job {
     pub assignment: u64,
     /// When it was submitted.
     pub created: Millis,
+    /// Whether the store holds it.
+    pub persist: Persist,
+    /// Submitters owed a JOB_CREATED once the store confirms the job.
+    pub acks: Vec<ConnId>,
 }

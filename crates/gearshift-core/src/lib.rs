@@ -11,12 +11,14 @@
 //! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, wake-ups.
 //! - [`worker`]: abilities, sleep, grabbing, results, requeueing.
 //! - [`admin`]: the text admin commands.
+//! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
 //! - [`job`], [`function`], [`conn`]: the state records.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
 pub mod admin;
 pub mod config;
 pub mod conn;
+pub mod durable;
 pub mod effect;
 pub mod engine;
 pub mod function;
@@ -27,7 +29,7 @@ pub mod worker;
 
 pub use config::CoreConfig;
 pub use conn::ConnInfo;
-pub use effect::{Effect, Input};
+pub use effect::{Effect, Input, StoreOp, StoredJob};
 pub use engine::Core;
 pub use ids::{ConnId, JobId};
 

@@ -9,7 +9,7 @@ use gearshift_proto::{Response, Submit};
 use crate::config::MAX_UNIQUE;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
-use crate::job::{Job, JobState, UniqueKey};
+use crate::job::{Job, JobState, Persist, UniqueKey};
 use crate::Millis;
 
 impl Core {
@@ -41,6 +41,7 @@ impl Core {
         }
         let id = self.next_job;
         self.next_job += 1;
+        self.reserve_ahead();
         let handle = self.make_handle(id);
         let due = s
             .epoch
@@ -65,6 +66,8 @@ impl Core {
             due,
             assignment: 0,
             created: now,
+            persist: Persist::No,
+            acks: Vec::new(),
         };
         match job.unique_key {
             UniqueKey::None => {}
@@ -82,9 +85,28 @@ impl Core {
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
         }
+        if s.background && self.cfg.durable {
+            // Acknowledged, and runnable, only once the store confirms it.
+            if let Some(job) = self.jobs.get_mut(&id) {
+                job.state = JobState::Pending;
+                job.acks.push(conn);
+            }
+            self.store_add(id);
+            return;
+        }
         self.send(conn, Response::JobCreated(handle));
-        match due {
+        self.release(id, now);
+    }
+
+    /// Makes a new job grab-able, or schedules it if it is not due yet.
+    pub(crate) fn release(&mut self, id: JobId, now: Millis) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let func = job.func;
+        match job.due.filter(|&d| d > now) {
             Some(at) => {
+                job.state = JobState::Scheduled;
                 if let Some(f) = self.func_mut(func) {
                     f.scheduled += 1;
                 }
@@ -120,18 +142,30 @@ impl Core {
             self.send(conn, Response::JobCreated(handle));
             return;
         }
-        if background {
-            job.background = true;
-        } else {
+        if !background {
             job.clients.push(conn);
             if let Some(c) = self.conns.get_mut(&conn.0) {
                 c.waiting.insert(id);
             }
         }
+        if background && !job.background {
+            job.background = true;
+            if self.cfg.durable {
+                // A foreground job becomes a background one: it must be
+                // stored before this submitter hears JOB_CREATED.
+                job.acks.push(conn);
+                self.store_add(id);
+                return;
+            }
+        }
+        if job.persist == Persist::Pending {
+            job.acks.push(conn);
+            return;
+        }
         self.send(conn, Response::JobCreated(handle));
     }
 
-    fn make_handle(&self, id: JobId) -> Bytes {
+    pub(crate) fn make_handle(&self, id: JobId) -> Bytes {
         let prefix = self.cfg.handle_prefix.as_bytes();
         let mut b = BytesMut::with_capacity(prefix.len() + 21);
         b.put_slice(prefix);

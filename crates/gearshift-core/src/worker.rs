@@ -221,10 +221,18 @@ impl Core {
                 return;
             }
             JobState::Running => {}
-            JobState::Queued | JobState::Scheduled => return,
+            JobState::Queued | JobState::Scheduled | JobState::Pending => return,
         }
         job.retries += 1;
         let retries = job.retries;
+        if job.persist != crate::job::Persist::No {
+            self.effects.push(crate::effect::Effect::Store(
+                crate::effect::StoreOp::Update {
+                    id,
+                    attempts: retries,
+                },
+            ));
+        }
         let limit = self.cfg.job_retries;
         if limit > 0 && retries >= limit {
             if let Some(job) = self.remove_job(id) {

@@ -2,8 +2,24 @@
 //! core's own settings.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use gearshift_core::CoreConfig;
+use gearshift_store::Durability;
+
+/// Where jobs are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// In memory only, as gearmand without a queue plugin: a restart loses jobs.
+    Memory,
+    /// The embedded append-only log in `dir`.
+    Log {
+        /// Data directory.
+        dir: PathBuf,
+        /// When an acknowledged job is on disk.
+        durability: Durability,
+    },
+}
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -16,6 +32,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Settings of the routing core.
     pub core: CoreConfig,
+    /// Where jobs are kept.
+    pub store: StoreConfig,
 }
 
 impl Default for ServerConfig {
@@ -25,6 +43,7 @@ impl Default for ServerConfig {
             max_packet_size: gearshift_proto::frame::DEFAULT_MAX_PACKET,
             max_connections: 100_000,
             core: CoreConfig::default(),
+            store: StoreConfig::Memory,
         }
     }
 }

@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input};
+use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, StoreOp};
 use gearshift_proto::{Request, Response};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::clock::Clock;
+use crate::store_task::StoreTask;
 
 /// Most messages handled in one round before output is flushed.
 const ROUND: usize = 1024;
@@ -45,6 +46,10 @@ pub enum EngineMsg {
     Fatal(ConnId, Option<Response>),
     /// The connection closed.
     Disconnect(ConnId),
+    /// The store made these new jobs durable.
+    Stored(Vec<JobId>),
+    /// The store failed to record these new jobs.
+    StoreFailed(Vec<JobId>, String),
     /// Stop: a signal arrived (`graceful`: wait for running jobs first).
     Shutdown {
         /// Wait for running jobs to finish first.
@@ -61,11 +66,14 @@ pub struct Engine {
     effects: Vec<Effect>,
     draining: Option<bool>,
     stop_accepting: watch::Sender<bool>,
+    store: Option<StoreTask>,
+    store_batch: Vec<StoreOp>,
 }
 
 impl Engine {
-    /// An engine around `core`; `stop_accepting` tells the acceptor to stop.
-    pub fn new(core: Core, stop_accepting: watch::Sender<bool>) -> Self {
+    /// An engine around `core`; `stop_accepting` tells the acceptor to stop;
+    /// `store` receives the core's store operations.
+    pub fn new(core: Core, stop_accepting: watch::Sender<bool>, store: Option<StoreTask>) -> Self {
         Engine {
             core,
             clock: Clock::new(),
@@ -74,6 +82,8 @@ impl Engine {
             effects: Vec::new(),
             draining: None,
             stop_accepting,
+            store,
+            store_batch: Vec::new(),
         }
     }
 
@@ -102,17 +112,25 @@ impl Engine {
                 }
             }
         }
-        let left = self.core.job_count();
+        let left = self.core.volatile_job_count();
         if left > 0 {
             tracing::warn!(
                 jobs = left,
-                "shutting down with jobs still queued in memory; they are lost"
+                "shutting down with jobs held only in memory; they are lost"
             );
         }
         for tx in self.writers.values() {
             let _ = tx.send(vec![Out::Close]);
         }
-        tracing::info!("engine stopped");
+        if let Some(store) = self.store.take() {
+            let batch = std::mem::take(&mut self.store_batch);
+            if !batch.is_empty() {
+                store.send(batch);
+            }
+            // The store thread flushes what is queued, then ends.
+            let _ = tokio::task::spawn_blocking(move || store.finish()).await;
+        }
+        tracing::info!(stored = self.core.job_count() - left, "engine stopped");
     }
 
     fn apply(&mut self, msg: EngineMsg) {
@@ -153,6 +171,8 @@ impl Engine {
                 self.flush_one(id);
                 self.writers.remove(&id);
             }
+            EngineMsg::Stored(ids) => self.core.persisted(&ids, now),
+            EngineMsg::StoreFailed(ids, reason) => self.core.persist_failed(&ids, &reason),
             EngineMsg::Shutdown { graceful } => self.begin_shutdown(graceful),
         }
         self.core.drain_effects_into(&mut self.effects);
@@ -198,6 +218,10 @@ impl Engine {
                 Effect::Send(id, r) => (id, Out::Packet(r)),
                 Effect::Text(id, t) => (id, Out::Text(t)),
                 Effect::Close(id) => (id, Out::Close),
+                Effect::Store(op) => {
+                    self.store_batch.push(op);
+                    continue;
+                }
                 Effect::Shutdown { graceful } => {
                     // Applied after this round's output is queued.
                     self.draining = Some(graceful && self.draining != Some(false));
@@ -221,6 +245,12 @@ impl Engine {
     fn dispatch(&mut self) {
         self.core.drain_effects_into(&mut self.effects);
         self.route_effects();
+        if !self.store_batch.is_empty() {
+            let batch = std::mem::take(&mut self.store_batch);
+            if let Some(store) = &self.store {
+                store.send(batch);
+            }
+        }
         for (id, batch) in self.outbox.drain() {
             let closing = batch.iter().any(|o| matches!(o, Out::Close));
             if let Some(tx) = self.writers.get(&id) {

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod engine;
+pub mod store_task;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,12 +20,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gearshift_core::{ConnId, ConnInfo, Core};
+use gearshift_core::{ConnId, ConnInfo, Core, Effect, StoreOp};
+use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
-pub use config::ServerConfig;
+pub use config::{ServerConfig, StoreConfig};
 use engine::{Engine, EngineMsg};
+use store_task::StoreTask;
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -40,18 +43,83 @@ pub enum ServerError {
     /// The configuration is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The job store could not be opened or read; no job was discarded.
+    #[error("cannot use the job store in {dir}: {source}")]
+    Store {
+        /// Data directory.
+        dir: String,
+        /// Why.
+        source: StoreError,
+    },
 }
 
 /// A bound, not yet running server.
 pub struct Server {
     cfg: ServerConfig,
     listeners: Vec<TcpListener>,
+    core: Core,
+    store: Option<Box<dyn Store>>,
 }
 
 impl Server {
-    /// Binds every listen address.
+    /// Opens the configured store (replaying its jobs), then binds every
+    /// listen address.
     pub async fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
+        let store: Option<Box<dyn Store>> = match &cfg.store {
+            StoreConfig::Memory => None,
+            StoreConfig::Log { dir, durability } => {
+                let opts = LogOptions {
+                    durability: *durability,
+                    ..LogOptions::default()
+                };
+                let store = LogStore::open(dir, opts).map_err(|source| ServerError::Store {
+                    dir: dir.display().to_string(),
+                    source,
+                })?;
+                Some(Box::new(store))
+            }
+        };
+        Server::bind_with_store(cfg, store).await
+    }
+
+    /// Like [`Server::bind`] with a store supplied by the caller (tests use
+    /// this to inject faults); `None` keeps jobs in memory only.
+    pub async fn bind_with_store(
+        cfg: ServerConfig,
+        mut store: Option<Box<dyn Store>>,
+    ) -> Result<Server, ServerError> {
         cfg.core.validate().map_err(ServerError::Config)?;
+        let store_err = |source| {
+            let dir = match &cfg.store {
+                StoreConfig::Log { dir, .. } => dir.display().to_string(),
+                StoreConfig::Memory => "the supplied store".to_owned(),
+            };
+            ServerError::Store { dir, source }
+        };
+        let mut core_cfg = cfg.core.clone();
+        core_cfg.durable = store.is_some();
+        let mut core = Core::new(core_cfg);
+        if let Some(store) = store.as_mut() {
+            let replayed = store.replay().map_err(store_err)?;
+            let count = replayed.jobs.len();
+            let jobs = replayed
+                .jobs
+                .into_iter()
+                .map(store_task::from_record)
+                .collect();
+            core.restore(jobs, replayed.next_id, clock::Clock::new().now());
+            // The first handle reservation is on disk before any handle is
+            // handed out, so no handle can repeat after a crash.
+            for effect in core.take_effects() {
+                if let Effect::Store(StoreOp::Reserve(upto)) = effect {
+                    store.reserve(upto);
+                }
+            }
+            store.flush().map_err(store_err)?;
+            if count > 0 {
+                tracing::info!(jobs = count, "restored stored jobs");
+            }
+        }
         let mut listeners = Vec::new();
         for &addr in &cfg.listen {
             let l = TcpListener::bind(addr)
@@ -59,7 +127,12 @@ impl Server {
                 .map_err(|source| ServerError::Bind { addr, source })?;
             listeners.push(l);
         }
-        Ok(Server { cfg, listeners })
+        Ok(Server {
+            cfg,
+            listeners,
+            core,
+            store,
+        })
     }
 
     /// The bound addresses (with the real port when 0 was asked).
@@ -75,7 +148,24 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
-        let engine = Engine::new(Core::new(self.cfg.core.clone()), stop_tx);
+        let sync_every = match &self.cfg.store {
+            StoreConfig::Log {
+                durability: Durability::Interval(every),
+                ..
+            } => Some(*every),
+            _ => None,
+        };
+        let store = match self.store {
+            Some(store) => match StoreTask::spawn(store, tx.clone(), sync_every) {
+                Ok(task) => Some(task),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the store thread");
+                    return;
+                }
+            },
+            None => None,
+        };
+        let engine = Engine::new(self.core, stop_tx, store);
         let engine = tokio::spawn(engine.run(rx));
         let signal_tx = tx.clone();
         tokio::spawn(async move {

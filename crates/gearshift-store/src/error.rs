@@ -21,6 +21,9 @@ pub enum StoreError {
         /// Highest version this build reads.
         supported: u32,
     },
+    /// Another process holds the data directory.
+    #[error("{0} is in use by another Gearshift process")]
+    Locked(String),
     /// A fault injected by a test.
     #[error("injected fault: {0}")]
     Injected(String),

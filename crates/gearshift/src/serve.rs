@@ -2,12 +2,15 @@
 //! the server until SIGINT/SIGTERM or an admin `shutdown`.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use clap::Args;
 use gearshift_core::CoreConfig;
-use gearshift_server::{Server, ServerConfig};
+use gearshift_server::{Server, ServerConfig, StoreConfig};
+use gearshift_store::Durability;
 use tracing_subscriber::filter::LevelFilter;
 
 /// Flags of `gearshift serve`, named as gearmand names them.
@@ -44,6 +47,19 @@ pub struct ServeArgs {
     /// Most simultaneous connections; more wait in the listen backlog.
     #[arg(long, default_value_t = 100_000)]
     max_connections: usize,
+    /// Where jobs are kept: `log` (the embedded durable store) or `memory`
+    /// (gearmand's default: a restart loses every job).
+    #[arg(long, default_value = "log", value_parser = ["log", "memory"])]
+    store: String,
+    /// Directory of the embedded store (default: `$XDG_DATA_HOME/gearshift`,
+    /// else `~/.local/share/gearshift`).
+    #[arg(long, env = "GEARSHIFT_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// `fsync` (acknowledged means on disk) or `interval=<ms>` (written at
+    /// once, forced to disk at that interval: a power loss can take at most
+    /// that much).
+    #[arg(long, default_value = "fsync", value_parser = parse_durability)]
+    durability: Durability,
     /// Write the process id to this file.
     #[arg(short = 'P', long)]
     pid_file: Option<String>,
@@ -67,6 +83,31 @@ fn parse_size(s: &str) -> Result<usize, String> {
     n.checked_mul(mult)
         .filter(|&v| v > 0 && v <= u32::MAX as usize)
         .ok_or_else(|| format!("size {s:?} must be between 1 byte and 4 GiB (the wire limit)"))
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    if s == "fsync" {
+        return Ok(Durability::Fsync);
+    }
+    let ms = s
+        .strip_prefix("interval=")
+        .and_then(|v| v.trim_end_matches("ms").parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .ok_or_else(|| {
+            format!("durability must be `fsync` or `interval=<ms>` (ms > 0), not {s:?}")
+        })?;
+    Ok(Durability::Interval(Duration::from_millis(ms)))
+}
+
+/// The default data directory, as the README names it.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("gearshift");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home).join(".local/share/gearshift");
+    }
+    PathBuf::from("gearshift-data")
 }
 
 fn level(name: &str) -> Result<LevelFilter, String> {
@@ -145,12 +186,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
         pid: std::process::id(),
         version: CoreConfig::default().version,
         verbose: args.verbose.to_ascii_uppercase(),
+        durable: false,
+    };
+    let store = match args.store.as_str() {
+        "memory" => StoreConfig::Memory,
+        _ => StoreConfig::Log {
+            dir: args.data_dir.clone().unwrap_or_else(default_data_dir),
+            durability: args.durability,
+        },
     };
     let cfg = ServerConfig {
         listen: listen_addrs(&args)?,
         max_packet_size: args.max_packet_size,
         max_connections: args.max_connections,
         core,
+        store,
     };
     if let Some(path) = &args.pid_file {
         std::fs::write(path, format!("{}\n", std::process::id()))
@@ -160,8 +210,17 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
+    let cfg_store = cfg.store.clone();
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
+        match &cfg_store {
+            StoreConfig::Log { dir, durability } => {
+                tracing::info!("jobs are stored in {} ({durability:?})", dir.display())
+            }
+            StoreConfig::Memory => {
+                tracing::info!("jobs are kept in memory only (--store memory): a restart loses them")
+            }
+        }
         let addrs = server.local_addrs();
         for a in &addrs {
             tracing::info!("listening on {a}");

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
-use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, StoreOp};
 use gearshift_proto::{parse_admin, GrabKind, Priority, Request, Response, Submit};
 
 /// Connection numbers from here up are the harness's own admin probes.
@@ -68,6 +68,8 @@ pub struct World {
     pub now: u64,
     outbox: BTreeMap<u64, VecDeque<Out>>,
     pub shutdowns: Vec<bool>,
+    /// Store operations the core emitted, in order.
+    pub store_ops: Vec<StoreOp>,
     next_probe: u64,
 }
 
@@ -90,6 +92,7 @@ impl World {
             now: 0,
             outbox: BTreeMap::new(),
             shutdowns: Vec::new(),
+            store_ops: Vec::new(),
             next_probe: PROBE_BASE,
         }
     }
@@ -171,6 +174,7 @@ impl World {
                 Effect::Text(c, t) => self.outbox.entry(c.0).or_default().push_back(Out::Text(t)),
                 Effect::Close(c) => self.outbox.entry(c.0).or_default().push_back(Out::Close),
                 Effect::Shutdown { graceful } => self.shutdowns.push(graceful),
+                Effect::Store(op) => self.store_ops.push(op),
             }
         }
     }

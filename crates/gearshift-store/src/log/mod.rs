@@ -66,6 +66,8 @@ pub struct LogStore {
     replay: Option<Vec<JobRecord>>,
     /// Set when the file handle can no longer be trusted; every flush fails.
     broken: Option<String>,
+    /// Held for the store's lifetime: one process per data directory.
+    _lock: File,
 }
 
 impl LogStore {
@@ -74,6 +76,18 @@ impl LogStore {
     /// is an error, so no job is ever silently dropped.
     pub fn open(dir: &Path, opts: LogOptions) -> Result<LogStore, StoreError> {
         std::fs::create_dir_all(dir)?;
+        let lock = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("LOCK"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked(dir.display().to_string()))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
         let path = dir.join(FILE_NAME);
         let mut file = OpenOptions::new()
             .read(true)
@@ -129,6 +143,7 @@ impl LogStore {
             high,
             replay: Some(live.into_values().collect()),
             broken: None,
+            _lock: lock,
         })
     }
 

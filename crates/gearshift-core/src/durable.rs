@@ -1,0 +1,171 @@
+//! The seam to a durable store: background jobs are written through
+//! [`StoreOp`] effects and acknowledged (JOB_CREATED) only once the driver
+//! reports them durable; a restart rebuilds the queues from stored jobs with
+//! their original handles; the handle counter is reserved ahead so it never
+//! goes backwards across restarts.
+
+use bytes::Bytes;
+use gearshift_proto::Response;
+
+use crate::effect::{Effect, StoreOp, StoredJob};
+use crate::engine::Core;
+use crate::ids::JobId;
+use crate::job::{Job, JobState, Persist, UniqueKey};
+use crate::Millis;
+
+/// Handle numbers reserved in the store ahead of use. A restart skips at
+/// most this many numbers.
+pub const RESERVE_AHEAD: JobId = 100_000;
+
+impl Core {
+    /// The store confirmed these jobs durable: their submitters get
+    /// JOB_CREATED and new jobs become grab-able (or scheduled).
+    pub fn persisted(&mut self, ids: &[JobId], now: Millis) {
+        for &id in ids {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            if job.persist != Persist::Pending {
+                continue;
+            }
+            job.persist = Persist::Yes;
+            let acks = std::mem::take(&mut job.acks);
+            let handle = job.handle.clone();
+            let pending = job.state == JobState::Pending;
+            for c in acks {
+                self.send(c, Response::JobCreated(handle.clone()));
+            }
+            if pending {
+                self.release(id, now);
+            }
+        }
+    }
+
+    /// The store could not record these jobs: their submitters get ERROR
+    /// QUEUE_ERROR and a job that existed only for them is dropped.
+    pub fn persist_failed(&mut self, ids: &[JobId], reason: &str) {
+        for &id in ids {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            if job.persist != Persist::Pending {
+                continue;
+            }
+            job.persist = Persist::No;
+            let acks = std::mem::take(&mut job.acks);
+            let new_job = job.state == JobState::Pending;
+            if !new_job {
+                // A foreground job a background submitter joined: it goes on
+                // as the foreground job it was.
+                job.background = false;
+            }
+            let orphan = !new_job && job.clients.is_empty() && job.state == JobState::Queued;
+            let text = format!("Job could not be stored: {reason}");
+            for c in acks {
+                self.send(c, Response::error("QUEUE_ERROR", Bytes::from(text.clone())));
+            }
+            if new_job || orphan {
+                self.remove_job(id);
+            }
+        }
+    }
+
+    /// Rebuilds stored jobs after a restart, in the order given (id order),
+    /// with their original handles, priorities and due times. `next_id` is
+    /// the store's first never-used handle number.
+    pub fn restore(&mut self, jobs: Vec<StoredJob>, next_id: JobId, now: Millis) {
+        let max_stored = jobs.iter().map(|j| j.id + 1).max().unwrap_or(1);
+        self.next_job = self.next_job.max(next_id).max(max_stored);
+        self.reserved = self.next_job;
+        for s in jobs {
+            let func = self.function_id(&s.function);
+            let unique_key = match s.unique.as_ref() {
+                b"" => UniqueKey::None,
+                b"-" => UniqueKey::Data,
+                _ => UniqueKey::Named,
+            };
+            if s.handle != self.make_handle(s.id) {
+                // Written under another --job-handle-prefix: still findable.
+                self.foreign_handles.insert(s.handle.clone(), s.id);
+            }
+            match unique_key {
+                UniqueKey::None => {}
+                UniqueKey::Data => {
+                    self.by_data.insert((func, s.data.clone()), s.id);
+                }
+                UniqueKey::Named => self.uniques.entry(s.unique.clone()).or_default().push(s.id),
+            }
+            let job = Job {
+                id: s.id,
+                handle: s.handle,
+                func,
+                unique: s.unique,
+                unique_key,
+                data: s.data,
+                reducer: s.reducer,
+                priority: s.priority,
+                background: true,
+                clients: Vec::new(),
+                worker: None,
+                state: JobState::Pending,
+                retries: s.attempts,
+                numerator: 0,
+                denominator: 0,
+                due: s.due_ms,
+                assignment: 0,
+                created: s.created_ms,
+                persist: Persist::Yes,
+                acks: Vec::new(),
+            };
+            self.jobs.insert(s.id, job);
+            if let Some(f) = self.func_mut(func) {
+                f.total += 1;
+            }
+            self.release(s.id, now);
+        }
+        self.reserve_ahead();
+    }
+
+    /// Keeps the stored handle reservation well ahead of the counter.
+    pub(crate) fn reserve_ahead(&mut self) {
+        if self.cfg.durable && self.next_job + RESERVE_AHEAD / 2 >= self.reserved {
+            self.reserved = self.next_job + RESERVE_AHEAD;
+            self.effects
+                .push(Effect::Store(StoreOp::Reserve(self.reserved)));
+        }
+    }
+
+    /// Writes a job to the store.
+    pub(crate) fn store_add(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.persist = Persist::Pending;
+        let function = self
+            .funcs
+            .get(job.func)
+            .and_then(Option::as_ref)
+            .map(|f| f.name.clone());
+        let stored = StoredJob {
+            id,
+            handle: job.handle.clone(),
+            function: function.unwrap_or_default(),
+            unique: job.unique.clone(),
+            priority: job.priority,
+            data: job.data.clone(),
+            reducer: job.reducer.clone(),
+            due_ms: job.due,
+            attempts: job.retries,
+            created_ms: job.created,
+        };
+        self.effects.push(Effect::Store(StoreOp::Add(stored)));
+    }
+
+    /// Jobs that live only in memory (lost if the process stops).
+    pub fn volatile_job_count(&self) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| j.persist == Persist::No)
+            .count()
+    }
+}
