@@ -8,9 +8,10 @@ use gearshift_proto::admin::{self as text, AdminCommand};
 use gearshift_proto::Response;
 
 use crate::effect::Effect;
+use crate::effect::StoreOp;
 use crate::engine::Core;
 use crate::ids::{ConnId, JobId};
-use crate::job::JobState;
+use crate::job::{JobState, Persist};
 use crate::Millis;
 
 impl Core {
@@ -163,14 +164,27 @@ impl Core {
             return text::ERR_UNKNOWN_JOB;
         };
         let h = job.handle.clone();
+        let acks = std::mem::take(&mut job.acks);
         let clients = std::mem::take(&mut job.clients);
         let running = job.state == JobState::Running;
+        let stored = job.persist != Persist::No;
         if running {
             job.state = JobState::Cancelled;
+            // Gone from the store now, not when the worker reports: a crash
+            // in between must not bring a cancelled job back.
+            job.persist = Persist::No;
             // Reaped only when its worker reports; meanwhile a resubmission
             // of its unique must make a new job, not wait on this dead one.
             let job = job.clone();
             self.unindex_unique(&job);
+            if stored {
+                self.effects.push(Effect::Store(StoreOp::Done(id)));
+            }
+        }
+        // Submitters still waiting for the store hear JOB_CREATED first, so
+        // the WORK_FAIL that follows names a handle they know.
+        for c in acks {
+            self.send(c, Response::JobCreated(h.clone()));
         }
         for c in clients {
             if let Some(conn) = self.conns.get_mut(&c.0) {

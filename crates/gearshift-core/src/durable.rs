@@ -161,6 +161,15 @@ impl Core {
         self.effects.push(Effect::Store(StoreOp::Add(stored)));
     }
 
+    /// Jobs sent to the store and not yet confirmed or refused: their
+    /// submitters still wait for an answer.
+    pub fn awaiting_store(&self) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| j.persist == Persist::Pending)
+            .count()
+    }
+
     /// Jobs that live only in memory (lost if the process stops).
     pub fn volatile_job_count(&self) -> usize {
         self.jobs

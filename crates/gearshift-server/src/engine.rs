@@ -107,7 +107,9 @@ impl Engine {
             self.core.on_timeout(self.clock.now());
             self.dispatch();
             if let Some(graceful) = self.draining {
-                if !graceful || self.core.running_jobs() == 0 {
+                // A graceful stop also waits for the store's answer on
+                // submissions it holds, so no stored job goes unacknowledged.
+                if !graceful || (self.core.running_jobs() == 0 && self.core.awaiting_store() == 0) {
                     break;
                 }
             }

@@ -31,6 +31,11 @@ impl StoreTask {
         let thread = std::thread::Builder::new().name("gearshift-store".into()).spawn(move || {
             let mut dirty = false;
             let mut last_sync = Instant::now();
+            // Ends, attempt counts and reservations of a failed flush: no
+            // submitter can be refused for them, so they are written with
+            // the next flush instead of being forgotten (a forgotten end
+            // would bring a finished job back at the next start).
+            let mut unwritten: Vec<StoreOp> = Vec::new();
             loop {
                 let first = match sync_every {
                     Some(every) => match rx.recv_timeout(every) {
@@ -46,9 +51,12 @@ impl StoreTask {
                 if let Some(first) = first {
                     // Group commit: everything queued meanwhile joins this flush.
                     let mut added = Vec::new();
-                    apply(store.as_mut(), first, &mut added);
+                    let mut kept = Vec::new();
+                    let retry = std::mem::take(&mut unwritten);
+                    apply(store.as_mut(), retry, &mut added, &mut kept);
+                    apply(store.as_mut(), first, &mut added, &mut kept);
                     while let Ok(more) = rx.try_recv() {
-                        apply(store.as_mut(), more, &mut added);
+                        apply(store.as_mut(), more, &mut added, &mut kept);
                     }
                     match store.flush() {
                         Ok(()) => {
@@ -59,6 +67,7 @@ impl StoreTask {
                         }
                         Err(e) => {
                             tracing::error!(error = %e, jobs = added.len(), "store write failed; refusing the affected submissions");
+                            unwritten = kept;
                             if !added.is_empty() {
                                 let _ = engine.send(EngineMsg::StoreFailed(added, e.to_string()));
                             }
@@ -75,6 +84,7 @@ impl StoreTask {
                     }
                 }
             }
+            apply(store.as_mut(), unwritten, &mut Vec::new(), &mut Vec::new());
             if let Err(e) = store.flush().and_then(|()| store.sync()) {
                 tracing::error!(error = %e, "final store flush failed");
             }
@@ -96,17 +106,26 @@ impl StoreTask {
     }
 }
 
-fn apply(store: &mut dyn Store, batch: Vec<StoreOp>, added: &mut Vec<JobId>) {
+/// Buffers `batch` in the store: new jobs' ids go to `added`, every other
+/// op also to `kept` (to be written again if the flush fails).
+fn apply(
+    store: &mut dyn Store,
+    batch: Vec<StoreOp>,
+    added: &mut Vec<JobId>,
+    kept: &mut Vec<StoreOp>,
+) {
     for op in batch {
         match op {
             StoreOp::Add(job) => {
                 added.push(job.id);
                 store.add(&to_record(job));
+                continue;
             }
             StoreOp::Done(id) => store.done(id),
             StoreOp::Update { id, attempts } => store.update(id, attempts),
             StoreOp::Reserve(upto) => store.reserve(upto),
         }
+        kept.push(op);
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
-use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, StoreOp};
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, StoreOp, StoredJob};
 use gearshift_proto::{parse_admin, GrabKind, Priority, Request, Response, Submit};
 
 /// Connection numbers from here up are the harness's own admin probes.
@@ -95,6 +95,38 @@ impl World {
             store_ops: Vec::new(),
             next_probe: PROBE_BASE,
         }
+    }
+
+    /// A world whose core is backed by a durable store (`durable: true`);
+    /// the test plays the store with [`World::persisted`] and friends.
+    pub fn durable() -> Self {
+        World::with(CoreConfig {
+            durable: true,
+            ..CoreConfig::default()
+        })
+    }
+
+    /// The store confirms these jobs durable.
+    pub fn persisted(&mut self, ids: &[u64]) {
+        self.core.persisted(ids, self.now);
+        self.collect();
+    }
+
+    /// The store failed to record these jobs.
+    pub fn persist_failed(&mut self, ids: &[u64], reason: &str) {
+        self.core.persist_failed(ids, reason);
+        self.collect();
+    }
+
+    /// Rebuilds stored jobs, as after a restart.
+    pub fn restore(&mut self, jobs: Vec<StoredJob>, next_id: u64) {
+        self.core.restore(jobs, next_id, self.now);
+        self.collect();
+    }
+
+    /// The store operations emitted since the last call, emptied.
+    pub fn take_store_ops(&mut self) -> Vec<StoreOp> {
+        std::mem::take(&mut self.store_ops)
     }
 
     /// The handle the default prefix gives job `n`.

@@ -14,7 +14,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use gearshift_core::CoreConfig;
 use gearshift_proto::frame::{encode_parts, HEADER_LEN};
 use gearshift_proto::{decode_frame, Frame, Magic, Packet, PacketType, Request, Response};
-use gearshift_server::{Server, ServerConfig};
+use gearshift_server::{Server, ServerConfig, StoreConfig};
+use gearshift_store::{Durability, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -44,6 +45,17 @@ pub fn config() -> ServerConfig {
     }
 }
 
+/// [`config`] with the embedded log store in `dir`.
+pub fn log_config(dir: &std::path::Path, durability: Durability) -> ServerConfig {
+    ServerConfig {
+        store: StoreConfig::Log {
+            dir: dir.to_path_buf(),
+            durability,
+        },
+        ..config()
+    }
+}
+
 /// The handle of the `n`-th job a test server creates.
 pub fn handle(n: u64) -> Bytes {
     Bytes::from(format!("{PREFIX}:{n}"))
@@ -55,6 +67,16 @@ pub struct TestServer {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// The server's own runtime, when it has one (see [`TestServer::crash`]).
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl TestServer {
@@ -62,16 +84,73 @@ impl TestServer {
     /// [`TestServer::trigger_shutdown`] is called or the `TestServer` is dropped.
     pub async fn start(cfg: ServerConfig) -> TestServer {
         let server = Server::bind(cfg).await.expect("bind test server");
+        TestServer::run(server)
+    }
+
+    /// Like [`TestServer::start`] with a store supplied by the test
+    /// ([`Server::bind_with_store`]).
+    pub async fn start_with_store(cfg: ServerConfig, store: Option<Box<dyn Store>>) -> TestServer {
+        let server = Server::bind_with_store(cfg, store)
+            .await
+            .expect("bind test server");
+        TestServer::run(server)
+    }
+
+    /// Like [`TestServer::start_with_store`], but the server runs in a
+    /// runtime of its own, so [`TestServer::crash`] can kill it outright.
+    pub async fn start_crashable(cfg: ServerConfig, store: Option<Box<dyn Store>>) -> TestServer {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        // Bound inside the server's runtime, so its sockets live there.
+        let server = rt
+            .spawn(Server::bind_with_store(cfg, store))
+            .await
+            .expect("bind task")
+            .expect("bind test server");
+        let handle = rt.handle().clone();
+        let mut ts = TestServer::run_on(server, &handle);
+        ts.rt = Some(rt);
+        ts
+    }
+
+    fn run(server: Server) -> TestServer {
+        TestServer::run_on(server, &tokio::runtime::Handle::current())
+    }
+
+    fn run_on(server: Server, rt: &tokio::runtime::Handle) -> TestServer {
         let addr = server.local_addrs()[0];
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(async move {
+        let task = rt.spawn(server.run(async move {
             let _ = rx.await;
         }));
         TestServer {
             addr,
             stop: Some(tx),
             task: Some(task),
+            rt: None,
         }
+    }
+
+    /// Kills a server started with [`TestServer::start_crashable`] as a
+    /// crash would: every task is dropped at once, nothing is drained or
+    /// flushed (a store thread blocked in a flush stays blocked).
+    pub fn crash(&mut self) {
+        let rt = self.rt.take().expect("crash needs start_crashable");
+        self.stop = None;
+        self.task = None;
+        rt.shutdown_background();
+    }
+
+    /// Stops the server gracefully and waits until it is gone.
+    pub async fn stop(&mut self) {
+        self.trigger_shutdown();
+        assert!(
+            self.wait_stopped(TIMEOUT).await,
+            "Server::run did not return"
+        );
     }
 
     /// Starts a server with [`config`].
