@@ -78,4 +78,8 @@ impl<S: Store> Store for FaultyStore<S> {
         }
         self.inner.flush()
     }
+
+    fn sync(&mut self) -> Result<(), StoreError> {
+        self.inner.sync()
+    }
 }

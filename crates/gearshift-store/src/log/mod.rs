@@ -88,6 +88,14 @@ impl LogStore {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
         }
+        // A compaction cut short by a crash leaves its copy behind; the log
+        // itself is intact, so the copy is only wasted space.
+        match std::fs::remove_file(compact_tmp(dir)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(error = %e, "cannot remove a leftover compaction file");
+            }
+            _ => {}
+        }
         let path = dir.join(FILE_NAME);
         let mut file = OpenOptions::new()
             .read(true)
@@ -169,7 +177,7 @@ impl LogStore {
         let mut live = BTreeMap::new();
         let mut high = self.high;
         apply_ops(&mut live, scan.ops, &mut high);
-        let tmp = self.dir.join(format!("{FILE_NAME}.compact"));
+        let tmp = compact_tmp(&self.dir);
         let mut out = frame::file_header().to_vec();
         let mut payload = Vec::new();
         Op::Reserve(self.high).encode(&mut payload);
@@ -181,14 +189,22 @@ impl LogStore {
             }
         }
         frame::put_frame(&mut out, &payload);
-        let mut f = OpenOptions::new()
+        let written = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&tmp)?;
-        f.write_all(&out)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, self.path())?;
+            .open(&tmp)
+            .and_then(|mut f| {
+                f.write_all(&out)?;
+                f.sync_all()
+            })
+            .and_then(|()| std::fs::rename(&tmp, self.path()));
+        if let Err(e) = written {
+            // Give the space back: on a full disk a half-written copy would
+            // otherwise hold what little is left and fail every append.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e.into());
+        }
         // From here on the old handle points at a replaced file: if the new
         // one cannot be opened, refuse every later write rather than append
         // to a file nobody will read.
@@ -220,6 +236,11 @@ impl LogStore {
         );
         Ok(())
     }
+}
+
+/// Where compaction writes the new log before renaming it into place.
+fn compact_tmp(dir: &Path) -> PathBuf {
+    dir.join(format!("{FILE_NAME}.compact"))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {

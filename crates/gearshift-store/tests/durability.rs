@@ -1,0 +1,175 @@
+//! Interval durability (`Durability::Interval`): a flush only writes, and
+//! `sync` makes it durable later. Short of a power loss the replay
+//! semantics are those of `Durability::Fsync`: what a flush wrote is in the
+//! OS's page cache, so a new handle in the same OS reads it back, and the
+//! bytes on disk are the same as with fsync.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gearshift_store::conformance::{self, job};
+use gearshift_store::log::FILE_NAME;
+use gearshift_store::{Durability, LogOptions, LogStore, Replayed, Store};
+use tempfile::TempDir;
+
+/// An interval long enough that no test depends on anything calling sync.
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn interval(compact_min_bytes: u64) -> LogOptions {
+    LogOptions {
+        durability: Durability::Interval(HOUR),
+        compact_min_bytes,
+    }
+}
+
+fn fsync(compact_min_bytes: u64) -> LogOptions {
+    LogOptions {
+        durability: Durability::Fsync,
+        compact_min_bytes,
+    }
+}
+
+fn replay_at(dir: &Path, opts: LogOptions) -> Replayed {
+    LogStore::open(dir, opts)
+        .expect("reopen")
+        .replay()
+        .expect("replay")
+}
+
+#[test]
+fn interval_durability_passes_the_conformance_suite() {
+    for compact_min_bytes in [8 << 20, 0] {
+        let mut dirs = Vec::new();
+        conformance::run(|| {
+            let dir = TempDir::new().expect("tempdir");
+            let path = dir.path().to_path_buf();
+            dirs.push(dir);
+            move || LogStore::open(&path, interval(compact_min_bytes)).expect("open")
+        });
+    }
+}
+
+#[test]
+fn unsynced_flushes_are_read_back_by_a_new_handle() {
+    let dir = TempDir::new().expect("tempdir");
+    let mut s = LogStore::open(dir.path(), interval(8 << 20)).expect("open");
+    s.replay().expect("replay");
+    for id in 1..=30u64 {
+        s.add(&job(id, "f", "", (id % 3) as u8, &[id as u8; 50]));
+        if id.is_multiple_of(4) {
+            s.done(id - 2);
+            s.update(id - 1, 2);
+            s.flush().expect("flush");
+        }
+    }
+    s.reserve(500);
+    s.flush().expect("flush");
+    s.add(&job(31, "f", "", 1, b"never flushed"));
+    drop(s); // no sync() anywhere
+
+    let r = replay_at(dir.path(), interval(8 << 20));
+    let mut want: Vec<(u64, u32)> = Vec::new();
+    for id in 1..=30u64 {
+        let done = id % 4 == 2 && id + 2 <= 28;
+        if !done {
+            let attempts = if id % 4 == 3 && id < 30 { 2 } else { 0 };
+            want.push((id, attempts));
+        }
+    }
+    let got: Vec<(u64, u32)> = r.jobs.iter().map(|j| (j.id, j.attempts)).collect();
+    assert_eq!(got, want, "every flushed op, none of the unflushed");
+    assert!(r.next_id >= 500, "the unsynced reservation is read back");
+}
+
+/// Runs one op sequence with `opts`; returns the file and the replay.
+fn run_sequence(opts: LogOptions) -> (Vec<u8>, Replayed) {
+    let dir = TempDir::new().expect("tempdir");
+    let mut s = LogStore::open(dir.path(), opts).expect("open");
+    s.replay().expect("replay");
+    for id in 1..=200u64 {
+        let mut j = job(id, "f", &format!("u{id}"), (id % 3) as u8, &[7; 40]);
+        if id.is_multiple_of(5) {
+            j.reducer = Some(Bytes::from_static(b"r"));
+            j.due_ms = Some(1_800_000_000_000);
+        }
+        s.add(&j);
+        if id > 10 && id.is_multiple_of(3) {
+            s.done(id - 10);
+        }
+        if id.is_multiple_of(7) {
+            s.update(id - 1, 1);
+            s.reserve(id + 50);
+            s.flush().expect("flush");
+        }
+    }
+    s.flush().expect("flush");
+    drop(s);
+    let bytes = fs::read(dir.path().join(FILE_NAME)).expect("read");
+    (bytes, replay_at(dir.path(), opts))
+}
+
+#[test]
+fn interval_and_fsync_write_the_same_bytes_and_replay_the_same() {
+    for compact_min_bytes in [8 << 20, 2048, 0] {
+        let (a_bytes, a) = run_sequence(interval(compact_min_bytes));
+        let (b_bytes, b) = run_sequence(fsync(compact_min_bytes));
+        assert_eq!(a, b, "same replay (compact_min_bytes {compact_min_bytes})");
+        assert!(
+            a_bytes == b_bytes,
+            "same file (compact_min_bytes {compact_min_bytes})"
+        );
+        assert!(!a.jobs.is_empty());
+    }
+}
+
+#[test]
+fn sync_works_on_the_file_that_replaced_the_old_one() {
+    // Compaction swaps the file handle; a torn tail is cut on open. sync()
+    // must reach the current file in both cases, and so must later writes.
+    let dir = TempDir::new().expect("tempdir");
+    let path: PathBuf = dir.path().join(FILE_NAME);
+    let mut s = LogStore::open(dir.path(), interval(0)).expect("open");
+    s.replay().expect("replay");
+    for id in 1..=10 {
+        s.add(&job(id, "f", "", 1, b"x"));
+    }
+    s.flush().expect("flush");
+    for id in 1..=8 {
+        s.done(id);
+    }
+    let before = s.file_len();
+    s.flush().expect("flush that compacts");
+    assert!(s.file_len() < before, "compacted");
+    s.sync().expect("sync after compaction");
+    s.add(&job(11, "f", "", 1, b"y"));
+    s.flush().expect("flush after compaction");
+    s.sync().expect("sync");
+    drop(s);
+
+    // A torn tail, cut on open; sync and write after that.
+    let mut bytes = fs::read(&path).expect("read");
+    bytes.extend_from_slice(&[0x31, 0x46]);
+    fs::write(&path, &bytes).expect("write");
+    let mut s = LogStore::open(dir.path(), interval(0)).expect("open");
+    let ids: Vec<u64> = s
+        .replay()
+        .expect("replay")
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(ids, vec![9, 10, 11]);
+    s.sync().expect("sync after the cut");
+    s.add(&job(12, "f", "", 1, b"z"));
+    s.flush().expect("flush");
+    s.sync().expect("sync");
+    drop(s);
+    let ids: Vec<u64> = replay_at(dir.path(), interval(0))
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(ids, vec![9, 10, 11, 12]);
+}
