@@ -51,6 +51,12 @@ fn flushed_jobs_survive_reopen<S: Store>(mut open: impl FnMut() -> S) {
         s.add(&job(id, "f", &format!("u{id}"), 1, b"x"));
     }
     s.flush().expect("flush");
+    let again = s.replay().expect("a second replay on the same handle");
+    assert_eq!(
+        again.jobs.len(),
+        3,
+        "replay reports every flushed job, however often asked"
+    );
     drop(s);
     let r = open().replay().expect("replay after reopen");
     let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();

@@ -64,11 +64,6 @@ const OP_UPDATE: u8 = 3;
 const OP_RESERVE: u8 = 4;
 const NO_DUE: u64 = u64::MAX;
 
-fn put_u16_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u16).to_le_bytes());
-    out.extend_from_slice(b);
-}
-
 fn put_u32_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
@@ -87,9 +82,9 @@ impl Op {
                 out.extend_from_slice(&r.attempts.to_le_bytes());
                 out.push(r.priority);
                 out.push(u8::from(r.reducer.is_some()));
-                put_u16_bytes(out, &r.handle);
+                put_u32_bytes(out, &r.handle);
                 put_u32_bytes(out, &r.function);
-                put_u16_bytes(out, &r.unique);
+                put_u32_bytes(out, &r.unique);
                 if let Some(red) = &r.reducer {
                     put_u32_bytes(out, red);
                 }
@@ -145,11 +140,6 @@ impl Reader<'_> {
         Ok(self.take(1)?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, StoreError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
     fn u32(&mut self) -> Result<u32, StoreError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -177,11 +167,11 @@ impl Reader<'_> {
                 let attempts = self.u32()?;
                 let priority = self.u8()?;
                 let has_reducer = self.u8()? != 0;
-                let n = self.u16()? as usize;
+                let n = self.u32()? as usize;
                 let handle = self.bytes(n)?;
                 let n = self.u32()? as usize;
                 let function = self.bytes(n)?;
-                let n = self.u16()? as usize;
+                let n = self.u32()? as usize;
                 let unique = self.bytes(n)?;
                 let reducer = if has_reducer {
                     let n = self.u32()? as usize;

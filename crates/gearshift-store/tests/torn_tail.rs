@@ -416,3 +416,38 @@ fn a_zero_length_file_is_a_fresh_store() {
     assert_eq!(r.jobs, vec![job(1, "f", "", 1, b"x")]);
     assert!(r.next_id > 1);
 }
+
+#[test]
+fn job_data_that_looks_like_a_frame_inside_a_torn_write_is_not_corruption() {
+    // A client's workload may hold bytes that form a valid frame. When the
+    // flush carrying it is torn, the intact frame header is trusted for its
+    // extent, so the embedded look-alike is never taken for a real frame.
+    let dir = TempDir::new().expect("tempdir");
+    let mut log = LogStore::open(dir.path(), opts()).expect("open");
+    log.replay().expect("replay");
+    log.add(&job(1, "f", "", 1, b"first"));
+    log.flush().expect("flush");
+    let mut fake = Vec::new();
+    let mut payload = Vec::new();
+    gearshift_store::Op::Add(job(99, "f", "", 1, b"forged")).encode(&mut payload);
+    frame::put_frame(&mut fake, &payload);
+    log.add(&job(2, "f", "", 1, &fake));
+    log.flush().expect("flush");
+    drop(log);
+    let path = dir.path().join(FILE_NAME);
+    let full = fs::read(&path).expect("read");
+    fs::write(&path, &full[..full.len() - 50]).expect("cut");
+    let mut log = LogStore::open(dir.path(), opts()).expect("a torn write is not corruption");
+    let ids: Vec<u64> = log
+        .replay()
+        .expect("replay")
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(
+        ids,
+        vec![1],
+        "the state before the torn flush, and no forged job"
+    );
+}

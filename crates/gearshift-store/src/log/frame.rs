@@ -1,11 +1,18 @@
 //! The log file's layout: a 16-byte header (magic, format version), then
 //! frames. A frame is one flush: `FRAME_MAGIC u32 | payload length u32 |
-//! CRC-32 of the payload u32 | payload`, the payload being encoded ops.
+//! CRC-32 of the payload u32 | CRC-32 of the previous 12 bytes u32 |
+//! payload`, the payload being encoded ops.
 //!
-//! Reading distinguishes a torn tail (the last frame of a crashed write:
-//! incomplete or failing its checksum, with no valid frame after it; it is
-//! cut off) from corruption (a bad frame followed by a valid one: the file
-//! was damaged, and the server refuses to start rather than drop jobs).
+//! Reading distinguishes a torn tail from corruption, and never guesses:
+//! - a frame whose header checks out but whose payload runs past the end of
+//!   the file, or is the file's last frame and fails its checksum, is the
+//!   torn last write of a crash: it is cut off;
+//! - a frame whose header checks out, that is complete and not last, but
+//!   whose payload fails its checksum is corruption;
+//! - a damaged header is corruption if any valid frame follows it, else a
+//!   torn tail. Because an intact header is trusted for its extent, job data
+//!   that happens to look like a frame inside a torn write is never
+//!   mistaken for one.
 
 use bytes::Bytes;
 
@@ -19,7 +26,7 @@ pub const HEADER_LEN: usize = 16;
 /// First bytes of every frame.
 pub const FRAME_MAGIC: u32 = 0x4753_4631; // "GSF1"
 /// Length of a frame header.
-pub const FRAME_HEADER: usize = 12;
+pub const FRAME_HEADER: usize = 16;
 
 /// The file header for the current format.
 pub fn file_header() -> [u8; HEADER_LEN] {
@@ -51,21 +58,28 @@ pub fn check_header(h: &[u8]) -> Result<u32, StoreError> {
 
 /// Appends a frame holding `payload` to `out`.
 pub fn put_frame(out: &mut Vec<u8>, payload: &[u8]) {
+    let start = out.len();
     out.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    let header_crc = crc32fast::hash(&out[start..start + 12]);
+    out.extend_from_slice(&header_crc.to_le_bytes());
     out.extend_from_slice(payload);
+}
+
+/// A frame header that checks out at `pos`: (payload length, payload CRC).
+fn header_at(file: &Bytes, pos: usize) -> Option<(usize, u32)> {
+    let h = file.get(pos..pos.checked_add(FRAME_HEADER)?)?;
+    let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    if word(0) != FRAME_MAGIC || crc32fast::hash(&h[..12]) != word(12) {
+        return None;
+    }
+    Some((word(4) as usize, word(8)))
 }
 
 /// A valid frame at `pos`: its payload and the offset after it.
 fn frame_at(file: &Bytes, pos: usize) -> Option<(Bytes, usize)> {
-    let h = file.get(pos..pos.checked_add(FRAME_HEADER)?)?;
-    let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
-    let crc = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
-    if magic != FRAME_MAGIC {
-        return None;
-    }
+    let (len, crc) = header_at(file, pos)?;
     let start = pos + FRAME_HEADER;
     let end = start.checked_add(len)?;
     let payload = file.get(start..end)?;
@@ -93,10 +107,16 @@ pub fn scan(file: &Bytes) -> Result<Scan, StoreError> {
                 pos = next;
             }
             None => {
-                // Torn tail, unless a valid frame follows somewhere.
-                if let Some(at) = (pos + 1..file.len()).find(|&p| frame_at(file, p).is_some()) {
+                let torn = match header_at(file, pos) {
+                    // An intact header: trust its extent.
+                    Some((len, _)) => pos + FRAME_HEADER + len >= file.len(),
+                    // A damaged header: torn only if nothing valid follows.
+                    None => (pos + 1..file.len()).all(|p| frame_at(file, p).is_none()),
+                };
+                if !torn {
                     return Err(StoreError::Corrupt(format!(
-                        "damaged frame at byte {pos} is followed by a valid one at byte {at}"
+                        "damaged frame at byte {pos} of {} is followed by more data",
+                        file.len()
                     )));
                 }
                 break;

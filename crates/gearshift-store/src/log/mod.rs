@@ -250,7 +250,20 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 impl Store for LogStore {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
-        let jobs = self.replay.take().unwrap_or_default();
+        let jobs = match self.replay.take() {
+            // The jobs read at open, handed over once without a copy.
+            Some(jobs) => jobs,
+            // Asked again: read what is on disk now.
+            None => {
+                let mut raw = Vec::new();
+                File::open(self.path())?.read_to_end(&mut raw)?;
+                let scan = frame::scan(&Bytes::from(raw))?;
+                let mut live = BTreeMap::new();
+                let mut high = self.high;
+                apply_ops(&mut live, scan.ops, &mut high);
+                live.into_values().collect()
+            }
+        };
         let max_live = jobs.last().map_or(1, |r| r.id + 1);
         Ok(Replayed {
             jobs,
