@@ -2,8 +2,11 @@
 # Runs every test of Gearshift on a fresh Debian machine: installs what the
 # tests need (Debian packages for the third-party clients and gearmand),
 # checks formatting and lints, runs the Rust test suites, then the interop
-# suite (real gearman CLI, PHP, Perl clients) and the differential suite
-# (byte-for-byte admin sessions against gearmand 1.1.20).
+# suite (real gearman CLI, PHP, Perl clients), the differential suite
+# (byte-for-byte admin sessions against gearmand 1.1.20) and the import suite
+# (a real gearmand's sqlite queue migrated with `gearshift import`).
+# The crash suite (tests/crash) SIGKILLs the durable server under load and
+# checks that no acknowledged job is lost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +41,19 @@ cargo build --quiet -p gearshift
 export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --store memory --log-file none --verbose ERROR"
 bash tests/interop/run.sh
 
+echo "== crash suite: SIGKILL under load, restart, no acknowledged job lost"
+# Its own servers: the durable log store in fresh temp data dirs.
+GEARSHIFT_BIN="$PWD/target/debug/gearshift" timeout -k 10 600 python3 tests/crash/crash.py 2>&1 \
+  | tee /tmp/gearshift-crash.log
+crash_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-crash.log | tail -n 1)
+crash_passed=${crash_summary%% passed*}
+crash_failed=${crash_summary#*, }
+crash_failed=${crash_failed%% failed}
+
+echo "== import suite: a real gearmand libsqlite3 queue through gearshift import"
+# Needs only gearman-job-server (gearmand with its libsqlite3 queue) and
+# python3's stdlib sqlite3 module.
+GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/import/test_import.py
+
 echo "rust: ${rust_passed} passed, ${rust_failed} failed"
+echo "crash: ${crash_passed} passed, ${crash_failed} failed"

@@ -1,6 +1,8 @@
 //! The `gearshift` command: `serve` runs the job server with gearmand's
-//! familiar flags.
+//! familiar flags; `import` moves a gearmand persistent queue into the
+//! embedded store.
 
+mod import;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -17,11 +19,14 @@ struct Cli {
 enum Command {
     /// Run the job server.
     Serve(serve::ServeArgs),
+    /// Import a stopped gearmand's libsqlite3 queue into the data directory.
+    Import(import::ImportArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve::main(args),
+        Command::Import(args) => import::main(args),
     }
 }

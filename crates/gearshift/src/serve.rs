@@ -110,6 +110,11 @@ pub fn default_data_dir() -> PathBuf {
     PathBuf::from("gearshift-data")
 }
 
+/// The default job handle prefix, as gearmand's: `H:<hostname>`.
+pub fn default_handle_prefix() -> String {
+    format!("H:{}", gethostname::gethostname().to_string_lossy())
+}
+
 fn level(name: &str) -> Result<LevelFilter, String> {
     Ok(match name.to_ascii_uppercase().as_str() {
         "FATAL" | "ALERT" | "CRITICAL" | "ERROR" => LevelFilter::ERROR,
@@ -177,7 +182,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let prefix = args
         .job_handle_prefix
         .clone()
-        .unwrap_or_else(|| format!("H:{}", gethostname::gethostname().to_string_lossy()));
+        .unwrap_or_else(default_handle_prefix);
     let core = CoreConfig {
         handle_prefix: prefix,
         job_retries: args.job_retries,

@@ -1,0 +1,249 @@
+//! `gearshift import`: moves a gearmand 1.1 persistent queue (the
+//! `libsqlite3` plugin's table) into the embedded store, so a migration
+//! loses no job.
+//!
+//! Everything is read and checked before anything is written: a missing
+//! table, an unreadable row or a data directory held by a running server
+//! stops the import with nothing written. The jobs are then appended after
+//! any the store already holds, with new handle numbers (gearmand never
+//! stored handles), in one flush (one `fsync`). Each import is recorded in
+//! [`MARKER`] in the data directory, and importing the same file (path,
+//! size and mtime) again is refused unless `--force`: a second import
+//! would queue every job twice.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use clap::Args;
+use gearshift_core::CoreConfig;
+use gearshift_store::{JobRecord, LogOptions, LogStore, Store, StoreError};
+
+use crate::serve::{default_data_dir, default_handle_prefix};
+
+mod marker;
+mod sqlite;
+#[cfg(test)]
+mod tests;
+
+use marker::{check_marker, record_import, Source};
+use sqlite::read_gearmand_sqlite;
+
+/// File in the data directory that lists every import, one line each.
+pub const MARKER: &str = "imported-gearmand.txt";
+
+/// gearmand refuses longer uniques (`GEARMAN_MAX_UNIQUE_SIZE`).
+const MAX_UNIQUE: usize = 64;
+
+/// Flags of `gearshift import`.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// gearmand's libsqlite3 queue database (its `--libsqlite3-db`); opened
+    /// read-only. Stop gearmand first.
+    #[arg(long, value_name = "FILE")]
+    gearmand_sqlite: PathBuf,
+    /// Table holding the queue (gearmand's `--libsqlite3-table`).
+    #[arg(long, default_value = "gearman_queue")]
+    table: String,
+    /// Directory of the embedded store to import into (default as for
+    /// `serve`). No server may be running on it.
+    #[arg(long, env = "GEARSHIFT_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Job handle prefix of the new handles (default `H:<hostname>`); give
+    /// the one `gearshift serve` will use.
+    #[arg(long)]
+    job_handle_prefix: Option<String>,
+    /// Import even if this file was imported into this directory before
+    /// (its jobs are then queued twice).
+    #[arg(long)]
+    force: bool,
+}
+
+/// Runs the import; prints the summary or why nothing was imported.
+pub fn main(args: ImportArgs) -> ExitCode {
+    match run(&args, now_ms()) {
+        Ok(summary) => {
+            println!("{}", summary.line);
+            for w in summary.warnings {
+                eprintln!("gearshift: warning: {w}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gearshift: import failed, nothing was written: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What a successful import reports.
+#[derive(Debug)]
+struct Summary {
+    line: String,
+    warnings: Vec<String>,
+}
+
+/// One row of gearmand's queue table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Row {
+    unique: Bytes,
+    function: Bytes,
+    priority: u8,
+    data: Bytes,
+    /// `when_to_run`, Unix seconds; 0 for a job that runs at once.
+    when: i64,
+}
+
+fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
+    let file = &args.gearmand_sqlite;
+    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let prefix = args
+        .job_handle_prefix
+        .clone()
+        .unwrap_or_else(default_handle_prefix);
+    CoreConfig {
+        handle_prefix: prefix.clone(),
+        ..CoreConfig::default()
+    }
+    .validate()?;
+    let source = Source::of(file)?;
+    // Checked before anything is written, and again under the store's lock
+    // (held until the import is recorded) against a concurrent import.
+    let mut warnings: Vec<String> = check_marker(&dir, &source, args.force)?
+        .into_iter()
+        .collect();
+    let rows = read_gearmand_sqlite(file, &args.table)?;
+    check_size(&rows, &prefix)?;
+
+    let mut store = LogStore::open(&dir, LogOptions::default()).map_err(|e| match e {
+        StoreError::Locked(_) => format!(
+            "{} is in use by a running Gearshift server; stop it, import, then start it again",
+            dir.display()
+        ),
+        e => format!("cannot open the store in {}: {e}", dir.display()),
+    })?;
+    check_marker(&dir, &source, args.force)?;
+    append(&mut store, &rows, &prefix, now)
+        .map_err(|e| format!("cannot write the store in {}: {e}", dir.display()))?;
+    // The jobs are durable now: a failure to record the import must not
+    // read as "nothing imported", or a retry would queue them twice.
+    if let Err(e) = record_import(&dir, &source, rows.len(), now) {
+        warnings.push(format!(
+            "the jobs were imported, but recording the import in {} failed ({e}): \
+             do not import {} again",
+            dir.join(MARKER).display(),
+            file.display()
+        ));
+    }
+    drop(store);
+    Ok(Summary {
+        line: summary_line(&rows, file, &dir),
+        warnings,
+    })
+}
+
+/// Adds the jobs after every handle number the store has used, reserves
+/// past the last one, and makes it all durable in one flush.
+fn append(store: &mut dyn Store, rows: &[Row], prefix: &str, now: u64) -> Result<(), StoreError> {
+    let next_id = store.replay()?.next_id;
+    let records = to_records(rows, next_id, prefix, now);
+    for r in &records {
+        store.add(r);
+    }
+    store.reserve(next_id + records.len() as u64);
+    store.flush()
+}
+
+fn summary_line(rows: &[Row], file: &Path, dir: &Path) -> String {
+    let mut per_function: BTreeMap<String, usize> = BTreeMap::new();
+    for r in rows {
+        *per_function
+            .entry(String::from_utf8_lossy(&r.function).into_owned())
+            .or_default() += 1;
+    }
+    let functions = if per_function.is_empty() {
+        "none".to_owned()
+    } else {
+        let parts: Vec<String> = per_function
+            .iter()
+            .map(|(f, n)| format!("{f} {n}"))
+            .collect();
+        parts.join(", ")
+    };
+    format!(
+        "imported {} jobs from {} into {} (functions: {functions})",
+        rows.len(),
+        file.display(),
+        dir.display()
+    )
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC` (civil-from-days).
+fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Refuses a batch that would not fit one log frame (a u32 length).
+fn check_size(rows: &[Row], prefix: &str) -> Result<(), String> {
+    // Op::Add: fixed fields, length prefixes, handle of at most prefix + 21.
+    let total: u64 = rows
+        .iter()
+        .map(|r| 64 + (prefix.len() + r.function.len() + r.unique.len() + r.data.len()) as u64)
+        .sum();
+    if total >= u64::from(u32::MAX) {
+        return Err(format!(
+            "the queue holds about {} MiB of jobs, more than one atomic write of the store \
+             takes (4 GiB)",
+            total >> 20
+        ));
+    }
+    Ok(())
+}
+
+fn to_records(rows: &[Row], next_id: u64, prefix: &str, now: u64) -> Vec<JobRecord> {
+    rows.iter()
+        .zip(next_id..)
+        .map(|(r, id)| {
+            let due = u64::try_from(r.when)
+                .ok()
+                .map(|s| s.saturating_mul(1000))
+                .filter(|&d| d > now);
+            JobRecord {
+                id,
+                handle: Bytes::from(format!("{prefix}:{id}")),
+                function: r.function.clone(),
+                unique: r.unique.clone(),
+                priority: r.priority,
+                data: r.data.clone(),
+                reducer: None,
+                due_ms: due,
+                attempts: 0,
+                created_ms: now,
+            }
+        })
+        .collect()
+}

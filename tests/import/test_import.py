@@ -1,0 +1,358 @@
+"""`gearshift import` against the real gearmand 1.1 libsqlite3 queue.
+
+Each test fills a queue through a real gearmand (`-q libsqlite3`), stops it
+with SIGTERM, imports the database with `gearshift import`, starts
+`gearshift serve` on the imported data directory and checks, with raw
+packets, that a worker gets every job gearmand stored: function, unique,
+data, priority order, and an epoch job only once it is due. It also checks
+what gearmand actually left in the database (its key collisions), that a
+second import of the same file is refused without --force, and that an
+import into a directory a running server holds is refused.
+
+Python 3 stdlib only; reuses tests/interop/harness.py. Every wait is
+bounded. Ends with `N passed, N failed`.
+
+usage: python3 tests/import/test_import.py [name-substring ...]
+  GEARSHIFT  the gearshift binary (default: target/debug/gearshift)
+  GEARMAND   the gearmand binary (default: /usr/sbin/gearmand)
+"""
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+
+import harness as h  # noqa: E402
+from harness import check, check_eq  # noqa: E402
+
+GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
+GEARMAND = os.environ.get("GEARMAND") or "/usr/sbin/gearmand"
+PREFIX = "H:imp"
+
+
+def gearmand(db, table=None):
+    cmd = ("%s -L 127.0.0.1 -p {port} -t 0 -q libsqlite3 --libsqlite3-db %s --log-file=none"
+           % (GEARMAND, db))
+    if table:
+        cmd += " --libsqlite3-table %s" % table
+    return h.Server(cmd, "gearmand").start()
+
+
+def gearshift_serve(data_dir):
+    return h.Server("%s serve -L 127.0.0.1 -p {port} --data-dir %s --job-handle-prefix %s"
+                    % (GEARSHIFT, data_dir, PREFIX), "gearshift").start()
+
+
+def gearshift_import(db, data_dir, *extra):
+    return h.run([GEARSHIFT, "import", "--gearmand-sqlite", db, "--data-dir", data_dir,
+                  "--job-handle-prefix", PREFIX] + list(extra), timeout=60)
+
+
+def submit(conn, ptype, func, unique, data, when=None):
+    """Submit a background job; return its handle."""
+    if when is None:
+        conn.send_pkt(ptype, func, unique, data)
+    else:
+        conn.send_pkt(ptype, func, unique, str(when), data)
+    return conn.expect_pkt(h.JOB_CREATED)
+
+
+def rows(db, table="gearman_queue"):
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    try:
+        return con.execute(
+            "SELECT unique_key, function_name, priority, data, typeof(data), when_to_run "
+            "FROM %s ORDER BY rowid" % table).fetchall()
+    finally:
+        con.close()
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def file_sizes(d):
+    return {n: os.path.getsize(os.path.join(d, n)) for n in sorted(os.listdir(d))}
+
+
+class Worker:
+    """A raw worker: CAN_DO each function, then GRAB_JOB_UNIQ."""
+
+    def __init__(self, port, *funcs):
+        self.conn = h.Conn(port)
+        for f in funcs:
+            self.conn.send_pkt(h.CAN_DO, f)
+        self.conn.echo_sync()
+
+    def grab(self):
+        """(handle, func, unique, data) or None for NO_JOB."""
+        self.conn.send_pkt(h.GRAB_JOB_UNIQ)
+        while True:
+            _, t, body = self.conn.read_pkt()
+            if t == h.NOOP:
+                continue
+            if t == h.NO_JOB:
+                return None
+            check(t == h.JOB_ASSIGN_UNIQ, "expected JOB_ASSIGN_UNIQ, got %s %r"
+                  % (h.PACKET_NAMES.get(t, t), body))
+            handle, func, unique, data = body.split(b"\0", 3)
+            return handle, func, unique, data
+
+    def complete(self, handle):
+        self.conn.send_pkt(h.WORK_COMPLETE, handle, b"")
+
+    def drain(self):
+        """Grab and complete until NO_JOB; return the jobs in order."""
+        out = []
+        while True:
+            job = self.grab()
+            if job is None:
+                return out
+            self.complete(job[0])
+            out.append(job)
+
+    def wait_noop(self, timeout):
+        self.conn.send_pkt(h.PRE_SLEEP)
+        self.conn.expect_pkt(h.NOOP, timeout=timeout)
+
+    def close(self):
+        self.conn.close()
+
+
+def handle_number(handle):
+    check(handle.startswith(PREFIX.encode() + b":"), "handle %r lacks prefix %s" % (handle, PREFIX))
+    return int(handle[len(PREFIX) + 1:])
+
+
+# --------------------------------------------------------------------------
+
+
+def test_migration_keeps_every_stored_job(tmp):
+    db = os.path.join(tmp, "gearmand.sqlite")
+    data_dir = os.path.join(tmp, "data")
+    binary = b"\x00bin\x00ary\xff\x00"
+    # Far enough ahead that importing and draining the other jobs finishes
+    # first, near enough to wait for.
+    when = int(time.time()) + 8
+
+    gm = gearmand(db)
+    try:
+        c = h.Conn(gm.port)
+        submit(c, h.SUBMIT_JOB_HIGH_BG, "f", "u-high", b"high")
+        norm1 = submit(c, h.SUBMIT_JOB_BG, "f", "u-norm1", b"normal-1")
+        submit(c, h.SUBMIT_JOB_LOW_BG, "f", "u-low", b"low")
+        submit(c, h.SUBMIT_JOB_BG, "f", "u-norm2", binary)
+        first_empty = submit(c, h.SUBMIT_JOB_HIGH_BG, "f", "", b"empty-unique-high")
+        second_empty = submit(c, h.SUBMIT_JOB_LOW_BG, "f", "", b"empty-unique-low")
+        submit(c, h.SUBMIT_JOB_EPOCH, "f", "u-epoch", b"epoch", when=when)
+        submit(c, h.SUBMIT_JOB_BG, "g", "u-g", b"g-data")
+        # A named duplicate coalesces: same handle, no new row.
+        check_eq(submit(c, h.SUBMIT_JOB_BG, "f", "u-norm1", b"dup"), norm1, "coalesced handle")
+        submit(c, h.SUBMIT_JOB_HIGH_BG, "f", "u-high2", b"high-2")
+        check(first_empty != second_empty, "empty uniques are not coalesced")
+        # gearmand holds both empty-unique jobs in memory ...
+        check_eq(h.status(gm.port).get("f", (0,))[0], 8, "gearmand's queued jobs of f")
+        c.close()
+    finally:
+        gm.stop()
+
+    # ... but its table keyed on (unique, function) kept only the second
+    # (INSERT OR REPLACE, with a new rowid), and stored no handle.
+    check_eq(rows(db), [
+        ("u-high", "f", 0, b"high", "blob", 0),
+        ("u-norm1", "f", 1, b"normal-1", "blob", 0),
+        ("u-low", "f", 2, b"low", "blob", 0),
+        ("u-norm2", "f", 1, binary, "blob", 0),
+        ("", "f", 2, b"empty-unique-low", "blob", 0),
+        ("u-epoch", "f", 1, b"epoch", "blob", when),
+        ("u-g", "g", 1, b"g-data", "blob", 0),
+        ("u-high2", "f", 0, b"high-2", "blob", 0),
+    ], "rows gearmand left in its sqlite queue")
+
+    before = digest(db)
+    r = gearshift_import(db, data_dir)
+    check_eq(r.returncode, 0, "import exit status (stderr %r)" % r.stderr)
+    check_eq(r.stdout.strip(), "imported 8 jobs from %s into %s (functions: f 7, g 1)"
+             % (db, data_dir), "summary line")
+    check_eq(digest(db), before, "the gearmand database after import (opened read-only)")
+    check(os.path.exists(os.path.join(data_dir, "imported-gearmand.txt")), "import marker")
+
+    srv = gearshift_serve(data_dir)
+    try:
+        ps = h.parse_priority_status(h.admin(srv.port, "prioritystatus"))
+        # A scheduled epoch job counts as normal, as in gearmand.
+        check_eq(ps.get("f", (0, 0, 0))[:3], (2, 3, 2), "f in prioritystatus")
+        check_eq(ps.get("g", (0, 0, 0))[:3], (0, 1, 0), "g in prioritystatus")
+
+        # A running server holds the directory: an import is refused, and
+        # writes nothing (a fresh file, so the marker check does not apply).
+        other = os.path.join(tmp, "other.sqlite")
+        shutil.copyfile(db, other)
+        sizes = file_sizes(data_dir)
+        r = gearshift_import(other, data_dir)
+        check(r.returncode != 0, "import into a locked directory must fail")
+        check("in use by a running Gearshift server" in r.stderr, "locked message: %r" % r.stderr)
+        check_eq(file_sizes(data_dir), sizes, "data dir after the refused import")
+
+        w = Worker(srv.port, "f")
+        jobs = w.drain()
+        due_yet = time.time() >= when
+        check(not due_yet, "test too slow: the epoch job fell due before the check")
+        got = [(j[1], j[2], j[3]) for j in jobs]
+        check_eq(got, [
+            (b"f", b"u-high", b"high"),
+            (b"f", b"u-high2", b"high-2"),
+            (b"f", b"u-norm1", b"normal-1"),
+            (b"f", b"u-norm2", binary),
+            (b"f", b"u-low", b"low"),
+            (b"f", b"", b"empty-unique-low"),
+        ], "jobs of f before the epoch job is due (priority order, then rowid order)")
+        numbers = [handle_number(j[0]) for j in jobs]
+        check_eq(sorted(numbers), [1, 2, 3, 4, 5, 8], "new handle numbers (rowid order)")
+
+        # The epoch job arrives only once due (Gearshift NOOPs at that time).
+        w.wait_noop(timeout=when - time.time() + 10)
+        job = w.grab()
+        check(job is not None, "epoch job after its due time")
+        check(time.time() >= when - 0.01, "epoch job handed out %.2fs early"
+              % (when - time.time()))
+        check_eq((job[1], job[2], job[3]), (b"f", b"u-epoch", b"epoch"), "epoch job")
+        w.complete(job[0])
+        w.close()
+
+        g = Worker(srv.port, "g")
+        check_eq([(j[1], j[2], j[3]) for j in g.drain()], [(b"g", b"u-g", b"g-data")], "g jobs")
+        g.close()
+        last_handle = max(numbers)
+    finally:
+        srv.stop()
+
+    # The same file again: refused, nothing written.
+    sizes = file_sizes(data_dir)
+    r = gearshift_import(db, data_dir)
+    check(r.returncode != 0, "a second import must be refused")
+    check("already imported" in r.stderr and "--force" in r.stderr,
+          "second import message: %r" % r.stderr)
+    check_eq(file_sizes(data_dir), sizes, "data dir after the refused second import")
+
+    # --force imports again, after the handles the server reserved.
+    r = gearshift_import(db, data_dir, "--force")
+    check_eq(r.returncode, 0, "forced import exit status (stderr %r)" % r.stderr)
+    check("imported 8 jobs" in r.stdout, "forced import summary: %r" % r.stdout)
+    srv = gearshift_serve(data_dir)
+    try:
+        st = h.status(srv.port)
+        check_eq((st.get("f", (0,))[0], st.get("g", (0,))[0]), (7, 1), "jobs after --force")
+        w = Worker(srv.port, "f")
+        job = w.grab()
+        check(job is not None and job[2] == b"u-high", "first job after --force: %r" % (job,))
+        check(handle_number(job[0]) > last_handle,
+              "re-imported handle %r must not reuse an earlier number" % job[0])
+        w.close()
+    finally:
+        srv.stop()
+
+
+def test_gearmand_quirks_custom_table(tmp):
+    """A custom table, `-` uniques and an empty workload: gearmand keeps the
+    last `-` job only, stores an empty workload as NULL and then cannot
+    replay its own queue; the import brings both stored jobs back."""
+    db = os.path.join(tmp, "gearmand.sqlite")
+    data_dir = os.path.join(tmp, "data")
+    gm = gearmand(db, table="my_queue")
+    try:
+        c = h.Conn(gm.port)
+        d1 = submit(c, h.SUBMIT_JOB_BG, "f", "-", b"dash-1")
+        d2 = submit(c, h.SUBMIT_JOB_BG, "f", "-", b"dash-2")
+        check(d1 != d2, "`-` jobs with different data are separate jobs in gearmand")
+        submit(c, h.SUBMIT_JOB_LOW_BG, "f", "u-empty", b"")
+        c.close()
+    finally:
+        gm.stop()
+    check_eq(rows(db, "my_queue"), [
+        ("-", "f", 1, b"dash-2", "blob", 0),
+        ("u-empty", "f", 2, None, "null", 0),
+    ], "rows gearmand left in its sqlite queue")
+
+    # gearmand cannot restart on it: its replay wants a BLOB in `data`.
+    copy = os.path.join(tmp, "copy.sqlite")
+    shutil.copyfile(db, copy)
+    proc = subprocess.Popen(
+        [GEARMAND, "-L", "127.0.0.1", "-p", str(h.free_port()), "-t", "0", "-q", "libsqlite3",
+         "--libsqlite3-db", copy, "--libsqlite3-table", "my_queue", "--log-file=stderr"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise h.TestFailure("gearmand replayed a NULL workload (expected it to refuse)")
+    check(b"failed to reload queue" in err, "gearmand's replay error: %r" % err[-300:])
+
+    r = gearshift_import(db, data_dir)
+    check(r.returncode != 0, "the default table does not exist here")
+    check("tables found: my_queue" in r.stderr, "missing-table message: %r" % r.stderr)
+    check(not os.path.exists(data_dir), "a refused import must not create the data dir")
+
+    r = gearshift_import(db, data_dir, "--table", "my_queue")
+    check_eq(r.returncode, 0, "import exit status (stderr %r)" % r.stderr)
+    check_eq(r.stdout.strip(), "imported 2 jobs from %s into %s (functions: f 2)"
+             % (db, data_dir), "summary line")
+    srv = gearshift_serve(data_dir)
+    try:
+        w = Worker(srv.port, "f")
+        check_eq([(j[2], j[3]) for j in w.drain()],
+                 [(b"-", b"dash-2"), (b"u-empty", b"")], "imported jobs")
+        w.close()
+    finally:
+        srv.stop()
+
+
+TESTS = [test_migration_keeps_every_stored_job, test_gearmand_quirks_custom_table]
+
+
+def main():
+    wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
+    tests = [t for t in TESTS if not wanted or any(w in t.__name__ for w in wanted)]
+    for path in (GEARSHIFT, GEARMAND):
+        if not os.access(path, os.X_OK):
+            print("!! %s is not an executable (build gearshift / install gearman-job-server)"
+                  % path)
+            print("0 passed, %d failed" % len(tests))
+            return 1
+    passed = failed = 0
+    t0 = time.monotonic()
+    print("== import suite: %d tests; GEARSHIFT=%s GEARMAND=%s"
+          % (len(tests), GEARSHIFT, GEARMAND), flush=True)
+    for t in tests:
+        tmp = tempfile.mkdtemp(prefix="gs-import-")
+        start = time.monotonic()
+        try:
+            t(tmp)
+        except Exception as e:  # noqa: BLE001 - the runner reports everything
+            failed += 1
+            detail = str(e) if isinstance(e, h.TestFailure) else traceback.format_exc()
+            print("FAIL %s (%.2fs): %s" % (t.__name__, time.monotonic() - start, detail),
+                  flush=True)
+        else:
+            passed += 1
+            print("PASS %s (%.2fs)" % (t.__name__, time.monotonic() - start), flush=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("== import suite finished in %.1fs" % (time.monotonic() - t0))
+    print("%d passed, %d failed" % (passed, failed), flush=True)
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
