@@ -10,6 +10,8 @@ use bytes::Bytes;
 use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, StoreOp, StoredJob};
 use gearshift_proto::{parse_admin, GrabKind, Priority, Request, Response, Submit};
 
+pub mod durable;
+
 /// Connection numbers from here up are the harness's own admin probes.
 pub const PROBE_BASE: u64 = 1_000_000;
 
