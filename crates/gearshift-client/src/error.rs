@@ -1,0 +1,175 @@
+//! The crate's error type: one flat [`Error`] for clients, workers and the
+//! admin client, with [`AdminErrorKind`] classifying the `ERR …` replies of
+//! the admin text protocol.
+
+use bytes::Bytes;
+use gearshift_proto::FrameError;
+
+/// A shorthand for results of this crate.
+///
+/// ```
+/// fn parse_port(s: &str) -> gearshift_client::Result<u16> {
+///     s.parse().map_err(|_| gearshift_client::Error::InvalidArgument("not a port".into()))
+/// }
+/// assert_eq!(parse_port("4730").unwrap(), 4730);
+/// ```
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong talking to a Gearman server.
+///
+/// ```
+/// use gearshift_client::Error;
+/// let e = Error::Timeout;
+/// assert_eq!(e.to_string(), "timed out");
+/// assert!(e.is_transient());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The builder was given no server.
+    #[error("no server configured")]
+    NoServers,
+    /// A builder or call argument is unusable.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A TCP connection could not be opened.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The server address as configured.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Every configured server is down or was refused; nothing was sent.
+    #[error("no server reachable (last error: {last})")]
+    NoServerAvailable {
+        /// The last failure seen.
+        last: String,
+    },
+    /// The connection closed before the request was written (safe to retry).
+    #[error("not connected")]
+    NotConnected,
+    /// The connection closed after the request was written: its outcome is unknown.
+    #[error("connection lost")]
+    ConnectionLost,
+    /// A socket read or write failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The call did not finish within its timeout; its listener was detached.
+    #[error("timed out")]
+    Timeout,
+    /// The server sent bytes that cannot be framed.
+    #[error("bad frame from server: {0}")]
+    Frame(#[from] FrameError),
+    /// The server sent a well-framed packet this library cannot use here.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The server answered with an ERROR packet.
+    #[error("server error {code}: {text}")]
+    Server {
+        /// Machine-readable code, e.g. `JOB_NOT_FOUND` or `QUEUE_ERROR`.
+        code: String,
+        /// Human-readable text.
+        text: String,
+    },
+    /// The job ended with WORK_FAIL.
+    #[error("job {handle} failed")]
+    JobFailed {
+        /// The job handle.
+        handle: String,
+    },
+    /// The job ended with WORK_EXCEPTION.
+    #[error("job {handle} raised an exception: {}", String::from_utf8_lossy(.data))]
+    JobException {
+        /// The job handle.
+        handle: String,
+        /// The exception payload sent by the worker.
+        data: Bytes,
+    },
+    /// An admin command was answered with `ERR …`.
+    #[error("admin command refused ({kind:?}): {message}")]
+    Admin {
+        /// What kind of refusal.
+        kind: AdminErrorKind,
+        /// The reply after `ERR `, as sent.
+        message: String,
+    },
+}
+
+impl Error {
+    /// True for failures that may go away by retrying later (timeouts,
+    /// connection trouble), false for answers the server gave on purpose.
+    ///
+    /// ```
+    /// use gearshift_client::Error;
+    /// assert!(Error::ConnectionLost.is_transient());
+    /// assert!(!Error::JobFailed { handle: "H:x:1".into() }.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Connect { .. }
+                | Error::NoServerAvailable { .. }
+                | Error::NotConnected
+                | Error::ConnectionLost
+                | Error::Io(_)
+                | Error::Timeout
+        )
+    }
+
+    pub(crate) fn protocol(what: impl Into<String>) -> Error {
+        Error::Protocol(what.into())
+    }
+}
+
+/// The kinds of `ERR …` reply the admin text protocol has (gearmand 1.1 and
+/// Gearshift spell them the same).
+///
+/// ```
+/// use gearshift_client::AdminErrorKind;
+/// assert_eq!(AdminErrorKind::classify("function not found"), AdminErrorKind::FunctionNotFound);
+/// assert_eq!(AdminErrorKind::classify("UNKNOWN_JOB"), AdminErrorKind::UnknownJob);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AdminErrorKind {
+    /// `ERR UNKNOWN_COMMAND …`: the server does not know the command.
+    UnknownCommand,
+    /// `ERR INVALID_ARGUMENTS …`: wrong number of words.
+    InvalidArguments,
+    /// `ERR UNKNOWN_SHOW_ARGUMENTS`.
+    UnknownShowArguments,
+    /// `ERR UNKNOWN_JOB`: `cancel job` with an unknown handle.
+    UnknownJob,
+    /// `ERR function not found`: `drop function` of an unknown function.
+    FunctionNotFound,
+    /// `ERR there are still …`: `drop function` of a busy function.
+    FunctionBusy,
+    /// `ERR PERMISSION_DENIED …`: e.g. `shutdown` from a remote peer.
+    PermissionDenied,
+    /// Any other `ERR` reply (`UNKNOWN_ERROR`, …).
+    Other,
+}
+
+impl AdminErrorKind {
+    /// Classifies the text after `ERR `.
+    ///
+    /// ```
+    /// use gearshift_client::AdminErrorKind;
+    /// let k = AdminErrorKind::classify("UNKNOWN_COMMAND Unknown+server+commandfoo");
+    /// assert_eq!(k, AdminErrorKind::UnknownCommand);
+    /// ```
+    pub fn classify(message: &str) -> AdminErrorKind {
+        let word = message.split(' ').next().unwrap_or_default();
+        match word {
+            "UNKNOWN_COMMAND" => AdminErrorKind::UnknownCommand,
+            "INVALID_ARGUMENTS" => AdminErrorKind::InvalidArguments,
+            "UNKNOWN_SHOW_ARGUMENTS" => AdminErrorKind::UnknownShowArguments,
+            "UNKNOWN_JOB" => AdminErrorKind::UnknownJob,
+            "PERMISSION_DENIED" => AdminErrorKind::PermissionDenied,
+            _ if message.starts_with("function not found") => AdminErrorKind::FunctionNotFound,
+            _ if message.starts_with("there are still") => AdminErrorKind::FunctionBusy,
+            _ => AdminErrorKind::Other,
+        }
+    }
+}
