@@ -1,9 +1,22 @@
 //! The `gearshift` command: `serve` runs the job server with gearmand's
 //! familiar flags; `import` moves a gearmand persistent queue into the
-//! embedded store.
+//! embedded store; `submit`, `work` and `admin` are the everyday client,
+//! worker and admin tools, built on the `gearshift-client` library.
+//!
+//! - `serve`, `import/`: the server side.
+//! - `submit` (and `batch` for `--lines`), `work`, `admin_cmd` (with
+//!   `table`): the tools; `servers` holds what they share (`--server`,
+//!   exit codes, readable errors), `when` the time and duration parsers.
 
+mod admin_cmd;
+mod batch;
 mod import;
 mod serve;
+mod servers;
+mod submit;
+mod table;
+mod when;
+mod work;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +34,12 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Import a stopped gearmand's libsqlite3 queue into the data directory.
     Import(import::ImportArgs),
+    /// Submit a job (or one per input line) and print its result.
+    Submit(submit::SubmitArgs),
+    /// Run a worker: a command per job (stdin: workload, stdout: result).
+    Work(work::WorkArgs),
+    /// Query or manage a server (status, workers, jobs, ...).
+    Admin(admin_cmd::AdminArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -28,5 +47,8 @@ fn main() -> std::process::ExitCode {
     match cli.command {
         Command::Serve(args) => serve::main(args),
         Command::Import(args) => import::main(args),
+        Command::Submit(args) => submit::main(args),
+        Command::Work(args) => work::main(args),
+        Command::Admin(args) => admin_cmd::main(args),
     }
 }

@@ -1,0 +1,241 @@
+//! Helpers of the command-line tests: a `gearshift serve --store memory`
+//! (or gearmand) child on a free loopback port, `gearshift` child processes
+//! killed on drop, and runs bounded in time.
+//!
+//! Each test binary compiles this module on its own and uses only part of
+//! it, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Upper bound on one wait.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_gearshift");
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind probe");
+    l.local_addr().expect("probe addr").port()
+}
+
+/// Polls `check` every 20 ms until it is true, panicking after [`WAIT`].
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !check() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`) with kill(1).
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.pid().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{name} failed");
+    }
+
+    /// Waits for the exit, panicking after `limit`.
+    pub fn wait_within(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "process did not exit within {limit:?}"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the exit and reads all of stdout and stderr (which must be piped).
+    pub fn finish(mut self, limit: Duration) -> Out {
+        let stdout = self.child.stdout.take().map(reader);
+        let stderr = self.child.stderr.take().map(reader);
+        let status = self.wait_within(limit);
+        let take = |r: Option<mpsc::Receiver<Vec<u8>>>| {
+            r.map(|rx| rx.recv_timeout(WAIT).expect("output reader"))
+                .unwrap_or_default()
+        };
+        Out {
+            status,
+            stdout: String::from_utf8_lossy(&take(stdout)).into_owned(),
+            stderr: String::from_utf8_lossy(&take(stderr)).into_owned(),
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads a pipe to its end on a thread.
+fn reader(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+/// What a finished `gearshift` run printed.
+#[derive(Debug)]
+pub struct Out {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    /// The exit code (-1 if killed by a signal).
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+}
+
+/// A job server child process.
+pub struct Server {
+    pub addr: String,
+    pub port: u16,
+    pub proc: Proc,
+}
+
+impl Server {
+    /// `gearshift serve --store memory` on a free port.
+    pub fn gearshift() -> Server {
+        let port = free_port();
+        let child = Command::new(BIN)
+            .args(["serve", "--store", "memory", "-L", "127.0.0.1", "-p"])
+            .arg(port.to_string())
+            .args(["--log-file", "none", "--job-handle-prefix", "H:test"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn gearshift serve");
+        Server::ready(port, child)
+    }
+
+    /// gearmand 1.1 on a free port.
+    pub fn gearmand() -> Server {
+        let port = free_port();
+        let child = Command::new("/usr/sbin/gearmand")
+            .args(["-L", "127.0.0.1", "-p"])
+            .arg(port.to_string())
+            .args(["-t", "1", "--log-file=none"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn gearmand (is gearman-job-server installed?)");
+        Server::ready(port, child)
+    }
+
+    fn ready(port: u16, child: Child) -> Server {
+        let addr = format!("127.0.0.1:{port}");
+        let server = Server {
+            addr: addr.clone(),
+            port,
+            proc: Proc { child },
+        };
+        eventually("the server to accept connections", || {
+            TcpStream::connect(&addr).is_ok()
+        });
+        server
+    }
+
+    /// A `gearshift` command aimed at this server through `GEARSHIFT_SERVERS`.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env("GEARSHIFT_SERVERS", &self.addr)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Starts `gearshift ARGS…` in the background.
+    pub fn spawn(&self, args: &[&str]) -> Proc {
+        Proc {
+            child: self.cmd(args).spawn().expect("spawn gearshift"),
+        }
+    }
+
+    /// Runs `gearshift ARGS…` with `input` on stdin, to its end (bounded).
+    pub fn run(&self, args: &[&str], input: &[u8]) -> Out {
+        let mut c = self.cmd(args);
+        c.stdin(Stdio::piped());
+        let mut p = Proc {
+            child: c.spawn().expect("spawn gearshift"),
+        };
+        if let Some(mut stdin) = p.child.stdin.take() {
+            stdin.write_all(input).expect("write stdin");
+        }
+        p.finish(WAIT)
+    }
+
+    /// `gearshift admin ARGS… --json`, parsed.
+    pub fn admin_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.insert(0, "admin");
+        all.push("--json");
+        let out = self.run(&all, b"");
+        assert_eq!(out.code(), 0, "admin {args:?} failed: {}", out.stderr);
+        serde_json::from_str(&out.stdout).expect("admin --json prints JSON")
+    }
+
+    /// The `status` row of `function`, if the server lists it.
+    pub fn status_of(&self, function: &str) -> Option<serde_json::Value> {
+        let rows = self.admin_json(&["status"]);
+        rows.as_array()?
+            .iter()
+            .find(|r| r["function"] == function)
+            .cloned()
+    }
+
+    /// Waits until `n` workers are registered for `function`.
+    pub fn wait_workers(&self, function: &str, n: u64) {
+        eventually(&format!("{n} workers for {function}"), || {
+            self.status_of(function)
+                .is_some_and(|r| r["workers"].as_u64() == Some(n))
+        });
+    }
+
+    /// Starts `gearshift work ARGS…` and waits until it registered `function`.
+    pub fn worker(&self, function: &str, args: &[&str]) -> Proc {
+        let mut all = vec!["work", "-f", function];
+        all.extend_from_slice(args);
+        let p = self.spawn(&all);
+        self.wait_workers(function, 1);
+        p
+    }
+}

@@ -1,0 +1,27 @@
+//! `gearshift submit`, `work` and `admin` against a real gearmand 1.1
+//! (`/usr/sbin/gearmand`, from gearman-job-server).
+
+mod common;
+
+use common::Server;
+
+#[test]
+fn foreground_job_and_status_on_gearmand() {
+    let s = Server::gearmand();
+    let _w = s.worker("upper", &["--", "tr", "a-z", "A-Z"]);
+    let out = s.run(&["submit", "-f", "upper", "hello gearmand"], b"");
+    assert_eq!(
+        (out.code(), out.stdout.as_str()),
+        (0, "HELLO GEARMAND"),
+        "{out:?}"
+    );
+
+    let row = s.status_of("upper").expect("upper in status");
+    assert_eq!(row["workers"], 1);
+    assert_eq!(row["total"], 0);
+    assert_eq!(row["server"], s.addr.as_str());
+
+    // gearmand 1.1 has no `shutdown`: an ERR reply, so a non-zero exit.
+    let out = s.run(&["admin", "shutdown"], b"");
+    assert_eq!(out.code(), 1, "{out:?}");
+}
