@@ -3,16 +3,15 @@
 //! fires timers, and hands each connection its outgoing packets in one
 //! batch per round, so many responses leave in one write.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
+use gearshift_core::ids::IdMap;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, StoreOp};
 use gearshift_proto::{Request, Response};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::store_task::StoreTask;
+use crate::store_task::{Commit, StoreTask};
 
 /// Most messages handled in one round before output is flushed.
 const ROUND: usize = 1024;
@@ -61,8 +60,8 @@ pub enum EngineMsg {
 pub struct Engine {
     core: Core,
     clock: Clock,
-    writers: HashMap<ConnId, mpsc::UnboundedSender<Vec<Out>>>,
-    outbox: HashMap<ConnId, Vec<Out>>,
+    writers: IdMap<ConnId, mpsc::UnboundedSender<Vec<Out>>>,
+    outbox: IdMap<ConnId, Vec<Out>>,
     effects: Vec<Effect>,
     draining: Option<bool>,
     stop_accepting: watch::Sender<bool>,
@@ -77,8 +76,8 @@ impl Engine {
         Engine {
             core,
             clock: Clock::new(),
-            writers: HashMap::new(),
-            outbox: HashMap::new(),
+            writers: IdMap::default(),
+            outbox: IdMap::default(),
             effects: Vec::new(),
             draining: None,
             stop_accepting,
@@ -106,6 +105,7 @@ impl Engine {
             }
             self.core.on_timeout(self.clock.now());
             self.dispatch();
+
             if let Some(graceful) = self.draining {
                 // A graceful stop also waits for the store's answer on
                 // submissions it holds, so no stored job goes unacknowledged.
@@ -124,10 +124,10 @@ impl Engine {
         for tx in self.writers.values() {
             let _ = tx.send(vec![Out::Close]);
         }
-        if let Some(store) = self.store.take() {
+        if let Some(mut store) = self.store.take() {
             let batch = std::mem::take(&mut self.store_batch);
             if !batch.is_empty() {
-                store.send(batch);
+                let _ = store.submit(batch);
             }
             // The store thread flushes what is queued, then ends.
             let _ = tokio::task::spawn_blocking(move || store.finish()).await;
@@ -247,11 +247,20 @@ impl Engine {
     fn dispatch(&mut self) {
         self.core.drain_effects_into(&mut self.effects);
         self.route_effects();
-        if !self.store_batch.is_empty() {
+        // Inline stores answer at once; their answers (JOB_CREATED, wake-ups)
+        // may write again (e.g. a job finishing), hence the loop.
+        while !self.store_batch.is_empty() {
             let batch = std::mem::take(&mut self.store_batch);
-            if let Some(store) = &self.store {
-                store.send(batch);
+            let Some(store) = &mut self.store else {
+                break;
+            };
+            match store.submit(batch) {
+                None => {}
+                Some(Commit::Stored(ids)) => self.core.persisted(&ids, self.clock.now()),
+                Some(Commit::Failed(ids, why)) => self.core.persist_failed(&ids, &why),
             }
+            self.core.drain_effects_into(&mut self.effects);
+            self.route_effects();
         }
         for (id, batch) in self.outbox.drain() {
             let closing = batch.iter().any(|o| matches!(o, Out::Close));

@@ -1,8 +1,11 @@
-//! The store thread: owns the durable store, group-commits every batch of
-//! store operations queued while the previous flush ran (one `fsync` for
-//! all of them), and reports back which new jobs are durable.
+//! Running the durable store: group commit (every batch of store operations
+//! queued while the previous flush ran joins the next one, one `fsync` for
+//! all of them), on a thread of its own for `fsync` durability or inline in
+//! the engine for `interval` durability, where a flush is only a `write`.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -13,90 +16,140 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::engine::EngineMsg;
 
-/// The engine's end of the store thread.
+/// A store plus the operations a failed flush could not write: ends,
+/// attempt counts and reservations refuse no submitter, so they are written
+/// with the next flush instead of being forgotten (a forgotten end would
+/// bring a finished job back at the next start).
+pub struct Committer {
+    store: Box<dyn Store>,
+    unwritten: Vec<StoreOp>,
+}
+
+/// What one group commit achieved.
+pub enum Commit {
+    /// These new jobs are durable.
+    Stored(Vec<JobId>),
+    /// These new jobs could not be stored, for this reason.
+    Failed(Vec<JobId>, String),
+}
+
+impl Committer {
+    /// Wraps a store.
+    pub fn new(store: Box<dyn Store>) -> Self {
+        Committer {
+            store,
+            unwritten: Vec::new(),
+        }
+    }
+
+    /// Buffers every batch and flushes once.
+    pub fn commit(&mut self, batches: impl IntoIterator<Item = Vec<StoreOp>>) -> Commit {
+        let mut added = Vec::new();
+        let mut kept = Vec::new();
+        let retry = std::mem::take(&mut self.unwritten);
+        apply(self.store.as_mut(), retry, &mut added, &mut kept);
+        for batch in batches {
+            apply(self.store.as_mut(), batch, &mut added, &mut kept);
+        }
+        match self.store.flush() {
+            Ok(()) => Commit::Stored(added),
+            Err(e) => {
+                tracing::error!(error = %e, jobs = added.len(), "store write failed; refusing the affected submissions");
+                self.unwritten = kept;
+                Commit::Failed(added, e.to_string())
+            }
+        }
+    }
+
+    /// Forces written data to disk.
+    pub fn sync(&mut self) {
+        if let Err(e) = self.store.sync() {
+            tracing::error!(error = %e, "store sync failed");
+        }
+    }
+
+    /// Writes what is left and syncs: the last call before the store goes.
+    pub fn finish(&mut self) {
+        let retry = std::mem::take(&mut self.unwritten);
+        apply(self.store.as_mut(), retry, &mut Vec::new(), &mut Vec::new());
+        if let Err(e) = self.store.flush().and_then(|()| self.store.sync()) {
+            tracing::error!(error = %e, "final store flush failed");
+        }
+    }
+}
+
+/// Most new jobs a batch may carry to be written inline by the engine.
+const INLINE_MAX: usize = 8;
+
+/// The engine's end of the store: a thread that group-commits, and, for
+/// `interval` durability (where a flush is one `write` to the page cache),
+/// a shortcut that writes small batches inline when the thread is idle.
+///
+/// The shortcut spares a lone submission two thread hand-offs (its latency
+/// is what synchronous clients wait on); large batches, and every batch
+/// while the thread still has work, go to the thread, so the engine keeps
+/// its core for routing and the file sees the batches in order.
 pub struct StoreTask {
     tx: mpsc::Sender<Vec<StoreOp>>,
     thread: JoinHandle<()>,
+    committer: Arc<Mutex<Committer>>,
+    /// Batches handed to the thread.
+    sent: u64,
+    /// Batches the thread has written (or failed to).
+    done: Arc<AtomicU64>,
+    /// Written since the last sync (set by either side).
+    dirty: Arc<AtomicBool>,
+    inline: bool,
 }
 
 impl StoreTask {
-    /// Starts the thread; results go to `engine`. With `sync_every`, written
-    /// data is forced to disk at that interval (interval durability).
+    /// Starts the thread; results go to `engine`. With `sync_every`
+    /// (interval durability), written data is forced to disk at that
+    /// interval and small batches may be written inline.
     pub fn spawn(
-        mut store: Box<dyn Store>,
+        store: Box<dyn Store>,
         engine: UnboundedSender<EngineMsg>,
         sync_every: Option<Duration>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
-        let thread = std::thread::Builder::new().name("gearshift-store".into()).spawn(move || {
-            let mut dirty = false;
-            let mut last_sync = Instant::now();
-            // Ends, attempt counts and reservations of a failed flush: no
-            // submitter can be refused for them, so they are written with
-            // the next flush instead of being forgotten (a forgotten end
-            // would bring a finished job back at the next start).
-            let mut unwritten: Vec<StoreOp> = Vec::new();
-            loop {
-                let first = match sync_every {
-                    Some(every) => match rx.recv_timeout(every) {
-                        Ok(batch) => Some(batch),
-                        Err(RecvTimeoutError::Timeout) => None,
-                        Err(RecvTimeoutError::Disconnected) => break,
-                    },
-                    None => match rx.recv() {
-                        Ok(batch) => Some(batch),
-                        Err(_) => break,
-                    },
-                };
-                if let Some(first) = first {
-                    // Group commit: everything queued meanwhile joins this flush.
-                    let mut added = Vec::new();
-                    let mut kept = Vec::new();
-                    let retry = std::mem::take(&mut unwritten);
-                    apply(store.as_mut(), retry, &mut added, &mut kept);
-                    apply(store.as_mut(), first, &mut added, &mut kept);
-                    while let Ok(more) = rx.try_recv() {
-                        apply(store.as_mut(), more, &mut added, &mut kept);
-                    }
-                    match store.flush() {
-                        Ok(()) => {
-                            dirty = true;
-                            if !added.is_empty() {
-                                let _ = engine.send(EngineMsg::Stored(added));
-                            }
-                        }
-                        Err(e) => {
-                            tracing::error!(error = %e, jobs = added.len(), "store write failed; refusing the affected submissions");
-                            unwritten = kept;
-                            if !added.is_empty() {
-                                let _ = engine.send(EngineMsg::StoreFailed(added, e.to_string()));
-                            }
-                        }
-                    }
-                }
-                if let Some(every) = sync_every {
-                    if dirty && last_sync.elapsed() >= every {
-                        if let Err(e) = store.sync() {
-                            tracing::error!(error = %e, "store sync failed");
-                        }
-                        dirty = false;
-                        last_sync = Instant::now();
-                    }
-                }
-            }
-            apply(store.as_mut(), unwritten, &mut Vec::new(), &mut Vec::new());
-            if let Err(e) = store.flush().and_then(|()| store.sync()) {
-                tracing::error!(error = %e, "final store flush failed");
-            }
-        })?;
-        Ok(StoreTask { tx, thread })
+        let committer = Arc::new(Mutex::new(Committer::new(store)));
+        let done = Arc::new(AtomicU64::new(0));
+        let dirty = Arc::new(AtomicBool::new(false));
+        let (c, d, w) = (committer.clone(), done.clone(), dirty.clone());
+        let thread = std::thread::Builder::new()
+            .name("gearshift-store".into())
+            .spawn(move || store_thread(rx, c, d, w, engine, sync_every))?;
+        Ok(StoreTask {
+            tx,
+            thread,
+            committer,
+            sent: 0,
+            done,
+            dirty,
+            inline: sync_every.is_some(),
+        })
     }
 
-    /// Queues a batch for the next group commit.
-    pub fn send(&self, batch: Vec<StoreOp>) {
+    /// Writes a batch: inline when that is allowed and cheap (the result is
+    /// returned), else through the thread (the result comes as an
+    /// [`EngineMsg`]).
+    pub fn submit(&mut self, batch: Vec<StoreOp>) -> Option<Commit> {
+        let adds = batch
+            .iter()
+            .filter(|op| matches!(op, StoreOp::Add(_)))
+            .count();
+        if self.inline && adds <= INLINE_MAX && self.done.load(Ordering::Acquire) == self.sent {
+            if let Ok(mut committer) = self.committer.try_lock() {
+                let result = committer.commit([batch]);
+                self.dirty.store(true, Ordering::Release);
+                return Some(result);
+            }
+        }
+        self.sent += 1;
         if self.tx.send(batch).is_err() {
             tracing::error!("store thread is gone; store operations dropped");
         }
+        None
     }
 
     /// Closes the queue and waits until everything queued is flushed.
@@ -104,6 +157,66 @@ impl StoreTask {
         drop(self.tx);
         let _ = self.thread.join();
     }
+}
+
+fn store_thread(
+    rx: mpsc::Receiver<Vec<StoreOp>>,
+    committer: Arc<Mutex<Committer>>,
+    done: Arc<AtomicU64>,
+    dirty: Arc<AtomicBool>,
+    engine: UnboundedSender<EngineMsg>,
+    sync_every: Option<Duration>,
+) {
+    let lock = || {
+        committer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    let mut last_sync = Instant::now();
+    loop {
+        let first = match sync_every {
+            Some(every) => match rx.recv_timeout(every) {
+                Ok(batch) => Some(batch),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            },
+            None => match rx.recv() {
+                Ok(batch) => Some(batch),
+                Err(_) => break,
+            },
+        };
+        if let Some(first) = first {
+            // Group commit: everything queued meanwhile joins this flush.
+            let mut batches = vec![first];
+            batches.extend(std::iter::from_fn(|| rx.try_recv().ok()));
+            let n = batches.len() as u64;
+            let result = {
+                let mut c = lock();
+                let result = c.commit(batches);
+                done.fetch_add(n, Ordering::Release);
+                result
+            };
+            dirty.store(true, Ordering::Release);
+            match result {
+                Commit::Stored(added) if !added.is_empty() => {
+                    let _ = engine.send(EngineMsg::Stored(added));
+                }
+                Commit::Failed(added, why) if !added.is_empty() => {
+                    let _ = engine.send(EngineMsg::StoreFailed(added, why));
+                }
+                _ => {}
+            }
+        }
+        if let Some(every) = sync_every {
+            if last_sync.elapsed() >= every {
+                if dirty.swap(false, Ordering::AcqRel) {
+                    lock().sync();
+                }
+                last_sync = Instant::now();
+            }
+        }
+    }
+    lock().finish();
 }
 
 /// Buffers `batch` in the store: new jobs' ids go to `added`, every other

@@ -75,20 +75,7 @@ impl Op {
         let start = out.len();
         match self {
             Op::Add(r) => {
-                out.push(OP_ADD);
-                out.extend_from_slice(&r.id.to_le_bytes());
-                out.extend_from_slice(&r.created_ms.to_le_bytes());
-                out.extend_from_slice(&r.due_ms.unwrap_or(NO_DUE).to_le_bytes());
-                out.extend_from_slice(&r.attempts.to_le_bytes());
-                out.push(r.priority);
-                out.push(u8::from(r.reducer.is_some()));
-                put_u32_bytes(out, &r.handle);
-                put_u32_bytes(out, &r.function);
-                put_u32_bytes(out, &r.unique);
-                if let Some(red) = &r.reducer {
-                    put_u32_bytes(out, red);
-                }
-                put_u32_bytes(out, &r.data);
+                encode_add(r, out);
             }
             Op::Done(id) => {
                 out.push(OP_DONE);
@@ -119,6 +106,26 @@ impl Op {
         }
         Ok(ops)
     }
+}
+
+/// Appends an `Add` op for `r` (without cloning the record).
+pub fn encode_add(r: &JobRecord, out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.push(OP_ADD);
+    out.extend_from_slice(&r.id.to_le_bytes());
+    out.extend_from_slice(&r.created_ms.to_le_bytes());
+    out.extend_from_slice(&r.due_ms.unwrap_or(NO_DUE).to_le_bytes());
+    out.extend_from_slice(&r.attempts.to_le_bytes());
+    out.push(r.priority);
+    out.push(u8::from(r.reducer.is_some()));
+    put_u32_bytes(out, &r.handle);
+    put_u32_bytes(out, &r.function);
+    put_u32_bytes(out, &r.unique);
+    if let Some(red) = &r.reducer {
+        put_u32_bytes(out, red);
+    }
+    put_u32_bytes(out, &r.data);
+    out.len() - start
 }
 
 struct Reader<'a> {

@@ -59,12 +59,20 @@ pub fn check_header(h: &[u8]) -> Result<u32, StoreError> {
 /// Appends a frame holding `payload` to `out`.
 pub fn put_frame(out: &mut Vec<u8>, payload: &[u8]) {
     let start = out.len();
-    out.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    let header_crc = crc32fast::hash(&out[start..start + 12]);
-    out.extend_from_slice(&header_crc.to_le_bytes());
+    out.resize(start + FRAME_HEADER, 0);
     out.extend_from_slice(payload);
+    seal(&mut out[start..]);
+}
+
+/// Turns `buf` (a frame header's worth of room, then the payload) into a
+/// frame by writing the header in place.
+pub fn seal(buf: &mut [u8]) {
+    let (head, payload) = buf.split_at_mut(FRAME_HEADER);
+    head[..4].copy_from_slice(&FRAME_MAGIC.to_le_bytes());
+    head[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[8..12].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    let header_crc = crc32fast::hash(&head[..12]);
+    head[12..16].copy_from_slice(&header_crc.to_le_bytes());
 }
 
 /// A frame header that checks out at `pos`: (payload length, payload CRC).

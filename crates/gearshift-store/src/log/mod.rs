@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::Op;
+use crate::record::{encode_add, Op};
 use crate::{apply_ops, JobRecord, Replayed, Store, StoreError};
 
 /// Name of the log file inside the data directory.
@@ -53,7 +53,7 @@ pub struct LogStore {
     dir: PathBuf,
     file: File,
     opts: LogOptions,
-    /// Encoded ops buffered since the last flush.
+    /// Room for a frame header, then the ops buffered since the last flush.
     pending: Vec<u8>,
     /// Ops buffered since the last flush, for the size bookkeeping.
     pending_ops: Vec<(u64, i64)>,
@@ -123,10 +123,12 @@ impl LogStore {
             file.sync_all()?;
         }
         let mut live_sizes = HashMap::new();
+        let mut scratch = Vec::new();
         for op in &scan.ops {
             match op {
                 Op::Add(r) => {
-                    live_sizes.insert(r.id, Op::Add(r.clone()).encode(&mut Vec::new()) as u64);
+                    scratch.clear();
+                    live_sizes.insert(r.id, encode_add(r, &mut scratch) as u64);
                 }
                 Op::Done(id) => {
                     live_sizes.remove(id);
@@ -143,7 +145,7 @@ impl LogStore {
             dir: dir.to_path_buf(),
             file,
             opts,
-            pending: Vec::new(),
+            pending: vec![0; frame::FRAME_HEADER],
             pending_ops: Vec::new(),
             len: scan.valid_len as u64,
             live: live_sizes,
@@ -272,7 +274,7 @@ impl Store for LogStore {
     }
 
     fn add(&mut self, job: &JobRecord) {
-        let n = Op::Add(job.clone()).encode(&mut self.pending) as i64;
+        let n = encode_add(job, &mut self.pending) as i64;
         self.pending_ops.push((job.id, n));
     }
 
@@ -291,7 +293,7 @@ impl Store for LogStore {
     }
 
     fn discard(&mut self) {
-        self.pending.clear();
+        self.pending.truncate(frame::FRAME_HEADER);
         self.pending_ops.clear();
     }
 
@@ -300,18 +302,18 @@ impl Store for LogStore {
             self.discard();
             return Err(StoreError::Io(std::io::Error::other(why)));
         }
-        if self.pending.is_empty() {
+        if self.pending.len() == frame::FRAME_HEADER {
             return Ok(());
         }
-        let mut out = Vec::with_capacity(self.pending.len() + frame::FRAME_HEADER);
-        frame::put_frame(&mut out, &self.pending);
-        let written = self
-            .file
-            .write_all(&out)
-            .and_then(|()| match self.opts.durability {
-                Durability::Fsync => self.file.sync_data(),
-                Durability::Interval(_) => Ok(()),
-            });
+        // The frame header goes into the room kept at the front: no copy.
+        frame::seal(&mut self.pending);
+        let written =
+            self.file
+                .write_all(&self.pending)
+                .and_then(|()| match self.opts.durability {
+                    Durability::Fsync => self.file.sync_data(),
+                    Durability::Interval(_) => Ok(()),
+                });
         if let Err(e) = written {
             // Whatever part reached the file is not acknowledged: cut it off
             // so the next flush appends to a clean end.
@@ -320,8 +322,8 @@ impl Store for LogStore {
             let _ = self.file.seek(SeekFrom::Start(self.len));
             return Err(e.into());
         }
-        self.len += out.len() as u64;
-        self.pending.clear();
+        self.len += self.pending.len() as u64;
+        self.pending.truncate(frame::FRAME_HEADER);
         for (id, size) in self.pending_ops.drain(..) {
             if size >= 0 {
                 self.high = self.high.max(id + 1);
