@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Run the interop and differential suites against the server under test.
+# Run the interop, library and differential suites against the server under test.
 #
-# usage: SERVER_CMD='<command with {port}>' [REF_CMD='...'] tests/interop/run.sh [name-substring ...]
+# usage: SERVER_CMD='<command with {port}>' [REF_CMD='...'] [GEARSHIFT_BIN=...] tests/interop/run.sh [name-substring ...]
 #   SERVER_CMD  default: gearmand 1.1.20 (see harness.py DEFAULT_GEARMAND), e.g.
 #               SERVER_CMD='/work/main/target/debug/gearshift serve -L 127.0.0.1 -p {port}'
 #   REF_CMD     reference for differential.py; default: the same gearmand command.
-#   Arguments are passed to both suites as test-name filters.
+#   GEARSHIFT_BIN  the gearshift binary library.py drives (submit/work/admin);
+#               default: target/debug/gearshift of this repository.
+#   Arguments are passed to every suite as test-name filters.
 # Prints each suite's results, then the combined `N passed, N failed`.
-# Exit status: 0 only if every test of both suites passed.
+# Exit status: 0 only if every test of every suite passed.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 GEARMAND_CMD='/usr/sbin/gearmand -L 127.0.0.1 -p {port} -t 0 --log-file=none -P /tmp/gm-{port}.pid'
@@ -18,7 +20,7 @@ total_passed=0
 total_failed=0
 rc=0
 start=$(date +%s)
-for suite in interop.py differential.py; do
+for suite in interop.py library.py differential.py; do
     log=$(mktemp)
     # Each suite bounds its own waits; the outer timeout is a last-resort guard.
     timeout -k 10 900 python3 "$HERE/$suite" "$@" 2>&1 | tee "$log"
@@ -38,7 +40,7 @@ for suite in interop.py differential.py; do
     total_failed=$((total_failed + failed))
     [ "$status" -eq 0 ] || rc=1
 done
-echo "== both suites finished in $(( $(date +%s) - start ))s"
+echo "== all suites finished in $(( $(date +%s) - start ))s"
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ] || rc=1
 exit $rc

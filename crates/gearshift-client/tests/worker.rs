@@ -1,5 +1,6 @@
 //! Worker scenarios, each run against in-process Gearshift and gearmand
-//! 1.1.20: a worker killed mid-job, a graceful stop, and reconnecting after
+//! 1.1.20: a worker killed mid-job, a graceful stop (also when the stop
+//! comes in the same instant as a free job slot), and reconnecting after
 //! the server restarts.
 
 mod common;
@@ -10,11 +11,12 @@ use std::time::Duration;
 
 use common::{eventually, within, worker_for, Kind, RunningWorker, TestServer};
 use gearshift_client::WorkError;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
 both!(
     killed_mid_job,
     graceful_stop,
+    stop_requested_as_job_starts,
     reconnect_after_restart,
     can_do_timeout
 );
@@ -116,6 +118,98 @@ async fn graceful_stop(kind: Kind) {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     let st = client.status(&queued).await.expect("status");
     assert!(st.known && !st.running, "{st:?}");
+}
+
+/// Rounds of [`one_job_per_stop`]: without the fixes, the races it catches
+/// went the wrong way within the first few rounds.
+const STOP_RACE_ROUNDS: usize = 40;
+
+#[tokio::test(flavor = "current_thread")]
+async fn stop_wins_over_free_slot_gearshift() {
+    common::bounded(stop_wins_over_free_slot(Kind::Gearshift)).await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn stop_wins_over_free_slot_gearmand() {
+    common::bounded(stop_wins_over_free_slot(Kind::Gearmand)).await
+}
+
+/// A stop that comes in the same instant as a free job slot wins. The
+/// handler requests the stop and returns in the same poll; on a
+/// current-thread runtime the session then wakes to the stop and the freed
+/// permit at once.
+async fn stop_wins_over_free_slot(kind: Kind) {
+    one_job_per_stop(kind, false).await;
+}
+
+/// A stop requested as a job starts (what `gearshift work --count` does)
+/// holds once that job ends. Multi-thread runtime: the handler finishes on
+/// a worker thread, possibly while the session is still in the poll that
+/// started it, or before the shutdown future is polled again.
+async fn stop_requested_as_job_starts(kind: Kind) {
+    one_job_per_stop(kind, true).await;
+}
+
+/// Round after round, a fresh worker with one job slot runs one job whose
+/// handler requests the worker's stop (as it is called, or as its future
+/// returns); the queue holds a job more than there are rounds. Every worker
+/// must take exactly one job: no GRAB after the stop, the others stay
+/// queued. `run` is awaited in the test's own task (as `gearshift work`
+/// does in `block_on`), not spawned.
+async fn one_job_per_stop(kind: Kind, stop_as_called: bool) {
+    let server = TestServer::start(kind).await;
+    let client = server.client();
+    let jobs = STOP_RACE_ROUNDS + 1;
+    for i in 0..jobs {
+        client
+            .submit_background("last", i.to_string())
+            .await
+            .expect("submit");
+    }
+    let runs = Arc::new(AtomicUsize::new(0));
+    for round in 0..STOP_RACE_ROUNDS {
+        let stop = watch::Sender::new(false);
+        let (s, r) = (stop.clone(), runs.clone());
+        let worker = worker_for(&[&server])
+            .concurrency(1)
+            .function("last", move |_job| {
+                r.fetch_add(1, Ordering::SeqCst);
+                if stop_as_called {
+                    s.send_replace(true);
+                }
+                let s = s.clone();
+                async move {
+                    s.send_replace(true);
+                    Ok::<_, WorkError>("done")
+                }
+            })
+            .build()
+            .expect("worker");
+        let mut stopped = stop.subscribe();
+        let run = worker.run(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        });
+        within("the worker to stop", run).await;
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            round + 1,
+            "round {round}: the worker took another job after its stop"
+        );
+        let left = u64::try_from(jobs - round - 1).expect("small");
+        let addr = server.addr;
+        eventually("the job done, the others still queued", || async move {
+            let Ok(mut admin) = gearshift_client::AdminClient::connect(addr).await else {
+                return false;
+            };
+            let status = admin.status().await.expect("status");
+            let ours = status.iter().find(|s| s.function == "last");
+            ours.is_some_and(|s| s.total == left && s.running == 0 && s.workers == 0)
+        })
+        .await;
+        let shown = server.admin().await.show_jobs().await.expect("show jobs");
+        assert_eq!(shown.len() as u64, left, "round {round}: {shown:?}");
+        assert!(shown.iter().all(|j| j.queued), "round {round}: {shown:?}");
+    }
 }
 
 /// The server restarts on the same port; the worker reconnects with backoff

@@ -4,7 +4,7 @@
 // usage: php worker.php PORT MODE FUNC[,FUNC...] [COUNT] [LOGFILE] [GATEFILE]
 //   COUNT    exit after this many jobs (0 = run until killed)
 //   LOGFILE  file to append one line per job start ("<mode> <workload> <pid>")
-//   GATEFILE for mode "gated": block until this file exists (bounded: 20 s)
+//   GATEFILE for modes "gated" and "stream": block until this file exists (bounded: 20 s)
 // modes:
 //   rev      return strrev(workload)
 //   upper    return strtoupper(workload)
@@ -16,6 +16,8 @@
 //   exception sendException("boom:<workload>"), report GEARMAN_WORK_EXCEPTION
 //   gated    sendStatus 1/2, log, wait for GATEFILE, return "gated:<workload>"
 //   hang     log, then sleep up to 60 s (to be killed mid-job)
+//   stream   sendData "part1\n", log, wait for GATEFILE, sendData "part2\n",
+//            return "end:<workload>"
 // Prints nothing on success; errors go to stderr with exit code 1.
 
 $port  = (int)$argv[1];
@@ -67,6 +69,15 @@ $handler = function (GearmanJob $job) use ($mode, $log, $gate) {
             usleep(10000);
         }
         return "gated:" . $w;
+    case 'stream':
+        $job->sendData("part1\n");
+        logline($log, "started " . $job->handle());
+        $deadline = microtime(true) + 20;
+        while (!file_exists($gate) && microtime(true) < $deadline) {
+            usleep(10000);
+        }
+        $job->sendData("part2\n");
+        return "end:" . $w;
     case 'hang':
         logline($log, "hang " . getmypid());
         sleep(60);

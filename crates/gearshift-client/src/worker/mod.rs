@@ -14,12 +14,14 @@ mod session;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{watch, Semaphore};
-use tokio::task::JoinSet;
 
 pub use builder::WorkerBuilder;
 pub use handler::WorkError;
@@ -140,29 +142,41 @@ impl Worker {
     /// ```
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut sessions = JoinSet::new();
-        for addr in &self.servers {
-            sessions.spawn(session::session(
-                self.shared.clone(),
-                addr.clone(),
-                stop_rx.clone(),
-            ));
-        }
+        // The sessions run inside this future, not as tasks of their own, and
+        // every poll polls `shutdown` first: a session freed by a finishing
+        // job cannot send a GRAB before a stop requested meanwhile (say, by
+        // that job's handler) has reached it. (A spawned session could be
+        // scheduled before this task and take one more job.)
+        let mut sessions: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = (self.servers.iter())
+            .map(|addr| {
+                let s = session::session(self.shared.clone(), addr.clone(), stop_rx.clone());
+                Box::pin(s) as Pin<Box<dyn Future<Output = ()> + Send>>
+            })
+            .collect();
         let mut shutdown = std::pin::pin!(shutdown);
         let mut signalled = false;
-        loop {
-            tokio::select! {
-                _ = &mut shutdown, if !signalled => {
-                    signalled = true;
-                    tracing::info!("worker stopping: no new jobs, finishing running ones");
-                    let _ = stop_tx.send(true);
-                }
-                joined = sessions.join_next() => match joined {
-                    None => break,
-                    Some(Err(e)) => tracing::error!(error = %e, "worker session failed"),
-                    Some(Ok(())) => {}
-                },
+        std::future::poll_fn(|cx| {
+            if !signalled && shutdown.as_mut().poll(cx).is_ready() {
+                signalled = true;
+                tracing::info!("worker stopping: no new jobs, finishing running ones");
+                let _ = stop_tx.send(true);
             }
-        }
+            sessions.retain_mut(|s| {
+                // A panicking session ends alone, as a task of its own would.
+                match std::panic::catch_unwind(AssertUnwindSafe(|| s.as_mut().poll(cx))) {
+                    Ok(p) => p.is_pending(),
+                    Err(_) => {
+                        tracing::error!("worker session panicked");
+                        false
+                    }
+                }
+            });
+            if sessions.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
     }
 }

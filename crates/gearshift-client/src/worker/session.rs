@@ -8,7 +8,10 @@
 //! and the session waits for NOOP (gearmand answers PRE_SLEEP with an
 //! immediate NOOP when a job is already waiting, so no wake-up is lost).
 //!
-//! On stop the session grabs nothing more, waits for its running handlers,
+//! On stop the session grabs nothing more (a stop and a free slot ready at
+//! once: the stop wins; holding a permit, the session yields so that
+//! `Worker::run` polls its shutdown future, then checks the flag again right
+//! before the GRAB), waits for its running handlers,
 //! sends their results and closes. When the connection drops instead, its
 //! running handlers are aborted: the server requeues their jobs, and their
 //! results could not be reported on another connection anyway.
@@ -123,6 +126,8 @@ async fn serve(shared: &Shared, stream: TcpStream, stop: &mut watch::Receiver<bo
         let may_queue = s.wire.queued() < HIGH_WATER;
         let permits = s.shared.permits.clone();
         tokio::select! {
+            // A stop ready together with a free slot must win: stop first.
+            biased;
             _ = stopped(stop), if !s.stopping => {
                 tracing::debug!(running = s.tasks.len(), "worker session draining");
                 s.stopping = true;
@@ -139,9 +144,19 @@ async fn serve(shared: &Shared, stream: TcpStream, stop: &mut watch::Receiver<bo
                 let Ok(permit) = permit else {
                     return Err(Error::protocol("concurrency semaphore closed"));
                 };
-                s.reserved = Some(permit);
-                s.wire.queue(&Request::Grab(GrabKind::Uniq));
-                s.grabbing = true;
+                // The stop may have been requested while the permit was
+                // awaited, even by the handler that freed it, on another
+                // thread. Yield once: `Worker::run` polls its shutdown future
+                // before this session resumes, so such a stop is seen here.
+                tokio::task::yield_now().await;
+                if *stop.borrow() {
+                    drop(permit);
+                    s.stopping = true;
+                } else {
+                    s.reserved = Some(permit);
+                    s.wire.queue(&Request::Grab(GrabKind::Uniq));
+                    s.grabbing = true;
+                }
             }
             r = s.wire.recv() => match r? {
                 Some(resp) => s.on_response(resp),
