@@ -171,14 +171,20 @@ impl LogStore {
         self.len > self.opts.compact_min_bytes && dead > self.live_bytes
     }
 
-    /// Rewrites the log with only its live jobs, then swaps it in atomically.
-    fn compact(&mut self) -> Result<(), StoreError> {
+    /// Reads the flushed file again: its live jobs by id.
+    fn read_live(&self) -> Result<BTreeMap<u64, JobRecord>, StoreError> {
         let mut raw = Vec::new();
         File::open(self.path())?.read_to_end(&mut raw)?;
         let scan = frame::scan(&Bytes::from(raw))?;
         let mut live = BTreeMap::new();
         let mut high = self.high;
         apply_ops(&mut live, scan.ops, &mut high);
+        Ok(live)
+    }
+
+    /// Rewrites the log with only its live jobs, then swaps it in atomically.
+    fn compact(&mut self) -> Result<(), StoreError> {
+        let live = self.read_live()?;
         let tmp = compact_tmp(&self.dir);
         let mut out = frame::file_header().to_vec();
         let mut payload = Vec::new();
@@ -256,15 +262,7 @@ impl Store for LogStore {
             // The jobs read at open, handed over once without a copy.
             Some(jobs) => jobs,
             // Asked again: read what is on disk now.
-            None => {
-                let mut raw = Vec::new();
-                File::open(self.path())?.read_to_end(&mut raw)?;
-                let scan = frame::scan(&Bytes::from(raw))?;
-                let mut live = BTreeMap::new();
-                let mut high = self.high;
-                apply_ops(&mut live, scan.ops, &mut high);
-                live.into_values().collect()
-            }
+            None => self.read_live()?.into_values().collect(),
         };
         let max_live = jobs.last().map_or(1, |r| r.id + 1);
         Ok(Replayed {
