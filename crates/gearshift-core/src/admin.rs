@@ -41,23 +41,25 @@ impl Core {
             AdminCommand::Version => format!("OK {}\n", self.cfg.version).into_bytes(),
             AdminCommand::Shutdown { graceful } => {
                 if self.conns.get(&conn.0).is_some_and(|c| c.info.loopback) {
-                    self.effects
-                        .push(Effect::Text(conn, Bytes::from_static(text::OK_CRLF)));
+                    self.emit(conn, Effect::Text(conn, Bytes::from_static(text::OK_CRLF)));
                     self.effects.push(Effect::Shutdown { graceful });
                     return;
                 }
                 text::ERR_SHUTDOWN_DENIED.to_vec()
             }
             AdminCommand::Reply(bytes) => {
-                self.effects.push(Effect::Text(conn, bytes));
+                self.emit(conn, Effect::Text(conn, bytes));
                 return;
             }
             AdminCommand::TooManyWords => {
+                // At once, not held: nothing this connection sends after
+                // the line may run (its held answers are lost with it; the
+                // jobs behind them are stored all the same).
                 self.effects.push(Effect::Close(conn));
                 return;
             }
         };
-        self.effects.push(Effect::Text(conn, reply.into()));
+        self.emit(conn, Effect::Text(conn, reply.into()));
     }
 
     fn live_funcs(&self) -> impl Iterator<Item = &crate::function::Function> {
@@ -184,7 +186,7 @@ impl Core {
         // Submitters still waiting for the store hear JOB_CREATED first, so
         // the WORK_FAIL that follows names a handle they know.
         for c in acks {
-            self.send(c, Response::JobCreated(h.clone()));
+            self.resolve_ack(c, id, Response::JobCreated(h.clone()));
         }
         for c in clients {
             if let Some(conn) = self.conns.get_mut(&c.0) {

@@ -46,6 +46,8 @@ pub struct Conn {
     pub sleeping: bool,
     /// Was sent a NOOP and has sent nothing since.
     pub noop_sent: bool,
+    /// Output held behind answers that wait for the store (see [`crate::order`]).
+    pub outbox: std::collections::VecDeque<crate::order::Held>,
 }
 
 impl Conn {
@@ -61,6 +63,7 @@ impl Conn {
             exceptions: false,
             sleeping: false,
             noop_sent: false,
+            outbox: std::collections::VecDeque::new(),
         }
     }
 

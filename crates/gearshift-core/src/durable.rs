@@ -33,7 +33,7 @@ impl Core {
             let handle = job.handle.clone();
             let pending = job.state == JobState::Pending;
             for c in acks {
-                self.send(c, Response::JobCreated(handle.clone()));
+                self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
             }
             if pending {
                 self.release(id, now);
@@ -62,7 +62,8 @@ impl Core {
             let orphan = !new_job && job.clients.is_empty() && job.state == JobState::Queued;
             let text = format!("Job could not be stored: {reason}");
             for c in acks {
-                self.send(c, Response::error("QUEUE_ERROR", Bytes::from(text.clone())));
+                let refusal = Response::error("QUEUE_ERROR", Bytes::from(text.clone()));
+                self.resolve_ack(c, id, refusal);
             }
             if new_job || orphan {
                 self.remove_job(id);

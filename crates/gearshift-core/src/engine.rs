@@ -217,7 +217,7 @@ impl Core {
     }
 
     pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
-        self.effects.push(Effect::Send(conn, r));
+        self.emit(conn, Effect::Send(conn, r));
     }
 
     pub(crate) fn func(&self, f: FuncId) -> Option<&Function> {
@@ -291,8 +291,7 @@ impl Core {
         // Submitters still owed an answer: the job was accepted, then ended
         // before the store confirmed it.
         for &c in &job.acks {
-            self.effects
-                .push(Effect::Send(c, Response::JobCreated(job.handle.clone())));
+            self.resolve_ack(c, id, Response::JobCreated(job.handle.clone()));
         }
         if !self.foreign_handles.is_empty() {
             self.foreign_handles.remove(&job.handle);

@@ -11,6 +11,7 @@
 //! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, wake-ups.
 //! - [`worker`]: abilities, sleep, grabbing, results, requeueing.
 //! - [`admin`]: the text admin commands.
+//! - [`order`]: reply order per connection while answers wait for the store.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
 //! - [`job`], [`function`], [`conn`]: the state records.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
@@ -24,6 +25,7 @@ pub mod engine;
 pub mod function;
 pub mod ids;
 pub mod job;
+pub mod order;
 pub mod submit;
 pub mod worker;
 

@@ -91,6 +91,7 @@ impl Core {
                 job.state = JobState::Pending;
                 job.acks.push(conn);
             }
+            self.hold_ack(conn, id);
             self.store_add(id);
             return;
         }
@@ -154,12 +155,14 @@ impl Core {
                 // A foreground job becomes a background one: it must be
                 // stored before this submitter hears JOB_CREATED.
                 job.acks.push(conn);
+                self.hold_ack(conn, id);
                 self.store_add(id);
                 return;
             }
         }
         if job.persist == Persist::Pending {
             job.acks.push(conn);
+            self.hold_ack(conn, id);
             return;
         }
         self.send(conn, Response::JobCreated(handle));

@@ -504,3 +504,58 @@ fn job_retries_limit_ends_a_stored_job_with_done() {
         .all(|op| matches!(op, StoreOp::Done(1) | StoreOp::Update { id: 1, .. })));
     assert_eq!(w.status_of("f").map(|s| s.0), Some(0));
 }
+
+// ---- reply order while an answer waits for the store ---------------------
+
+#[test]
+fn later_replies_wait_behind_an_answer_held_for_the_store() {
+    // A client matches JOB_CREATED to its submissions by order: a
+    // foreground submission, an echo and an admin line sent after a
+    // background submission must not overtake its JOB_CREATED.
+    let mut w = world();
+    submit_unacked(&mut w, CLIENT, bg("f", "", "first"));
+    w.req(CLIENT, Request::Submit(job("g", "", "second")));
+    w.req(CLIENT, Request::Echo(b("ping")));
+    assert_eq!(w.admin(CLIENT, "version"), "", "held too");
+    assert!(
+        w.take(CLIENT).is_empty(),
+        "everything waits behind the held answer"
+    );
+    w.persisted(&[1]);
+    w.expect(CLIENT, Response::JobCreated(World::h(1)));
+    w.expect(CLIENT, Response::JobCreated(World::h(2)));
+    w.expect(CLIENT, Response::EchoRes(b("ping")));
+    let rest = w.take(CLIENT);
+    assert!(
+        matches!(rest.as_slice(), [common::Out::Text(t)] if t.starts_with(b"OK ")),
+        "the admin reply comes last: {rest:?}"
+    );
+}
+
+#[test]
+fn a_refused_submission_keeps_its_place_in_the_reply_order() {
+    let mut w = world();
+    submit_unacked(&mut w, CLIENT, bg("f", "", "one"));
+    submit_unacked(&mut w, CLIENT, bg("f", "", "two"));
+    w.req(CLIENT, Request::Echo(b("after")));
+    assert!(w.take(CLIENT).is_empty());
+    // The second is confirmed first: it still waits for the first.
+    w.persisted(&[2]);
+    assert!(
+        w.take(CLIENT).is_empty(),
+        "the second answer waits for the first"
+    );
+    let why = {
+        w.persist_failed(&[1], "disk full");
+        match w.pop(CLIENT) {
+            Response::Error { code, text } => {
+                assert_eq!(code, b("QUEUE_ERROR"));
+                String::from_utf8_lossy(&text).into_owned()
+            }
+            other => panic!("expected the refusal first, got {other:?}"),
+        }
+    };
+    assert!(why.contains("disk full"), "{why}");
+    w.expect(CLIENT, Response::JobCreated(World::h(2)));
+    w.expect(CLIENT, Response::EchoRes(b("after")));
+}

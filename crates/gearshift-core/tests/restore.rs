@@ -139,6 +139,8 @@ fn restore_continues_handles_after_next_id_and_reserves_beyond_it() {
     let adds = added(&w.take_store_ops());
     assert_eq!(adds[0].id, 20);
     assert_eq!(adds[0].handle, World::h(20));
+    w.persisted(&[20]);
+    w.expect(CLIENT, Response::JobCreated(World::h(20)));
     // A foreground job continues the same counter.
     assert_eq!(w.fg(CLIENT, "f", "", "fg"), World::h(21));
 }

@@ -187,14 +187,14 @@ impl Engine {
     fn refused_while_draining(&mut self, id: ConnId, input: &Input) -> bool {
         match input {
             Input::Request(Request::Grab(_)) => {
-                self.effects.push(Effect::Send(id, Response::NoJob));
+                self.core.reply(id, Response::NoJob);
                 true
             }
             Input::Request(Request::PreSleep) => true,
             Input::Request(Request::Submit(_)) => {
                 // Jobs live in memory: one accepted now would be lost at exit.
                 let refusal = Response::error("QUEUE_ERROR", "Server is shutting down");
-                self.effects.push(Effect::Send(id, refusal));
+                self.core.reply(id, refusal);
                 true
             }
             _ => false,
