@@ -11,6 +11,7 @@ deadlines.
 """
 
 import os
+import shutil
 import shlex
 import signal
 import socket
@@ -529,6 +530,21 @@ class Ctx:
 # --------------------------------------------------------------------------
 # Runner
 
+
+
+def missing_clients(php, perl, tools=()):
+    """What is missing of the third-party clients the suites drive: the
+    given commands on PATH, the php-gearman extension, the Perl modules."""
+    missing = [t for t in ("php", "perl") + tuple(tools) if not shutil.which(t)]
+    if "php" not in missing:
+        r = run(php + ["-r", "exit(extension_loaded('gearman') ? 0 : 1);"], timeout=20)
+        if r.returncode != 0:
+            missing.append("php-gearman extension")
+    if "perl" not in missing:
+        r = run(perl + ["-MGearman::Client", "-MGearman::Worker", "-e", "1"], timeout=20)
+        if r.returncode != 0:
+            missing.append("perl Gearman::Client/Gearman::Worker (libgearman-client-perl)")
+    return missing
 
 def run_suite(title, tests, argv=None):
     """tests: list of (name, callable). Callables take no args and raise on failure.

@@ -132,18 +132,7 @@ def wait_unique_clients(ctx, unique, n, timeout=10):
 
 def prerequisites():
     """The third-party clients must be installed, or every other test is meaningless."""
-    missing = []
-    for tool in (GEARMAN, GEARADMIN, "php", "perl"):
-        if not shutil.which(tool):
-            missing.append(tool)
-    if "php" not in missing:
-        r = h.run(PHP + ["-r", "exit(extension_loaded('gearman') ? 0 : 1);"], timeout=20)
-        if r.returncode != 0:
-            missing.append("php-gearman extension")
-    if "perl" not in missing:
-        r = h.run(PERL + ["-MGearman::Client", "-MGearman::Worker", "-e", "1"], timeout=20)
-        if r.returncode != 0:
-            missing.append("perl Gearman::Client/Gearman::Worker (libgearman-client-perl)")
+    missing = h.missing_clients(PHP, PERL, (GEARMAN, GEARADMIN))
     check(not missing, "missing prerequisites: %s" % ", ".join(missing))
 
 

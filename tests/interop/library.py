@@ -127,17 +127,7 @@ def prerequisites():
     missing = []
     if not os.access(GEARSHIFT, os.X_OK):
         missing.append("%s (GEARSHIFT_BIN; cargo build -p gearshift)" % GEARSHIFT)
-    for tool in ("php", "perl", "sh", "tr"):
-        if not shutil.which(tool):
-            missing.append(tool)
-    if "php" not in missing:
-        r = h.run(PHP + ["-r", "exit(extension_loaded('gearman') ? 0 : 1);"], timeout=20)
-        if r.returncode != 0:
-            missing.append("php-gearman extension")
-    if "perl" not in missing:
-        r = h.run(PERL + ["-MGearman::Client", "-MGearman::Worker", "-e", "1"], timeout=20)
-        if r.returncode != 0:
-            missing.append("perl Gearman::Client/Gearman::Worker (libgearman-client-perl)")
+    missing += h.missing_clients(PHP, PERL, ("sh", "tr"))
     check(not missing, "missing prerequisites: %s" % ", ".join(missing))
 
 
