@@ -186,33 +186,50 @@ impl LogStore {
     fn compact(&mut self) -> Result<(), StoreError> {
         let live = self.read_live()?;
         let tmp = compact_tmp(&self.dir);
-        let mut out = frame::file_header().to_vec();
-        let mut payload = Vec::new();
-        Op::Reserve(self.high).encode(&mut payload);
-        for r in live.into_values() {
-            Op::Add(r).encode(&mut payload);
-            if payload.len() > 1 << 20 {
-                frame::put_frame(&mut out, &payload);
-                payload.clear();
-            }
-        }
-        frame::put_frame(&mut out, &payload);
+        // Streamed a frame (about 1 MiB) at a time: the live set is already
+        // in memory once, a second copy of the whole file is not needed.
         let written = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .open(&tmp)
-            .and_then(|mut f| {
-                f.write_all(&out)?;
-                f.sync_all()
+            .and_then(|f| {
+                let mut f = std::io::BufWriter::with_capacity(1 << 20, f);
+                f.write_all(&frame::file_header())?;
+                let mut total = frame::HEADER_LEN as u64;
+                let mut buf = vec![0; frame::FRAME_HEADER];
+                Op::Reserve(self.high).encode(&mut buf);
+                let mut live = live.into_values().peekable();
+                while let Some(r) = live.next() {
+                    encode_add(&r, &mut buf);
+                    if buf.len() > 1 << 20 || live.peek().is_none() {
+                        frame::seal(&mut buf);
+                        f.write_all(&buf)?;
+                        total += buf.len() as u64;
+                        buf.truncate(frame::FRAME_HEADER);
+                    }
+                }
+                if buf.len() > frame::FRAME_HEADER {
+                    // No live job: the frame holds just the reservation.
+                    frame::seal(&mut buf);
+                    f.write_all(&buf)?;
+                    total += buf.len() as u64;
+                }
+                let f = f.into_inner().map_err(|e| e.into_error())?;
+                f.sync_all()?;
+                Ok(total)
             })
-            .and_then(|()| std::fs::rename(&tmp, self.path()));
-        if let Err(e) = written {
-            // Give the space back: on a full disk a half-written copy would
-            // otherwise hold what little is left and fail every append.
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e.into());
-        }
+            .and_then(|total| std::fs::rename(&tmp, self.path()).map(|()| total));
+        let new_len = match written {
+            Ok(total) => total,
+            Err(e) => {
+                // Give the space back: on a full disk a half-written copy
+                // would otherwise hold what little is left and fail every
+                // append.
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e.into());
+            }
+        };
         // From here on the old handle points at a replaced file: if the new
         // one cannot be opened, refuse every later write rather than append
         // to a file nobody will read.
@@ -235,7 +252,7 @@ impl LogStore {
         };
         let before = self.len;
         self.file = file;
-        self.len = out.len() as u64;
+        self.len = new_len;
         tracing::info!(
             before,
             after = self.len,
