@@ -1,6 +1,7 @@
-//! One client connection: a reader that cuts bytes into frames and forwards
-//! them to the engine, and a writer that encodes whatever the engine queued
-//! for it into as few writes as possible.
+//! One client connection's task: it reads, cuts the bytes into frames,
+//! decodes them, and hands each read's requests to the engine in one go;
+//! when the engine could not write everything it owed the connection, the
+//! task waits for the socket to drain and writes the rest.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,128 +9,168 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use gearshift_core::{ConnId, Input};
 use gearshift_proto::{decode_frame, parse_admin, Frame, FrameError, Request, Response};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, Notify};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
-use crate::engine::{EngineMsg, Out};
+use crate::engine::{lock, PeerStatus, Shared};
 
-/// Spare room kept in the read buffer before each read.
-const READ_CHUNK: usize = 16 * 1024;
-/// A write buffer grown past this is released after use.
-const KEEP_WRITE_BUF: usize = 64 * 1024;
+/// Read buffer size a new connection starts with: an idle connection holds
+/// no more than this.
+const MIN_CHUNK: usize = 256;
+/// Largest read buffer a busy connection grows to.
+const MAX_CHUNK: usize = 64 * 1024;
 
-/// Reads frames until the peer closes, the framing breaks, or the writer
-/// says the connection is closed.
-pub async fn read_loop(
+/// Serves one connection until the peer closes, its framing breaks, or the
+/// engine is done with it.
+pub async fn serve(
     id: ConnId,
     peer: SocketAddr,
-    mut rd: OwnedReadHalf,
-    engine: mpsc::UnboundedSender<EngineMsg>,
-    closed: Arc<Notify>,
+    stream: Arc<TcpStream>,
+    ctl: Arc<Notify>,
+    engine: Shared,
     max_packet: usize,
 ) {
     let mut buf = BytesMut::new();
+    let mut inputs = Vec::new();
+    let mut blocked = false;
+    let mut reading = true;
+    // Packets are cut out of the read buffer without copying, and queued
+    // jobs keep their slices of it; the buffer grows only while reads fill
+    // it, so a connection sending one small job at a time does not pin a
+    // large buffer per job, and a pipelining one reads in large gulps.
+    let mut chunk = MIN_CHUNK;
     loop {
-        if buf.capacity() - buf.len() < 1024 {
-            buf.reserve(READ_CHUNK);
+        tokio::select! {
+            biased;
+            _ = ctl.notified() => {
+                match lock(&engine).status(id) {
+                    PeerStatus::Gone => return,
+                    PeerStatus::Open { blocked: b } => blocked = b,
+                }
+                continue;
+            }
+            w = stream.writable(), if blocked => {
+                if w.is_err() {
+                    break;
+                }
+                let mut e = lock(&engine);
+                e.on_writable(id);
+                match e.status(id) {
+                    PeerStatus::Gone => return,
+                    PeerStatus::Open { blocked: b } => blocked = b,
+                }
+                continue;
+            }
+            r = stream.readable(), if reading => {
+                if r.is_err() {
+                    break;
+                }
+            }
         }
-        let n = tokio::select! {
-            r = rd.read_buf(&mut buf) => r,
-            _ = closed.notified() => break,
-        };
-        match n {
+        if buf.capacity() - buf.len() < chunk / 4 {
+            buf.reserve(chunk);
+        }
+        let room = buf.capacity() - buf.len();
+        let ended = match read_some(&stream, &mut buf, room) {
             Ok(0) => {
                 if !buf.is_empty() {
                     tracing::info!(%peer, bytes = buf.len(), "connection closed in the middle of a packet; partial packet discarded");
                 }
-                break;
+                true
             }
-            Ok(_) => {}
+            Ok(n) => {
+                if n == room {
+                    chunk = (chunk * 2).min(MAX_CHUNK);
+                }
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "read failed");
-                break;
+                true
             }
+        };
+        if ended {
+            reading = false;
+            let mut e = lock(&engine);
+            e.on_disconnect(id);
+            match e.status(id) {
+                PeerStatus::Gone => return,
+                PeerStatus::Open { blocked: b } => blocked = b,
+            }
+            continue;
         }
-        let mut inputs = Vec::new();
-        loop {
-            match decode_frame(&mut buf, max_packet) {
-                Ok(Some(Frame::Packet(p))) => inputs.push(match Request::parse(&p) {
-                    Ok(r) => Input::Request(r),
-                    Err(e) => {
-                        tracing::debug!(%peer, error = %e, "refused packet");
-                        Input::Invalid(e)
-                    }
-                }),
-                Ok(Some(Frame::Text(line))) => inputs.push(Input::Admin(parse_admin(&line))),
-                Ok(None) => break,
+        let fatal = decode_all(&mut buf, &mut inputs, max_packet, peer);
+        let mut e = lock(&engine);
+        if !inputs.is_empty() {
+            e.on_inputs(id, &mut inputs);
+        }
+        if let Some(reply) = fatal {
+            e.on_fatal(id, reply);
+            reading = false;
+        }
+        match e.status(id) {
+            PeerStatus::Gone => return,
+            PeerStatus::Open { blocked: b } => blocked = b,
+        }
+        drop(e);
+    }
+    // The socket failed: nothing owed can be written any more.
+    let mut e = lock(&engine);
+    e.on_disconnect(id);
+    e.forget(id);
+}
+
+/// Reads what the socket holds. A read that did not fill the buffer emptied
+/// the socket, so the readiness is cleared at once (the outer `WouldBlock`
+/// tells tokio so): the task then sleeps until new bytes arrive instead of
+/// spending a second `recv` to learn that there are none.
+fn read_some(stream: &TcpStream, buf: &mut BytesMut, room: usize) -> std::io::Result<usize> {
+    let mut got = None;
+    let result = stream.try_io(Interest::READABLE, || {
+        let n = stream.try_read_buf(buf)?;
+        got = Some(n);
+        if n > 0 && n < room {
+            Err(std::io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(n)
+        }
+    });
+    match got {
+        Some(n) => Ok(n),
+        None => result,
+    }
+}
+
+/// Decodes every whole frame in `buf` into `inputs`. On a framing error,
+/// returns what to send before closing (`Some(None)`: close silently).
+fn decode_all(
+    buf: &mut BytesMut,
+    inputs: &mut Vec<Input>,
+    max_packet: usize,
+    peer: SocketAddr,
+) -> Option<Option<Response>> {
+    loop {
+        match decode_frame(buf, max_packet) {
+            Ok(Some(Frame::Packet(p))) => inputs.push(match Request::parse(&p) {
+                Ok(r) => Input::Request(r),
                 Err(e) => {
-                    tracing::warn!(%peer, error = %e, "closing connection: unusable input");
-                    if !inputs.is_empty() {
-                        let _ = engine.send(EngineMsg::Inputs(id, inputs));
-                    }
-                    let reply = match e {
-                        FrameError::TooLarge { .. } => {
-                            Some(Response::error("ARGUMENT_TOO_LARGE", e.to_string()))
-                        }
-                        _ => None,
-                    };
-                    let _ = engine.send(EngineMsg::Fatal(id, reply));
-                    return;
+                    tracing::debug!(%peer, error = %e, "refused packet");
+                    Input::Invalid(e)
                 }
+            }),
+            Ok(Some(Frame::Text(line))) => inputs.push(Input::Admin(parse_admin(&line))),
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing connection: unusable input");
+                return Some(match e {
+                    FrameError::TooLarge { .. } => {
+                        Some(Response::error("ARGUMENT_TOO_LARGE", e.to_string()))
+                    }
+                    _ => None,
+                });
             }
-        }
-        if !inputs.is_empty() && engine.send(EngineMsg::Inputs(id, inputs)).is_err() {
-            return;
-        }
-        if buf.is_empty() && buf.capacity() > KEEP_WRITE_BUF {
-            buf = BytesMut::new();
         }
     }
-    let _ = engine.send(EngineMsg::Disconnect(id));
-}
-
-/// Writes batches from the engine; several queued batches become one write.
-pub async fn write_loop(
-    mut wr: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Vec<Out>>,
-    closed: Arc<Notify>,
-) {
-    let mut out = BytesMut::new();
-    'outer: while let Some(batch) = rx.recv().await {
-        let mut close = encode(batch, &mut out);
-        while !close {
-            match rx.try_recv() {
-                Ok(batch) => close = encode(batch, &mut out),
-                Err(_) => break,
-            }
-        }
-        if !out.is_empty() {
-            if let Err(e) = wr.write_all(&out).await {
-                tracing::debug!(error = %e, "write failed");
-                break 'outer;
-            }
-            out.clear();
-            if out.capacity() > KEEP_WRITE_BUF {
-                out = BytesMut::new();
-            }
-        }
-        if close {
-            let _ = wr.shutdown().await;
-            break;
-        }
-    }
-    closed.notify_one();
-}
-
-/// Encodes a batch; true when it ends with a close.
-fn encode(batch: Vec<Out>, out: &mut BytesMut) -> bool {
-    for item in batch {
-        match item {
-            Out::Packet(r) => r.encode(out),
-            Out::Text(t) => out.extend_from_slice(&t),
-            Out::Close => return true,
-        }
-    }
-    false
 }

@@ -1,119 +1,265 @@
-//! The engine task: the one owner of the routing core. Connections send it
-//! their decoded inputs; it runs them through the core in arrival order,
-//! fires timers, and hands each connection its outgoing packets in one
-//! batch per round, so many responses leave in one write.
+//! The engine: the one routing core and every connection's outgoing bytes,
+//! behind one lock.
+//!
+//! A connection task decodes what it read, takes the lock once, runs every
+//! request through the core and encodes the core's packets straight into the
+//! target connections' buffers; before the lock is released each buffer that
+//! got bytes is written with one non-blocking `write`. So a read of many
+//! pipelined requests costs one lock, one pass through the core and one write
+//! per connection it touched, with no message between tasks and no task
+//! switch. On the current-thread runtime `serve` uses, the lock is never
+//! contended; on a multi-threaded runtime it serialises the core as the
+//! engine task of earlier versions did.
+//!
+//! A write that would block leaves the rest in the buffer and hands it to the
+//! connection's own task, which waits until the socket is writable.
 
-use bytes::Bytes;
+use std::net::Shutdown;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{Buf, BytesMut};
 use gearshift_core::ids::IdMap;
-use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, StoreOp};
+use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, Millis, StoreOp};
 use gearshift_proto::{Request, Response};
-use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
 
 use crate::clock::Clock;
 use crate::store_task::{Commit, StoreTask};
 
-/// Most messages handled in one round before output is flushed.
-const ROUND: usize = 1024;
+/// An output buffer grown past this is released once it is written.
+const KEEP_OUT_BUF: usize = 64 * 1024;
 
-/// One item of a connection's outgoing stream.
-#[derive(Debug)]
-pub enum Out {
-    /// A binary packet.
-    Packet(Response),
-    /// Admin text.
-    Text(Bytes),
-    /// Flush, then close the connection.
-    Close,
+/// The engine shared by every task of one server.
+pub type Shared = Arc<Mutex<Engine>>;
+
+/// Takes the engine's lock; a task that panicked while holding it left the
+/// state as consistent as any single request leaves it, so go on.
+pub fn lock(shared: &Shared) -> MutexGuard<'_, Engine> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// What connections and the acceptor tell the engine.
-#[derive(Debug)]
-pub enum EngineMsg {
-    /// A connection opened; `tx` reaches its writer.
-    Connect {
-        /// The connection.
-        id: ConnId,
-        /// Facts for the core.
-        info: ConnInfo,
-        /// Its writer's queue.
-        tx: mpsc::UnboundedSender<Vec<Out>>,
-    },
-    /// Inputs decoded from one read.
-    Inputs(ConnId, Vec<Input>),
-    /// The connection broke its framing: send `reply` (if any), then close.
-    Fatal(ConnId, Option<Response>),
-    /// The connection closed.
-    Disconnect(ConnId),
-    /// The store made these new jobs durable.
-    Stored(Vec<JobId>),
-    /// The store failed to record these new jobs.
-    StoreFailed(Vec<JobId>, String),
-    /// Stop: a signal arrived (`graceful`: wait for running jobs first).
-    Shutdown {
-        /// Wait for running jobs to finish first.
-        graceful: bool,
-    },
+/// One connection as the engine sees it: its socket and unwritten output.
+struct Peer {
+    stream: Arc<TcpStream>,
+    out: BytesMut,
+    /// Listed in `Engine::dirty`.
+    listed: bool,
+    /// A write would block: the connection's task writes the rest.
+    blocked: bool,
+    /// Close once `out` is written.
+    closing: bool,
+    /// Wakes the connection's task.
+    ctl: Arc<Notify>,
 }
 
-/// The engine: core, clock and every connection's writer queue.
+/// What a connection task should do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerStatus {
+    /// Keep reading; `blocked` means output waits for writability.
+    Open {
+        /// Output waits for the socket to become writable.
+        blocked: bool,
+    },
+    /// The engine is done with the connection: the task ends.
+    Gone,
+}
+
+/// Wake-ups the engine sends to the server's other tasks.
+pub struct Signals {
+    /// The timer task: an earlier deadline was armed.
+    pub timer: Arc<Notify>,
+    /// The server: a shutdown has finished draining.
+    pub done: Arc<Notify>,
+    /// The flusher task: connections have output to write.
+    pub flush: Arc<Notify>,
+    /// The acceptors: stop taking connections.
+    pub stop_accepting: watch::Sender<bool>,
+}
+
+/// The core, the clock, and every connection's socket and output.
 pub struct Engine {
     core: Core,
     clock: Clock,
-    writers: IdMap<ConnId, mpsc::UnboundedSender<Vec<Out>>>,
-    outbox: IdMap<ConnId, Vec<Out>>,
+    peers: IdMap<ConnId, Peer>,
+    dirty: Vec<ConnId>,
     effects: Vec<Effect>,
+    /// Some(graceful) once a shutdown began.
     draining: Option<bool>,
-    stop_accepting: watch::Sender<bool>,
+    finished: bool,
     store: Option<StoreTask>,
     store_batch: Vec<StoreOp>,
+    /// The deadline the timer task sleeps towards.
+    armed: Option<Millis>,
+    /// The flusher task was woken and has not run yet.
+    flush_scheduled: bool,
+    signals: Signals,
 }
 
 impl Engine {
-    /// An engine around `core`; `stop_accepting` tells the acceptor to stop;
-    /// `store` receives the core's store operations.
-    pub fn new(core: Core, stop_accepting: watch::Sender<bool>, store: Option<StoreTask>) -> Self {
+    /// An engine around `core`; `store` receives the core's store operations.
+    pub fn new(core: Core, store: Option<StoreTask>, signals: Signals) -> Self {
         Engine {
             core,
             clock: Clock::new(),
-            writers: IdMap::default(),
-            outbox: IdMap::default(),
+            peers: IdMap::default(),
+            dirty: Vec::new(),
             effects: Vec::new(),
             draining: None,
-            stop_accepting,
+            finished: false,
             store,
             store_batch: Vec::new(),
+            armed: None,
+            flush_scheduled: false,
+            signals,
         }
     }
 
-    /// Runs until every sender is gone or a shutdown completes.
-    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<EngineMsg>) {
-        loop {
-            let deadline = self.core.next_deadline().map(|t| self.clock.instant_at(t));
-            tokio::select! {
-                msg = rx.recv() => {
-                    let Some(msg) = msg else { break };
-                    self.apply(msg);
-                    for _ in 1..ROUND {
-                        match rx.try_recv() {
-                            Ok(msg) => self.apply(msg),
-                            Err(_) => break,
-                        }
-                    }
-                }
-                _ = sleep_until(deadline) => {}
-            }
-            self.core.on_timeout(self.clock.now());
-            self.dispatch();
+    /// Registers a new connection; false when the server is stopping.
+    pub fn connect(&mut self, id: ConnId, info: ConnInfo, stream: Arc<TcpStream>) -> bool {
+        if self.draining.is_some() || self.finished {
+            return false;
+        }
+        self.core.connect(id, info);
+        self.peers.insert(
+            id,
+            Peer {
+                stream,
+                out: BytesMut::new(),
+                listed: false,
+                blocked: false,
+                closing: false,
+                ctl: Arc::new(Notify::new()),
+            },
+        );
+        true
+    }
 
-            if let Some(graceful) = self.draining {
-                // A graceful stop also waits for the store's answer on
-                // submissions it holds, so no stored job goes unacknowledged.
-                if !graceful || (self.core.running_jobs() == 0 && self.core.awaiting_store() == 0) {
-                    break;
-                }
+    /// The notifier that wakes connection `id`'s task.
+    pub fn ctl(&self, id: ConnId) -> Option<Arc<Notify>> {
+        self.peers.get(&id).map(|p| p.ctl.clone())
+    }
+
+    /// What connection `id`'s task should do.
+    pub fn status(&self, id: ConnId) -> PeerStatus {
+        match self.peers.get(&id) {
+            Some(p) => PeerStatus::Open { blocked: p.blocked },
+            None => PeerStatus::Gone,
+        }
+    }
+
+    /// Runs the requests of one read through the core, in order.
+    pub fn on_inputs(&mut self, id: ConnId, inputs: &mut Vec<Input>) {
+        let now = self.clock.now();
+        for input in inputs.drain(..) {
+            if self.peers.get(&id).is_none_or(|p| p.closing) {
+                // Closed by an earlier request of this read: nothing after
+                // that may run.
+                continue;
+            }
+            if self.draining.is_some() && self.refused_while_draining(id, &input) {
+                continue;
+            }
+            let before = self.effects.len();
+            self.core.handle(id, input, now);
+            self.core.drain_effects_into(&mut self.effects);
+            if self.effects[before..].contains(&Effect::Close(id)) {
+                // The core closed the connection (an admin line with too
+                // many words).
+                self.core.disconnect(id, now);
+                self.core.drain_effects_into(&mut self.effects);
             }
         }
+        self.process(false, Some(id));
+    }
+
+    /// The connection broke its framing: send `reply` (if any), then close.
+    pub fn on_fatal(&mut self, id: ConnId, reply: Option<Response>) {
+        let now = self.clock.now();
+        self.core.drain_effects_into(&mut self.effects);
+        if let Some(r) = reply {
+            self.effects.push(Effect::Send(id, r));
+        }
+        self.effects.push(Effect::Close(id));
+        self.core.disconnect(id, now);
+        self.settle();
+    }
+
+    /// The peer closed (or the socket failed): the core forgets the
+    /// connection; its socket closes once owed output is written.
+    pub fn on_disconnect(&mut self, id: ConnId) {
+        let now = self.clock.now();
+        self.core.disconnect(id, now);
+        // Output already owed (an admin reply to a half-closed socket) is
+        // still written; the peer goes once it is.
+        if let Some(p) = self.peers.get_mut(&id) {
+            p.closing = true;
+            if !p.listed {
+                p.listed = true;
+                self.dirty.push(id);
+            }
+        }
+        self.settle();
+    }
+
+    /// Drops connection `id` and whatever output it still owed.
+    pub fn forget(&mut self, id: ConnId) {
+        self.peers.remove(&id);
+    }
+
+    /// The connection's socket became writable: write what waits.
+    pub fn on_writable(&mut self, id: ConnId) {
+        if let Some(p) = self.peers.get_mut(&id) {
+            p.blocked = false;
+        }
+        self.write_peer(id);
+        self.process(true, None);
+    }
+
+    /// Due timers fire.
+    pub fn on_timer(&mut self) -> Option<std::time::Instant> {
+        self.core.on_timeout(self.clock.now());
+        self.armed = None;
+        self.settle();
+        self.arm()
+    }
+
+    /// The deadline the timer task should sleep towards (and remember it).
+    pub fn arm(&mut self) -> Option<std::time::Instant> {
+        self.armed = self.core.next_deadline();
+        self.armed.map(|t| self.clock.instant_at(t))
+    }
+
+    /// The store thread finished a group commit.
+    pub fn on_commit(&mut self, commit: Commit) {
+        match commit {
+            Commit::Stored(ids) => self.core.persisted(&ids, self.clock.now()),
+            Commit::Failed(ids, why) => self.core.persist_failed(&ids, &why),
+        }
+        self.settle();
+    }
+
+    /// A signal asked for a stop (`graceful`: running jobs finish first).
+    pub fn begin_shutdown(&mut self, graceful: bool) {
+        if self.draining == Some(false) {
+            return;
+        }
+        tracing::info!(
+            graceful,
+            running = self.core.running_jobs(),
+            "shutdown requested"
+        );
+        self.draining = Some(graceful && self.draining.is_none());
+        let _ = self.signals.stop_accepting.send(true);
+        self.settle();
+    }
+
+    /// Ends the server: every connection is flushed and closed, and the
+    /// store (if any) is handed back to be finished off the runtime.
+    pub fn finish(&mut self) -> Option<StoreTask> {
+        self.finished = true;
         let left = self.core.volatile_job_count();
         if left > 0 {
             tracing::warn!(
@@ -121,63 +267,24 @@ impl Engine {
                 "shutting down with jobs held only in memory; they are lost"
             );
         }
-        for tx in self.writers.values() {
-            let _ = tx.send(vec![Out::Close]);
+        let ids: Vec<ConnId> = self.peers.keys().copied().collect();
+        for id in ids {
+            self.effects.push(Effect::Close(id));
         }
-        if let Some(mut store) = self.store.take() {
+        self.process(true, None);
+        for (_, p) in self.peers.drain() {
+            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
+            p.ctl.notify_one();
+        }
+        tracing::info!(stored = self.core.job_count() - left, "engine stopped");
+        let mut store = self.store.take();
+        if let Some(store) = store.as_mut() {
             let batch = std::mem::take(&mut self.store_batch);
             if !batch.is_empty() {
                 let _ = store.submit(batch);
             }
-            // The store thread flushes what is queued, then ends.
-            let _ = tokio::task::spawn_blocking(move || store.finish()).await;
         }
-        tracing::info!(stored = self.core.job_count() - left, "engine stopped");
-    }
-
-    fn apply(&mut self, msg: EngineMsg) {
-        let now = self.clock.now();
-        match msg {
-            EngineMsg::Connect { id, info, tx } => {
-                self.core.connect(id, info);
-                self.writers.insert(id, tx);
-            }
-            EngineMsg::Inputs(id, inputs) => {
-                for input in inputs {
-                    if self.draining.is_some() && self.refused_while_draining(id, &input) {
-                        continue;
-                    }
-                    let before = self.effects.len();
-                    self.core.handle(id, input, now);
-                    self.core.drain_effects_into(&mut self.effects);
-                    if self.effects[before..].contains(&Effect::Close(id)) {
-                        // The core closed the connection (an admin line with
-                        // too many words): nothing sent after that may run.
-                        self.core.disconnect(id, now);
-                        break;
-                    }
-                }
-            }
-            EngineMsg::Fatal(id, reply) => {
-                self.core.drain_effects_into(&mut self.effects);
-                if let Some(r) = reply {
-                    self.effects.push(Effect::Send(id, r));
-                }
-                self.effects.push(Effect::Close(id));
-                self.core.disconnect(id, now);
-            }
-            EngineMsg::Disconnect(id) => {
-                self.core.disconnect(id, now);
-                self.core.drain_effects_into(&mut self.effects);
-                self.route_effects();
-                self.flush_one(id);
-                self.writers.remove(&id);
-            }
-            EngineMsg::Stored(ids) => self.core.persisted(&ids, now),
-            EngineMsg::StoreFailed(ids, reason) => self.core.persist_failed(&ids, &reason),
-            EngineMsg::Shutdown { graceful } => self.begin_shutdown(graceful),
-        }
-        self.core.drain_effects_into(&mut self.effects);
+        store
     }
 
     /// While draining no job may start, or the drain could last as long as
@@ -201,85 +308,162 @@ impl Engine {
         }
     }
 
-    fn begin_shutdown(&mut self, graceful: bool) {
-        if self.draining == Some(false) {
-            return;
+    /// Routes every pending effect and runs inline store commits; the
+    /// writes are left to the flusher task, which runs once the other
+    /// connections that are ready now have been read, so a connection that
+    /// gets output from several of them gets it in one write.
+    fn settle(&mut self) {
+        self.process(false, None);
+    }
+
+    /// Writes every connection that has output (the flusher task's turn).
+    pub fn flush(&mut self) {
+        self.flush_scheduled = false;
+        self.process(true, None);
+    }
+
+    /// Routes effects, runs inline commits, writes (when `write`) or
+    /// schedules the flusher, re-arms the timer and checks whether a
+    /// shutdown has drained.
+    fn process(&mut self, write: bool, own: Option<ConnId>) {
+        loop {
+            self.core.drain_effects_into(&mut self.effects);
+            self.route_effects();
+            // Inline stores answer at once; their answers (JOB_CREATED,
+            // wake-ups) may produce more output, hence the loop.
+            while !self.store_batch.is_empty() {
+                let batch = std::mem::take(&mut self.store_batch);
+                let Some(store) = &mut self.store else {
+                    self.store_batch.clear();
+                    break;
+                };
+                match store.submit(batch) {
+                    None => {}
+                    Some(Commit::Stored(ids)) => self.core.persisted(&ids, self.clock.now()),
+                    Some(Commit::Failed(ids, why)) => self.core.persist_failed(&ids, &why),
+                }
+                self.core.drain_effects_into(&mut self.effects);
+                self.route_effects();
+            }
+            if self.dirty.is_empty() {
+                break;
+            }
+            if !write {
+                if let Some(own) = own {
+                    // The reading connection's own replies leave at once
+                    // (its next request may wait on them); only output for
+                    // others waits for the flusher.
+                    self.write_peer(own);
+                    if self.dirty.len() == 1 && self.dirty[0] == own {
+                        self.dirty.clear();
+                        if let Some(p) = self.peers.get_mut(&own) {
+                            p.listed = false;
+                        }
+                        continue;
+                    }
+                }
+                if !self.flush_scheduled {
+                    self.flush_scheduled = true;
+                    self.signals.flush.notify_one();
+                }
+                break;
+            }
+            // A connection closed by a failed write is forgotten by the
+            // core, which may requeue its jobs: the loop routes that too.
+            let mut dirty = std::mem::take(&mut self.dirty);
+            for id in dirty.drain(..) {
+                if let Some(p) = self.peers.get_mut(&id) {
+                    p.listed = false;
+                }
+                self.write_peer(id);
+            }
+            self.dirty = dirty;
         }
-        tracing::info!(
-            graceful,
-            running = self.core.running_jobs(),
-            "shutdown requested"
-        );
-        self.draining = Some(graceful && self.draining.is_none());
-        let _ = self.stop_accepting.send(true);
+        if let Some(d) = self.core.next_deadline() {
+            if self.armed.is_none_or(|a| d < a) {
+                self.armed = Some(d);
+                self.signals.timer.notify_one();
+            }
+        }
+        if let Some(graceful) = self.draining {
+            // A graceful stop also waits for the store's answer on
+            // submissions it holds, so no stored job goes unacknowledged.
+            if !graceful || (self.core.running_jobs() == 0 && self.core.awaiting_store() == 0) {
+                self.signals.done.notify_one();
+            }
+        }
     }
 
     fn route_effects(&mut self) {
         for effect in self.effects.drain(..) {
-            let (id, out) = match effect {
-                Effect::Send(id, r) => (id, Out::Packet(r)),
-                Effect::Text(id, t) => (id, Out::Text(t)),
-                Effect::Close(id) => (id, Out::Close),
+            let (id, what) = match effect {
+                Effect::Send(id, r) => (id, Some(Ok(r))),
+                Effect::Text(id, t) => (id, Some(Err(t))),
+                Effect::Close(id) => (id, None),
                 Effect::Store(op) => {
                     self.store_batch.push(op);
                     continue;
                 }
                 Effect::Shutdown { graceful } => {
-                    // Applied after this round's output is queued.
+                    // Applied after this round's output is written.
                     self.draining = Some(graceful && self.draining != Some(false));
-                    let _ = self.stop_accepting.send(true);
+                    let _ = self.signals.stop_accepting.send(true);
                     tracing::info!(graceful, "shutdown requested by admin command");
                     continue;
                 }
             };
-            self.outbox.entry(id).or_default().push(out);
-        }
-    }
-
-    fn flush_one(&mut self, id: ConnId) {
-        if let Some(batch) = self.outbox.remove(&id) {
-            if let Some(tx) = self.writers.get(&id) {
-                let _ = tx.send(batch);
-            }
-        }
-    }
-
-    fn dispatch(&mut self) {
-        self.core.drain_effects_into(&mut self.effects);
-        self.route_effects();
-        // Inline stores answer at once; their answers (JOB_CREATED, wake-ups)
-        // may write again (e.g. a job finishing), hence the loop.
-        while !self.store_batch.is_empty() {
-            let batch = std::mem::take(&mut self.store_batch);
-            let Some(store) = &mut self.store else {
-                break;
+            let Some(p) = self.peers.get_mut(&id) else {
+                continue;
             };
-            match store.submit(batch) {
-                None => {}
-                Some(Commit::Stored(ids)) => self.core.persisted(&ids, self.clock.now()),
-                Some(Commit::Failed(ids, why)) => self.core.persist_failed(&ids, &why),
+            if p.closing {
+                continue;
             }
-            self.core.drain_effects_into(&mut self.effects);
-            self.route_effects();
-        }
-        for (id, batch) in self.outbox.drain() {
-            let closing = batch.iter().any(|o| matches!(o, Out::Close));
-            if let Some(tx) = self.writers.get(&id) {
-                let _ = tx.send(batch);
+            match what {
+                Some(Ok(r)) => r.encode(&mut p.out),
+                Some(Err(t)) => p.out.extend_from_slice(&t),
+                None => p.closing = true,
             }
-            if closing {
-                // Nothing more goes to a closed connection; forget its writer
-                // now (a reader that ended on a framing error sends no
-                // Disconnect of its own).
-                self.writers.remove(&id);
+            if !p.listed {
+                p.listed = true;
+                self.dirty.push(id);
             }
         }
     }
-}
 
-async fn sleep_until(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(Instant::from_std(t)).await,
-        None => std::future::pending().await,
+    /// Writes as much of `id`'s output as the socket takes now; closes it
+    /// when it was asked to close and everything is written.
+    fn write_peer(&mut self, id: ConnId) {
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        if p.blocked {
+            return;
+        }
+        while !p.out.is_empty() {
+            match p.stream.try_write(&p.out) {
+                Ok(n) => p.out.advance(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    p.blocked = true;
+                    p.ctl.notify_one();
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(conn = id.0, error = %e, "write failed");
+                    p.out.clear();
+                    p.closing = true;
+                }
+            }
+        }
+        if p.out.capacity() > KEEP_OUT_BUF {
+            p.out = BytesMut::new();
+        }
+        if p.closing {
+            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Write);
+            p.ctl.notify_one();
+            self.peers.remove(&id);
+            // The core forgot it when it asked to close; a write failure
+            // is forgotten here.
+            self.core.disconnect(id, self.clock.now());
+        }
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! [`Server::bind`] opens the listeners (port 0 works, for tests);
 //! [`Server::run`] accepts connections until the shutdown future resolves or
-//! an admin `shutdown` arrives. Each connection is a reader task and a writer
-//! task ([`connection`]); all routing happens in one engine task
-//! ([`engine`]) that owns the sans-IO core, so there is no shared mutable
-//! state and no lock.
+//! an admin `shutdown` arrives. Each connection is one task
+//! ([`connection`]) that reads and decodes; all routing happens in the
+//! [`engine`], which owns the sans-IO core and every connection's output
+//! behind one lock, taken once per read. `serve` runs it all on one
+//! thread (the lock is then never contended); the store's group commits
+//! run on a thread of their own ([`store_task`]).
 
 pub mod clock;
 pub mod config;
@@ -20,14 +22,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::Mutex;
+
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, StoreOp};
 use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 
 pub use config::{ServerConfig, StoreConfig};
-use engine::{Engine, EngineMsg};
-use store_task::StoreTask;
+use engine::{Engine, Shared, Signals};
+use store_task::{Commit, StoreTask};
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -146,7 +150,7 @@ impl Server {
     /// Serves until `shutdown` resolves (a graceful stop: running jobs
     /// finish first) or an admin `shutdown` command is accepted.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (commit_tx, commit_rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
         let sync_every = match &self.cfg.store {
             StoreConfig::Log {
@@ -156,7 +160,7 @@ impl Server {
             _ => None,
         };
         let store = match self.store {
-            Some(store) => match StoreTask::spawn(store, tx.clone(), sync_every) {
+            Some(store) => match StoreTask::spawn(store, commit_tx, sync_every) {
                 Ok(task) => Some(task),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start the store thread");
@@ -165,39 +169,96 @@ impl Server {
             },
             None => None,
         };
-        let engine = Engine::new(self.core, stop_tx, store);
-        let engine = tokio::spawn(engine.run(rx));
-        let signal_tx = tx.clone();
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = signal_tx.send(EngineMsg::Shutdown { graceful: true });
-        });
+        let signals = Signals {
+            timer: Arc::new(Notify::new()),
+            flush: Arc::new(Notify::new()),
+            done: Arc::new(Notify::new()),
+            stop_accepting: stop_tx,
+        };
+        let (timer, flush, done) = (
+            signals.timer.clone(),
+            signals.flush.clone(),
+            signals.done.clone(),
+        );
+        let engine: Shared = Arc::new(Mutex::new(Engine::new(self.core, store, signals)));
+        let mut tasks = vec![
+            tokio::spawn(timer_loop(engine.clone(), timer)),
+            tokio::spawn(commit_loop(engine.clone(), commit_rx)),
+            tokio::spawn(flush_loop(engine.clone(), flush)),
+        ];
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
         let next_id = Arc::new(AtomicU64::new(1));
-        let mut acceptors = Vec::new();
         for listener in self.listeners {
-            acceptors.push(tokio::spawn(accept_loop(
+            tasks.push(tokio::spawn(accept_loop(
                 listener,
-                tx.clone(),
+                engine.clone(),
                 stop_rx.clone(),
                 limit.clone(),
                 next_id.clone(),
                 self.cfg.max_packet_size,
             )));
         }
-        drop(tx);
-        let _ = engine.await;
-        for a in acceptors {
-            a.abort();
+        let signalled = tokio::select! {
+            _ = shutdown => true,
+            _ = done.notified() => false,
+        };
+        if signalled {
+            engine::lock(&engine).begin_shutdown(true);
+            done.notified().await;
         }
-        // Let writers flush what the engine queued last.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        for t in &tasks {
+            t.abort();
+        }
+        let store = engine::lock(&engine).finish();
+        if let Some(store) = store {
+            // The store thread flushes what is queued, then ends.
+            let _ = tokio::task::spawn_blocking(move || store.finish()).await;
+        }
+    }
+}
+
+/// Fires the core's timers when they are due; woken early when the engine
+/// arms an earlier deadline.
+async fn timer_loop(engine: Shared, wake: Arc<Notify>) {
+    let mut deadline = engine::lock(&engine).arm();
+    loop {
+        tokio::select! {
+            _ = sleep_until(deadline) => deadline = engine::lock(&engine).on_timer(),
+            _ = wake.notified() => deadline = engine::lock(&engine).arm(),
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes what the engine queued for connections, once the tasks that were
+/// ready together have all had their turn.
+async fn flush_loop(engine: Shared, wake: Arc<Notify>) {
+    loop {
+        wake.notified().await;
+        engine::lock(&engine).flush();
+    }
+}
+
+/// Hands the store thread's commit results to the engine.
+async fn commit_loop(engine: Shared, mut rx: mpsc::UnboundedReceiver<Commit>) {
+    while let Some(commit) = rx.recv().await {
+        let mut e = engine::lock(&engine);
+        e.on_commit(commit);
+        while let Ok(more) = rx.try_recv() {
+            e.on_commit(more);
+        }
     }
 }
 
 async fn accept_loop(
     listener: TcpListener,
-    engine: mpsc::UnboundedSender<EngineMsg>,
+    engine: Shared,
     mut stop: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
     next_id: Arc<AtomicU64>,
@@ -227,23 +288,18 @@ async fn accept_loop(
             ip: peer.ip().to_canonical().to_string(),
             loopback: peer.ip().to_canonical().is_loopback(),
         };
-        let (rd, wr) = stream.into_split();
-        let (out_tx, out_rx) = mpsc::unbounded_channel();
-        if engine
-            .send(EngineMsg::Connect {
-                id,
-                info,
-                tx: out_tx,
-            })
-            .is_err()
-        {
-            return;
-        }
-        let closed = Arc::new(Notify::new());
-        tokio::spawn(connection::write_loop(wr, out_rx, closed.clone()));
+        let stream = Arc::new(stream);
+        let ctl = {
+            let mut e = engine::lock(&engine);
+            if !e.connect(id, info, stream.clone()) {
+                return;
+            }
+            e.ctl(id)
+        };
+        let Some(ctl) = ctl else { return };
         let engine = engine.clone();
         tokio::spawn(async move {
-            connection::read_loop(id, peer, rd, engine, closed, max_packet).await;
+            connection::serve(id, peer, stream, ctl, engine, max_packet).await;
             drop(permit);
         });
     }

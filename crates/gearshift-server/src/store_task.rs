@@ -14,8 +14,6 @@ use gearshift_proto::Priority;
 use gearshift_store::{JobRecord, Store};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::engine::EngineMsg;
-
 /// A store plus the operations a failed flush could not write: ends,
 /// attempt counts and reservations refuse no submitter, so they are written
 /// with the next flush instead of being forgotten (a forgotten end would
@@ -103,12 +101,12 @@ pub struct StoreTask {
 }
 
 impl StoreTask {
-    /// Starts the thread; results go to `engine`. With `sync_every`
+    /// Starts the thread; its commits' results go to `engine`. With `sync_every`
     /// (interval durability), written data is forced to disk at that
     /// interval and small batches may be written inline.
     pub fn spawn(
         store: Box<dyn Store>,
-        engine: UnboundedSender<EngineMsg>,
+        engine: UnboundedSender<Commit>,
         sync_every: Option<Duration>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
@@ -132,7 +130,7 @@ impl StoreTask {
 
     /// Writes a batch: inline when that is allowed and cheap (the result is
     /// returned), else through the thread (the result comes as an
-    /// [`EngineMsg`]).
+    /// [`Commit`] on the engine's channel).
     pub fn submit(&mut self, batch: Vec<StoreOp>) -> Option<Commit> {
         let adds = batch
             .iter()
@@ -164,7 +162,7 @@ fn store_thread(
     committer: Arc<Mutex<Committer>>,
     done: Arc<AtomicU64>,
     dirty: Arc<AtomicBool>,
-    engine: UnboundedSender<EngineMsg>,
+    engine: UnboundedSender<Commit>,
     sync_every: Option<Duration>,
 ) {
     let lock = || {
@@ -199,10 +197,10 @@ fn store_thread(
             dirty.store(true, Ordering::Release);
             match result {
                 Commit::Stored(added) if !added.is_empty() => {
-                    let _ = engine.send(EngineMsg::Stored(added));
+                    let _ = engine.send(Commit::Stored(added));
                 }
                 Commit::Failed(added, why) if !added.is_empty() => {
-                    let _ = engine.send(EngineMsg::StoreFailed(added, why));
+                    let _ = engine.send(Commit::Failed(added, why));
                 }
                 _ => {}
             }

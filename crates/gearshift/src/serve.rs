@@ -211,7 +211,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .map_err(|e| format!("cannot write pid file {path}: {e}"))?;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // One thread runs every connection and the engine (the store's commits
+    // have a thread of their own): on the 2-core machine of
+    // docs/benchmarks.md this beat a multi-threaded runtime, whose threads
+    // only took turns at the engine's lock.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
