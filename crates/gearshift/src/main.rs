@@ -5,11 +5,13 @@
 //!
 //! - `serve`, `import/`: the server side.
 //! - `submit` (and `batch` for `--lines`), `work`, `admin_cmd` (with
-//!   `table`): the tools; `servers` holds what they share (`--server`,
-//!   exit codes, readable errors), `when` the time and duration parsers.
+//!   `table`): the tools; `bench/` the load tool; `servers` holds what they
+//!   share (`--server`, exit codes, readable errors), `when` the time and
+//!   duration parsers.
 
 mod admin_cmd;
 mod batch;
+mod bench;
 mod import;
 mod serve;
 mod servers;
@@ -40,6 +42,8 @@ enum Command {
     Work(work::WorkArgs),
     /// Query or manage a server (status, workers, jobs, ...).
     Admin(admin_cmd::AdminArgs),
+    /// Measure a server: submit, drain, roundtrip and echo scenarios.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,5 +54,6 @@ fn main() -> std::process::ExitCode {
         Command::Submit(args) => submit::main(args),
         Command::Work(args) => work::main(args),
         Command::Admin(args) => admin_cmd::main(args),
+        Command::Bench(args) => bench::main(args),
     }
 }
