@@ -66,6 +66,11 @@ pub struct ServeArgs {
     /// Accepted for gearmand compatibility; Gearshift sizes its own threads.
     #[arg(short = 't', long, hide = true)]
     threads: Option<usize>,
+    /// Threads that run connections and the engine: 1 (default) runs
+    /// everything on one thread; more use a multi-threaded runtime whose
+    /// threads take turns at the engine (measured in docs/benchmarks.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    io_threads: u16,
     /// Accepted for gearmand compatibility; round-robin is always on.
     #[arg(short = 'R', long, hide = true)]
     round_robin: bool,
@@ -211,14 +216,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .map_err(|e| format!("cannot write pid file {path}: {e}"))?;
     }
-    // One thread runs every connection and the engine (the store's commits
-    // have a thread of their own): on the 2-core machine of
+    // By default one thread runs every connection and the engine (the
+    // store's commits have a thread of their own): on the 2-core machine of
     // docs/benchmarks.md this beat a multi-threaded runtime, whose threads
-    // only took turns at the engine's lock.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    // only take turns at the engine's lock.
+    let rt = if args.io_threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(usize::from(args.io_threads))
+            .enable_all()
+            .build()
+    }
+    .map_err(|e| format!("cannot start runtime: {e}"))?;
     let cfg_store = cfg.store.clone();
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
