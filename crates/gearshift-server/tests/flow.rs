@@ -29,7 +29,7 @@ async fn a_peer_that_stops_reading_gets_everything_later_and_blocks_nobody() {
     }
     // Written from another task: the server stops reading this socket's
     // requests only as far as its own replies back up, so the write finishes.
-    let (mut rd, mut wr) = slow.stream.into_split();
+    let (rd, mut wr) = slow.stream.into_split();
     let writer = tokio::spawn(async move {
         tokio::time::timeout(TIMEOUT, wr.write_all(&batch))
             .await
