@@ -10,6 +10,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
 use gearshift_store::conformance::job;
 use gearshift_store::log::FILE_NAME;
@@ -27,22 +28,38 @@ fn replay_at(dir: &Path, opts: LogOptions) -> Replayed {
         .expect("replay")
 }
 
+/// Serialises the tests of this file. Each spawns `mount`/`umount`, and a
+/// spawned child holds copies of every open descriptor of the process until
+/// it execs: run beside another test, it can keep that test's store lock
+/// (so a reopen finds the directory locked) or a deleted file's space on
+/// the tiny tmpfs alive for a moment. The tests are about the store, not
+/// that race.
+static SERIAL: Mutex<()> = Mutex::new(());
+
 /// A tmpfs mounted on a temporary directory, unmounted when dropped (also
 /// when the test panics).
 struct Mount {
     dir: TempDir,
+    /// Held until after the unmount.
+    _serial: MutexGuard<'static, ()>,
 }
 
 impl Mount {
     /// Mounts a tmpfs, or prints why not and returns `None`.
     fn tmpfs(options: &str, test: &str) -> Option<Mount> {
+        let serial = SERIAL
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let dir = TempDir::new().expect("tempdir");
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", options, "tmpfs"])
             .arg(dir.path())
             .output();
         match out {
-            Ok(o) if o.status.success() => Some(Mount { dir }),
+            Ok(o) if o.status.success() => Some(Mount {
+                dir,
+                _serial: serial,
+            }),
             Ok(o) => {
                 let why = String::from_utf8_lossy(&o.stderr);
                 println!("note: {test} skipped: cannot mount a tmpfs: {}", why.trim());
