@@ -80,27 +80,52 @@ fn eq(word: &[u8], lit: &str) -> bool {
 
 /// Splits a line into words the way gearmand does.
 pub fn split_words(line: &[u8]) -> Vec<&[u8]> {
-    if line.is_empty() {
-        return Vec::new();
-    }
-    let mut words = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    while i < line.len() {
-        if line[i] == b' ' {
-            words.push(&line[start..i]);
-            while i < line.len() && line[i] == b' ' {
-                i += 1;
-            }
-            start = i;
-        } else {
-            i += 1;
+    Words::new(line).collect()
+}
+
+/// The words of a line, as [`split_words`] cuts them, without allocating.
+#[derive(Debug, Clone)]
+pub struct Words<'a> {
+    line: &'a [u8],
+    start: usize,
+    i: usize,
+    done: bool,
+}
+
+impl<'a> Words<'a> {
+    /// The words of `line`.
+    pub fn new(line: &'a [u8]) -> Self {
+        Words {
+            line,
+            start: 0,
+            i: 0,
+            done: line.is_empty(),
         }
     }
-    if start < line.len() || line.last() == Some(&b' ') {
-        words.push(&line[start..]);
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.done {
+            return None;
+        }
+        let line = self.line;
+        while self.i < line.len() {
+            if line[self.i] == b' ' {
+                let word = &line[self.start..self.i];
+                while self.i < line.len() && line[self.i] == b' ' {
+                    self.i += 1;
+                }
+                self.start = self.i;
+                return Some(word);
+            }
+            self.i += 1;
+        }
+        self.done = true;
+        (self.start < line.len() || line.last() == Some(&b' ')).then(|| &line[self.start..])
     }
-    words
 }
 
 fn args_error(word: &[u8]) -> AdminCommand {
@@ -121,10 +146,16 @@ pub fn unknown_command(word: &[u8]) -> Bytes {
 
 /// Parses one admin line (without its line terminator).
 pub fn parse_admin(line: &[u8]) -> AdminCommand {
-    let words = split_words(line);
-    if words.len() > MAX_WORDS {
-        return AdminCommand::TooManyWords;
+    let mut kept: [&[u8]; MAX_WORDS] = [&[]; MAX_WORDS];
+    let mut count = 0;
+    for word in Words::new(line) {
+        if count == MAX_WORDS {
+            return AdminCommand::TooManyWords;
+        }
+        kept[count] = word;
+        count += 1;
     }
+    let words = &kept[..count];
     let Some(&cmd) = words.first() else {
         return AdminCommand::Reply(unknown_command(b""));
     };

@@ -102,6 +102,14 @@ pub fn decode_frame(buf: &mut BytesMut, max_body: usize) -> Result<Option<Frame>
         return Ok(None);
     }
     buf.advance(HEADER_LEN);
+    if size == 0 {
+        // GRAB_JOB, PRE_SLEEP, …: no need to share the buffer for nothing.
+        return Ok(Some(Frame::Packet(Packet {
+            magic,
+            kind,
+            body: Bytes::new(),
+        })));
+    }
     let body = buf.split_to(size).freeze();
     Ok(Some(Frame::Packet(Packet { magic, kind, body })))
 }
@@ -133,15 +141,44 @@ pub fn encode_parts(magic: Magic, kind: PacketType, parts: &[&[u8]], out: &mut B
     let body_len: usize =
         parts.iter().map(|p| p.len()).sum::<usize>() + parts.len().saturating_sub(1);
     out.reserve(HEADER_LEN + body_len);
-    out.put_slice(&magic.bytes());
-    out.put_u32(kind.as_u32());
-    out.put_u32(body_len as u32);
-    for (i, p) in parts.iter().enumerate() {
-        if i > 0 {
+    let mut header = [0; HEADER_LEN];
+    header[..4].copy_from_slice(&magic.bytes());
+    header[4..8].copy_from_slice(&kind.as_u32().to_be_bytes());
+    header[8..].copy_from_slice(&(body_len as u32).to_be_bytes());
+    out.put_slice(&header);
+    if let [first, rest @ ..] = parts {
+        out.put_slice(first);
+        for p in rest {
             out.put_u8(0);
+            out.put_slice(p);
         }
-        out.put_slice(p);
     }
+}
+
+/// `n` in decimal, written into the tail of `buf` (no allocation).
+pub fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let digits = decimal_u64(n.unsigned_abs(), buf).len();
+    let mut i = buf.len() - digits;
+    if n < 0 {
+        // At most 19 digits: room for the sign.
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// `n` in decimal, written into the tail of `buf` (no allocation).
+pub fn decimal_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
 }
 
 /// Splits a body into the arguments its type's layout names.
@@ -150,31 +187,123 @@ pub fn encode_parts(magic: Magic, kind: PacketType, parts: &[&[u8]], out: &mut B
 /// Commands without: `n - 1` NUL-terminated arguments, then the raw rest.
 /// Returns `None` when the body holds fewer separators than the layout needs.
 pub fn split_args(kind: PacketType, body: &Bytes) -> Option<Vec<Bytes>> {
-    let (nargs, has_data) = kind.layout();
-    let terminated = if has_data {
-        nargs
-    } else {
-        nargs.saturating_sub(1)
-    };
-    let total = if has_data { nargs + 1 } else { nargs };
-    let mut out = Vec::with_capacity(total);
-    let mut start = 0;
-    for _ in 0..terminated {
-        let rel = body[start..].iter().position(|&b| b == 0)?;
-        out.push(body.slice(start..start + rel));
-        start += rel + 1;
+    let mut args = Args::split(kind, body)?;
+    Some((0..args.len()).map(|_| args.next_arg()).collect())
+}
+
+/// Most NUL-terminated arguments any layout has (SUBMIT_JOB_SCHED).
+const MAX_TERMINATED: usize = 7;
+
+/// A body's arguments, cut without allocating: the same cut as
+/// [`split_args`], handed out one at a time as slices of the body.
+#[derive(Debug)]
+pub struct Args<'a> {
+    body: &'a Bytes,
+    /// Where each NUL-terminated argument's NUL is (bodies fit in u32).
+    nuls: [u32; MAX_TERMINATED],
+    /// NUL-terminated arguments.
+    terminated: u8,
+    /// Arguments taken so far.
+    taken: u8,
+    /// A last argument runs to the end of the body.
+    rest: bool,
+}
+
+impl<'a> Args<'a> {
+    /// Cuts `body` as `kind`'s layout says; `None` when the body holds
+    /// fewer separators than the layout needs.
+    #[inline]
+    pub fn split(kind: PacketType, body: &'a Bytes) -> Option<Args<'a>> {
+        let (nargs, has_data) = kind.layout();
+        let terminated = if has_data {
+            nargs
+        } else {
+            nargs.saturating_sub(1)
+        };
+        let mut nuls = [0u32; MAX_TERMINATED];
+        let mut from = 0;
+        for nul in nuls.iter_mut().take(terminated) {
+            from += body[from..].iter().position(|&b| b == 0)?;
+            *nul = from as u32;
+            from += 1;
+        }
+        Some(Args {
+            body,
+            nuls,
+            terminated: terminated as u8,
+            taken: 0,
+            // No argument at all may be expected, yet a body came: gearmand ignores it.
+            rest: has_data || nargs > 0,
+        })
     }
-    if total > terminated {
-        out.push(body.slice(start..));
-    } else if start != body.len() {
-        // No argument at all is expected, yet a body came: gearmand ignores it.
+
+    /// Number of arguments.
+    pub fn len(&self) -> usize {
+        usize::from(self.terminated) + usize::from(self.rest)
     }
-    Some(out)
+
+    /// No arguments.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The next argument; empty once all were taken.
+    #[inline]
+    pub fn next_arg(&mut self) -> Bytes {
+        let i = usize::from(self.taken);
+        let start = match i {
+            0 => 0,
+            _ => self.nuls[(i - 1).min(MAX_TERMINATED - 1)] as usize + 1,
+        };
+        let end = if i < usize::from(self.terminated) {
+            self.nuls[i] as usize
+        } else if i == usize::from(self.terminated) && self.rest {
+            self.body.len()
+        } else {
+            return Bytes::new();
+        };
+        self.taken += 1;
+        self.body.slice(start..end)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_like_to_string() {
+        for n in [0, 1, -1, 9, 10, 42, -7, 4_294_967_295, i64::MAX, i64::MIN] {
+            let mut buf = [0; 20];
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
+        }
+        let mut buf = [0; 20];
+        assert_eq!(
+            decimal_u64(u64::MAX, &mut buf),
+            u64::MAX.to_string().as_bytes()
+        );
+    }
+
+    #[test]
+    fn args_match_split_args() {
+        for (kind, body) in [
+            (PacketType::SubmitJob, &b"f\0u\0a\0b"[..]),
+            (PacketType::SubmitJob, b"\0\0"),
+            (PacketType::CanDo, b"fn\0x"),
+            (PacketType::GrabJob, b"ignored"),
+            (PacketType::EchoReq, b""),
+            (PacketType::StatusResUnique, b"u\x001\x000\x003\x004\x005"),
+        ] {
+            let body = Bytes::copy_from_slice(body);
+            let mut args = Args::split(kind, &body).expect("enough separators");
+            let all = split_args(kind, &body).expect("enough separators");
+            assert_eq!(args.len(), all.len());
+            for want in all {
+                assert_eq!(args.next_arg(), want);
+            }
+            assert_eq!(args.next_arg(), Bytes::new());
+        }
+    }
 
     #[test]
     fn split_keeps_nul_in_data() {

@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::error::RequestError;
-use crate::frame::{encode_parts, split_args, Magic, Packet};
+use crate::frame::{decimal, encode_parts, Args, Magic, Packet};
 use crate::packet_type::PacketType;
 
 /// The three Gearman priorities, highest first; the discriminant is the index.
@@ -173,9 +173,9 @@ impl Request {
             | StatusResUnique => return Err(RequestError::NotExpected(kind)),
             _ => {}
         }
-        let args = split_args(kind, &packet.body).ok_or(RequestError::MissingArguments(kind))?;
-        let mut it = args.into_iter();
-        let mut next = || it.next().unwrap_or_default();
+        let mut args =
+            Args::split(kind, &packet.body).ok_or(RequestError::MissingArguments(kind))?;
+        let mut next = || args.next_arg();
         Ok(match kind {
             CanDo => Request::CanDo(next()),
             CantDo => Request::CantDo(next()),
@@ -290,11 +290,11 @@ impl Request {
                         out,
                     )
                 } else if let Some(epoch) = s.epoch {
-                    let when = epoch.to_string();
+                    let mut when = [0; 20];
                     encode_parts(
                         m,
                         kind,
-                        &[&s.function, &s.unique, when.as_bytes(), &s.data],
+                        &[&s.function, &s.unique, decimal(epoch, &mut when), &s.data],
                         out,
                     )
                 } else {

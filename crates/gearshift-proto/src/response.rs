@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::error::RequestError;
-use crate::frame::{encode_parts, split_args, Magic, Packet};
+use crate::frame::{decimal, encode_parts, Args, Magic, Packet};
 use crate::packet_type::PacketType;
 use crate::request::parse_atoi;
 
@@ -203,7 +203,7 @@ impl Response {
                 numerator,
                 denominator,
             } => {
-                let (n, d) = (numerator.to_string(), denominator.to_string());
+                let (mut n, mut d) = ([0; 20], [0; 20]);
                 encode_parts(
                     m,
                     T::StatusRes,
@@ -211,8 +211,8 @@ impl Response {
                         handle,
                         flag(*known),
                         flag(*running),
-                        n.as_bytes(),
-                        d.as_bytes(),
+                        decimal(i64::from(*numerator), &mut n),
+                        decimal(i64::from(*denominator), &mut d),
                     ],
                     out,
                 )
@@ -225,11 +225,7 @@ impl Response {
                 denominator,
                 waiting,
             } => {
-                let (n, d, w) = (
-                    numerator.to_string(),
-                    denominator.to_string(),
-                    waiting.to_string(),
-                );
+                let (mut n, mut d, mut w) = ([0; 20], [0; 20], [0; 20]);
                 encode_parts(
                     m,
                     T::StatusResUnique,
@@ -237,9 +233,9 @@ impl Response {
                         unique,
                         flag(*known),
                         flag(*running),
-                        n.as_bytes(),
-                        d.as_bytes(),
-                        w.as_bytes(),
+                        decimal(i64::from(*numerator), &mut n),
+                        decimal(i64::from(*denominator), &mut d),
+                        decimal(i64::from(*waiting), &mut w),
                     ],
                     out,
                 )
@@ -257,9 +253,8 @@ impl Response {
         if packet.magic != Magic::Res {
             return Err(RequestError::Malformed(kind));
         }
-        let args = split_args(kind, &packet.body).ok_or(RequestError::Malformed(kind))?;
-        let mut it = args.into_iter();
-        let mut next = || it.next().unwrap_or_default();
+        let mut args = Args::split(kind, &packet.body).ok_or(RequestError::Malformed(kind))?;
+        let mut next = || args.next_arg();
         let num = |b: Bytes| parse_atoi(&b).clamp(0, i64::from(u32::MAX)) as u32;
         Ok(match kind {
             T::Noop => Response::Noop,
