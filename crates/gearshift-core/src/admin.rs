@@ -115,7 +115,7 @@ impl Core {
     }
 
     fn sorted_job_ids(&self) -> Vec<JobId> {
-        let mut ids: Vec<JobId> = self.jobs.keys().copied().collect();
+        let mut ids: Vec<JobId> = self.jobs.iter().map(|j| j.id).collect();
         ids.sort_unstable();
         ids
     }
@@ -123,14 +123,14 @@ impl Core {
     fn show_jobs_text(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for id in self.sorted_job_ids() {
-            let Some(job) = self.jobs.get(&id) else {
+            let Some(job) = self.jobs.get(id) else {
                 continue;
             };
             let cancelled = job.state == JobState::Cancelled;
             // gearmand's IGNORE_JOB: the result goes nowhere (cancelled, or a
             // running foreground job whose clients all left).
             let ignored = cancelled || (!job.background && job.clients.is_empty());
-            out.extend_from_slice(&job.handle);
+            self.write_handle(&mut out, id);
             let _ = writeln!(
                 out,
                 "\t{}\t{}\t{}",
@@ -146,7 +146,7 @@ impl Core {
     fn show_unique_text(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for id in self.sorted_job_ids() {
-            let Some(job) = self.jobs.get(&id) else {
+            let Some(job) = self.jobs.get(id) else {
                 continue;
             };
             out.extend_from_slice(&job.unique);
@@ -162,11 +162,11 @@ impl Core {
         let Some(id) = self.job_by_handle(handle) else {
             return text::ERR_UNKNOWN_JOB;
         };
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let h = self.handle_of(id);
+        let acks = self.acks.remove(&id).unwrap_or_default();
+        let Some(job) = self.jobs.get_mut(id) else {
             return text::ERR_UNKNOWN_JOB;
         };
-        let h = job.handle.clone();
-        let acks = std::mem::take(&mut job.acks);
         let clients = std::mem::take(&mut job.clients);
         let running = job.state == JobState::Running;
         let stored = job.persist != Persist::No;
@@ -177,18 +177,17 @@ impl Core {
             job.persist = Persist::No;
             // Reaped only when its worker reports; meanwhile a resubmission
             // of its unique must make a new job, not wait on this dead one.
-            let job = job.clone();
-            self.unindex_unique(&job);
+            self.jobs.unindex_unique(id);
             if stored {
                 self.effects.push(Effect::Store(StoreOp::Done(id)));
             }
         }
         // Submitters still waiting for the store hear JOB_CREATED first, so
         // the WORK_FAIL that follows names a handle they know.
-        for c in acks {
+        for &c in &acks {
             self.resolve_ack(c, id, Response::JobCreated(h.clone()));
         }
-        for c in clients {
+        for &c in &clients {
             if let Some(conn) = self.conns.get_mut(&c.0) {
                 conn.waiting.remove(&id);
             }
@@ -197,7 +196,7 @@ impl Core {
         if !running
             && self
                 .jobs
-                .get(&id)
+                .get(id)
                 .is_some_and(|j| j.state != JobState::Cancelled)
         {
             self.remove_job(id);

@@ -48,6 +48,8 @@ pub struct Conn {
     pub noop_sent: bool,
     /// Output held behind answers that wait for the store (see [`crate::order`]).
     pub outbox: std::collections::VecDeque<crate::order::Held>,
+    /// The function this connection last submitted to: a hint, checked by name.
+    pub last_func: FuncId,
 }
 
 impl Conn {
@@ -64,6 +66,7 @@ impl Conn {
             sleeping: false,
             noop_sent: false,
             outbox: std::collections::VecDeque::new(),
+            last_func: FuncId::MAX,
         }
     }
 

@@ -10,7 +10,7 @@ use gearshift_proto::Response;
 use crate::effect::{Effect, StoreOp, StoredJob};
 use crate::engine::Core;
 use crate::ids::JobId;
-use crate::job::{Job, JobState, Persist, UniqueKey};
+use crate::job::{ConnList, Job, JobExtra, JobState, Persist};
 use crate::Millis;
 
 /// Handle numbers reserved in the store ahead of use. A restart skips at
@@ -22,18 +22,20 @@ impl Core {
     /// JOB_CREATED and new jobs become grab-able (or scheduled).
     pub fn persisted(&mut self, ids: &[JobId], now: Millis) {
         for &id in ids {
-            let Some(job) = self.jobs.get_mut(&id) else {
+            let Some(job) = self.jobs.get_mut(id) else {
                 continue;
             };
             if job.persist != Persist::Pending {
                 continue;
             }
             job.persist = Persist::Yes;
-            let acks = std::mem::take(&mut job.acks);
-            let handle = job.handle.clone();
             let pending = job.state == JobState::Pending;
-            for c in acks {
-                self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
+            let acks = self.acks.remove(&id).unwrap_or_default();
+            if !acks.is_empty() {
+                let handle = self.handle_of(id);
+                for &c in &acks {
+                    self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
+                }
             }
             if pending {
                 self.release(id, now);
@@ -45,14 +47,14 @@ impl Core {
     /// QUEUE_ERROR and a job that existed only for them is dropped.
     pub fn persist_failed(&mut self, ids: &[JobId], reason: &str) {
         for &id in ids {
-            let Some(job) = self.jobs.get_mut(&id) else {
+            let Some(job) = self.jobs.get_mut(id) else {
                 continue;
             };
             if job.persist != Persist::Pending {
                 continue;
             }
             job.persist = Persist::No;
-            let acks = std::mem::take(&mut job.acks);
+            let acks = self.acks.remove(&id).unwrap_or_default();
             let new_job = job.state == JobState::Pending;
             if !new_job {
                 // A foreground job a background submitter joined: it goes on
@@ -61,7 +63,7 @@ impl Core {
             }
             let orphan = !new_job && job.clients.is_empty() && job.state == JobState::Queued;
             let text = format!("Job could not be stored: {reason}");
-            for c in acks {
+            for &c in &acks {
                 let refusal = Response::error("QUEUE_ERROR", Bytes::from(text.clone()));
                 self.resolve_ack(c, id, refusal);
             }
@@ -80,45 +82,34 @@ impl Core {
         self.reserved = self.next_job;
         for s in jobs {
             let func = self.function_id(&s.function);
-            let unique_key = match s.unique.as_ref() {
-                b"" => UniqueKey::None,
-                b"-" => UniqueKey::Data,
-                _ => UniqueKey::Named,
-            };
-            if s.handle != self.make_handle(s.id) {
+            if !self.handles.is(&s.handle, s.id) {
                 // Written under another --job-handle-prefix: still findable.
                 self.foreign_handles.insert(s.handle.clone(), s.id);
+                self.foreign_ids.insert(s.id, s.handle);
             }
-            match unique_key {
-                UniqueKey::None => {}
-                UniqueKey::Data => {
-                    self.by_data.insert((func, s.data.clone()), s.id);
-                }
-                UniqueKey::Named => self.uniques.entry(s.unique.clone()).or_default().push(s.id),
-            }
-            let job = Job {
+            let extra = (s.reducer.is_some() || s.due_ms.is_some()).then(|| {
+                Box::new(JobExtra {
+                    reducer: s.reducer,
+                    due: s.due_ms,
+                })
+            });
+            // The same id twice (a store never replays that): the later
+            // record replaces the earlier, as it always has.
+            let _ = self.jobs.remove(s.id);
+            self.jobs.insert(Job {
                 id: s.id,
-                handle: s.handle,
-                func,
-                unique: s.unique,
-                unique_key,
                 data: s.data,
-                reducer: s.reducer,
+                unique: s.unique,
+                created: s.created_ms,
+                clients: ConnList::Empty,
+                extra,
+                func: func as u32,
+                retries: s.attempts,
                 priority: s.priority,
                 background: true,
-                clients: Vec::new(),
-                worker: None,
                 state: JobState::Pending,
-                retries: s.attempts,
-                numerator: 0,
-                denominator: 0,
-                due: s.due_ms,
-                assignment: 0,
-                created: s.created_ms,
                 persist: Persist::Yes,
-                acks: Vec::new(),
-            };
-            self.jobs.insert(s.id, job);
+            });
             if let Some(f) = self.func_mut(func) {
                 f.total += 1;
             }
@@ -138,24 +129,28 @@ impl Core {
 
     /// Writes a job to the store.
     pub(crate) fn store_add(&mut self, id: JobId) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let handle = match self.foreign_ids.get(&id) {
+            Some(h) => h.clone(),
+            None => self.handles.make_owned(id),
+        };
+        let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
         job.persist = Persist::Pending;
         let function = self
             .funcs
-            .get(job.func)
+            .get(job.func())
             .and_then(Option::as_ref)
             .map(|f| f.name.clone());
         let stored = StoredJob {
             id,
-            handle: job.handle.clone(),
+            handle,
             function: function.unwrap_or_default(),
             unique: job.unique.clone(),
             priority: job.priority,
             data: job.data.clone(),
-            reducer: job.reducer.clone(),
-            due_ms: job.due,
+            reducer: job.reducer().cloned(),
+            due_ms: job.due(),
             attempts: job.retries,
             created_ms: job.created,
         };
@@ -166,7 +161,7 @@ impl Core {
     /// submitters still wait for an answer.
     pub fn awaiting_store(&self) -> usize {
         self.jobs
-            .values()
+            .iter()
             .filter(|j| j.persist == Persist::Pending)
             .count()
     }
@@ -174,7 +169,7 @@ impl Core {
     /// Jobs that live only in memory (lost if the process stops).
     pub fn volatile_job_count(&self) -> usize {
         self.jobs
-            .values()
+            .iter()
             .filter(|j| j.persist == Persist::No)
             .count()
     }

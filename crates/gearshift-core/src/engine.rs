@@ -15,8 +15,10 @@ use crate::config::CoreConfig;
 use crate::conn::{Conn, ConnInfo};
 use crate::effect::{Effect, Input};
 use crate::function::Function;
+use crate::handle::Handles;
 use crate::ids::{ConnId, FuncId, IdMap, JobId};
-use crate::job::{Job, JobState, UniqueKey};
+use crate::job::{ConnList, Job, JobState, Run};
+use crate::jobs::Jobs;
 use crate::Millis;
 
 /// A timer the core armed.
@@ -32,20 +34,25 @@ pub(crate) enum Timer {
 pub struct Core {
     pub(crate) cfg: CoreConfig,
     pub(crate) next_job: JobId,
-    pub(crate) jobs: IdMap<JobId, Job>,
+    /// Every job, with the coalescing indexes (named uniques, `-` workloads).
+    pub(crate) jobs: Jobs,
     pub(crate) funcs: Vec<Option<Function>>,
     pub(crate) func_index: HashMap<Bytes, FuncId>,
     pub(crate) conns: IdMap<u64, Conn>,
-    /// Named uniques → the jobs holding them (one per function at most).
-    pub(crate) uniques: HashMap<Bytes, Vec<JobId>>,
-    /// `-` uniques: (function, workload) → job.
-    pub(crate) by_data: HashMap<(FuncId, Bytes), JobId>,
+    /// Jobs a worker holds (running or cancelled while running).
+    pub(crate) running: IdMap<JobId, Run>,
+    /// Submitters owed a JOB_CREATED once the store confirms the job.
+    pub(crate) acks: IdMap<JobId, ConnList>,
+    /// Numbers assignments, so a stale CAN_DO_TIMEOUT timer is recognised.
+    pub(crate) next_assignment: u64,
+    pub(crate) handles: Handles,
     pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
     pub(crate) effects: Vec<Effect>,
     /// Handle numbers below this are reserved in the store.
     pub(crate) reserved: JobId,
-    /// Handles of restored jobs written under another prefix.
+    /// Handles of restored jobs written under another prefix, both ways.
     pub(crate) foreign_handles: HashMap<Bytes, JobId>,
+    pub(crate) foreign_ids: IdMap<JobId, Bytes>,
 }
 
 impl Core {
@@ -58,18 +65,21 @@ impl Core {
     /// must never reuse a handle).
     pub fn with_first_handle(cfg: CoreConfig, first: JobId) -> Self {
         Core {
+            handles: Handles::new(&cfg.handle_prefix),
             cfg,
             next_job: first.max(1),
-            jobs: IdMap::default(),
+            jobs: Jobs::default(),
             funcs: Vec::new(),
             func_index: HashMap::new(),
             conns: IdMap::default(),
-            uniques: HashMap::new(),
-            by_data: HashMap::new(),
+            running: IdMap::default(),
+            acks: IdMap::default(),
+            next_assignment: 0,
             timers: BinaryHeap::new(),
             effects: Vec::new(),
             reserved: 0,
             foreign_handles: HashMap::new(),
+            foreign_ids: IdMap::default(),
         }
     }
 
@@ -233,6 +243,28 @@ impl Core {
         if let Some(&id) = self.func_index.get(name) {
             return id;
         }
+        self.new_function(name)
+    }
+
+    /// [`Core::function_id`] for a connection's submission: a client
+    /// usually submits to the function it named last, so that one is
+    /// checked first (by name, so a dropped function never matches).
+    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &Bytes) -> FuncId {
+        let Some(c) = self.conns.get_mut(&conn.0) else {
+            return self.function_id(name);
+        };
+        let hint = c.last_func;
+        if self.func(hint).is_some_and(|f| f.name == name) {
+            return hint;
+        }
+        let id = self.function_id(name);
+        if let Some(c) = self.conns.get_mut(&conn.0) {
+            c.last_func = id;
+        }
+        id
+    }
+
+    fn new_function(&mut self, name: &Bytes) -> FuncId {
         let id = self.funcs.len();
         self.funcs.push(Some(Function::new(name.clone())));
         self.func_index.insert(name.clone(), id);
@@ -246,23 +278,39 @@ impl Core {
                 return Some(id);
             }
         }
-        let prefix = self.cfg.handle_prefix.as_bytes();
-        let rest = handle.strip_prefix(prefix)?.strip_prefix(b":")?;
-        if rest.is_empty() || rest.len() > 20 || rest[0] == b'0' {
-            return None;
+        let id = self.handles.parse(handle)?;
+        self.jobs.contains(id).then_some(id)
+    }
+
+    /// The handle of a job, as its clients know it.
+    pub(crate) fn handle_of(&mut self, id: JobId) -> Bytes {
+        if !self.foreign_ids.is_empty() {
+            if let Some(h) = self.foreign_ids.get(&id) {
+                return h.clone();
+            }
         }
-        if !rest.iter().all(u8::is_ascii_digit) {
-            return None;
+        self.handles.make(id)
+    }
+
+    /// Appends the handle of a job to admin text.
+    pub(crate) fn write_handle(&self, out: &mut Vec<u8>, id: JobId) {
+        match self.foreign_ids.get(&id) {
+            Some(h) => out.extend_from_slice(h),
+            None => self.handles.write(out, id),
         }
-        let id: JobId = std::str::from_utf8(rest).ok()?.parse().ok()?;
-        self.jobs.contains_key(&id).then_some(id)
+    }
+
+    /// The handle of a job for a log line.
+    pub(crate) fn handle_text(&self, id: JobId) -> String {
+        let mut out = Vec::new();
+        self.write_handle(&mut out, id);
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// Forgets a job entirely: indexes, counters, holders and waiters.
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
-        let job = self.jobs.remove(&id)?;
-        self.unindex_unique(&job);
-        if let Some(f) = self.funcs.get_mut(job.func).and_then(Option::as_mut) {
+        let job = self.jobs.remove(id)?;
+        if let Some(f) = self.funcs.get_mut(job.func()).and_then(Option::as_mut) {
             f.total = f.total.saturating_sub(1);
             match job.state {
                 JobState::Queued => {
@@ -274,8 +322,8 @@ impl Core {
                 JobState::Running | JobState::Cancelled => f.running = f.running.saturating_sub(1),
             }
         }
-        if let Some(w) = job.worker {
-            if let Some(c) = self.conns.get_mut(&w.0) {
+        if let Some(run) = self.running.remove(&id) {
+            if let Some(c) = self.conns.get_mut(&run.worker.0) {
                 c.held.retain(|&j| j != id);
             }
         }
@@ -290,46 +338,32 @@ impl Core {
         }
         // Submitters still owed an answer: the job was accepted, then ended
         // before the store confirmed it.
-        for &c in &job.acks {
-            self.resolve_ack(c, id, Response::JobCreated(job.handle.clone()));
+        let acks = if self.acks.is_empty() {
+            None
+        } else {
+            self.acks.remove(&id)
+        };
+        if let Some(acks) = acks {
+            let handle = self.handle_of(id);
+            for &c in &acks {
+                self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
+            }
         }
-        if !self.foreign_handles.is_empty() {
-            self.foreign_handles.remove(&job.handle);
+        if !self.foreign_ids.is_empty() {
+            if let Some(h) = self.foreign_ids.remove(&id) {
+                self.foreign_handles.remove(&h);
+            }
         }
         Some(job)
-    }
-
-    /// Takes a job out of the coalescing indexes, so later submissions with
-    /// its unique make a new job. Only entries pointing at this very job are
-    /// removed: a cancelled job is unindexed early and a newer job may own
-    /// the key by the time it is reaped.
-    pub(crate) fn unindex_unique(&mut self, job: &Job) {
-        match job.unique_key {
-            UniqueKey::None => {}
-            UniqueKey::Data => {
-                let key = (job.func, job.data.clone());
-                if self.by_data.get(&key) == Some(&job.id) {
-                    self.by_data.remove(&key);
-                }
-            }
-            UniqueKey::Named => {
-                if let Some(list) = self.uniques.get_mut(&job.unique) {
-                    list.retain(|&j| j != job.id);
-                    if list.is_empty() {
-                        self.uniques.remove(&job.unique);
-                    }
-                }
-            }
-        }
     }
 
     /// A client stops waiting on a job; an unstarted foreground job nobody
     /// waits on any more is dropped.
     fn detach_client(&mut self, id: JobId, conn: ConnId) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
-        job.clients.retain(|&c| c != conn);
+        job.clients.retain(|c| c != conn);
         if job.clients.is_empty() && !job.background && job.state == JobState::Queued {
             self.remove_job(id);
         }

@@ -1,5 +1,13 @@
-//! The runtime state of one job: who waits on it, who runs it, where it is
-//! in its life. (A later persisted record is a separate type.)
+//! The runtime state of one job: its workload, who waits on it, where it
+//! is in its life. (The persisted record is a separate type.)
+//!
+//! A job is kept small because a queue may hold millions of them: fields
+//! only some jobs need (reducer, due time) live in a boxed [`JobExtra`];
+//! state only a running job has (its worker, its assignment, its last
+//! WORK_STATUS) lives in the core's table of running jobs; submitters owed
+//! a JOB_CREATED live in the core's table of pending acknowledgements; and
+//! the handle is not stored but printed from the prefix and the id when a
+//! packet needs it.
 
 use bytes::Bytes;
 use gearshift_proto::Priority;
@@ -8,7 +16,7 @@ use crate::ids::{ConnId, FuncId, JobId};
 use crate::Millis;
 
 /// How a job takes part in unique-id coalescing.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UniqueKey {
     /// Empty unique: never coalesced.
     None,
@@ -16,6 +24,17 @@ pub enum UniqueKey {
     Data,
     /// Any other unique: coalesced on it, within the function.
     Named,
+}
+
+impl UniqueKey {
+    /// The coalescing class of a unique as submitted.
+    pub fn of(unique: &[u8]) -> UniqueKey {
+        match unique {
+            b"" => UniqueKey::None,
+            b"-" => UniqueKey::Data,
+            _ => UniqueKey::Named,
+        }
+    }
 }
 
 /// Where a job is in its life.
@@ -45,47 +64,176 @@ pub enum Persist {
     Yes,
 }
 
+/// Connections attached to a job, one entry per submission, in order.
+/// One connection (the common case) is held inline; more are boxed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ConnList {
+    /// Nobody.
+    #[default]
+    Empty,
+    /// Exactly one entry.
+    One(ConnId),
+    /// Any number of entries.
+    Many(Box<Vec<ConnId>>),
+}
+
+impl ConnList {
+    /// Appends an entry.
+    pub fn push(&mut self, conn: ConnId) {
+        match self {
+            ConnList::Empty => *self = ConnList::One(conn),
+            ConnList::One(first) => *self = ConnList::Many(Box::new(vec![*first, conn])),
+            ConnList::Many(list) => list.push(conn),
+        }
+    }
+
+    /// The entries, in order.
+    pub fn as_slice(&self) -> &[ConnId] {
+        match self {
+            ConnList::Empty => &[],
+            ConnList::One(conn) => std::slice::from_ref(conn),
+            ConnList::Many(list) => list,
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// No entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps the entries `keep` accepts, in order.
+    pub fn retain(&mut self, mut keep: impl FnMut(ConnId) -> bool) {
+        match self {
+            ConnList::Empty => {}
+            ConnList::One(conn) => {
+                if !keep(*conn) {
+                    *self = ConnList::Empty;
+                }
+            }
+            ConnList::Many(list) => {
+                list.retain(|&c| keep(c));
+                match list.as_slice() {
+                    [] => *self = ConnList::Empty,
+                    &[only] => *self = ConnList::One(only),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a ConnList {
+    type Item = &'a ConnId;
+    type IntoIter = std::slice::Iter<'a, ConnId>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+/// What only some jobs have; boxed so the common job does not carry it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobExtra {
+    /// Reducer for SUBMIT_REDUCE_JOB*.
+    pub reducer: Option<Bytes>,
+    /// Due time of an epoch job.
+    pub due: Option<Millis>,
+}
+
 /// One job.
 #[derive(Debug, Clone)]
 pub struct Job {
-    /// Number at the end of the handle.
+    /// Number at the end of the handle; the handle is `<prefix>:<id>`
+    /// (or, for a job restored from another prefix, the stored handle).
     pub id: JobId,
-    /// Full handle, `<prefix>:<id>`.
-    pub handle: Bytes,
-    /// Function it runs under.
-    pub func: FuncId,
-    /// Unique id as submitted.
-    pub unique: Bytes,
-    /// Coalescing class of the unique.
-    pub unique_key: UniqueKey,
     /// Workload.
     pub data: Bytes,
-    /// Reducer for SUBMIT_REDUCE_JOB*.
-    pub reducer: Option<Bytes>,
+    /// Unique id as submitted.
+    pub unique: Bytes,
+    /// When it was submitted.
+    pub created: Millis,
+    /// Foreground clients attached, one entry per submission.
+    pub clients: ConnList,
+    /// Reducer and due time, for the jobs that have them.
+    pub extra: Option<Box<JobExtra>>,
+    /// Function it runs under (index in the core's function table).
+    pub func: u32,
+    /// Times it went back to the queue after its worker vanished or timed out.
+    pub retries: u32,
     /// Queue priority.
     pub priority: Priority,
     /// Some submitter was a background one: the job survives its clients.
     pub background: bool,
-    /// Foreground clients attached, one entry per submission.
-    pub clients: Vec<ConnId>,
-    /// The worker holding it, while running.
-    pub worker: Option<ConnId>,
     /// Life stage.
     pub state: JobState,
-    /// Times it went back to the queue after its worker vanished or timed out.
-    pub retries: u32,
+    /// Whether the store holds it.
+    pub persist: Persist,
+}
+
+impl Job {
+    /// Function it runs under.
+    pub fn func(&self) -> FuncId {
+        self.func as FuncId
+    }
+
+    /// Coalescing class of the unique.
+    pub fn unique_key(&self) -> UniqueKey {
+        UniqueKey::of(&self.unique)
+    }
+
+    /// Reducer for SUBMIT_REDUCE_JOB*.
+    pub fn reducer(&self) -> Option<&Bytes> {
+        self.extra.as_ref().and_then(|e| e.reducer.as_ref())
+    }
+
+    /// Due time of an epoch job.
+    pub fn due(&self) -> Option<Millis> {
+        self.extra.as_ref().and_then(|e| e.due)
+    }
+}
+
+/// State of a job a worker holds (running or cancelled while running).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// The worker holding it.
+    pub worker: ConnId,
+    /// Which assignment this is; a CAN_DO_TIMEOUT timer names it, so a
+    /// timer from an earlier assignment is recognised as stale.
+    pub assignment: u64,
     /// Last WORK_STATUS numerator.
     pub numerator: u32,
     /// Last WORK_STATUS denominator.
     pub denominator: u32,
-    /// Due time of an epoch job.
-    pub due: Option<Millis>,
-    /// Bumped on every assignment, so a stale timeout is recognised.
-    pub assignment: u64,
-    /// When it was submitted.
-    pub created: Millis,
-    /// Whether the store holds it.
-    pub persist: Persist,
-    /// Submitters owed a JOB_CREATED once the store confirms the job.
-    pub acks: Vec<ConnId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_stays_small() {
+        // 120 bytes on 64-bit targets; the slab slot is the same size.
+        assert!(std::mem::size_of::<Job>() <= 120);
+        assert_eq!(std::mem::size_of::<ConnList>(), 16);
+    }
+
+    #[test]
+    fn conn_list_keeps_order_and_duplicates() {
+        let mut l = ConnList::default();
+        assert!(l.is_empty());
+        l.push(ConnId(1));
+        assert_eq!(l, ConnList::One(ConnId(1)));
+        l.push(ConnId(2));
+        l.push(ConnId(1));
+        assert_eq!(l.as_slice(), &[ConnId(1), ConnId(2), ConnId(1)]);
+        l.retain(|c| c != ConnId(1));
+        assert_eq!(l, ConnList::One(ConnId(2)));
+        l.retain(|_| false);
+        assert_eq!(l, ConnList::Empty);
+    }
 }

@@ -13,7 +13,9 @@
 //! - [`admin`]: the text admin commands.
 //! - [`order`]: reply order per connection while answers wait for the store.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
-//! - [`job`], [`function`], [`conn`]: the state records.
+//! - [`job`], [`function`], [`conn`]: the state records; [`jobs`]: where
+//!   jobs live and how they are found (by id, unique or workload).
+//! - [`handle`]: printing and parsing job handles.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
 pub mod admin;
@@ -23,8 +25,10 @@ pub mod durable;
 pub mod effect;
 pub mod engine;
 pub mod function;
+pub mod handle;
 pub mod ids;
 pub mod job;
+pub mod jobs;
 pub mod order;
 pub mod submit;
 pub mod worker;

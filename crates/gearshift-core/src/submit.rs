@@ -3,13 +3,12 @@
 
 use std::cmp::Reverse;
 
-use bytes::{BufMut, Bytes, BytesMut};
 use gearshift_proto::{Response, Submit};
 
 use crate::config::MAX_UNIQUE;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
-use crate::job::{Job, JobState, Persist, UniqueKey};
+use crate::job::{ConnList, Job, JobExtra, JobState, Persist, UniqueKey};
 use crate::Millis;
 
 impl Core {
@@ -21,13 +20,9 @@ impl Core {
             );
             return;
         }
-        let func = self.function_id(&s.function);
-        let key = match s.unique.as_ref() {
-            b"" => UniqueKey::None,
-            b"-" => UniqueKey::Data,
-            _ => UniqueKey::Named,
-        };
-        if let Some(existing) = self.find_duplicate(func, &key, &s) {
+        let func = self.function_id_for(conn, &s.function);
+        let key = UniqueKey::of(&s.unique);
+        if let Some(existing) = self.find_duplicate(func, key, &s) {
             self.join(conn, existing, s.background);
             return;
         }
@@ -42,70 +37,66 @@ impl Core {
         let id = self.next_job;
         self.next_job += 1;
         self.reserve_ahead();
-        let handle = self.make_handle(id);
         let due = s
             .epoch
             .map(|secs| (secs.max(0) as u64).saturating_mul(1000))
             .filter(|&d| d > now);
-        let job = Job {
+        let extra = (s.reducer.is_some() || due.is_some()).then(|| {
+            Box::new(JobExtra {
+                reducer: s.reducer,
+                due,
+            })
+        });
+        let durable = s.background && self.cfg.durable;
+        self.jobs.insert(Job {
             id,
-            handle: handle.clone(),
-            func,
-            unique: s.unique,
-            unique_key: key,
             data: s.data,
-            reducer: s.reducer,
+            unique: s.unique,
+            created: now,
+            clients: if s.background {
+                ConnList::Empty
+            } else {
+                ConnList::One(conn)
+            },
+            extra,
+            func: func as u32,
+            retries: 0,
             priority: s.priority,
             background: s.background,
-            clients: if s.background { Vec::new() } else { vec![conn] },
-            worker: None,
-            state: JobState::Scheduled,
-            retries: 0,
-            numerator: 0,
-            denominator: 0,
-            due,
-            assignment: 0,
-            created: now,
+            // Acknowledged, and runnable, only once the store confirms it.
+            state: if durable {
+                JobState::Pending
+            } else {
+                JobState::Scheduled
+            },
             persist: Persist::No,
-            acks: Vec::new(),
-        };
-        match job.unique_key {
-            UniqueKey::None => {}
-            UniqueKey::Data => {
-                self.by_data.insert((func, job.data.clone()), id);
-            }
-            UniqueKey::Named => self.uniques.entry(job.unique.clone()).or_default().push(id),
-        }
+        });
         if !s.background {
             if let Some(c) = self.conns.get_mut(&conn.0) {
                 c.waiting.insert(id);
             }
         }
-        self.jobs.insert(id, job);
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
         }
-        if s.background && self.cfg.durable {
-            // Acknowledged, and runnable, only once the store confirms it.
-            if let Some(job) = self.jobs.get_mut(&id) {
-                job.state = JobState::Pending;
-                job.acks.push(conn);
-            }
+        if durable {
+            self.acks.entry(id).or_default().push(conn);
             self.hold_ack(conn, id);
             self.store_add(id);
             return;
         }
+        let handle = self.handle_of(id);
         self.send(conn, Response::JobCreated(handle));
         self.release(id, now);
     }
 
     /// Makes a new job grab-able, or schedules it if it is not due yet.
     pub(crate) fn release(&mut self, id: JobId, now: Millis) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
-        let func = job.func;
-        match job.due.filter(|&d| d > now) {
+        let func = job.func();
+        match job.due().filter(|&d| d > now) {
             Some(at) => {
                 job.state = JobState::Scheduled;
                 if let Some(f) = self.func_mut(func) {
@@ -117,16 +108,11 @@ impl Core {
         }
     }
 
-    fn find_duplicate(&self, func: FuncId, key: &UniqueKey, s: &Submit) -> Option<JobId> {
+    fn find_duplicate(&self, func: FuncId, key: UniqueKey, s: &Submit) -> Option<JobId> {
         match key {
             UniqueKey::None => None,
-            UniqueKey::Data => self.by_data.get(&(func, s.data.clone())).copied(),
-            UniqueKey::Named => self
-                .uniques
-                .get(&s.unique)?
-                .iter()
-                .copied()
-                .find(|j| self.jobs.get(j).is_some_and(|job| job.func == func)),
+            UniqueKey::Data => self.jobs.find_data(func, &s.data),
+            UniqueKey::Named => self.jobs.find_named(Some(func), &s.unique).map(|j| j.id),
         }
     }
 
@@ -134,12 +120,12 @@ impl Core {
     /// foreground submitter is attached, a background one makes the job
     /// outlive its clients.
     fn join(&mut self, conn: ConnId, id: JobId, background: bool) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
-        let handle = job.handle.clone();
         if job.state == JobState::Cancelled {
             // The job is on its way out; nobody may wait on it.
+            let handle = self.handle_of(id);
             self.send(conn, Response::JobCreated(handle));
             return;
         }
@@ -154,38 +140,30 @@ impl Core {
             if self.cfg.durable {
                 // A foreground job becomes a background one: it must be
                 // stored before this submitter hears JOB_CREATED.
-                job.acks.push(conn);
+                self.acks.entry(id).or_default().push(conn);
                 self.hold_ack(conn, id);
                 self.store_add(id);
                 return;
             }
         }
         if job.persist == Persist::Pending {
-            job.acks.push(conn);
+            self.acks.entry(id).or_default().push(conn);
             self.hold_ack(conn, id);
             return;
         }
+        let handle = self.handle_of(id);
         self.send(conn, Response::JobCreated(handle));
-    }
-
-    pub(crate) fn make_handle(&self, id: JobId) -> Bytes {
-        let prefix = self.cfg.handle_prefix.as_bytes();
-        let mut b = BytesMut::with_capacity(prefix.len() + 21);
-        b.put_slice(prefix);
-        b.put_u8(b':');
-        b.put_slice(id.to_string().as_bytes());
-        b.freeze()
     }
 
     /// Puts a job in its function's queue (when it comes back from a worker,
     /// at its place in line by handle number, so before every later job)
     /// and wakes sleepers.
     pub(crate) fn enqueue(&mut self, id: JobId, front: bool) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
         job.state = JobState::Queued;
-        let (func, p) = (job.func, job.priority.index());
+        let (func, p) = (job.func(), job.priority.index());
         let Some(f) = self.func_mut(func) else {
             return;
         };
@@ -205,13 +183,13 @@ impl Core {
 
     /// An epoch job's time came.
     pub(crate) fn epoch_due(&mut self, id: JobId) {
-        let Some(job) = self.jobs.get(&id) else {
+        let Some(job) = self.jobs.get(id) else {
             return;
         };
         if job.state != JobState::Scheduled {
             return;
         }
-        let func = job.func;
+        let func = job.func();
         if let Some(f) = self.func_mut(func) {
             f.scheduled = f.scheduled.saturating_sub(1);
         }
@@ -243,27 +221,24 @@ impl Core {
 
     /// Puts a sleeping worker on the wake lists of all its functions.
     pub(crate) fn enlist_sleeper(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.get(&conn.0) else {
+        let Core { conns, funcs, .. } = self;
+        let Some(c) = conns.get(&conn.0) else {
             return;
         };
-        let funcs: Vec<FuncId> = c.abilities.iter().map(|a| a.func).collect();
-        let workers = |f: &crate::function::Function| f.workers as usize;
-        for func in funcs {
-            let Some(f) = self.func_mut(func) else {
+        for a in &c.abilities {
+            let func = a.func;
+            let Some(f) = funcs.get_mut(func).and_then(Option::as_mut) else {
                 continue;
             };
             f.sleepers.push_back(conn);
             // Stale entries pile up when a worker sleeps again and again on a
             // function that never gets jobs; compact once they outnumber
             // the function's workers.
-            if f.sleepers.len() > 2 * workers(f) + 16 {
+            if f.sleepers.len() > 2 * f.workers as usize + 16 {
                 let mut seen = crate::ids::IdSet::default();
                 f.sleepers.retain(|c| seen.insert(c.0));
-                let conns = &self.conns;
-                if let Some(f) = self.funcs.get_mut(func).and_then(Option::as_mut) {
-                    f.sleepers
-                        .retain(|c| conns.get(&c.0).is_some_and(|conn| conn.wakeable_for(func)));
-                }
+                f.sleepers
+                    .retain(|c| conns.get(&c.0).is_some_and(|conn| conn.wakeable_for(func)));
             }
         }
     }

@@ -10,8 +10,11 @@ use gearshift_proto::{GrabKind, Response};
 use crate::conn::Ability;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
-use crate::job::JobState;
+use crate::job::{ConnList, JobState, Run};
 use crate::Millis;
+
+/// A drained queue with more room than this many entries lets go of it.
+const SHRINK_QUEUE: usize = 1 << 16;
 
 impl Core {
     pub(crate) fn can_do(&mut self, conn: ConnId, name: Bytes, timeout_ms: Option<u64>) {
@@ -69,8 +72,8 @@ impl Core {
         for job in held {
             if self
                 .jobs
-                .get(&job)
-                .is_some_and(|j| dropped.contains(&j.func))
+                .get(job)
+                .is_some_and(|j| dropped.contains(&j.func()))
             {
                 self.requeue(job, "worker gave up the function");
             }
@@ -138,9 +141,15 @@ impl Core {
     /// Pops the first live queued job of a priority, skipping stale ids.
     fn pop_queued(&mut self, func: FuncId, p: usize) -> Option<JobId> {
         loop {
-            let id = self.funcs.get_mut(func)?.as_mut()?.queues[p].pop_front()?;
-            let live = self.jobs.get(&id).is_some_and(|j| {
-                j.state == JobState::Queued && j.func == func && j.priority.index() == p
+            let f = self.funcs.get_mut(func)?.as_mut()?;
+            let q = &mut f.queues[p];
+            let id = q.pop_front()?;
+            if q.is_empty() && q.capacity() > SHRINK_QUEUE {
+                // A deep queue drained: give its memory back.
+                *q = Default::default();
+            }
+            let live = self.jobs.get(id).is_some_and(|j| {
+                j.state == JobState::Queued && j.func() == func && j.priority.index() == p
             });
             if live {
                 let f = self.func_mut(func)?;
@@ -158,22 +167,35 @@ impl Core {
         timeout: Option<u64>,
         now: Millis,
     ) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(job) = self.jobs.get_mut(id) else {
             self.send(conn, Response::NoJob);
             return;
         };
         job.state = JobState::Running;
-        job.worker = Some(conn);
-        job.assignment += 1;
-        let assignment = job.assignment;
-        let function = self
-            .funcs
-            .get(job.func)
-            .and_then(Option::as_ref)
-            .map(|f| f.name.clone());
-        let function = function.unwrap_or_default();
-        let (handle, data, unique) = (job.handle.clone(), job.data.clone(), job.unique.clone());
-        let response = match (kind, &job.reducer) {
+        let func = job.func();
+        let (data, unique) = (job.data.clone(), job.unique.clone());
+        let reducer = match kind {
+            GrabKind::All => job.reducer().cloned(),
+            _ => None,
+        };
+        self.next_assignment += 1;
+        let assignment = self.next_assignment;
+        self.running.insert(
+            id,
+            Run {
+                worker: conn,
+                assignment,
+                numerator: 0,
+                denominator: 0,
+            },
+        );
+        let handle = self.handle_of(id);
+        let mut function = Bytes::new();
+        if let Some(f) = self.func_mut(func) {
+            f.running += 1;
+            function = f.name.clone();
+        }
+        let response = match (kind, reducer) {
             (GrabKind::Plain, _) => Response::JobAssign {
                 handle,
                 function,
@@ -183,7 +205,7 @@ impl Core {
                 handle,
                 function,
                 unique,
-                reducer: reducer.clone(),
+                reducer,
                 data,
             },
             _ => Response::JobAssignUniq {
@@ -193,10 +215,6 @@ impl Core {
                 data,
             },
         };
-        let func = job.func;
-        if let Some(f) = self.func_mut(func) {
-            f.running += 1;
-        }
         if let Some(c) = self.conns.get_mut(&conn.0) {
             c.held.push(id);
         }
@@ -212,7 +230,7 @@ impl Core {
     /// Takes a job back from its worker: to the head of its queue, or, past
     /// `--job-retries`, failed for good.
     pub(crate) fn requeue(&mut self, id: JobId, why: &str) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
         match job.state {
@@ -235,14 +253,15 @@ impl Core {
         }
         let limit = self.cfg.job_retries;
         if limit > 0 && retries >= limit {
+            let handle = self.handle_of(id);
             if let Some(job) = self.remove_job(id) {
                 tracing::warn!(
-                    handle = %String::from_utf8_lossy(&job.handle),
+                    handle = %String::from_utf8_lossy(&handle),
                     retries,
                     "dropped job due to max retry count ({why})"
                 );
-                for c in job.clients {
-                    self.send(c, Response::WorkFail(job.handle.clone()));
+                for &c in &job.clients {
+                    self.send(c, Response::WorkFail(handle.clone()));
                 }
             }
             return;
@@ -252,13 +271,10 @@ impl Core {
             self.remove_job(id);
             return;
         }
-        let worker = job.worker.take();
-        job.numerator = 0;
-        job.denominator = 0;
-        let func = job.func;
-        tracing::info!(handle = %String::from_utf8_lossy(&job.handle), retries, "requeueing job: {why}");
-        if let Some(w) = worker {
-            if let Some(c) = self.conns.get_mut(&w.0) {
+        let func = job.func();
+        tracing::info!(handle = %self.handle_text(id), retries, "requeueing job: {why}");
+        if let Some(run) = self.running.remove(&id) {
+            if let Some(c) = self.conns.get_mut(&run.worker.0) {
                 c.held.retain(|&j| j != id);
             }
         }
@@ -271,8 +287,12 @@ impl Core {
     pub(crate) fn job_timed_out(&mut self, id: JobId, assignment: u64) {
         let current = self
             .jobs
-            .get(&id)
-            .is_some_and(|j| j.state == JobState::Running && j.assignment == assignment);
+            .get(id)
+            .is_some_and(|j| j.state == JobState::Running)
+            && self
+                .running
+                .get(&id)
+                .is_some_and(|r| r.assignment == assignment);
         if current {
             self.requeue(id, "worker timeout reached on job");
         }
@@ -281,22 +301,41 @@ impl Core {
     /// The job a WORK_* packet names, if `conn` holds it.
     fn held_job(&self, conn: ConnId, handle: &[u8]) -> Option<JobId> {
         let id = self.job_by_handle(handle)?;
-        let job = self.jobs.get(&id)?;
-        (job.worker == Some(conn)).then_some(id)
+        let run = self.running.get(&id)?;
+        (run.worker == conn).then_some(id)
     }
 
     fn not_found(&mut self, conn: ConnId, text: &'static str) {
         self.send(conn, Response::error("JOB_NOT_FOUND", text));
     }
 
-    fn fan_out(&mut self, id: JobId, make: impl Fn(&Bytes) -> Response) {
-        let Some(job) = self.jobs.get(&id) else {
-            return;
+    /// The handle to forward with a worker's WORK_* packet: the one the
+    /// worker sent, which [`Core::held_job`] accepted only because it is
+    /// exactly this job's handle (or, for a restored job, its stored one).
+    fn echo_handle(&self, id: JobId, given: Bytes) -> Bytes {
+        if !self.foreign_ids.is_empty() {
+            if let Some(h) = self.foreign_ids.get(&id) {
+                return h.clone();
+            }
+        }
+        given
+    }
+
+    /// Sends a packet about a job to each of its clients; `handle` is the
+    /// one its worker sent.
+    fn fan_out(&mut self, id: JobId, handle: Bytes, make: impl FnOnce(Bytes) -> Response) {
+        let clients = match self.jobs.get(id) {
+            Some(job) if !job.clients.is_empty() => job.clients.clone(),
+            _ => return,
         };
-        let r = make(&job.handle);
-        let clients = job.clients.clone();
-        for c in clients {
-            self.send(c, r.clone());
+        let r = make(self.echo_handle(id, handle));
+        match clients {
+            ConnList::One(c) => self.send(c, r),
+            other => {
+                for &c in &other {
+                    self.send(c, r.clone());
+                }
+            }
         }
     }
 
@@ -304,14 +343,14 @@ impl Core {
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job given in work result not found");
         };
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.numerator = gearshift_proto::request::parse_atoi(&num) as u32;
-            job.denominator = gearshift_proto::request::parse_atoi(&den) as u32;
+        if let Some(run) = self.running.get_mut(&id) {
+            run.numerator = gearshift_proto::request::parse_atoi(&num) as u32;
+            run.denominator = gearshift_proto::request::parse_atoi(&den) as u32;
         }
-        self.fan_out(id, |h| Response::WorkStatus {
-            handle: h.clone(),
-            numerator: num.clone(),
-            denominator: den.clone(),
+        self.fan_out(id, handle, |handle| Response::WorkStatus {
+            handle,
+            numerator: num,
+            denominator: den,
         });
     }
 
@@ -319,17 +358,11 @@ impl Core {
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job does not exist on server");
         };
-        self.fan_out(id, |h| {
+        self.fan_out(id, handle, |handle| {
             if warning {
-                Response::WorkWarning {
-                    handle: h.clone(),
-                    data: data.clone(),
-                }
+                Response::WorkWarning { handle, data }
             } else {
-                Response::WorkData {
-                    handle: h.clone(),
-                    data: data.clone(),
-                }
+                Response::WorkData { handle, data }
             }
         });
     }
@@ -338,10 +371,7 @@ impl Core {
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job given in work result not found");
         };
-        self.fan_out(id, |h| Response::WorkComplete {
-            handle: h.clone(),
-            data: data.clone(),
-        });
+        self.fan_out(id, handle, |handle| Response::WorkComplete { handle, data });
         self.remove_job(id);
     }
 
@@ -349,7 +379,7 @@ impl Core {
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job given in work result not found");
         };
-        self.fan_out(id, |h| Response::WorkFail(h.clone()));
+        self.fan_out(id, handle, Response::WorkFail);
         self.remove_job(id);
     }
 
@@ -360,9 +390,10 @@ impl Core {
                 "An exception was received for a job that does not exist",
             );
         };
-        if let Some(job) = self.jobs.get(&id) {
-            let h = job.handle.clone();
-            for c in job.clients.clone() {
+        let clients = self.jobs.get(id).map(|job| job.clients.clone());
+        if let Some(clients) = clients.filter(|c| !c.is_empty()) {
+            let h = self.echo_handle(id, handle);
+            for &c in &clients {
                 let wants =
                     self.cfg.exceptions || self.conns.get(&c.0).is_some_and(|conn| conn.exceptions);
                 let r = if wants {
@@ -380,17 +411,17 @@ impl Core {
     }
 
     pub(crate) fn get_status(&mut self, conn: ConnId, handle: Bytes) {
-        let r = match self
-            .job_by_handle(&handle)
-            .and_then(|id| self.jobs.get(&id))
-        {
-            Some(job) => Response::StatusRes {
-                handle,
-                known: true,
-                running: matches!(job.state, JobState::Running | JobState::Cancelled),
-                numerator: job.numerator,
-                denominator: job.denominator,
-            },
+        let r = match self.job_by_handle(&handle).and_then(|id| self.jobs.get(id)) {
+            Some(job) => {
+                let run = self.running.get(&job.id);
+                Response::StatusRes {
+                    handle,
+                    known: true,
+                    running: matches!(job.state, JobState::Running | JobState::Cancelled),
+                    numerator: run.map_or(0, |r| r.numerator),
+                    denominator: run.map_or(0, |r| r.denominator),
+                }
+            }
             None => Response::StatusRes {
                 handle,
                 known: false,
@@ -403,20 +434,19 @@ impl Core {
     }
 
     pub(crate) fn get_status_unique(&mut self, conn: ConnId, unique: Bytes) {
-        let job = self
-            .uniques
-            .get(&unique)
-            .and_then(|ids| ids.first())
-            .and_then(|id| self.jobs.get(id));
+        let job = self.jobs.find_named(None, &unique);
         let r = match job {
-            Some(job) => Response::StatusResUnique {
-                unique,
-                known: true,
-                running: matches!(job.state, JobState::Running | JobState::Cancelled),
-                numerator: job.numerator,
-                denominator: job.denominator,
-                waiting: job.clients.len() as u32,
-            },
+            Some(job) => {
+                let run = self.running.get(&job.id);
+                Response::StatusResUnique {
+                    unique,
+                    known: true,
+                    running: matches!(job.state, JobState::Running | JobState::Cancelled),
+                    numerator: run.map_or(0, |r| r.numerator),
+                    denominator: run.map_or(0, |r| r.denominator),
+                    waiting: job.clients.len() as u32,
+                }
+            }
             None => Response::StatusResUnique {
                 unique,
                 known: false,

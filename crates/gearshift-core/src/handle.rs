@@ -1,0 +1,143 @@
+//! Job handles, `<prefix>:<n>`: printed from the id when a packet needs
+//! one instead of stored with every job, and read back by parsing.
+//!
+//! Printing does not allocate per handle: handles are written one after
+//! another into a shared 4 KiB buffer and handed out as slices of it (a
+//! reference count each). The buffer is reused once every handle cut from
+//! it has been dropped, which happens as soon as the packets carrying them
+//! are written, so in steady state no allocation happens at all.
+
+use std::fmt;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use gearshift_proto::frame::decimal_u64 as decimal;
+
+use crate::ids::JobId;
+
+/// Size of each handle buffer.
+const CHUNK: usize = 4096;
+
+/// Prints and parses this server's handles.
+#[derive(Debug)]
+pub struct Handles {
+    prefix: Box<[u8]>,
+    /// `<prefix>:`.
+    head: Box<[u8]>,
+    buf: BytesMut,
+}
+
+impl Handles {
+    /// Handles with this prefix.
+    pub fn new(prefix: &str) -> Self {
+        Handles {
+            prefix: prefix.as_bytes().into(),
+            head: [prefix.as_bytes(), b":"].concat().into(),
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The handle of job `id`.
+    pub fn make(&mut self, id: JobId) -> Bytes {
+        let mut d = [0; 20];
+        let digits = decimal(id, &mut d);
+        let len = self.head.len() + digits.len();
+        if self.buf.capacity() < len {
+            self.buf.reserve(CHUNK.max(len));
+        }
+        self.buf.put_slice(&self.head);
+        self.buf.put_slice(digits);
+        self.buf.split_to(len).freeze()
+    }
+
+    /// The handle of job `id`, in a buffer of its own (for a record kept
+    /// long, which must not pin a shared buffer).
+    pub fn make_owned(&self, id: JobId) -> Bytes {
+        let mut out = Vec::with_capacity(self.prefix.len() + 21);
+        self.write(&mut out, id);
+        out.into()
+    }
+
+    /// Appends the handle of job `id`.
+    pub fn write(&self, out: &mut Vec<u8>, id: JobId) {
+        let mut d = [0; 20];
+        out.extend_from_slice(&self.prefix);
+        out.push(b':');
+        out.extend_from_slice(decimal(id, &mut d));
+    }
+
+    /// Whether `handle` is exactly the handle of job `id`.
+    pub fn is(&self, handle: &[u8], id: JobId) -> bool {
+        let mut d = [0; 20];
+        handle
+            .strip_prefix(&self.prefix[..])
+            .and_then(|rest| rest.strip_prefix(b":"))
+            .is_some_and(|rest| rest == decimal(id, &mut d))
+    }
+
+    /// The id in a handle of this server's exact form (`<prefix>:<n>`,
+    /// `n` without leading zeros).
+    pub fn parse(&self, handle: &[u8]) -> Option<JobId> {
+        let rest = handle.strip_prefix(&self.prefix[..])?.strip_prefix(b":")?;
+        if rest.is_empty() || rest.len() > 20 || rest[0] == b'0' {
+            return None;
+        }
+        let mut id: JobId = 0;
+        for &b in rest {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            id = id.checked_mul(10)?.checked_add(JobId::from(b - b'0'))?;
+        }
+        Some(id)
+    }
+
+    /// Shows the handle of job `id` (for logs), without allocating.
+    pub fn display(&self, id: JobId) -> impl fmt::Display + '_ {
+        Show(&self.prefix, id)
+    }
+}
+
+struct Show<'a>(&'a [u8], JobId);
+
+impl fmt::Display for Show<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", String::from_utf8_lossy(self.0), self.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn print_and_parse() {
+        let mut h = Handles::new("H:host");
+        assert_eq!(h.make(1), Bytes::from_static(b"H:host:1"));
+        assert_eq!(h.make(u64::MAX), format!("H:host:{}", u64::MAX).as_bytes());
+        assert_eq!(h.make_owned(42), Bytes::from_static(b"H:host:42"));
+        assert_eq!(h.parse(b"H:host:42"), Some(42));
+        assert_eq!(
+            h.parse(format!("H:host:{}", u64::MAX).as_bytes()),
+            Some(u64::MAX)
+        );
+        assert_eq!(h.parse(b"H:host:18446744073709551616"), None);
+        assert_eq!(h.parse(b"H:host:042"), None);
+        assert_eq!(h.parse(b"H:host:0"), None);
+        assert_eq!(h.parse(b"H:host:"), None);
+        assert_eq!(h.parse(b"H:host:4x"), None);
+        assert_eq!(h.parse(b"H:other:4"), None);
+        assert!(h.is(b"H:host:0", 0));
+        assert!(h.is(b"H:host:17", 17));
+        assert!(!h.is(b"H:host:017", 17));
+        assert_eq!(h.display(7).to_string(), "H:host:7");
+    }
+
+    #[test]
+    fn many_handles_share_a_few_buffers() {
+        let mut h = Handles::new("H:localhost");
+        let kept: Vec<Bytes> = (1..=10_000).map(|id| h.make(id)).collect();
+        for (id, handle) in (1..=10_000).zip(&kept) {
+            assert_eq!(h.parse(handle), Some(id));
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Memory budget of a queued job and allocations on the per-job path,
+//! measured with a counting global allocator (so this binary holds one
+//! test: a second one running in parallel would be counted too).
+//!
+//! - A queued background job with a 100-byte workload costs at most 300
+//!   heap bytes all in: its packet's bytes, the job, its index and queue
+//!   entries.
+//! - In steady state, a job's whole path — SUBMIT_JOB_BG, GRAB_JOB_ALL and
+//!   WORK_COMPLETE decoded from read buffers, parsed, routed, and every
+//!   reply encoded — allocates nothing but its share of the read buffers.
+#![cfg(target_pointer_width = "64")]
+
+use std::alloc::System;
+
+use bytes::{Bytes, BytesMut};
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
+use gearshift_proto::frame::{encode_parts, DEFAULT_MAX_PACKET};
+use gearshift_proto::{decode_frame, Frame, Magic, PacketType, Request, Response};
+use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const CLIENT: ConnId = ConnId(1);
+const WORKER: ConnId = ConnId(2);
+
+fn core() -> Core {
+    let mut core = Core::new(CoreConfig::default());
+    for (conn, fd) in [(CLIENT, 1), (WORKER, 2)] {
+        let info = ConnInfo {
+            fd,
+            ip: "127.0.0.1".into(),
+            loopback: true,
+        };
+        core.connect(conn, info);
+    }
+    core
+}
+
+/// A connection's read and write buffers, as the server keeps them.
+struct Wire {
+    input: BytesMut,
+    out: BytesMut,
+}
+
+impl Wire {
+    fn new() -> Self {
+        Wire {
+            input: BytesMut::with_capacity(16 * 1024),
+            out: BytesMut::with_capacity(16 * 1024),
+        }
+    }
+
+    fn send(&mut self, kind: PacketType, parts: &[&[u8]]) {
+        if self.input.capacity() - self.input.len() < 1024 {
+            self.input.reserve(16 * 1024);
+        }
+        encode_parts(Magic::Req, kind, parts, &mut self.input);
+    }
+
+    /// Serves what arrived; returns the handle of the last JOB_ASSIGN_UNIQ.
+    fn serve(&mut self, core: &mut Core, conn: ConnId, effects: &mut Vec<Effect>) -> Bytes {
+        let mut handle = Bytes::new();
+        while let Ok(Some(Frame::Packet(p))) = decode_frame(&mut self.input, DEFAULT_MAX_PACKET) {
+            let input = match Request::parse(&p) {
+                Ok(r) => Input::Request(r),
+                Err(e) => Input::Invalid(e),
+            };
+            drop(p);
+            core.handle(conn, input, 0);
+            core.drain_effects_into(effects);
+            self.out.clear();
+            for e in effects.drain(..) {
+                if let Effect::Send(_, r) = e {
+                    r.encode(&mut self.out);
+                    if let Response::JobAssignUniq { handle: h, .. } = r {
+                        handle = h;
+                    }
+                }
+            }
+        }
+        handle
+    }
+}
+
+fn bytes_per_queued_job(n: usize) -> f64 {
+    let mut core = core();
+    let mut effects = Vec::with_capacity(16);
+    let data = [b'x'; 100];
+    let region = Region::new(GLOBAL);
+    let mut buf = BytesMut::with_capacity(n * (12 + 7 + 1 + data.len()));
+    for _ in 0..n {
+        encode_parts(
+            Magic::Req,
+            PacketType::SubmitJobBg,
+            &[b"resize", b"", &data],
+            &mut buf,
+        );
+    }
+    while let Ok(Some(Frame::Packet(p))) = decode_frame(&mut buf, DEFAULT_MAX_PACKET) {
+        let Ok(req) = Request::parse(&p) else {
+            panic!("a valid SUBMIT_JOB_BG")
+        };
+        drop(p);
+        core.handle(CLIENT, Input::Request(req), 0);
+        core.drain_effects_into(&mut effects);
+        effects.clear();
+    }
+    drop(buf);
+    let s = region.change();
+    let held = s.bytes_allocated as isize - s.bytes_deallocated as isize + s.bytes_reallocated;
+    assert_eq!(core.job_count(), n);
+    held as f64 / n as f64
+}
+
+fn allocations_per_job(depth: usize, jobs: usize) -> f64 {
+    let mut core = core();
+    let (mut client, mut worker) = (Wire::new(), Wire::new());
+    let mut effects = Vec::with_capacity(16);
+    let data = [b'x'; 100];
+    worker.send(PacketType::CanDo, &[b"resize"]);
+    worker.serve(&mut core, WORKER, &mut effects);
+    for _ in 0..depth {
+        client.send(PacketType::SubmitJobBg, &[b"resize", b"", &data]);
+        client.serve(&mut core, CLIENT, &mut effects);
+    }
+    let mut cycle = |core: &mut Core| {
+        client.send(PacketType::SubmitJobBg, &[b"resize", b"", &data]);
+        client.serve(core, CLIENT, &mut effects);
+        worker.send(PacketType::GrabJobAll, &[]);
+        let handle = worker.serve(core, WORKER, &mut effects);
+        assert!(!handle.is_empty(), "a job was assigned");
+        worker.send(PacketType::WorkComplete, &[&handle, b"ok"]);
+        drop(handle);
+        worker.serve(core, WORKER, &mut effects);
+    };
+    for _ in 0..jobs {
+        cycle(&mut core);
+    }
+    let region = Region::new(GLOBAL);
+    for _ in 0..jobs {
+        cycle(&mut core);
+    }
+    let allocations = region.change().allocations;
+    assert_eq!(core.job_count(), depth);
+    allocations as f64 / jobs as f64
+}
+
+#[test]
+fn queued_jobs_are_small_and_the_job_path_does_not_allocate() {
+    let per_job = bytes_per_queued_job(100_000);
+    // 120 of them are the packet itself (header, function, workload).
+    assert!(
+        per_job <= 300.0,
+        "a queued 100-byte job costs {per_job:.1} heap bytes (budget 300)"
+    );
+    let per_job = allocations_per_job(5_000, 5_000);
+    // Only the read buffers' 16 KiB chunks: about one per 130 packets.
+    assert!(
+        per_job < 0.05,
+        "{per_job:.3} heap allocations per job in steady state"
+    );
+}
