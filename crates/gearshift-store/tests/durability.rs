@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use gearshift_store::conformance::{self, job};
 use gearshift_store::log::FILE_NAME;
-use gearshift_store::{Durability, LogOptions, LogStore, Replayed, Store};
+use gearshift_store::{Durability, LogOptions, LogStore, Replayed, Store, StoreError};
 use tempfile::TempDir;
 
 /// An interval long enough that no test depends on anything calling sync.
@@ -116,9 +116,12 @@ fn interval_and_fsync_write_the_same_bytes_and_replay_the_same() {
         let (a_bytes, a) = run_sequence(interval(compact_min_bytes));
         let (b_bytes, b) = run_sequence(fsync(compact_min_bytes));
         assert_eq!(a, b, "same replay (compact_min_bytes {compact_min_bytes})");
+        // Fsync durability also writes zeros ahead of the frames.
         assert!(
-            a_bytes == b_bytes,
-            "same file (compact_min_bytes {compact_min_bytes})"
+            b_bytes.len() >= a_bytes.len()
+                && b_bytes[..a_bytes.len()] == a_bytes[..]
+                && b_bytes[a_bytes.len()..].iter().all(|&b| b == 0),
+            "same frames, then only zeros (compact_min_bytes {compact_min_bytes})"
         );
         assert!(!a.jobs.is_empty());
     }
@@ -172,4 +175,65 @@ fn sync_works_on_the_file_that_replaced_the_old_one() {
         .map(|j| j.id)
         .collect();
     assert_eq!(ids, vec![9, 10, 11, 12]);
+}
+
+/// Fsync durability writes zeros ahead, so a commit's `fdatasync` does not
+/// also have to commit a new file size. A crash can then leave a frame cut
+/// short *inside* the file, followed by zeros: open must treat it as the
+/// torn tail it is (cut it, replay everything before it), not as damage.
+#[test]
+fn fsync_writes_room_ahead_and_a_frame_torn_inside_it_is_cut_at_open() {
+    let dir = TempDir::new().expect("tempdir");
+    let path = dir.path().join(FILE_NAME);
+    let mut s = LogStore::open(dir.path(), fsync(8 << 20)).expect("open");
+    s.replay().expect("replay");
+    for id in 1..=3u64 {
+        s.add(&job(id, "f", "", 1, &[id as u8; 100]));
+    }
+    s.flush().expect("flush");
+    let first = s.file_len() as usize;
+    assert!(s.disk_len() > s.file_len(), "room written ahead");
+    assert_eq!(fs::metadata(&path).expect("metadata").len(), s.disk_len());
+    s.add(&job(4, "f", "", 1, &[4; 100]));
+    s.flush().expect("flush");
+    let second = s.file_len() as usize;
+    let disk = s.disk_len() as usize;
+    drop(s);
+    let whole = fs::read(&path).expect("read");
+    assert_eq!(whole.len(), disk);
+    assert!(
+        whole[second..].iter().all(|&b| b == 0),
+        "zeros after the frames"
+    );
+    let frame = whole[first..second].to_vec();
+
+    // Every cut of the second frame, the rest of the room still zeros.
+    for keep in [1, 8, 15, frame.len() / 2, frame.len() - 1] {
+        let mut torn = whole.clone();
+        torn[first..second].fill(0);
+        torn[first..first + keep].copy_from_slice(&frame[..keep]);
+        fs::write(&path, &torn).expect("write torn");
+        let r = replay_at(dir.path(), fsync(8 << 20));
+        let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
+        assert_eq!(ids, [1, 2, 3], "cut after {keep} bytes of the frame");
+        assert_eq!(
+            fs::metadata(&path).expect("metadata").len() as usize,
+            first,
+            "open cut the file to the last whole frame (kept {keep})"
+        );
+        fs::write(&path, &whole).expect("restore");
+    }
+    // The whole file, zeros included, replays all four jobs.
+    let r = replay_at(dir.path(), fsync(8 << 20));
+    assert_eq!(r.jobs.len(), 4);
+
+    // A damaged first frame followed by a valid one is still refused.
+    let mut bad = whole.clone();
+    bad[first - 3] ^= 0xFF;
+    fs::write(&path, &bad).expect("write damaged");
+    match LogStore::open(dir.path(), fsync(8 << 20)) {
+        Err(StoreError::Corrupt(_)) => {}
+        Err(e) => panic!("expected Corrupt, got {e:?}"),
+        Ok(_) => panic!("damage before a valid frame was accepted"),
+    }
 }

@@ -82,6 +82,17 @@ fn options() -> impl Strategy<Value = LogOptions> {
         })
 }
 
+/// The frames of a file read from disk: its first `len` bytes, after
+/// checking that only zeros (room written ahead) follow them.
+fn frames_of(disk: &[u8], len: usize) -> Vec<u8> {
+    assert!(disk.len() >= len, "the file is shorter than file_len()");
+    assert!(
+        disk[len..].iter().all(|&b| b == 0),
+        "only zeros follow the frames"
+    );
+    disk[..len].to_vec()
+}
+
 /// What has been acknowledged.
 #[derive(Debug, Clone, Default)]
 struct Flushed {
@@ -230,19 +241,22 @@ impl Harness {
 
     fn flush(&mut self) {
         let path = self.path();
-        let before = fs::read(&path).expect("read before flush");
+        let before_len = self.store().file_len() as usize;
+        let before_disk = fs::read(&path).expect("read before flush");
         let ops = std::mem::take(&mut self.pending);
         self.store().flush().expect("flush");
-        let after = fs::read(&path).expect("read after flush");
-        assert_eq!(
-            self.store().file_len(),
-            after.len() as u64,
-            "file_len() is the real length"
-        );
+        let after_disk = fs::read(&path).expect("read after flush");
         if ops.is_empty() {
-            assert_eq!(after, before, "an empty flush writes nothing");
+            assert_eq!(after_disk, before_disk, "an empty flush writes nothing");
             return;
         }
+        let before = frames_of(&before_disk, before_len);
+        let after = frames_of(&after_disk, self.store().file_len() as usize);
+        assert_eq!(
+            self.store().disk_len(),
+            after_disk.len() as u64,
+            "disk_len() is the real length"
+        );
         let mut payload = Vec::new();
         for op in &ops {
             op.encode(&mut payload);
@@ -301,12 +315,27 @@ impl Harness {
         let keep = last.frame.len() * usize::from(at) / usize::from(u16::MAX);
         let mut torn = last.before.clone();
         torn.extend_from_slice(&last.frame[..keep]);
-        fs::write(self.path(), &torn).expect("write torn file");
+        let mut on_disk = torn.clone();
+        let mut complete = keep == last.frame.len();
+        if self.opts.durability == Durability::Fsync {
+            // Fsync durability writes room ahead: the cut frame sits in
+            // zeros, not at the end of the file. If the bytes it lost were
+            // zeros anyway, the whole frame is on disk (and replays, like
+            // any frame written before a crash that its fsync never
+            // confirmed).
+            on_disk.resize(on_disk.len() + 1000, 0);
+            complete |= last.frame[keep..].iter().all(|&b| b == 0);
+            if complete {
+                torn = last.before.clone();
+                torn.extend_from_slice(&last.frame);
+            }
+        }
+        fs::write(self.path(), &on_disk).expect("write torn file");
         if last.compacted && leftover_tmp {
             let tmp = self.dir.path().join(format!("{FILE_NAME}.compact"));
             fs::write(tmp, &torn[..torn.len() / 2]).expect("write temp file");
         }
-        if keep < last.frame.len() {
+        if !complete {
             self.flushed = last.state_before;
         }
         let what = format!(
@@ -314,7 +343,7 @@ impl Harness {
             last.frame.len()
         );
         self.reopen(&what);
-        let want_len = if keep < last.frame.len() {
+        let want_len = if !complete {
             last.before.len()
         } else {
             torn.len()

@@ -115,11 +115,23 @@ pub fn scan(file: &Bytes) -> Result<Scan, StoreError> {
                 pos = next;
             }
             None => {
-                let torn = match header_at(file, pos) {
-                    // An intact header: trust its extent.
-                    Some((len, _)) => pos + FRAME_HEADER + len >= file.len(),
-                    // A damaged header: torn only if nothing valid follows.
-                    None => (pos + 1..file.len()).all(|p| frame_at(file, p).is_none()),
+                let nothing_valid_from =
+                    |from: usize| (from..file.len()).all(|p| frame_at(file, p).is_none());
+                let torn = if file[pos..].iter().all(|&b| b == 0) {
+                    // Room the store wrote ahead, never used.
+                    true
+                } else {
+                    match header_at(file, pos) {
+                        // An intact header: torn if its extent runs past the
+                        // end, or only zeros follow it (a frame cut short
+                        // inside the room written ahead).
+                        Some((len, _)) => {
+                            let end = pos + FRAME_HEADER + len;
+                            end >= file.len() || file[end..].iter().all(|&b| b == 0)
+                        }
+                        // A damaged header: torn only if nothing valid follows.
+                        None => nothing_valid_from(pos + 1),
+                    }
                 };
                 if !torn {
                     return Err(StoreError::Corrupt(format!(
