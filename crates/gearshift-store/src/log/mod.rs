@@ -214,7 +214,7 @@ impl LogStore {
     /// after a write inside the file's length only flushes data; one that
     /// also grows the file must commit the new size through the file
     /// system's journal too, which on ext4 here made each commit take about
-    /// twice as long (docs/store-choice.md). Zeros, not `fallocate`: writing
+    /// twice as long (docs/benchmarks.md). Zeros, not `fallocate`: writing
     /// into an allocated-but-unwritten extent still changes metadata. A
     /// failure (a full disk) gives the space back and turns this off until
     /// the next compaction; the flush then appends as before.
