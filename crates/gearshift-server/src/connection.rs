@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use gearshift_core::{ConnId, Input};
+use gearshift_proto::frame::HEADER_LEN;
 use gearshift_proto::{decode_frame, parse_admin, Frame, FrameError, Request, Response};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -102,6 +103,9 @@ pub async fn serve(
             continue;
         }
         let fatal = decode_all(&mut buf, &mut inputs, max_packet, peer);
+        if fatal.is_none() {
+            make_room_for_frame(&mut buf, max_packet);
+        }
         let mut e = lock(&engine);
         if !inputs.is_empty() {
             e.on_inputs(id, &mut inputs);
@@ -140,6 +144,24 @@ fn read_some(stream: &TcpStream, buf: &mut BytesMut, room: usize) -> std::io::Re
     match got {
         Some(n) => Ok(n),
         None => result,
+    }
+}
+
+/// When the buffer holds the start of a binary packet larger than the room
+/// left, makes room for all of it at once: the rest then arrives in as few
+/// reads as the socket allows, instead of the buffer growing (and copying
+/// what it holds) a chunk at a time.
+fn make_room_for_frame(buf: &mut BytesMut, max_packet: usize) {
+    if buf.len() < HEADER_LEN || buf[0] != 0 {
+        return;
+    }
+    let body = u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+    if body > max_packet {
+        return;
+    }
+    let whole = HEADER_LEN + body;
+    if whole > buf.capacity() {
+        buf.reserve(whole - buf.len());
     }
 }
 
