@@ -54,11 +54,7 @@ pub async fn run(cfg: &Config) -> Report {
     .await;
     progress.finish();
 
-    report.jobs = tally.done;
-    report.seconds = tally.elapsed.as_secs_f64();
-    report.errors = tally.errors;
-    report.messages = tally.messages;
-    report.latency = Some(tally.latency);
+    report.record(tally);
     let wrong = mismatches.load(Ordering::Relaxed);
     report.check = format!(
         "{} replies equal their payloads, {wrong} differ",

@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 
 use crate::bench::config::{Config, Scenario};
 use crate::bench::histogram::Histogram;
+use crate::bench::load::Tally;
 use crate::table::Table;
 
 /// The outcome of one scenario.
@@ -32,6 +33,15 @@ pub struct Report {
 }
 
 impl Report {
+    /// Takes the counts, time and latencies of a load run.
+    pub fn record(&mut self, tally: Tally) {
+        self.jobs = tally.done;
+        self.seconds = tally.elapsed.as_secs_f64();
+        self.errors = tally.errors;
+        self.messages = tally.messages;
+        self.latency = Some(tally.latency);
+    }
+
     /// A report with nothing measured yet.
     pub fn new(scenario: Scenario) -> Report {
         Report {

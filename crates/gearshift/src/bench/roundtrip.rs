@@ -86,11 +86,7 @@ pub async fn run(cfg: &Config) -> Report {
     progress.finish();
     crew.stop().await;
 
-    report.jobs = tally.done;
-    report.seconds = tally.elapsed.as_secs_f64();
-    report.errors = tally.errors;
-    report.messages = tally.messages;
-    report.latency = Some(tally.latency);
+    report.record(tally);
     let wrong = mismatches.load(Ordering::Relaxed);
     report.check = format!(
         "{} results equal their payloads, {wrong} differ",

@@ -78,11 +78,7 @@ pub async fn run(cfg: &Config, label: &str) -> (Report, Option<Queued>) {
     .await;
     progress.finish();
 
-    report.jobs = tally.done;
-    report.seconds = tally.elapsed.as_secs_f64();
-    report.errors = tally.errors;
-    report.messages = tally.messages;
-    report.latency = Some(tally.latency);
+    report.record(tally);
     report.fail_on_errors();
     let count = seqs.count();
     let want = before + count;
