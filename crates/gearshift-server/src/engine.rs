@@ -155,9 +155,8 @@ impl Engine {
         let now = self.clock.now();
         for input in inputs.drain(..) {
             if self.peers.get(&id).is_none_or(|p| p.closing) {
-                // Closed by an earlier request of this read: nothing after
-                // that may run.
-                continue;
+                // Closed (or closing) already: nothing it sent may run.
+                break;
             }
             if self.draining.is_some() && self.refused_while_draining(id, &input) {
                 continue;
@@ -167,9 +166,10 @@ impl Engine {
             self.core.drain_effects_into(&mut self.effects);
             if self.effects[before..].contains(&Effect::Close(id)) {
                 // The core closed the connection (an admin line with too
-                // many words).
+                // many words): nothing sent after that may run.
                 self.core.disconnect(id, now);
                 self.core.drain_effects_into(&mut self.effects);
+                break;
             }
         }
         self.process(false, Some(id));
