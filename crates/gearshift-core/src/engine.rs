@@ -93,9 +93,15 @@ impl Core {
         std::mem::take(&mut self.effects)
     }
 
-    /// Moves the effects produced since the last call into `out`.
+    /// Moves the effects produced since the last call into `out`. When
+    /// `out` is empty the two buffers are swapped (no effect is copied, and
+    /// both keep their capacity).
     pub fn drain_effects_into(&mut self, out: &mut Vec<Effect>) {
-        out.append(&mut self.effects);
+        if out.is_empty() {
+            std::mem::swap(out, &mut self.effects);
+        } else {
+            out.append(&mut self.effects);
+        }
     }
 
     /// A connection opened.

@@ -161,10 +161,13 @@ impl Engine {
             if self.draining.is_some() && self.refused_while_draining(id, &input) {
                 continue;
             }
-            let before = self.effects.len();
             self.core.handle(id, input, now);
             self.core.drain_effects_into(&mut self.effects);
-            if self.effects[before..].contains(&Effect::Close(id)) {
+            let closed = self.effects.contains(&Effect::Close(id));
+            // Routed request by request, so the effect buffers are only
+            // ever swapped, never copied.
+            self.route_effects();
+            if closed {
                 // The core closed the connection (an admin line with too
                 // many words): nothing sent after that may run.
                 self.core.disconnect(id, now);
