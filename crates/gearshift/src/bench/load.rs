@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use gearshift_client::Client;
 use tokio::task::JoinSet;
 
+use crate::bench::config::Config;
 use crate::bench::histogram::Histogram;
 
 /// Errors after which a run gives up.
@@ -35,6 +36,19 @@ pub struct Load {
     pub limit: Option<u64>,
     /// Stop starting operations after this long.
     pub duration: Option<Duration>,
+}
+
+impl Load {
+    /// The load of a timed scenario (roundtrip, echo): `--jobs` as a limit,
+    /// `--duration` as the time.
+    pub fn timed(cfg: &Config, clients: Vec<Client>) -> Load {
+        Load {
+            clients,
+            inflight: cfg.inflight,
+            limit: cfg.timed_jobs,
+            duration: cfg.timed_duration,
+        }
+    }
 }
 
 /// What a run came to.

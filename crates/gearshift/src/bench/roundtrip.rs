@@ -53,12 +53,7 @@ pub async fn run(cfg: &Config) -> Report {
             return report;
         }
     };
-    let load = Load {
-        clients,
-        inflight: cfg.inflight,
-        limit: cfg.timed_jobs,
-        duration: cfg.timed_duration,
-    };
+    let load = Load::timed(cfg, clients);
     let mismatches = Arc::new(AtomicU64::new(0));
     let payloads = Payloads::new(cfg.size);
     let progress = Progress::start("roundtrip", cfg.timed_jobs);
