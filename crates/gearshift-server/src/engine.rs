@@ -99,8 +99,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine around `core`; `store` receives the core's store operations.
-    pub fn new(core: Core, store: Option<StoreTask>, signals: Signals) -> Self {
+    /// An engine around `core`, with no store until [`Engine::set_store`].
+    pub fn new(core: Core, signals: Signals) -> Self {
         Engine {
             core,
             clock: Clock::new(),
@@ -109,7 +109,7 @@ impl Engine {
             effects: Vec::new(),
             draining: None,
             finished: false,
-            store,
+            store: None,
             store_batch: Vec::new(),
             armed: None,
             flush_scheduled: false,
@@ -235,13 +235,20 @@ impl Engine {
         self.armed.map(|t| self.clock.instant_at(t))
     }
 
-    /// The store thread finished a group commit.
+    /// Gives the core's store operations to `store`.
+    pub fn set_store(&mut self, store: StoreTask) {
+        self.store = Some(store);
+    }
+
+    /// The store thread finished a group commit: called on that thread,
+    /// which writes the answers (JOB_CREATED) itself, at once, since the
+    /// submitters are waiting on them and nothing else is batched with them.
     pub fn on_commit(&mut self, commit: Commit) {
         match commit {
             Commit::Stored(ids) => self.core.persisted(&ids, self.clock.now()),
             Commit::Failed(ids, why) => self.core.persist_failed(&ids, &why),
         }
-        self.settle();
+        self.process(true, None);
     }
 
     /// A signal asked for a stop (`graceful`: running jobs finish first).

@@ -6,8 +6,9 @@
 //! ([`connection`]) that reads and decodes; all routing happens in the
 //! [`engine`], which owns the sans-IO core and every connection's output
 //! behind one lock, taken once per read. `serve` runs it all on one
-//! thread (the lock is then never contended); the store's group commits
-//! run on a thread of their own ([`store_task`]).
+//! thread; the store's group commits run on a thread of their own
+//! ([`store_task`]), which takes the same lock to answer the submitters of
+//! each commit.
 
 pub mod clock;
 pub mod config;
@@ -27,7 +28,7 @@ use std::sync::Mutex;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, StoreOp};
 use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 
 pub use config::{ServerConfig, StoreConfig};
 use engine::{Engine, Shared, Signals};
@@ -150,7 +151,6 @@ impl Server {
     /// Serves until `shutdown` resolves (a graceful stop: running jobs
     /// finish first) or an admin `shutdown` command is accepted.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let (commit_tx, commit_rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
         let sync_every = match &self.cfg.store {
             StoreConfig::Log {
@@ -158,16 +158,6 @@ impl Server {
                 ..
             } => Some(*every),
             _ => None,
-        };
-        let store = match self.store {
-            Some(store) => match StoreTask::spawn(store, commit_tx, sync_every) {
-                Ok(task) => Some(task),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the store thread");
-                    return;
-                }
-            },
-            None => None,
         };
         let signals = Signals {
             timer: Arc::new(Notify::new()),
@@ -180,10 +170,27 @@ impl Server {
             signals.flush.clone(),
             signals.done.clone(),
         );
-        let engine: Shared = Arc::new(Mutex::new(Engine::new(self.core, store, signals)));
+        let engine: Shared = Arc::new(Mutex::new(Engine::new(self.core, signals)));
+        if let Some(store) = self.store {
+            // The store thread answers submitters itself: it locks the
+            // engine, which owns the thread's queue, so it holds a weak
+            // reference (the engine hands the queue back at shutdown).
+            let weak = Arc::downgrade(&engine);
+            let deliver = Box::new(move |commit: Commit| {
+                if let Some(engine) = weak.upgrade() {
+                    engine::lock(&engine).on_commit(commit);
+                }
+            });
+            match StoreTask::spawn(store, deliver, sync_every) {
+                Ok(task) => engine::lock(&engine).set_store(task),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the store thread");
+                    return;
+                }
+            }
+        }
         let mut tasks = vec![
             tokio::spawn(timer_loop(engine.clone(), timer)),
-            tokio::spawn(commit_loop(engine.clone(), commit_rx)),
             tokio::spawn(flush_loop(engine.clone(), flush)),
         ];
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
@@ -242,17 +249,6 @@ async fn flush_loop(engine: Shared, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
         engine::lock(&engine).flush();
-    }
-}
-
-/// Hands the store thread's commit results to the engine.
-async fn commit_loop(engine: Shared, mut rx: mpsc::UnboundedReceiver<Commit>) {
-    while let Some(commit) = rx.recv().await {
-        let mut e = engine::lock(&engine);
-        e.on_commit(commit);
-        while let Ok(more) = rx.try_recv() {
-            e.on_commit(more);
-        }
     }
 }
 

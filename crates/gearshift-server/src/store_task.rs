@@ -2,6 +2,8 @@
 //! queued while the previous flush ran joins the next one, one `fsync` for
 //! all of them), on a thread of its own for `fsync` durability or inline in
 //! the engine for `interval` durability, where a flush is only a `write`.
+//! The thread hands each commit's result straight to the engine (see
+//! [`Deliver`]), which answers the waiting submitters from that thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -12,7 +14,6 @@ use std::time::{Duration, Instant};
 use gearshift_core::{JobId, StoreOp, StoredJob};
 use gearshift_proto::Priority;
 use gearshift_store::{JobRecord, Store};
-use tokio::sync::mpsc::UnboundedSender;
 
 /// A store plus the operations a failed flush could not write: ends,
 /// attempt counts and reservations refuse no submitter, so they are written
@@ -22,6 +23,10 @@ pub struct Committer {
     store: Box<dyn Store>,
     unwritten: Vec<StoreOp>,
 }
+
+/// Where the store thread hands each commit's result: the engine, which it
+/// locks and answers the submitters from (no hop through the runtime).
+pub type Deliver = Box<dyn FnMut(Commit) + Send>;
 
 /// What one group commit achieved.
 pub enum Commit {
@@ -101,12 +106,12 @@ pub struct StoreTask {
 }
 
 impl StoreTask {
-    /// Starts the thread; its commits' results go to `engine`. With `sync_every`
+    /// Starts the thread; its commits' results go to `deliver`. With `sync_every`
     /// (interval durability), written data is forced to disk at that
     /// interval and small batches may be written inline.
     pub fn spawn(
         store: Box<dyn Store>,
-        engine: UnboundedSender<Commit>,
+        deliver: Deliver,
         sync_every: Option<Duration>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
@@ -116,7 +121,7 @@ impl StoreTask {
         let (c, d, w) = (committer.clone(), done.clone(), dirty.clone());
         let thread = std::thread::Builder::new()
             .name("gearshift-store".into())
-            .spawn(move || store_thread(rx, c, d, w, engine, sync_every))?;
+            .spawn(move || store_thread(rx, c, d, w, deliver, sync_every))?;
         Ok(StoreTask {
             tx,
             thread,
@@ -162,7 +167,7 @@ fn store_thread(
     committer: Arc<Mutex<Committer>>,
     done: Arc<AtomicU64>,
     dirty: Arc<AtomicBool>,
-    engine: UnboundedSender<Commit>,
+    mut deliver: Deliver,
     sync_every: Option<Duration>,
 ) {
     let lock = || {
@@ -195,12 +200,13 @@ fn store_thread(
                 result
             };
             dirty.store(true, Ordering::Release);
+            // Delivered with the committer unlocked, so the engine's
+            // inline path (which tries that lock under the engine's lock)
+            // is not turned away meanwhile.
             match result {
-                Commit::Stored(added) if !added.is_empty() => {
-                    let _ = engine.send(Commit::Stored(added));
-                }
+                Commit::Stored(added) if !added.is_empty() => deliver(Commit::Stored(added)),
                 Commit::Failed(added, why) if !added.is_empty() => {
-                    let _ = engine.send(Commit::Failed(added, why));
+                    deliver(Commit::Failed(added, why))
                 }
                 _ => {}
             }
