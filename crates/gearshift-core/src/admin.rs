@@ -149,7 +149,7 @@ impl Core {
             let Some(job) = self.jobs.get(id) else {
                 continue;
             };
-            out.extend_from_slice(&job.unique);
+            out.extend_from_slice(job.unique());
             out.push(b'\n');
         }
         out.extend_from_slice(text::LIST_END);

@@ -10,7 +10,7 @@ use gearshift_proto::Response;
 use crate::effect::{Effect, StoreOp, StoredJob};
 use crate::engine::Core;
 use crate::ids::JobId;
-use crate::job::{ConnList, Job, JobExtra, JobState, Persist};
+use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::Millis;
 
 /// Handle numbers reserved in the store ahead of use. A restart skips at
@@ -96,10 +96,11 @@ impl Core {
             // The same id twice (a store never replays that): the later
             // record replaces the earlier, as it always has.
             let _ = self.jobs.remove(s.id);
+            let payload = Payload::new(s.unique, s.data);
             self.jobs.insert(Job {
                 id: s.id,
-                data: s.data,
-                unique: s.unique,
+                payload: payload.bytes,
+                unique_len: payload.unique_len,
                 created: s.created_ms,
                 clients: ConnList::Empty,
                 extra,
@@ -146,9 +147,9 @@ impl Core {
             id,
             handle,
             function: function.unwrap_or_default(),
-            unique: job.unique.clone(),
+            unique: job.unique_bytes(),
             priority: job.priority,
-            data: job.data.clone(),
+            data: job.data_bytes(),
             reducer: job.reducer().cloned(),
             due_ms: job.due(),
             attempts: job.retries,

@@ -272,8 +272,12 @@ impl Core {
 
     fn new_function(&mut self, name: &Bytes) -> FuncId {
         let id = self.funcs.len();
+        // A copy: the name arrived as a slice of some connection's read
+        // buffer, which the function table would otherwise keep alive for
+        // as long as the function exists.
+        let name = Bytes::copy_from_slice(name);
         self.funcs.push(Some(Function::new(name.clone())));
-        self.func_index.insert(name.clone(), id);
+        self.func_index.insert(name, id);
         id
     }
 

@@ -151,10 +151,10 @@ pub struct Job {
     /// Number at the end of the handle; the handle is `<prefix>:<id>`
     /// (or, for a job restored from another prefix, the stored handle).
     pub id: JobId,
-    /// Workload.
-    pub data: Bytes,
-    /// Unique id as submitted.
-    pub unique: Bytes,
+    /// The unique id followed by the workload (see [`Payload`]).
+    pub(crate) payload: Bytes,
+    /// Length of the unique id at the start of `payload`.
+    pub(crate) unique_len: u32,
     /// When it was submitted.
     pub created: Millis,
     /// Foreground clients attached, one entry per submission.
@@ -175,7 +175,61 @@ pub struct Job {
     pub persist: Persist,
 }
 
+/// A job's unique id and workload, kept as one buffer: one `Bytes` handle
+/// instead of two is 32 bytes less per queued job (a third of the job's
+/// slot). An empty unique (the common case for background jobs sent by
+/// pipelining clients) takes the workload's slice of the packet as it is;
+/// a named one is copied together with the workload into one allocation of
+/// their exact size, which also lets go of the packet's header and function
+/// name and of the read buffer the packet arrived in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Payload {
+    pub(crate) bytes: Bytes,
+    pub(crate) unique_len: u32,
+}
+
+impl Payload {
+    /// Joins a unique id (at most [`crate::config::MAX_UNIQUE`] bytes in
+    /// practice; anything past 4 GiB is cut) and a workload.
+    pub fn new(unique: Bytes, data: Bytes) -> Payload {
+        if unique.is_empty() {
+            return Payload {
+                bytes: data,
+                unique_len: 0,
+            };
+        }
+        let unique = &unique[..unique.len().min(u32::MAX as usize)];
+        let mut joined = Vec::with_capacity(unique.len() + data.len());
+        joined.extend_from_slice(unique);
+        joined.extend_from_slice(&data);
+        Payload {
+            bytes: Bytes::from(joined),
+            unique_len: unique.len() as u32,
+        }
+    }
+}
+
 impl Job {
+    /// Workload.
+    pub fn data(&self) -> &[u8] {
+        &self.payload[self.unique_len as usize..]
+    }
+
+    /// Unique id as submitted.
+    pub fn unique(&self) -> &[u8] {
+        &self.payload[..self.unique_len as usize]
+    }
+
+    /// The workload as a shared buffer (no copy).
+    pub fn data_bytes(&self) -> Bytes {
+        self.payload.slice(self.unique_len as usize..)
+    }
+
+    /// The unique id as a shared buffer (no copy).
+    pub fn unique_bytes(&self) -> Bytes {
+        self.payload.slice(..self.unique_len as usize)
+    }
+
     /// Function it runs under.
     pub fn func(&self) -> FuncId {
         self.func as FuncId
@@ -183,7 +237,7 @@ impl Job {
 
     /// Coalescing class of the unique.
     pub fn unique_key(&self) -> UniqueKey {
-        UniqueKey::of(&self.unique)
+        UniqueKey::of(self.unique())
     }
 
     /// Reducer for SUBMIT_REDUCE_JOB*.
@@ -217,8 +271,8 @@ mod tests {
 
     #[test]
     fn a_job_stays_small() {
-        // 120 bytes on 64-bit targets; the slab slot is the same size.
-        assert!(std::mem::size_of::<Job>() <= 120);
+        // 88 bytes on 64-bit targets; the slab slot is the same size.
+        assert!(std::mem::size_of::<Job>() <= 88);
         assert_eq!(std::mem::size_of::<ConnList>(), 16);
     }
 

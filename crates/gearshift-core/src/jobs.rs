@@ -145,8 +145,8 @@ impl Jobs {
         let (id, key) = (job.id, job.unique_key());
         let uhash = match key {
             UniqueKey::None => 0,
-            UniqueKey::Data => self.data_hash(job.func(), &job.data),
-            UniqueKey::Named => self.unique_hash(&job.unique),
+            UniqueKey::Data => self.data_hash(job.func(), job.data()),
+            UniqueKey::Named => self.unique_hash(job.unique()),
         };
         let at = self.alloc(job);
         let Jobs {
@@ -161,21 +161,20 @@ impl Jobs {
         match key {
             UniqueKey::None => {}
             UniqueKey::Named => {
-                by_unique
-                    .insert_unique(uhash, at, |&i| keys.hash_one(&indexed(pages, i).unique[..]));
+                by_unique.insert_unique(uhash, at, |&i| keys.hash_one(indexed(pages, i).unique()));
             }
             UniqueKey::Data => {
                 let job = indexed(pages, at);
                 let same = |&i: &u32| {
                     let other = indexed(pages, i);
-                    other.func == job.func && other.data == job.data
+                    other.func == job.func && other.data() == job.data()
                 };
                 match by_data.find_mut(uhash, same) {
                     Some(entry) => *entry = at,
                     None => {
                         by_data.insert_unique(uhash, at, |&i| {
                             let j = indexed(pages, i);
-                            keys.hash_one((j.func(), &j.data[..]))
+                            keys.hash_one((j.func(), j.data()))
                         });
                     }
                 }
@@ -245,8 +244,8 @@ impl Jobs {
         let job = indexed(&self.pages, at);
         let (hash, table) = match job.unique_key() {
             UniqueKey::None => return,
-            UniqueKey::Data => (self.data_hash(job.func(), &job.data), &mut self.by_data),
-            UniqueKey::Named => (self.unique_hash(&job.unique), &mut self.by_unique),
+            UniqueKey::Data => (self.data_hash(job.func(), job.data()), &mut self.by_data),
+            UniqueKey::Named => (self.unique_hash(job.unique()), &mut self.by_unique),
         };
         if let Ok(entry) = table.find_entry(hash, |&i| i == at) {
             entry.remove();
@@ -259,7 +258,7 @@ impl Jobs {
         self.by_data
             .find(self.data_hash(func, data), |&i| {
                 let j = indexed(pages, i);
-                j.func() == func && j.data == data
+                j.func() == func && j.data() == data
             })
             .map(|&i| indexed(pages, i).id)
     }
@@ -270,7 +269,7 @@ impl Jobs {
         self.by_unique
             .iter_hash(self.unique_hash(unique))
             .map(|&i| indexed(pages, i))
-            .filter(|j| j.unique == unique && func.is_none_or(|f| j.func() == f))
+            .filter(|j| j.unique() == unique && func.is_none_or(|f| j.func() == f))
             .min_by_key(|j| j.id)
     }
 }
@@ -286,8 +285,8 @@ mod tests {
     fn job(id: JobId, func: u32, unique: &'static str, data: &'static str) -> Job {
         Job {
             id,
-            data: Bytes::from_static(data.as_bytes()),
-            unique: Bytes::from_static(unique.as_bytes()),
+            payload: Bytes::from(format!("{unique}{data}")),
+            unique_len: unique.len() as u32,
             created: 0,
             clients: ConnList::Empty,
             extra: None,

@@ -8,7 +8,7 @@ use gearshift_proto::{Response, Submit};
 use crate::config::MAX_UNIQUE;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
-use crate::job::{ConnList, Job, JobExtra, JobState, Persist, UniqueKey};
+use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist, UniqueKey};
 use crate::Millis;
 
 impl Core {
@@ -48,10 +48,11 @@ impl Core {
             })
         });
         let durable = s.background && self.cfg.durable;
+        let payload = Payload::new(s.unique, s.data);
         self.jobs.insert(Job {
             id,
-            data: s.data,
-            unique: s.unique,
+            payload: payload.bytes,
+            unique_len: payload.unique_len,
             created: now,
             clients: if s.background {
                 ConnList::Empty

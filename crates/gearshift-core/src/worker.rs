@@ -173,7 +173,7 @@ impl Core {
         };
         job.state = JobState::Running;
         let func = job.func();
-        let (data, unique) = (job.data.clone(), job.unique.clone());
+        let (data, unique) = (job.data_bytes(), job.unique_bytes());
         let reducer = match kind {
             GrabKind::All => job.reducer().cloned(),
             _ => None,

@@ -2,9 +2,10 @@
 //! measured with a counting global allocator (so this binary holds one
 //! test: a second one running in parallel would be counted too).
 //!
-//! - A queued background job with a 100-byte workload costs at most 300
-//!   heap bytes all in: its packet's bytes, the job, its index and queue
-//!   entries.
+//! - A queued background job with a 100-byte workload costs at most 250
+//!   heap bytes all in (its packet's bytes, the job, its index and queue
+//!   entries), and at most 280 with a 36-byte unique id (libgearman sends
+//!   a UUID with every job).
 //! - In steady state, a job's whole path — SUBMIT_JOB_BG, GRAB_JOB_ALL and
 //!   WORK_COMPLETE decoded from read buffers, parsed, routed, and every
 //!   reply encoded — allocates nothing but its share of the read buffers.
@@ -83,17 +84,17 @@ impl Wire {
     }
 }
 
-fn bytes_per_queued_job(n: usize) -> f64 {
+fn bytes_per_queued_job(n: usize, unique: impl Fn(usize) -> Vec<u8>) -> f64 {
     let mut core = core();
     let mut effects = Vec::with_capacity(16);
     let data = [b'x'; 100];
     let region = Region::new(GLOBAL);
-    let mut buf = BytesMut::with_capacity(n * (12 + 7 + 1 + data.len()));
-    for _ in 0..n {
+    let mut buf = BytesMut::with_capacity(n * (12 + 7 + 1 + unique(0).len() + data.len()));
+    for i in 0..n {
         encode_parts(
             Magic::Req,
             PacketType::SubmitJobBg,
-            &[b"resize", b"", &data],
+            &[b"resize", &unique(i), &data],
             &mut buf,
         );
     }
@@ -148,11 +149,20 @@ fn allocations_per_job(depth: usize, jobs: usize) -> f64 {
 
 #[test]
 fn queued_jobs_are_small_and_the_job_path_does_not_allocate() {
-    let per_job = bytes_per_queued_job(100_000);
-    // 120 of them are the packet itself (header, function, workload).
+    let per_job = bytes_per_queued_job(100_000, |_| Vec::new());
+    // 120 of them are the packet itself (header, function, workload), 88
+    // the job's slot.
     assert!(
-        per_job <= 300.0,
-        "a queued 100-byte job costs {per_job:.1} heap bytes (budget 300)"
+        per_job <= 250.0,
+        "a queued 100-byte job costs {per_job:.1} heap bytes (budget 250)"
+    );
+    // A named job keeps its unique and workload in one buffer of their
+    // exact size (136 bytes), and its unique is indexed.
+    let uuid = |i: usize| format!("{i:08x}-0000-4000-8000-000000000000").into_bytes();
+    let per_job = bytes_per_queued_job(100_000, uuid);
+    assert!(
+        per_job <= 280.0,
+        "a queued 100-byte job with a 36-byte unique costs {per_job:.1} heap bytes (budget 280)"
     );
     let per_job = allocations_per_job(5_000, 5_000);
     // Only the read buffers' 16 KiB chunks: about one per 130 packets.
