@@ -77,12 +77,61 @@ pub fn seal(buf: &mut [u8]) {
 
 /// A frame header that checks out at `pos`: (payload length, payload CRC).
 fn header_at(file: &Bytes, pos: usize) -> Option<(usize, u32)> {
-    let h = file.get(pos..pos.checked_add(FRAME_HEADER)?)?;
+    parse_header(file.get(pos..pos.checked_add(FRAME_HEADER)?)?)
+}
+
+/// A frame header (its first [`FRAME_HEADER`] bytes) that checks out:
+/// (payload length, payload CRC).
+fn parse_header(h: &[u8]) -> Option<(usize, u32)> {
     let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-    if word(0) != FRAME_MAGIC || crc32fast::hash(&h[..12]) != word(12) {
+    if h.len() < FRAME_HEADER || word(0) != FRAME_MAGIC || crc32fast::hash(&h[..12]) != word(12) {
         return None;
     }
     Some((word(4) as usize, word(8)))
+}
+
+/// Reads the frames of a log one at a time, for compaction, which must not
+/// hold a copy of the whole file. It reads only a prefix the store wrote and
+/// has already checked (up to its last flushed frame), so anything that
+/// does not check out is corruption: no torn tail to cut here.
+pub struct FrameReader<R> {
+    reader: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> FrameReader<R> {
+    /// Starts at the file header of a log whose frames end at `len`.
+    pub fn new(mut reader: R, len: u64) -> Result<Self, StoreError> {
+        let mut header = [0u8; HEADER_LEN];
+        reader.read_exact(&mut header)?;
+        check_header(&header)?;
+        Ok(FrameReader {
+            reader,
+            left: len.saturating_sub(HEADER_LEN as u64),
+        })
+    }
+
+    /// The next frame's ops, or `None` after the last frame.
+    pub fn next_ops(&mut self) -> Result<Option<Vec<Op>>, StoreError> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let corrupt = |what: &str| StoreError::Corrupt(format!("while compacting: {what}"));
+        let mut head = [0u8; FRAME_HEADER];
+        self.reader.read_exact(&mut head)?;
+        let (len, crc) = parse_header(&head).ok_or_else(|| corrupt("damaged frame header"))?;
+        let whole = (FRAME_HEADER + len) as u64;
+        if whole > self.left {
+            return Err(corrupt("frame runs past the flushed end"));
+        }
+        let mut payload = vec![0; len];
+        self.reader.read_exact(&mut payload)?;
+        if crc32fast::hash(&payload) != crc {
+            return Err(corrupt("frame fails its checksum"));
+        }
+        self.left -= whole;
+        Op::decode_all(&Bytes::from(payload)).map(Some)
+    }
 }
 
 /// A valid frame at `pos`: its payload and the offset after it.
@@ -147,4 +196,58 @@ pub fn scan(file: &Bytes) -> Result<Scan, StoreError> {
         ops,
         valid_len: pos,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::job;
+
+    fn log_of(frames: &[Vec<Op>]) -> Vec<u8> {
+        let mut file = file_header().to_vec();
+        for ops in frames {
+            let mut payload = Vec::new();
+            for op in ops {
+                op.encode(&mut payload);
+            }
+            put_frame(&mut file, &payload);
+        }
+        file
+    }
+
+    #[test]
+    fn frame_reader_yields_each_frame_then_stops_at_len() {
+        let frames = vec![
+            vec![Op::Add(job(1, "f", "", 1, b"a")), Op::Reserve(10)],
+            vec![Op::Done(1)],
+        ];
+        let mut file = log_of(&frames);
+        let len = file.len() as u64;
+        // Room written ahead after the last frame is not read.
+        file.extend_from_slice(&[0; 64]);
+        let mut r = FrameReader::new(&file[..], len).expect("header");
+        assert_eq!(r.next_ops().expect("frame 1"), Some(frames[0].clone()));
+        assert_eq!(r.next_ops().expect("frame 2"), Some(frames[1].clone()));
+        assert_eq!(r.next_ops().expect("end"), None);
+    }
+
+    #[test]
+    fn frame_reader_refuses_a_damaged_frame() {
+        let frames = vec![vec![Op::Add(job(1, "f", "", 1, b"abc"))], vec![Op::Done(1)]];
+        let clean = log_of(&frames);
+        let first_payload = HEADER_LEN + FRAME_HEADER;
+        for at in [HEADER_LEN + 2, first_payload + 3] {
+            let mut file = clean.clone();
+            file[at] ^= 0x40;
+            let mut r = FrameReader::new(&file[..], file.len() as u64).expect("header");
+            assert!(
+                matches!(r.next_ops(), Err(StoreError::Corrupt(_))),
+                "byte {at} flipped"
+            );
+        }
+        // A length that claims more than the flushed end.
+        let mut r = FrameReader::new(&clean[..], (clean.len() - 1) as u64).expect("header");
+        assert!(r.next_ops().is_ok());
+        assert!(matches!(r.next_ops(), Err(StoreError::Corrupt(_))));
+    }
 }

@@ -8,7 +8,7 @@ pub mod frame;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +17,7 @@ use bytes::Bytes;
 
 use crate::record::{encode_add, Op};
 use crate::{apply_ops, JobRecord, Replayed, Store, StoreError};
+use frame::FrameReader;
 
 /// Name of the log file inside the data directory.
 pub const FILE_NAME: &str = "queue.gslog";
@@ -267,44 +268,75 @@ impl LogStore {
         Ok(live)
     }
 
-    /// Rewrites the log with only its live jobs, then swaps it in atomically.
-    fn compact(&mut self) -> Result<(), StoreError> {
-        let live = self.read_live()?;
-        let tmp = compact_tmp(&self.dir);
-        // Streamed a frame (about 1 MiB) at a time: the live set is already
-        // in memory once, a second copy of the whole file is not needed.
-        let written = OpenOptions::new()
+    /// Reads the log's frames one at a time, from the start to the last
+    /// flushed frame.
+    fn frames(&self) -> Result<FrameReader<impl Read>, StoreError> {
+        let file = File::open(self.path())?.take(self.len);
+        FrameReader::new(BufReader::with_capacity(1 << 20, file), self.len)
+    }
+
+    /// Writes the compacted log to `tmp`: the handle reservation, then
+    /// every live job's Add with its latest attempt count. Two streaming
+    /// passes over the log (the first collects attempt counts changed since
+    /// an Add), so memory stays at a frame or two whatever the file's size.
+    fn write_compacted(&self, tmp: &Path) -> Result<u64, StoreError> {
+        let mut attempts: HashMap<u64, u32, BuildHasherDefault<IdHash>> = HashMap::default();
+        let mut frames = self.frames()?;
+        while let Some(ops) = frames.next_ops()? {
+            for op in ops {
+                if let Op::Update { id, attempts: a } = op {
+                    if self.live.contains_key(&id) {
+                        attempts.insert(id, a);
+                    }
+                }
+            }
+        }
+        let f = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&tmp)
-            .and_then(|f| {
-                let mut f = std::io::BufWriter::with_capacity(1 << 20, f);
-                f.write_all(&frame::file_header())?;
-                let mut total = frame::HEADER_LEN as u64;
-                let mut buf = vec![0; frame::FRAME_HEADER];
-                Op::Reserve(self.high).encode(&mut buf);
-                let mut live = live.into_values().peekable();
-                while let Some(r) = live.next() {
-                    encode_add(&r, &mut buf);
-                    if buf.len() > 1 << 20 || live.peek().is_none() {
-                        frame::seal(&mut buf);
-                        f.write_all(&buf)?;
-                        total += buf.len() as u64;
-                        buf.truncate(frame::FRAME_HEADER);
-                    }
+            .open(tmp)?;
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, f);
+        f.write_all(&frame::file_header())?;
+        let mut total = frame::HEADER_LEN as u64;
+        let mut buf = vec![0; frame::FRAME_HEADER];
+        Op::Reserve(self.high).encode(&mut buf);
+        let mut frames = self.frames()?;
+        while let Some(ops) = frames.next_ops()? {
+            for op in ops {
+                let Op::Add(mut r) = op else { continue };
+                if !self.live.contains_key(&r.id) {
+                    continue;
                 }
-                if buf.len() > frame::FRAME_HEADER {
-                    // No live job: the frame holds just the reservation.
+                if let Some(&a) = attempts.get(&r.id) {
+                    r.attempts = a;
+                }
+                encode_add(&r, &mut buf);
+                if buf.len() > 1 << 20 {
                     frame::seal(&mut buf);
                     f.write_all(&buf)?;
                     total += buf.len() as u64;
+                    buf.truncate(frame::FRAME_HEADER);
                 }
-                let f = f.into_inner().map_err(|e| e.into_error())?;
-                f.sync_all()?;
-                Ok(total)
-            })
-            .and_then(|total| std::fs::rename(&tmp, self.path()).map(|()| total));
+            }
+        }
+        if buf.len() > frame::FRAME_HEADER {
+            frame::seal(&mut buf);
+            f.write_all(&buf)?;
+            total += buf.len() as u64;
+        }
+        let f = f.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        Ok(total)
+    }
+
+    /// Rewrites the log with only its live jobs, then swaps it in atomically.
+    fn compact(&mut self) -> Result<(), StoreError> {
+        let tmp = compact_tmp(&self.dir);
+        let written = self.write_compacted(&tmp).and_then(|total| {
+            std::fs::rename(&tmp, self.path())?;
+            Ok(total)
+        });
         let new_len = match written {
             Ok(total) => total,
             Err(e) => {
@@ -312,7 +344,7 @@ impl LogStore {
                 // would otherwise hold what little is left and fail every
                 // append.
                 let _ = std::fs::remove_file(&tmp);
-                return Err(e.into());
+                return Err(e);
             }
         };
         // From here on the old handle points at a replaced file: if the new
