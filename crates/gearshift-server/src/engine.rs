@@ -240,9 +240,9 @@ impl Engine {
         self.store = Some(store);
     }
 
-    /// The store thread finished a group commit: called on that thread,
-    /// which writes the answers (JOB_CREATED) itself, at once, since the
-    /// submitters are waiting on them and nothing else is batched with them.
+    /// The store thread finished a group commit (called on that thread or
+    /// by the commit task): the answers (JOB_CREATED) are written at once,
+    /// since the submitters wait on them and nothing else batches with them.
     pub fn on_commit(&mut self, commit: Commit) {
         match commit {
             Commit::Stored(ids) => self.core.persisted(&ids, self.clock.now()),

@@ -2,8 +2,8 @@
 //! queued while the previous flush ran joins the next one, one `fsync` for
 //! all of them), on a thread of its own for `fsync` durability or inline in
 //! the engine for `interval` durability, where a flush is only a `write`.
-//! The thread hands each commit's result straight to the engine (see
-//! [`Deliver`]), which answers the waiting submitters from that thread.
+//! The thread hands each commit's result to the engine through a
+//! [`Deliver`] callback (the server's answers from this thread when it can).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -24,8 +24,8 @@ pub struct Committer {
     unwritten: Vec<StoreOp>,
 }
 
-/// Where the store thread hands each commit's result: the engine, which it
-/// locks and answers the submitters from (no hop through the runtime).
+/// Where the store thread hands each commit's result (called on that
+/// thread, with no store lock held).
 pub type Deliver = Box<dyn FnMut(Commit) + Send>;
 
 /// What one group commit achieved.
