@@ -211,3 +211,158 @@ impl Reader<'_> {
         }
     }
 }
+
+/// An op as it lies in a frame, its record not decoded: what compaction
+/// needs to copy live jobs without rebuilding them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawOp<'a> {
+    /// A new job: its id and its whole encoded op.
+    Add {
+        /// Job id.
+        id: u64,
+        /// The op's bytes, tag included.
+        bytes: &'a [u8],
+    },
+    /// The end of a job.
+    Done(u64),
+    /// A changed attempt count.
+    Update {
+        /// Job id.
+        id: u64,
+        /// New count.
+        attempts: u32,
+    },
+    /// A handle reservation.
+    Reserve(u64),
+}
+
+/// Where the attempt count (u32, little-endian) sits in an encoded Add op:
+/// after the tag, id, creation and due times.
+pub const ADD_ATTEMPTS_AT: usize = 1 + 8 + 8 + 8;
+
+/// Walks the ops of a frame payload, handing each to `f` without decoding
+/// records (no allocation).
+pub fn scan_ops<'a>(payload: &'a [u8], mut f: impl FnMut(RawOp<'a>)) -> Result<(), StoreError> {
+    let mut pos = 0;
+    let short = || StoreError::Corrupt("op runs past the end of its frame".into());
+    let take = |pos: &mut usize, n: usize| -> Result<&'a [u8], StoreError> {
+        let end = pos
+            .checked_add(n)
+            .filter(|&e| e <= payload.len())
+            .ok_or_else(short)?;
+        let s = &payload[*pos..end];
+        *pos = end;
+        Ok(s)
+    };
+    let u64_at = |pos: &mut usize| -> Result<u64, StoreError> {
+        let b = take(pos, 8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    };
+    let u32_at = |pos: &mut usize| -> Result<u32, StoreError> {
+        let b = take(pos, 4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    while pos < payload.len() {
+        let start = pos;
+        let tag = take(&mut pos, 1)?[0];
+        match tag {
+            OP_ADD => {
+                let id = u64_at(&mut pos)?;
+                take(&mut pos, 8 + 8 + 4 + 1)?;
+                let has_reducer = take(&mut pos, 1)?[0] != 0;
+                let fields = if has_reducer { 5 } else { 4 };
+                for _ in 0..fields {
+                    let n = u32_at(&mut pos)? as usize;
+                    take(&mut pos, n)?;
+                }
+                f(RawOp::Add {
+                    id,
+                    bytes: &payload[start..pos],
+                });
+            }
+            OP_DONE => f(RawOp::Done(u64_at(&mut pos)?)),
+            OP_UPDATE => {
+                let id = u64_at(&mut pos)?;
+                let attempts = u32_at(&mut pos)?;
+                f(RawOp::Update { id, attempts });
+            }
+            OP_RESERVE => f(RawOp::Reserve(u64_at(&mut pos)?)),
+            other => return Err(StoreError::Corrupt(format!("unknown op code {other}"))),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod raw_tests {
+    use super::*;
+
+    fn record(id: u64, unique: &str, reducer: Option<&str>, attempts: u32) -> JobRecord {
+        JobRecord {
+            id,
+            handle: Bytes::from(format!("H:x:{id}")),
+            function: Bytes::from_static(b"resize"),
+            unique: Bytes::from(unique.to_string()),
+            priority: 1,
+            data: Bytes::from_static(b"payload bytes"),
+            reducer: reducer.map(|r| Bytes::from(r.to_string())),
+            due_ms: id.is_multiple_of(2).then_some(1234),
+            attempts,
+            created_ms: 99,
+        }
+    }
+
+    #[test]
+    fn scan_ops_agrees_with_the_encoder_and_decoder() {
+        let ops = vec![
+            Op::Reserve(100),
+            Op::Add(record(1, "", None, 0)),
+            Op::Update { id: 1, attempts: 3 },
+            Op::Add(record(2, "u-2", Some("reduce"), 7)),
+            Op::Done(1),
+        ];
+        let mut payload = Vec::new();
+        for op in &ops {
+            op.encode(&mut payload);
+        }
+        let mut seen = Vec::new();
+        scan_ops(&payload, |op| seen.push(op)).expect("scan");
+        assert_eq!(seen.len(), ops.len());
+        for (raw, op) in seen.iter().zip(&ops) {
+            match (raw, op) {
+                (RawOp::Add { id, bytes }, Op::Add(r)) => {
+                    assert_eq!(*id, r.id);
+                    // The raw bytes are exactly the op, and its attempt
+                    // count sits where compaction patches it.
+                    let mut copy = bytes.to_vec();
+                    copy[ADD_ATTEMPTS_AT..ADD_ATTEMPTS_AT + 4]
+                        .copy_from_slice(&42u32.to_le_bytes());
+                    let decoded = Op::decode_all(&Bytes::from(copy)).expect("decode");
+                    let mut want = r.clone();
+                    want.attempts = 42;
+                    assert_eq!(decoded, vec![Op::Add(want)]);
+                }
+                (RawOp::Done(a), Op::Done(b)) => assert_eq!(a, b),
+                (RawOp::Update { id, attempts }, Op::Update { id: i, attempts: a }) => {
+                    assert_eq!((id, attempts), (i, a));
+                }
+                (RawOp::Reserve(a), Op::Reserve(b)) => assert_eq!(a, b),
+                other => panic!("mismatch {other:?}"),
+            }
+        }
+        // Cut anywhere: only a cut at an op boundary scans cleanly; the
+        // rest are refused, never read past the end.
+        let mut ends = Vec::new();
+        let mut at = 0;
+        for op in &ops {
+            at += op.encode(&mut Vec::new());
+            ends.push(at);
+        }
+        for cut in 1..payload.len() {
+            let clean = scan_ops(&payload[..cut], |_| {}).is_ok();
+            assert_eq!(clean, ends.contains(&cut), "cut at {cut}");
+        }
+    }
+}

@@ -97,6 +97,7 @@ fn parse_header(h: &[u8]) -> Option<(usize, u32)> {
 pub struct FrameReader<R> {
     reader: R,
     left: u64,
+    payload: Vec<u8>,
 }
 
 impl<R: std::io::Read> FrameReader<R> {
@@ -108,11 +109,13 @@ impl<R: std::io::Read> FrameReader<R> {
         Ok(FrameReader {
             reader,
             left: len.saturating_sub(HEADER_LEN as u64),
+            payload: Vec::new(),
         })
     }
 
-    /// The next frame's ops, or `None` after the last frame.
-    pub fn next_ops(&mut self) -> Result<Option<Vec<Op>>, StoreError> {
+    /// The next frame's payload (checksum verified), or `None` after the
+    /// last frame. The buffer is reused from frame to frame.
+    pub fn next_payload(&mut self) -> Result<Option<&[u8]>, StoreError> {
         if self.left == 0 {
             return Ok(None);
         }
@@ -124,13 +127,13 @@ impl<R: std::io::Read> FrameReader<R> {
         if whole > self.left {
             return Err(corrupt("frame runs past the flushed end"));
         }
-        let mut payload = vec![0; len];
-        self.reader.read_exact(&mut payload)?;
-        if crc32fast::hash(&payload) != crc {
+        self.payload.resize(len, 0);
+        self.reader.read_exact(&mut self.payload)?;
+        if crc32fast::hash(&self.payload) != crc {
             return Err(corrupt("frame fails its checksum"));
         }
         self.left -= whole;
-        Op::decode_all(&Bytes::from(payload)).map(Some)
+        Ok(Some(&self.payload))
     }
 }
 
@@ -226,9 +229,12 @@ mod tests {
         // Room written ahead after the last frame is not read.
         file.extend_from_slice(&[0; 64]);
         let mut r = FrameReader::new(&file[..], len).expect("header");
-        assert_eq!(r.next_ops().expect("frame 1"), Some(frames[0].clone()));
-        assert_eq!(r.next_ops().expect("frame 2"), Some(frames[1].clone()));
-        assert_eq!(r.next_ops().expect("end"), None);
+        for want in &frames {
+            let payload = r.next_payload().expect("frame").expect("not the end");
+            let ops = Op::decode_all(&Bytes::copy_from_slice(payload)).expect("ops");
+            assert_eq!(&ops, want);
+        }
+        assert_eq!(r.next_payload().expect("end"), None);
     }
 
     #[test]
@@ -241,13 +247,13 @@ mod tests {
             file[at] ^= 0x40;
             let mut r = FrameReader::new(&file[..], file.len() as u64).expect("header");
             assert!(
-                matches!(r.next_ops(), Err(StoreError::Corrupt(_))),
+                matches!(r.next_payload(), Err(StoreError::Corrupt(_))),
                 "byte {at} flipped"
             );
         }
         // A length that claims more than the flushed end.
         let mut r = FrameReader::new(&clean[..], (clean.len() - 1) as u64).expect("header");
-        assert!(r.next_ops().is_ok());
-        assert!(matches!(r.next_ops(), Err(StoreError::Corrupt(_))));
+        assert!(r.next_payload().is_ok());
+        assert!(matches!(r.next_payload(), Err(StoreError::Corrupt(_))));
     }
 }

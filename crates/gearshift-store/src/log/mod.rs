@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{encode_add, Op};
+use crate::record::{encode_add, scan_ops, Op, RawOp, ADD_ATTEMPTS_AT};
 use crate::{apply_ops, JobRecord, Replayed, Store, StoreError};
 use frame::FrameReader;
 
@@ -277,19 +277,21 @@ impl LogStore {
 
     /// Writes the compacted log to `tmp`: the handle reservation, then
     /// every live job's Add with its latest attempt count. Two streaming
-    /// passes over the log (the first collects attempt counts changed since
-    /// an Add), so memory stays at a frame or two whatever the file's size.
+    /// passes over the log, a frame at a time (the first collects attempt
+    /// counts changed since an Add); live Adds are copied as they lie, with
+    /// the count patched in place, never decoded, so memory stays at a frame
+    /// or two and the work at a copy, whatever the file's size.
     fn write_compacted(&self, tmp: &Path) -> Result<u64, StoreError> {
         let mut attempts: HashMap<u64, u32, BuildHasherDefault<IdHash>> = HashMap::default();
         let mut frames = self.frames()?;
-        while let Some(ops) = frames.next_ops()? {
-            for op in ops {
-                if let Op::Update { id, attempts: a } = op {
+        while let Some(payload) = frames.next_payload()? {
+            scan_ops(payload, |op| {
+                if let RawOp::Update { id, attempts: a } = op {
                     if self.live.contains_key(&id) {
                         attempts.insert(id, a);
                     }
                 }
-            }
+            })?;
         }
         let f = OpenOptions::new()
             .write(true)
@@ -302,22 +304,23 @@ impl LogStore {
         let mut buf = vec![0; frame::FRAME_HEADER];
         Op::Reserve(self.high).encode(&mut buf);
         let mut frames = self.frames()?;
-        while let Some(ops) = frames.next_ops()? {
-            for op in ops {
-                let Op::Add(mut r) = op else { continue };
-                if !self.live.contains_key(&r.id) {
-                    continue;
+        while let Some(payload) = frames.next_payload()? {
+            scan_ops(payload, |op| {
+                let RawOp::Add { id, bytes } = op else { return };
+                if !self.live.contains_key(&id) {
+                    return;
                 }
-                if let Some(&a) = attempts.get(&r.id) {
-                    r.attempts = a;
+                let at = buf.len() + ADD_ATTEMPTS_AT;
+                buf.extend_from_slice(bytes);
+                if let Some(a) = attempts.get(&id) {
+                    buf[at..at + 4].copy_from_slice(&a.to_le_bytes());
                 }
-                encode_add(&r, &mut buf);
-                if buf.len() > 1 << 20 {
-                    frame::seal(&mut buf);
-                    f.write_all(&buf)?;
-                    total += buf.len() as u64;
-                    buf.truncate(frame::FRAME_HEADER);
-                }
+            })?;
+            if buf.len() > 1 << 20 {
+                frame::seal(&mut buf);
+                f.write_all(&buf)?;
+                total += buf.len() as u64;
+                buf.truncate(frame::FRAME_HEADER);
             }
         }
         if buf.len() > frame::FRAME_HEADER {
