@@ -132,7 +132,11 @@ impl Core {
     pub(crate) fn store_add(&mut self, id: JobId) {
         let handle = match self.foreign_ids.get(&id) {
             Some(h) => h.clone(),
-            None => self.handles.make_owned(id),
+            // A slice of the shared handle buffer: the record lives only
+            // until the store thread has encoded it, so it pins a chunk
+            // briefly, and saves an allocation per stored job (freed on
+            // another thread, at that).
+            None => self.handles.make(id),
         };
         let Some(job) = self.jobs.get_mut(id) else {
             return;
