@@ -270,6 +270,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn payload_keeps_unique_and_workload_apart() {
+        let packet = Bytes::from_static(b"resize\0\0workload");
+        let data = packet.slice(8..);
+        // Empty unique: the workload's own slice, not a copy.
+        let p = Payload::new(Bytes::new(), data.clone());
+        assert_eq!(p.unique_len, 0);
+        assert_eq!(p.bytes.as_ptr(), data.as_ptr());
+        // Named unique: one buffer, unique first.
+        let p = Payload::new(Bytes::from_static(b"u-1"), data);
+        assert_eq!(&p.bytes[..], b"u-1workload");
+        assert_eq!(p.unique_len, 3);
+        let job = Job {
+            id: 1,
+            payload: p.bytes,
+            unique_len: p.unique_len,
+            created: 0,
+            clients: ConnList::Empty,
+            extra: None,
+            func: 0,
+            retries: 0,
+            priority: Priority::Normal,
+            background: true,
+            state: JobState::Queued,
+            persist: Persist::No,
+        };
+        assert_eq!(job.unique(), b"u-1");
+        assert_eq!(job.data(), b"workload");
+        assert_eq!(job.unique_bytes(), Bytes::from_static(b"u-1"));
+        assert_eq!(job.data_bytes(), Bytes::from_static(b"workload"));
+        assert_eq!(job.unique_key(), UniqueKey::Named);
+    }
+
+    #[test]
     fn a_job_stays_small() {
         // 88 bytes on 64-bit targets; the slab slot is the same size.
         assert!(std::mem::size_of::<Job>() <= 88);
