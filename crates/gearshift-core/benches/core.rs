@@ -11,20 +11,20 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
 use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
-use gearshift_proto::frame::{encode_parts, DEFAULT_MAX_PACKET};
-use gearshift_proto::{
-    decode_frame, parse_admin, Frame, GrabKind, Magic, PacketType, Priority, Request, Response,
-    Submit,
-};
+use gearshift_proto::{GrabKind, PacketType, Priority, Request, Response, Submit};
 
 /// Jobs per iteration of the submit and drain groups.
 const N: usize = 10_000;
 const CLIENT: ConnId = ConnId(1);
 const WORKER: ConnId = ConnId(2);
 const NOW: u64 = 1_700_000_000_000;
+
+#[path = "../tests/wire/mod.rs"]
+mod wire;
+use wire::Wire;
 
 fn info(fd: i64) -> ConnInfo {
     ConnInfo {
@@ -258,56 +258,6 @@ fn depth(c: &mut Criterion) {
     g.finish();
 }
 
-/// A connection's two buffers, as the server keeps them.
-struct Wire {
-    input: BytesMut,
-    out: BytesMut,
-}
-
-impl Wire {
-    fn new() -> Self {
-        Wire {
-            input: BytesMut::with_capacity(16 * 1024),
-            out: BytesMut::with_capacity(16 * 1024),
-        }
-    }
-
-    /// The peer sends a packet.
-    fn send(&mut self, kind: PacketType, parts: &[&[u8]]) {
-        if self.input.capacity() - self.input.len() < 1024 {
-            self.input.reserve(16 * 1024);
-        }
-        encode_parts(Magic::Req, kind, parts, &mut self.input);
-    }
-
-    /// The server reads, decodes and parses what arrived, hands it to the
-    /// core and encodes the replies; returns the last JOB_ASSIGN* handle.
-    fn serve(&mut self, core: &mut Core, conn: ConnId, effects: &mut Vec<Effect>) -> Bytes {
-        let mut handle = Bytes::new();
-        while let Ok(Some(frame)) = decode_frame(&mut self.input, DEFAULT_MAX_PACKET) {
-            let input = match frame {
-                Frame::Packet(p) => match Request::parse(&p) {
-                    Ok(r) => Input::Request(r),
-                    Err(e) => Input::Invalid(e),
-                },
-                Frame::Text(line) => Input::Admin(parse_admin(&line)),
-            };
-            core.handle(conn, input, NOW);
-            core.drain_effects_into(effects);
-            self.out.clear();
-            for e in effects.drain(..) {
-                if let Effect::Send(_, r) = e {
-                    r.encode(&mut self.out);
-                    if let Response::JobAssignUniq { handle: h, .. } = r {
-                        handle = h;
-                    }
-                }
-            }
-        }
-        handle
-    }
-}
-
 /// The whole path of one background job through a server: SUBMIT_JOB_BG,
 /// GRAB_JOB_ALL and WORK_COMPLETE packets cut from read buffers, parsed,
 /// routed, and every reply encoded into a write buffer.
@@ -321,16 +271,16 @@ fn pipeline(c: &mut Criterion) {
         let (mut client, mut worker) = (Wire::new(), Wire::new());
         let mut effects = Vec::new();
         worker.send(PacketType::CanDo, &[b"resize"]);
-        worker.serve(&mut core, WORKER, &mut effects);
+        worker.serve(&mut core, WORKER, NOW, &mut effects);
         let data = vec![b'x'; 100];
         b.iter(|| {
             client.send(PacketType::SubmitJobBg, &[b"resize", b"", &data]);
-            client.serve(&mut core, CLIENT, &mut effects);
+            client.serve(&mut core, CLIENT, NOW, &mut effects);
             worker.send(PacketType::GrabJobAll, &[]);
-            let handle = worker.serve(&mut core, WORKER, &mut effects);
+            let handle = worker.serve(&mut core, WORKER, NOW, &mut effects);
             worker.send(PacketType::WorkComplete, &[&handle, b"ok"]);
             drop(handle);
-            worker.serve(&mut core, WORKER, &mut effects);
+            worker.serve(&mut core, WORKER, NOW, &mut effects);
         });
         assert_eq!(core.job_count(), 0);
     });

@@ -13,11 +13,14 @@
 
 use std::alloc::System;
 
-use bytes::{Bytes, BytesMut};
-use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
+use bytes::BytesMut;
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Input};
 use gearshift_proto::frame::{encode_parts, DEFAULT_MAX_PACKET};
-use gearshift_proto::{decode_frame, Frame, Magic, PacketType, Request, Response};
+use gearshift_proto::{decode_frame, Frame, Magic, PacketType, Request};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
+
+mod wire;
+use wire::Wire;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -36,52 +39,6 @@ fn core() -> Core {
         core.connect(conn, info);
     }
     core
-}
-
-/// A connection's read and write buffers, as the server keeps them.
-struct Wire {
-    input: BytesMut,
-    out: BytesMut,
-}
-
-impl Wire {
-    fn new() -> Self {
-        Wire {
-            input: BytesMut::with_capacity(16 * 1024),
-            out: BytesMut::with_capacity(16 * 1024),
-        }
-    }
-
-    fn send(&mut self, kind: PacketType, parts: &[&[u8]]) {
-        if self.input.capacity() - self.input.len() < 1024 {
-            self.input.reserve(16 * 1024);
-        }
-        encode_parts(Magic::Req, kind, parts, &mut self.input);
-    }
-
-    /// Serves what arrived; returns the handle of the last JOB_ASSIGN_UNIQ.
-    fn serve(&mut self, core: &mut Core, conn: ConnId, effects: &mut Vec<Effect>) -> Bytes {
-        let mut handle = Bytes::new();
-        while let Ok(Some(Frame::Packet(p))) = decode_frame(&mut self.input, DEFAULT_MAX_PACKET) {
-            let input = match Request::parse(&p) {
-                Ok(r) => Input::Request(r),
-                Err(e) => Input::Invalid(e),
-            };
-            drop(p);
-            core.handle(conn, input, 0);
-            core.drain_effects_into(effects);
-            self.out.clear();
-            for e in effects.drain(..) {
-                if let Effect::Send(_, r) = e {
-                    r.encode(&mut self.out);
-                    if let Response::JobAssignUniq { handle: h, .. } = r {
-                        handle = h;
-                    }
-                }
-            }
-        }
-        handle
-    }
 }
 
 fn bytes_per_queued_job(n: usize, unique: impl Fn(usize) -> Vec<u8>) -> f64 {
@@ -120,20 +77,20 @@ fn allocations_per_job(depth: usize, jobs: usize) -> f64 {
     let mut effects = Vec::with_capacity(16);
     let data = [b'x'; 100];
     worker.send(PacketType::CanDo, &[b"resize"]);
-    worker.serve(&mut core, WORKER, &mut effects);
+    worker.serve(&mut core, WORKER, 0, &mut effects);
     for _ in 0..depth {
         client.send(PacketType::SubmitJobBg, &[b"resize", b"", &data]);
-        client.serve(&mut core, CLIENT, &mut effects);
+        client.serve(&mut core, CLIENT, 0, &mut effects);
     }
     let mut cycle = |core: &mut Core| {
         client.send(PacketType::SubmitJobBg, &[b"resize", b"", &data]);
-        client.serve(core, CLIENT, &mut effects);
+        client.serve(core, CLIENT, 0, &mut effects);
         worker.send(PacketType::GrabJobAll, &[]);
-        let handle = worker.serve(core, WORKER, &mut effects);
+        let handle = worker.serve(core, WORKER, 0, &mut effects);
         assert!(!handle.is_empty(), "a job was assigned");
         worker.send(PacketType::WorkComplete, &[&handle, b"ok"]);
         drop(handle);
-        worker.serve(core, WORKER, &mut effects);
+        worker.serve(core, WORKER, 0, &mut effects);
     };
     for _ in 0..jobs {
         cycle(&mut core);
