@@ -255,16 +255,16 @@ impl LogStore {
         self.len > self.opts.compact_min_bytes && dead > self.live_bytes
     }
 
-    /// Reads the flushed file again: its live jobs by id.
+    /// Reads the flushed file again, a frame at a time: its live jobs by id.
     fn read_live(&self) -> Result<BTreeMap<u64, JobRecord>, StoreError> {
-        let mut raw = Vec::new();
-        File::open(self.path())?
-            .take(self.len)
-            .read_to_end(&mut raw)?;
-        let scan = frame::scan(&Bytes::from(raw))?;
         let mut live = BTreeMap::new();
         let mut high = self.high;
-        apply_ops(&mut live, scan.ops, &mut high);
+        let mut frames = self.frames()?;
+        while let Some(payload) = frames.next_payload()? {
+            // Decoded records keep slices of their frame: a copy of it.
+            let ops = Op::decode_all(&Bytes::copy_from_slice(payload))?;
+            apply_ops(&mut live, ops, &mut high);
+        }
         Ok(live)
     }
 
