@@ -23,20 +23,25 @@ fn log_store_conforms() {
 
 #[test]
 fn log_store_with_tiny_compaction_threshold_conforms() {
-    // Compaction after nearly every flush exercises the rewrite path.
-    let mut dirs = Vec::new();
-    conformance::run(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().to_path_buf();
-        dirs.push(dir);
-        move || {
-            let opts = LogOptions {
-                compact_min_bytes: 0,
-                ..LogOptions::default()
-            };
-            LogStore::open(&path, opts).expect("open log store")
-        }
-    });
+    // Compaction after nearly every flush exercises the rewrite path: on
+    // its own thread (the default: flushes and swaps interleave with it at
+    // random) and inside the flush.
+    for background_compaction in [true, false] {
+        let mut dirs = Vec::new();
+        conformance::run(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().to_path_buf();
+            dirs.push(dir);
+            move || {
+                let opts = LogOptions {
+                    compact_min_bytes: 0,
+                    background_compaction,
+                    ..LogOptions::default()
+                };
+                LogStore::open(&path, opts).expect("open log store")
+            }
+        });
+    }
 }
 
 #[test]

@@ -164,6 +164,7 @@ fn a_full_disk_fails_flushes_cleanly_and_recovers_once_space_is_freed() {
     let opts = LogOptions {
         durability: Durability::Fsync,
         compact_min_bytes: u64::MAX,
+        background_compaction: false,
     };
     let mut s = LogStore::open(&data, opts).expect("open");
     s.replay().expect("replay");
@@ -219,6 +220,7 @@ fn a_compaction_that_fails_on_a_full_disk_gives_its_space_back() {
     let opts = LogOptions {
         durability: Durability::Fsync,
         compact_min_bytes: 0,
+        background_compaction: false,
     };
     let mut s = LogStore::open(&data, opts).expect("open");
     s.replay().expect("replay");

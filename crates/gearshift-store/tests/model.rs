@@ -79,6 +79,8 @@ fn options() -> impl Strategy<Value = LogOptions> {
                 Durability::Interval(Duration::from_millis(50))
             },
             compact_min_bytes,
+            // The checks below look at the file right after each flush.
+            background_compaction: false,
         })
 }
 
@@ -412,6 +414,7 @@ fn a_crash_right_after_a_compacting_flush_keeps_either_side() {
         let mut h = Harness::new(LogOptions {
             durability: Durability::Interval(Duration::from_millis(50)),
             compact_min_bytes: 0,
+            background_compaction: false,
         });
         for _ in 0..5 {
             h.step(&Action::Add {

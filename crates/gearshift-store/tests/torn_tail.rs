@@ -42,6 +42,7 @@ fn opts() -> LogOptions {
         durability: Durability::Interval(Duration::from_secs(1)),
         // Never compact: the frames must stay where they were written.
         compact_min_bytes: u64::MAX,
+        background_compaction: false,
     }
 }
 

@@ -3,6 +3,7 @@
 //! job of a group commit), rewritten to only its live jobs when dead
 //! records outgrow live ones, so its size stays bounded.
 
+mod compact;
 pub mod frame;
 
 use std::collections::{BTreeMap, HashMap};
@@ -11,11 +12,12 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{encode_add, scan_ops, Op, RawOp, ADD_ATTEMPTS_AT};
+use crate::record::{encode_add, Op};
 use crate::{apply_ops, JobRecord, Replayed, Store, StoreError};
 use frame::FrameReader;
 
@@ -39,6 +41,9 @@ pub struct LogOptions {
     pub durability: Durability,
     /// The file is never compacted below this size.
     pub compact_min_bytes: u64,
+    /// Compact on a thread of its own while flushes go on (the default),
+    /// instead of inside the flush that found the file worth compacting.
+    pub background_compaction: bool,
 }
 
 impl Default for LogOptions {
@@ -46,6 +51,7 @@ impl Default for LogOptions {
         LogOptions {
             durability: Durability::Fsync,
             compact_min_bytes: 8 << 20,
+            background_compaction: true,
         }
     }
 }
@@ -107,6 +113,10 @@ pub struct LogStore {
     replay: Option<Vec<JobRecord>>,
     /// Set when the file handle can no longer be trusted; every flush fails.
     broken: Option<String>,
+    /// A compaction running on its own thread.
+    compaction: Option<compact::Background>,
+    /// Compactions swapped in since the store was opened.
+    compactions: u64,
     /// Held for the store's lifetime: one process per data directory.
     _lock: File,
 }
@@ -200,6 +210,8 @@ impl LogStore {
             high,
             replay: Some(live.into_values().collect()),
             broken: None,
+            compaction: None,
+            compactions: 0,
             _lock: lock,
         })
     }
@@ -256,6 +268,12 @@ impl LogStore {
         self.dir.join(FILE_NAME)
     }
 
+    /// The file size past which dead records outweigh live ones (or the
+    /// minimum, whichever is larger): where a compaction starts.
+    fn compact_at(&self) -> u64 {
+        self.opts.compact_min_bytes.max(2 * self.live_bytes)
+    }
+
     fn should_compact(&self) -> bool {
         let dead = self.len.saturating_sub(self.live_bytes);
         self.len > self.opts.compact_min_bytes && dead > self.live_bytes
@@ -281,72 +299,115 @@ impl LogStore {
         FrameReader::new(BufReader::with_capacity(1 << 20, file), self.len)
     }
 
-    /// Writes the compacted log to `tmp`: the handle reservation, then
-    /// every live job's Add with its latest attempt count. Two streaming
-    /// passes over the log, a frame at a time (the first collects attempt
-    /// counts changed since an Add); live Adds are copied as they lie, with
-    /// the count patched in place, never decoded, so memory stays at a frame
-    /// or two and the work at a copy, whatever the file's size.
-    fn write_compacted(&self, tmp: &Path) -> Result<u64, StoreError> {
-        let mut attempts: HashMap<u64, u32, BuildHasherDefault<IdHash>> = HashMap::default();
-        let mut frames = self.frames()?;
-        while let Some(payload) = frames.next_payload()? {
-            scan_ops(payload, |op| {
-                if let RawOp::Update { id, attempts: a } = op {
-                    if self.live.contains_key(&id) {
-                        attempts.insert(id, a);
-                    }
-                }
-            })?;
-        }
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(tmp)?;
-        let mut f = std::io::BufWriter::with_capacity(1 << 20, f);
-        f.write_all(&frame::file_header())?;
-        let mut total = frame::HEADER_LEN as u64;
-        let mut buf = vec![0; frame::FRAME_HEADER];
-        Op::Reserve(self.high).encode(&mut buf);
-        let mut frames = self.frames()?;
-        while let Some(payload) = frames.next_payload()? {
-            scan_ops(payload, |op| {
-                let RawOp::Add { id, bytes } = op else { return };
-                if !self.live.contains_key(&id) {
-                    return;
-                }
-                let at = buf.len() + ADD_ATTEMPTS_AT;
-                buf.extend_from_slice(bytes);
-                if let Some(a) = attempts.get(&id) {
-                    buf[at..at + 4].copy_from_slice(&a.to_le_bytes());
-                }
-            })?;
-            if buf.len() > 1 << 20 {
-                frame::seal(&mut buf);
-                f.write_all(&buf)?;
-                total += buf.len() as u64;
-                buf.truncate(frame::FRAME_HEADER);
-            }
-        }
-        if buf.len() > frame::FRAME_HEADER {
-            frame::seal(&mut buf);
-            f.write_all(&buf)?;
-            total += buf.len() as u64;
-        }
-        let f = f.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        Ok(total)
+    /// Whether a compaction is running on its own thread.
+    pub fn compacting(&self) -> bool {
+        self.compaction.is_some()
     }
 
-    /// Rewrites the log with only its live jobs, then swaps it in atomically.
-    fn compact(&mut self) -> Result<(), StoreError> {
+    /// Compactions swapped in since the store was opened.
+    pub fn compactions(&self) -> u64 {
+        self.compactions
+    }
+
+    /// Waits for a running background compaction and swaps its file in.
+    pub fn finish_compaction(&mut self) -> Result<(), StoreError> {
+        self.poll_compaction(true)
+    }
+
+    /// After a flush: swaps in a background compaction that has finished,
+    /// and starts one (or, without background compaction, compacts here)
+    /// when dead records outweigh live ones. A failed compaction leaves the
+    /// log as it was; a later flush tries again.
+    ///
+    /// Should flushes outrun a background compaction (the file reaching
+    /// twice the size that starts one), the flush waits for it and, if the
+    /// file is still that large, compacts at once: the file never exceeds
+    /// twice its bound, whatever the load, at the price of a pause only
+    /// when the disk cannot keep up anyway.
+    fn maybe_compact(&mut self) {
+        if let Err(e) = self.poll_compaction(false) {
+            tracing::error!(error = %e, "queue file compaction failed");
+        }
+        let mut inline = !self.opts.background_compaction;
+        if self.compaction.is_some() && self.len > 2 * self.compact_at() {
+            tracing::warn!(
+                len = self.len,
+                live = self.live_bytes,
+                "flushes outran the background compaction; waiting for it"
+            );
+            if let Err(e) = self.poll_compaction(true) {
+                tracing::error!(error = %e, "queue file compaction failed");
+            }
+            inline = self.len > 2 * self.compact_at();
+        }
+        if self.compaction.is_some() || !self.should_compact() {
+            return;
+        }
         let tmp = compact_tmp(&self.dir);
-        let written = self.write_compacted(&tmp).and_then(|total| {
-            std::fs::rename(&tmp, self.path())?;
-            Ok(total)
+        if !inline {
+            match compact::Background::start(self.path(), tmp, self.len, self.high) {
+                Ok(bg) => self.compaction = Some(bg),
+                Err(e) => tracing::error!(error = %e, "cannot start the compaction thread"),
+            }
+            return;
+        }
+        let done = compact::compact(&self.path(), &tmp, self.len, self.high, None);
+        let installed = match done {
+            Ok(c) => self.install(c),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        };
+        if let Err(e) = installed {
+            tracing::error!(error = %e, "queue file compaction failed");
+        }
+    }
+
+    /// Tells a background compaction how far the log is written; once it
+    /// has finished (or, with `wait`, when it finishes), swaps its file in.
+    fn poll_compaction(&mut self, wait: bool) -> Result<(), StoreError> {
+        let Some(bg) = &self.compaction else {
+            return Ok(());
+        };
+        bg.progress.written.store(self.len, Ordering::Release);
+        if !wait && !bg.thread.is_finished() {
+            return Ok(());
+        }
+        let Some(bg) = self.compaction.take() else {
+            return Ok(());
+        };
+        let result = bg.thread.join().unwrap_or_else(|_| {
+            Err(StoreError::Io(std::io::Error::other(
+                "the compaction thread panicked",
+            )))
         });
-        let new_len = match written {
+        match result {
+            Ok(c) => self.install(c),
+            Err(e) => {
+                let _ = std::fs::remove_file(&bg.tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Swaps a compacted file in: appends the frames flushed since its copy
+    /// ended, syncs it, renames it over the log atomically and reopens it.
+    /// Runs between flushes, so nothing is appended meanwhile.
+    fn install(&mut self, c: compact::Compacted) -> Result<(), StoreError> {
+        let tmp = compact_tmp(&self.dir);
+        let tail = self.len - c.upto.min(self.len);
+        let renamed = (|| {
+            if tail > 0 {
+                let mut f = OpenOptions::new().write(true).open(&tmp)?;
+                f.seek(SeekFrom::Start(c.len))?;
+                compact::copy_range(&self.file, c.upto, self.len, &mut f)?;
+                f.sync_data()?;
+            }
+            std::fs::rename(&tmp, self.path())?;
+            Ok::<_, StoreError>(c.len + tail)
+        })();
+        let new_len = match renamed {
             Ok(total) => total,
             Err(e) => {
                 // Give the space back: on a full disk a half-written copy
@@ -381,13 +442,23 @@ impl LogStore {
         self.len = new_len;
         self.allocated = new_len;
         self.prealloc = true;
+        self.compactions += 1;
         tracing::info!(
             before,
             after = self.len,
+            copied_at_swap = tail,
             live = self.live.len(),
             "compacted the queue file"
         );
         Ok(())
+    }
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        if let Some(bg) = self.compaction.take() {
+            bg.abandon();
+        }
     }
 }
 
@@ -478,12 +549,7 @@ impl Store for LogStore {
                 self.live_bytes -= s;
             }
         }
-        if self.should_compact() {
-            if let Err(e) = self.compact() {
-                // The old file is intact; try again at a later flush.
-                tracing::error!(error = %e, "queue file compaction failed");
-            }
-        }
+        self.maybe_compact();
         Ok(())
     }
 

@@ -1,0 +1,228 @@
+//! Compaction: rewriting the log with only its live jobs, on the store's
+//! thread or on one of its own while the store keeps appending.
+//!
+//! A compaction reads a prefix of the log, `[0, end)`, which the store no
+//! longer changes: the jobs live at `end` (added and not yet done there) are
+//! copied as they lie, attempt counts patched, behind one reservation of the
+//! handle counter. Whatever the store appends after `end` meanwhile is
+//! copied after them frame for frame, so replaying the new file gives what
+//! replaying the old one gives: a Done or Update in the copied tail finds its
+//! job in the compacted prefix (or finds nothing, as it would have). The
+//! store swaps the new file in with a rename, after copying the last few
+//! frames itself, so no append is ever lost between the copy and the swap.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::hash::BuildHasherDefault;
+use std::io::{BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::frame::{self, FrameReader};
+use super::IdHash;
+use crate::record::{scan_ops, Op, RawOp, ADD_ATTEMPTS_AT};
+use crate::StoreError;
+
+/// A background compaction stops copying the store's new frames once fewer
+/// than this many bytes are left; the store copies those itself at the swap.
+pub(super) const TAIL_LEFT_TO_SWAP: u64 = 1 << 20;
+
+/// Rounds of copying the store's new frames before a background compaction
+/// leaves the rest to the swap anyway (a store appending as fast as the
+/// copy goes would otherwise keep it chasing).
+const CATCH_UP_ROUNDS: u32 = 8;
+
+/// A finished compaction's file, not yet swapped in.
+#[derive(Debug)]
+pub(super) struct Compacted {
+    /// Bytes written to the new file.
+    pub len: u64,
+    /// The old log's frames are in the new file up to here.
+    pub upto: u64,
+}
+
+/// Where a background compaction learns how far the store has written and
+/// whether to give up.
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    /// End of the store's last flushed frame.
+    pub written: AtomicU64,
+    /// The store is closing: stop and remove the new file.
+    pub cancel: AtomicBool,
+}
+
+/// A compaction running on its own thread.
+#[derive(Debug)]
+pub(super) struct Background {
+    /// The thread; its result is the file to swap in.
+    pub thread: JoinHandle<Result<Compacted, StoreError>>,
+    /// Shared with the thread.
+    pub progress: Arc<Progress>,
+    /// The new file.
+    pub tmp: PathBuf,
+}
+
+impl Background {
+    /// Starts compacting `[0, end)` of `log` into `tmp` on a new thread.
+    pub fn start(log: PathBuf, tmp: PathBuf, end: u64, high: u64) -> std::io::Result<Background> {
+        let progress = Arc::new(Progress {
+            written: AtomicU64::new(end),
+            cancel: AtomicBool::new(false),
+        });
+        let shared = progress.clone();
+        let out = tmp.clone();
+        let thread = std::thread::Builder::new()
+            .name("gearshift-compact".into())
+            .spawn(move || {
+                let result = compact(&log, &out, end, high, Some(&shared));
+                if result.is_err() {
+                    // Give the space back at once: on a full disk a
+                    // half-written copy would hold what little is left.
+                    let _ = std::fs::remove_file(&out);
+                }
+                result
+            })?;
+        Ok(Background {
+            thread,
+            progress,
+            tmp,
+        })
+    }
+
+    /// Stops the thread and removes its file (the store is closing).
+    pub fn abandon(self) {
+        self.progress.cancel.store(true, Ordering::Release);
+        let _ = self.thread.join();
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+fn cancelled(progress: Option<&Progress>) -> Result<(), StoreError> {
+    match progress {
+        Some(p) if p.cancel.load(Ordering::Acquire) => Err(StoreError::Io(std::io::Error::other(
+            "compaction cancelled: the store is closing",
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Reads the log's frames one at a time, from the start up to `end`.
+fn frames(log: &Path, end: u64) -> Result<FrameReader<impl Read>, StoreError> {
+    let file = File::open(log)?.take(end);
+    FrameReader::new(BufReader::with_capacity(1 << 20, file), end)
+}
+
+/// Writes the compacted log to `tmp`: the handle reservation `high`, then
+/// every job live at `end` with its latest attempt count. Two streaming
+/// passes over `[0, end)`, a frame at a time (the first finds the live jobs
+/// and their attempt counts); live Adds are copied as they lie, never
+/// decoded, so memory stays at a frame or two plus a set of ids, whatever
+/// the file's size. With `progress` (a background compaction) the frames the
+/// store appends meanwhile are then copied too, until fewer than
+/// [`TAIL_LEFT_TO_SWAP`] bytes are left (or for [`CATCH_UP_ROUNDS`] rounds).
+/// The file is synced before this returns.
+pub(super) fn compact(
+    log: &Path,
+    tmp: &Path,
+    end: u64,
+    high: u64,
+    progress: Option<&Progress>,
+) -> Result<Compacted, StoreError> {
+    let mut live: HashSet<u64, BuildHasherDefault<IdHash>> = HashSet::default();
+    let mut attempts: HashMap<u64, u32, BuildHasherDefault<IdHash>> = HashMap::default();
+    let mut reader = frames(log, end)?;
+    while let Some(payload) = reader.next_payload()? {
+        cancelled(progress)?;
+        scan_ops(payload, |op| match op {
+            RawOp::Add { id, .. } => {
+                live.insert(id);
+            }
+            RawOp::Done(id) => {
+                live.remove(&id);
+                attempts.remove(&id);
+            }
+            RawOp::Update { id, attempts: a } => {
+                if live.contains(&id) {
+                    attempts.insert(id, a);
+                }
+            }
+            RawOp::Reserve(_) => {}
+        })?;
+    }
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(tmp)?;
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, f);
+    f.write_all(&frame::file_header())?;
+    let mut total = frame::HEADER_LEN as u64;
+    let mut buf = vec![0; frame::FRAME_HEADER];
+    Op::Reserve(high).encode(&mut buf);
+    let mut reader = frames(log, end)?;
+    while let Some(payload) = reader.next_payload()? {
+        cancelled(progress)?;
+        scan_ops(payload, |op| {
+            let RawOp::Add { id, bytes } = op else { return };
+            if !live.contains(&id) {
+                return;
+            }
+            let at = buf.len() + ADD_ATTEMPTS_AT;
+            buf.extend_from_slice(bytes);
+            if let Some(a) = attempts.get(&id) {
+                buf[at..at + 4].copy_from_slice(&a.to_le_bytes());
+            }
+        })?;
+        if buf.len() > 1 << 20 {
+            frame::seal(&mut buf);
+            f.write_all(&buf)?;
+            total += buf.len() as u64;
+            buf.truncate(frame::FRAME_HEADER);
+        }
+    }
+    if buf.len() > frame::FRAME_HEADER {
+        frame::seal(&mut buf);
+        f.write_all(&buf)?;
+        total += buf.len() as u64;
+    }
+    let mut f = f.into_inner().map_err(|e| e.into_error())?;
+    let mut upto = end;
+    if let Some(p) = progress {
+        // Catch up with the store: copy what it appended while we worked,
+        // again and again, until what is left is small enough for the swap.
+        let src = File::open(log)?;
+        for _ in 0..CATCH_UP_ROUNDS {
+            cancelled(Some(p))?;
+            let written = p.written.load(Ordering::Acquire);
+            if written.saturating_sub(upto) < TAIL_LEFT_TO_SWAP {
+                break;
+            }
+            copy_range(&src, upto, written, &mut f)?;
+            total += written - upto;
+            upto = written;
+        }
+    }
+    f.sync_all()?;
+    Ok(Compacted { len: total, upto })
+}
+
+/// Appends bytes `[from, to)` of `src` to `dst`.
+pub(super) fn copy_range(
+    src: &File,
+    from: u64,
+    to: u64,
+    dst: &mut impl Write,
+) -> Result<(), StoreError> {
+    let mut buf = vec![0u8; (to - from).min(1 << 20) as usize];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(buf.len() as u64) as usize;
+        src.read_exact_at(&mut buf[..n], at)?;
+        dst.write_all(&buf[..n])?;
+        at += n as u64;
+    }
+    Ok(())
+}
