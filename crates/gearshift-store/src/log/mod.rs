@@ -438,7 +438,16 @@ impl LogStore {
             }
         };
         let before = self.len;
-        self.file = file;
+        let old = std::mem::replace(&mut self.file, file);
+        // The old file's last link went with the rename: closing it frees
+        // its blocks, which for a deep queue's log takes tens of
+        // milliseconds. Not on the store thread's time.
+        let closed = std::thread::Builder::new()
+            .name("gearshift-close".into())
+            .spawn(move || drop(old));
+        if let Err(e) = closed {
+            tracing::debug!(error = %e, "closing the old queue file here");
+        }
         self.len = new_len;
         self.allocated = new_len;
         self.prealloc = true;
