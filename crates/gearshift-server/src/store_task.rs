@@ -64,6 +64,13 @@ impl Committer {
         }
     }
 
+    /// Lets the store tidy up while no commit comes.
+    pub fn idle(&mut self) {
+        if let Err(e) = self.store.idle() {
+            tracing::error!(error = %e, "store housekeeping failed");
+        }
+    }
+
     /// Forces written data to disk.
     pub fn sync(&mut self) {
         if let Err(e) = self.store.sync() {
@@ -80,6 +87,10 @@ impl Committer {
         }
     }
 }
+
+/// How often an idle store thread lets the store tidy up (a compaction that
+/// finished after the last commit is swapped in, its old file freed).
+const IDLE_TICK: Duration = Duration::from_millis(200);
 
 /// Most new jobs a batch may carry to be written inline by the engine: a
 /// whole read's worth of pipelined submissions, while a read buffer's
@@ -182,17 +193,17 @@ fn store_thread(
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     };
     let mut last_sync = Instant::now();
+    // Wakes up at least this often when no commit comes, for the store's
+    // housekeeping (and, with interval durability, the sync).
+    let tick = sync_every.map_or(IDLE_TICK, |every| every.min(IDLE_TICK));
     loop {
-        let first = match sync_every {
-            Some(every) => match rx.recv_timeout(every) {
-                Ok(batch) => Some(batch),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
-            },
-            None => match rx.recv() {
-                Ok(batch) => Some(batch),
-                Err(_) => break,
-            },
+        let first = match rx.recv_timeout(tick) {
+            Ok(batch) => Some(batch),
+            Err(RecvTimeoutError::Timeout) => {
+                lock().idle();
+                None
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
         };
         if let Some(first) = first {
             // Group commit: everything queued meanwhile joins this flush.

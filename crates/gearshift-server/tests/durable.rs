@@ -30,6 +30,8 @@ struct GateState {
     flushes: usize,
     /// A flush is waiting at the gate.
     blocked: bool,
+    /// Calls of the store's idle housekeeping.
+    idles: usize,
 }
 
 /// The test's end of a [`GatedStore`].
@@ -120,6 +122,10 @@ impl Store for GatedStore {
         }
         drop(s);
         self.inner.flush()
+    }
+    fn idle(&mut self) -> Result<(), StoreError> {
+        self.gate.state().idles += 1;
+        self.inner.idle()
     }
 }
 
@@ -390,6 +396,29 @@ async fn graceful_shutdown_answers_submissions_awaiting_the_store() {
     assert_eq!(rest, expected.freeze());
     assert!(server.wait_stopped(TIMEOUT).await);
     assert_eq!(mem.reopen().replay().expect("replay").jobs.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_lets_the_store_tidy_up() {
+    // The log store swaps in a compaction that finished after the last
+    // flush only when asked: an idle server must keep asking, or the old
+    // log and the compacted copy would both stay on disk until the next
+    // submission.
+    let (server, gate, _mem) = gated_server(false).await;
+    let mut client = server.connect().await;
+    client
+        .send_req(&bg_submit("f", "one", Priority::Normal))
+        .await;
+    client.expect_created().await;
+    let start = Instant::now();
+    let before = gate.state().idles;
+    while gate.state().idles < before + 2 {
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "the idle store thread never called the store's housekeeping"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 // ---- restart on the log store ------------------------------------------------------

@@ -82,4 +82,8 @@ impl<S: Store> Store for FaultyStore<S> {
     fn sync(&mut self) -> Result<(), StoreError> {
         self.inner.sync()
     }
+
+    fn idle(&mut self) -> Result<(), StoreError> {
+        self.inner.idle()
+    }
 }

@@ -58,6 +58,12 @@ pub trait Store: Send {
     fn sync(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
+    /// Housekeeping while no flush comes (the server calls it every so
+    /// often when idle): the log store swaps in a compaction that finished
+    /// after the last flush. Default no-op.
+    fn idle(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Applies ops to an id-ordered live set; shared by backends that rebuild

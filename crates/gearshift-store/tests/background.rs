@@ -177,3 +177,37 @@ fn a_background_compaction_keeps_payloads_byte_for_byte() {
         assert_eq!(r, &big(r.id, 1000), "job {}", r.id);
     }
 }
+
+#[test]
+fn an_idle_store_swaps_in_a_compaction_that_finished_after_the_last_flush() {
+    let dir = TempDir::new().expect("tempdir");
+    let mut s = LogStore::open(dir.path(), opts()).expect("open");
+    s.replay().expect("replay");
+    let mut model = BTreeMap::new();
+    start_compaction(&mut s, &mut model, 1000, 4 << 10, 4);
+    assert!(s.compacting(), "the flush of the ends started a compaction");
+    let before = s.file_len();
+    // No flush from here on: only the idle calls a server makes.
+    let start = std::time::Instant::now();
+    while s.compacting() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never swapped in"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        s.idle().expect("idle");
+    }
+    assert_eq!(s.compactions(), 1);
+    assert!(
+        s.file_len() < before / 2,
+        "{} of {before} bytes",
+        s.file_len()
+    );
+    assert!(
+        !dir.path().join(format!("{FILE_NAME}.compact")).exists(),
+        "the compacted copy is the log now"
+    );
+    let want: Vec<JobRecord> = model.values().cloned().collect();
+    drop(s);
+    assert!(reopened(dir.path()) == want);
+}

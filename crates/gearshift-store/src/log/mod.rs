@@ -566,4 +566,8 @@ impl Store for LogStore {
         self.file.sync_data()?;
         Ok(())
     }
+
+    fn idle(&mut self) -> Result<(), StoreError> {
+        self.poll_compaction(false)
+    }
 }
