@@ -96,15 +96,24 @@ impl Op {
 
     /// Decodes every op of a frame payload.
     pub fn decode_all(payload: &Bytes) -> Result<Vec<Op>, StoreError> {
+        let mut ops = Vec::new();
+        Op::decode_each(payload, |op, _| ops.push(op))?;
+        Ok(ops)
+    }
+
+    /// Decodes the ops of a frame payload one at a time, handing each to
+    /// `f` with the length of its encoding.
+    pub fn decode_each(payload: &Bytes, mut f: impl FnMut(Op, usize)) -> Result<(), StoreError> {
         let mut r = Reader {
             buf: payload,
             pos: 0,
         };
-        let mut ops = Vec::new();
         while r.pos < payload.len() {
-            ops.push(r.op()?);
+            let start = r.pos;
+            let op = r.op()?;
+            f(op, r.pos - start);
         }
-        Ok(ops)
+        Ok(())
     }
 }
 

@@ -157,13 +157,22 @@ pub struct Scan {
 
 /// Reads every frame; cuts a torn tail, refuses corruption.
 pub fn scan(file: &Bytes) -> Result<Scan, StoreError> {
+    let mut ops = Vec::new();
+    let valid_len = scan_each(file, |op, _| ops.push(op))?;
+    Ok(Scan { ops, valid_len })
+}
+
+/// Like [`scan`], handing each op to `f` (with the length of its encoding)
+/// as its frame is read, so a replay never holds every op of the file at
+/// once. Returns the length of the valid prefix. On an error `f` may have
+/// seen the ops of the frames before it.
+pub fn scan_each(file: &Bytes, mut f: impl FnMut(Op, usize)) -> Result<usize, StoreError> {
     check_header(file)?;
     let mut pos = HEADER_LEN;
-    let mut ops = Vec::new();
     while pos < file.len() {
         match frame_at(file, pos) {
             Some((payload, next)) => {
-                ops.extend(Op::decode_all(&payload)?);
+                Op::decode_each(&payload, &mut f)?;
                 pos = next;
             }
             None => {
@@ -195,10 +204,7 @@ pub fn scan(file: &Bytes) -> Result<Scan, StoreError> {
             }
         }
     }
-    Ok(Scan {
-        ops,
-        valid_len: pos,
-    })
+    Ok(pos)
 }
 
 #[cfg(test)]

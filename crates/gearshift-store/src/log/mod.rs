@@ -5,6 +5,7 @@
 
 mod compact;
 pub mod frame;
+mod replay;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -163,37 +164,25 @@ impl LogStore {
             raw = frame::file_header().to_vec();
         }
         let raw = Bytes::from(raw);
-        let scan = frame::scan(&raw)?;
-        if scan.valid_len < raw.len() {
+        let replay::Replay {
+            jobs,
+            sizes: live_sizes,
+            high,
+            valid_len,
+        } = replay::read(&raw)?;
+        if valid_len < raw.len() {
             // Zeros are room written ahead (see `preallocate`); anything
             // else is a frame a crash cut short.
-            if raw[scan.valid_len..].iter().any(|&b| b != 0) {
+            if raw[valid_len..].iter().any(|&b| b != 0) {
                 tracing::warn!(
                     file = %path.display(),
-                    cut = raw.len() - scan.valid_len,
+                    cut = raw.len() - valid_len,
                     "queue file ends in a torn write (crash during a flush); cutting it off"
                 );
             }
-            file.set_len(scan.valid_len as u64)?;
+            file.set_len(valid_len as u64)?;
             file.sync_all()?;
         }
-        let mut live_sizes = LiveSizes::default();
-        let mut scratch = Vec::new();
-        for op in &scan.ops {
-            match op {
-                Op::Add(r) => {
-                    scratch.clear();
-                    live_sizes.insert(r.id, encode_add(r, &mut scratch) as u64);
-                }
-                Op::Done(id) => {
-                    live_sizes.remove(id);
-                }
-                _ => {}
-            }
-        }
-        let mut live = BTreeMap::new();
-        let mut high = 1;
-        apply_ops(&mut live, scan.ops, &mut high);
         file.seek(SeekFrom::End(0))?;
         let live_bytes = live_sizes.values().sum();
         Ok(LogStore {
@@ -202,13 +191,13 @@ impl LogStore {
             opts,
             pending: vec![0; frame::FRAME_HEADER],
             pending_ops: Vec::new(),
-            len: scan.valid_len as u64,
-            allocated: scan.valid_len as u64,
+            len: valid_len as u64,
+            allocated: valid_len as u64,
             prealloc: true,
             live: live_sizes,
             live_bytes,
             high,
-            replay: Some(live.into_values().collect()),
+            replay: Some(jobs),
             broken: None,
             compaction: None,
             compactions: 0,
