@@ -12,11 +12,13 @@
 //! where `live` is the encoded size of the live jobs' adds. With the
 //! compaction on its own thread (the default) the frames flushed while it
 //! runs are appended to the old file and then copied behind the compacted
-//! part; a flush that finds the file at twice the size that starts a
-//! compaction waits for the running one (and compacts at once if that was
-//! not enough), so the file stays within twice the bound above. This test
-//! appends far faster than a server would (no network, a debug build), so
-//! it takes that path as well as the background one.
+//! part; a flush that finds the file at twice its size when the running
+//! compaction started waits for it (and compacts at once if the file is
+//! still worth it). So after any flush the file is within the bound above
+//! when no compaction runs, and within twice its size at the start of the
+//! one that runs; once the stream stops it settles within the bound. This
+//! test appends far faster than a server would (no network, a debug
+//! build), so it takes the waiting path as well as the background one.
 //!
 //! The stream is ONE MILLION jobs of 100 bytes, flushed in groups of 256
 //! (interval durability: compactions still fsync), about 7 s per mode in a
@@ -102,6 +104,8 @@ fn stream(background_compaction: bool) {
     let mut at_10k = None;
     let mut next = 1u64;
     let mut compacting_flushes = 0u64;
+    // The file's size when the running background compaction started.
+    let mut started_at = 0u64;
     while next <= total {
         let mut ids = Vec::new();
         let mut bytes = 0;
@@ -124,17 +128,23 @@ fn stream(background_compaction: bool) {
             live_bytes -= old_bytes;
         }
         written += frame;
+        let (was_compacting, swapped) = (store.compacting(), store.compactions());
         store.flush().expect("flush");
         let len = store.file_len();
         max_live = max_live.max(live_bytes);
         max_len = max_len.max(len);
         if store.compacting() {
             compacting_flushes += 1;
+            if !was_compacting || store.compactions() != swapped {
+                // One started at the end of this flush.
+                started_at = len;
+            }
         }
-        // Compaction inside the flush keeps the strict bound; beside it,
-        // flushes may double the file before one waits for it.
-        let allowed = if background_compaction {
-            2 * bound(live_bytes)
+        // With no compaction running the strict bound holds (else one
+        // would have started); beside one, flushes may double the file
+        // before one of them waits for it.
+        let allowed = if store.compacting() {
+            2 * started_at
         } else {
             bound(live_bytes)
         };
@@ -149,7 +159,20 @@ fn stream(background_compaction: bool) {
     }
     if background_compaction {
         assert!(compacting_flushes > 0, "flushes ran beside a compaction");
-        store.finish_compaction().expect("last compaction");
+        // Once the stream stops, the file comes back within the strict
+        // bound after a compaction or two (each flush that finds the file
+        // worth it starts one; a reservation is the smallest flush).
+        let mut settle = 0;
+        loop {
+            store.finish_compaction().expect("compaction");
+            if store.file_len() <= bound(live_bytes) {
+                break;
+            }
+            settle += 1;
+            assert!(settle <= 4, "the file did not settle: {}", store.file_len());
+            store.reserve(total + 1);
+            store.flush().expect("settling flush");
+        }
     } else {
         assert_eq!(
             compacting_flushes, 0,
@@ -161,11 +184,8 @@ fn stream(background_compaction: bool) {
     let final_len = disk_len();
     assert_eq!(final_len, store.file_len(), "file_len() is the real length");
     let at_10k = at_10k.expect("stream passed 10k jobs");
-    let overall = if background_compaction {
-        2 * bound(max_live)
-    } else {
-        bound(max_live)
-    };
+    // Beside a running compaction the file may double (see above).
+    let overall = bound(max_live);
     println!(
         "{total} jobs in {elapsed:.2?} ({}, background compaction {background_compaction}): \
          file {at_10k} bytes at 10k jobs, {final_len} at the end, at most {max_len}; \
@@ -178,7 +198,9 @@ fn stream(background_compaction: bool) {
         }
     );
     assert!(compactions > 10, "compaction ran ({compactions} times)");
-    assert!(at_10k <= overall, "at 10k jobs: {at_10k} > {overall}");
+    if !background_compaction {
+        assert!(at_10k <= overall, "at 10k jobs: {at_10k} > {overall}");
+    }
     assert!(final_len <= overall, "at the end: {final_len} > {overall}");
     assert!(
         final_len * 20 < written,

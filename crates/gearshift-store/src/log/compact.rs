@@ -63,6 +63,8 @@ pub(super) struct Background {
     pub progress: Arc<Progress>,
     /// The new file.
     pub tmp: PathBuf,
+    /// The log's length when the compaction started.
+    pub end: u64,
 }
 
 impl Background {
@@ -89,6 +91,7 @@ impl Background {
             thread,
             progress,
             tmp,
+            end,
         })
     }
 

@@ -257,12 +257,6 @@ impl LogStore {
         self.dir.join(FILE_NAME)
     }
 
-    /// The file size past which dead records outweigh live ones (or the
-    /// minimum, whichever is larger): where a compaction starts.
-    fn compact_at(&self) -> u64 {
-        self.opts.compact_min_bytes.max(2 * self.live_bytes)
-    }
-
     fn should_compact(&self) -> bool {
         let dead = self.len.saturating_sub(self.live_bytes);
         self.len > self.opts.compact_min_bytes && dead > self.live_bytes
@@ -308,32 +302,36 @@ impl LogStore {
     /// when dead records outweigh live ones. A failed compaction leaves the
     /// log as it was; a later flush tries again.
     ///
-    /// Should flushes outrun a background compaction (the file reaching
-    /// twice the size that starts one), the flush waits for it and, if the
-    /// file is still that large, compacts at once: the file never exceeds
-    /// twice its bound, whatever the load, at the price of a pause only
-    /// when the disk cannot keep up anyway.
+    /// Should flushes outrun a background compaction (appending more than
+    /// the file held when it started), the flush waits for it and, if the
+    /// file is still worth compacting, compacts at once: the file never
+    /// exceeds twice the size at which the running compaction started,
+    /// whatever the load, at the price of a pause only when the disk cannot
+    /// keep up anyway. (A live set that shrinks meanwhile, as in a drain,
+    /// is no reason to wait: the next compaction drops what died.)
     fn maybe_compact(&mut self) {
         if let Err(e) = self.poll_compaction(false) {
             tracing::error!(error = %e, "queue file compaction failed");
         }
-        let mut inline = !self.opts.background_compaction;
-        if self.compaction.is_some() && self.len > 2 * self.compact_at() {
-            tracing::warn!(
-                len = self.len,
-                live = self.live_bytes,
-                "flushes outran the background compaction; waiting for it"
-            );
-            if let Err(e) = self.poll_compaction(true) {
-                tracing::error!(error = %e, "queue file compaction failed");
+        let mut waited = false;
+        if let Some(bg) = &self.compaction {
+            if self.len > 2 * bg.end {
+                tracing::warn!(
+                    len = self.len,
+                    started_at = bg.end,
+                    "flushes outran the background compaction; waiting for it"
+                );
+                if let Err(e) = self.poll_compaction(true) {
+                    tracing::error!(error = %e, "queue file compaction failed");
+                }
+                waited = true;
             }
-            inline = self.len > 2 * self.compact_at();
         }
         if self.compaction.is_some() || !self.should_compact() {
             return;
         }
         let tmp = compact_tmp(&self.dir);
-        if !inline {
+        if self.opts.background_compaction && !waited {
             match compact::Background::start(self.path(), tmp, self.len, self.high) {
                 Ok(bg) => self.compaction = Some(bg),
                 Err(e) => tracing::error!(error = %e, "cannot start the compaction thread"),
