@@ -30,8 +30,23 @@ fn reopened(dir: &Path) -> Vec<JobRecord> {
     s.replay().expect("replay").jobs
 }
 
-/// Fills the store with `n` jobs of `size` bytes, then ends all but every
-/// `keep`-th: the flush that writes the ends starts a compaction.
+/// A new store filled with `n` jobs of `size` bytes, all but every
+/// `keep`-th then ended: the flush that writes the ends has started a
+/// compaction. Returns the directory, the store and the jobs it holds.
+fn compacting_store(
+    n: u64,
+    size: usize,
+    keep: u64,
+) -> (TempDir, LogStore, BTreeMap<u64, JobRecord>) {
+    let dir = TempDir::new().expect("tempdir");
+    let mut s = LogStore::open(dir.path(), opts()).expect("open");
+    s.replay().expect("replay");
+    let mut model = BTreeMap::new();
+    start_compaction(&mut s, &mut model, n, size, keep);
+    assert!(s.compacting(), "the flush of the ends started a compaction");
+    (dir, s, model)
+}
+
 fn start_compaction(
     s: &mut LogStore,
     model: &mut BTreeMap<u64, JobRecord>,
@@ -59,15 +74,10 @@ fn start_compaction(
 
 #[test]
 fn frames_flushed_during_a_background_compaction_reach_the_new_file() {
-    let dir = TempDir::new().expect("tempdir");
-    let mut s = LogStore::open(dir.path(), opts()).expect("open");
-    s.replay().expect("replay");
-    let mut model = BTreeMap::new();
     // 24 MB of jobs, half of them ended: a compaction that takes a while,
     // started by the flush of the ends, and far enough from the size at
     // which flushes would wait for it (twice the one that started it).
-    start_compaction(&mut s, &mut model, 3000, 8 << 10, 2);
-    assert!(s.compacting(), "the flush of the ends started a compaction");
+    let (dir, mut s, mut model) = compacting_store(3000, 8 << 10, 2);
     let before = s.file_len();
 
     // While it runs: new jobs (more than the thread leaves to the swap),
@@ -141,12 +151,7 @@ fn frames_flushed_during_a_background_compaction_reach_the_new_file() {
 
 #[test]
 fn closing_the_store_mid_compaction_keeps_the_log_whole() {
-    let dir = TempDir::new().expect("tempdir");
-    let mut s = LogStore::open(dir.path(), opts()).expect("open");
-    s.replay().expect("replay");
-    let mut model = BTreeMap::new();
-    start_compaction(&mut s, &mut model, 3000, 8 << 10, 3);
-    assert!(s.compacting(), "the flush of the ends started a compaction");
+    let (dir, mut s, mut model) = compacting_store(3000, 8 << 10, 3);
     let r = big(5000, 100);
     s.add(&r);
     model.insert(5000, r);
@@ -163,11 +168,7 @@ fn closing_the_store_mid_compaction_keeps_the_log_whole() {
 
 #[test]
 fn a_background_compaction_keeps_payloads_byte_for_byte() {
-    let dir = TempDir::new().expect("tempdir");
-    let mut s = LogStore::open(dir.path(), opts()).expect("open");
-    s.replay().expect("replay");
-    let mut model = BTreeMap::new();
-    start_compaction(&mut s, &mut model, 600, 1000, 2);
+    let (dir, mut s, _) = compacting_store(600, 1000, 2);
     s.finish_compaction().expect("compaction");
     assert_eq!(s.compactions(), 1);
     drop(s);
@@ -180,12 +181,7 @@ fn a_background_compaction_keeps_payloads_byte_for_byte() {
 
 #[test]
 fn an_idle_store_swaps_in_a_compaction_that_finished_after_the_last_flush() {
-    let dir = TempDir::new().expect("tempdir");
-    let mut s = LogStore::open(dir.path(), opts()).expect("open");
-    s.replay().expect("replay");
-    let mut model = BTreeMap::new();
-    start_compaction(&mut s, &mut model, 1000, 4 << 10, 4);
-    assert!(s.compacting(), "the flush of the ends started a compaction");
+    let (dir, mut s, model) = compacting_store(1000, 4 << 10, 4);
     let before = s.file_len();
     // No flush from here on: only the idle calls a server makes.
     let start = std::time::Instant::now();

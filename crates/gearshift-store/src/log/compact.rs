@@ -113,7 +113,7 @@ fn cancelled(progress: Option<&Progress>) -> Result<(), StoreError> {
 }
 
 /// Reads the log's frames one at a time, from the start up to `end`.
-fn frames(log: &Path, end: u64) -> Result<FrameReader<impl Read>, StoreError> {
+pub(super) fn frames(log: &Path, end: u64) -> Result<FrameReader<impl Read>, StoreError> {
     let file = File::open(log)?.take(end);
     FrameReader::new(BufReader::with_capacity(1 << 20, file), end)
 }

@@ -146,27 +146,12 @@ fn frame_at(file: &Bytes, pos: usize) -> Option<(Bytes, usize)> {
     (crc32fast::hash(payload) == crc).then(|| (file.slice(start..end), end))
 }
 
-/// The result of reading a whole log file.
-#[derive(Debug)]
-pub struct Scan {
-    /// Every op, in file order.
-    pub ops: Vec<Op>,
-    /// Length of the valid prefix; a torn tail starts here.
-    pub valid_len: usize,
-}
-
-/// Reads every frame; cuts a torn tail, refuses corruption.
-pub fn scan(file: &Bytes) -> Result<Scan, StoreError> {
-    let mut ops = Vec::new();
-    let valid_len = scan_each(file, |op, _| ops.push(op))?;
-    Ok(Scan { ops, valid_len })
-}
-
-/// Like [`scan`], handing each op to `f` (with the length of its encoding)
-/// as its frame is read, so a replay never holds every op of the file at
-/// once. Returns the length of the valid prefix. On an error `f` may have
-/// seen the ops of the frames before it.
-pub fn scan_each(file: &Bytes, mut f: impl FnMut(Op, usize)) -> Result<usize, StoreError> {
+/// Reads every frame of a log file, handing each op to `f` (with the
+/// length of its encoding) as its frame is read, so a replay never holds
+/// every op of the file at once; stops at a torn tail, refuses corruption.
+/// Returns the length of the valid prefix (the caller cuts the rest). On
+/// an error `f` may have seen the ops of the frames before it.
+pub fn scan(file: &Bytes, mut f: impl FnMut(Op, usize)) -> Result<usize, StoreError> {
     check_header(file)?;
     let mut pos = HEADER_LEN;
     while pos < file.len() {

@@ -10,7 +10,7 @@ mod replay;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -278,8 +278,7 @@ impl LogStore {
     /// Reads the log's frames one at a time, from the start to the last
     /// flushed frame.
     fn frames(&self) -> Result<FrameReader<impl Read>, StoreError> {
-        let file = File::open(self.path())?.take(self.len);
-        FrameReader::new(BufReader::with_capacity(1 << 20, file), self.len)
+        compact::frames(&self.path(), self.len)
     }
 
     /// Whether a compaction is running on its own thread.

@@ -35,7 +35,7 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
     let mut at: HashMap<u64, usize, BuildHasherDefault<IdHash>> = HashMap::default();
     let mut sizes = LiveSizes::default();
     let mut high = 1;
-    let valid_len = frame::scan_each(raw, |op, size| match op {
+    let valid_len = frame::scan(raw, |op, size| match op {
         Op::Add(r) => {
             high = high.max(r.id.saturating_add(1));
             sizes.insert(r.id, size as u64);
