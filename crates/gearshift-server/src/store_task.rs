@@ -101,14 +101,14 @@ const INLINE_MAX: usize = 1024;
 /// `interval` durability (where a flush is one `write` to the page cache),
 /// a shortcut that writes a batch inline when the thread is idle.
 ///
-/// The shortcut spares a submission two thread hand-offs and the encoding
-/// a wake-up of the store thread: a synchronous client's latency, and
-/// pipelined submissions' CPU (0.86x per job against writing only batches
-/// of up to 8 inline, at 1.06x the rate, `docs/bench/interval-inline-1024.json`;
-/// it cost rate before the store's live map stopped missing the cache on
-/// every job). Batches that arrive while the
-/// thread still has work (it holds the store during its periodic sync) go
-/// to the thread, so the file sees the batches in order.
+/// The shortcut spares a submission two thread hand-offs and a wake-up of
+/// the store thread, which is what a synchronous client waits on and what
+/// pipelined submissions spend their CPU on. Against writing only batches
+/// of up to 8 inline: 0.86x the CPU per job at 1.06x the rate
+/// (`docs/bench/interval-inline-1024.json`). It cost rate before the
+/// store's live map stopped missing the cache on every job. Batches that
+/// arrive while the thread still has work (it holds the store during its
+/// periodic sync) go to the thread, so the file sees the batches in order.
 pub struct StoreTask {
     tx: mpsc::Sender<Vec<StoreOp>>,
     thread: JoinHandle<()>,
