@@ -4,7 +4,7 @@
 
 use bytes::BytesMut;
 use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Input};
-use gearshift_proto::{decode_frame, parse_admin, Frame, Request};
+use gearshift_proto::decode_frame;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,14 +26,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut buf = BytesMut::from(rest);
         while let Ok(Some(frame)) = decode_frame(&mut buf, 1 << 16) {
-            let input = match frame {
-                Frame::Packet(p) => match Request::parse(&p) {
-                    Ok(r) => Input::Request(r),
-                    Err(e) => Input::Invalid(e),
-                },
-                Frame::Text(line) => Input::Admin(parse_admin(&line)),
-            };
-            core.handle(conn, input, now);
+            core.handle(conn, Input::from(frame), now);
         }
         core.on_timeout(now);
         let _ = core.take_effects();

@@ -1,7 +1,9 @@
 //! What the core asks its driver to do: send, close, shut down.
 
 use bytes::Bytes;
-use gearshift_proto::{AdminCommand, Priority, Request, RequestError, Response};
+use gearshift_proto::{
+    parse_admin, AdminCommand, Frame, Priority, Request, RequestError, Response,
+};
 
 use crate::ids::{ConnId, JobId};
 use crate::Millis;
@@ -15,6 +17,20 @@ pub enum Input {
     Invalid(RequestError),
     /// An admin text line.
     Admin(AdminCommand),
+}
+
+impl From<Frame> for Input {
+    /// A decoded frame as the core takes it: a packet parsed into a request
+    /// (or refused), a text line parsed as an admin command.
+    fn from(frame: Frame) -> Self {
+        match frame {
+            Frame::Packet(p) => match Request::parse(&p) {
+                Ok(r) => Input::Request(r),
+                Err(e) => Input::Invalid(e),
+            },
+            Frame::Text(line) => Input::Admin(parse_admin(&line)),
+        }
+    }
 }
 
 /// One thing the driver must do, in order.

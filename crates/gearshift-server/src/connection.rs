@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use gearshift_core::{ConnId, Input};
 use gearshift_proto::frame::HEADER_LEN;
-use gearshift_proto::{decode_frame, parse_admin, Frame, FrameError, Request, Response};
+use gearshift_proto::{decode_frame, FrameError, Response};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -175,14 +175,13 @@ fn decode_all(
 ) -> Option<Option<Response>> {
     loop {
         match decode_frame(buf, max_packet) {
-            Ok(Some(Frame::Packet(p))) => inputs.push(match Request::parse(&p) {
-                Ok(r) => Input::Request(r),
-                Err(e) => {
+            Ok(Some(frame)) => {
+                let input = Input::from(frame);
+                if let Input::Invalid(e) = &input {
                     tracing::debug!(%peer, error = %e, "refused packet");
-                    Input::Invalid(e)
                 }
-            }),
-            Ok(Some(Frame::Text(line))) => inputs.push(Input::Admin(parse_admin(&line))),
+                inputs.push(input);
+            }
             Ok(None) => return None,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection: unusable input");
