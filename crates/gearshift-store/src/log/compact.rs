@@ -46,7 +46,7 @@ pub(super) struct Compacted {
 
 /// Where a background compaction learns how far the store has written and
 /// whether to give up.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Progress {
     /// End of the store's last flushed frame.
     pub written: AtomicU64,
