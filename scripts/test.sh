@@ -4,13 +4,14 @@
 # checks formatting and lints, runs the Rust test suites, then the interop
 # suite (real gearman CLI, PHP, Perl clients), the differential suite
 # (byte-for-byte admin sessions against gearmand 1.1.20) and the import suite
-# (a real gearmand's sqlite queue migrated with `gearshift import`).
+# (a real gearmand's sqlite and Postgres queues migrated with `gearshift
+# import`; the Postgres test starts its own throwaway PostgreSQL cluster).
 # The crash suite (tests/crash) SIGKILLs the durable server under load and
 # checks that no acknowledged job is lost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl"
+PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -50,9 +51,10 @@ crash_passed=${crash_summary%% passed*}
 crash_failed=${crash_summary#*, }
 crash_failed=${crash_failed%% failed}
 
-echo "== import suite: a real gearmand libsqlite3 queue through gearshift import"
-# Needs only gearman-job-server (gearmand with its libsqlite3 queue) and
-# python3's stdlib sqlite3 module.
+echo "== import suite: real gearmand libsqlite3 and Postgres queues through gearshift import"
+# Needs gearman-job-server (gearmand with its libsqlite3 and Postgres queues),
+# postgresql (initdb, pg_ctl and psql for a cluster of the test's own, on a
+# free port of 127.0.0.1) and python3's stdlib.
 GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/import/test_import.py
 
 echo "rust: ${rust_passed} passed, ${rust_failed} failed"

@@ -1,7 +1,9 @@
-"""`gearshift import` against the real gearmand 1.1 libsqlite3 queue.
+"""`gearshift import` against the real gearmand 1.1 libsqlite3 and Postgres
+queues.
 
-Each test fills a queue through a real gearmand (`-q libsqlite3`), stops it
-with SIGTERM, imports the database with `gearshift import`, starts
+Each test fills a queue through a real gearmand (`-q libsqlite3`, or
+`-q Postgres` on a throwaway PostgreSQL cluster the test starts on
+127.0.0.1), stops it with SIGTERM, imports the queue with `gearshift import`, starts
 `gearshift serve` on the imported data directory and checks, with raw
 packets, that a worker gets every job gearmand stored: function, unique,
 data, priority order, and an epoch job only once it is due. It also checks
@@ -15,8 +17,11 @@ bounded. Ends with `N passed, N failed`.
 usage: python3 tests/import/test_import.py [name-substring ...]
   GEARSHIFT  the gearshift binary (default: target/debug/gearshift)
   GEARMAND   the gearmand binary (default: /usr/sbin/gearmand)
+  PG_BIN     PostgreSQL's server programs (default: the newest
+             /usr/lib/postgresql/*/bin, Debian's postgresql package)
 """
 
+import glob
 import hashlib
 import os
 import shutil
@@ -37,6 +42,71 @@ from harness import check, check_eq  # noqa: E402
 GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
 GEARMAND = os.environ.get("GEARMAND") or "/usr/sbin/gearmand"
 PREFIX = "H:imp"
+
+
+def pg_bin():
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                   key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0)
+    return os.environ.get("PG_BIN") or (found[-1] if found else "")
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster in `tmp`: trust authentication,
+    listening on 127.0.0.1 only, on a free port. As root, the server runs as
+    the `postgres` user (PostgreSQL refuses root)."""
+
+    def __init__(self, tmp):
+        self.bin = pg_bin()
+        check(os.access(os.path.join(self.bin, "initdb"), os.X_OK),
+              "no PostgreSQL server programs (install Debian's postgresql, or set PG_BIN)")
+        self.dir = os.path.join(tmp, "pg")
+        self.data = os.path.join(self.dir, "data")
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.port = None
+
+    def _run(self, cmd, timeout=60):
+        r = subprocess.run(self.as_user + cmd, capture_output=True, text=True, timeout=timeout)
+        check(r.returncode == 0, "%s failed: %s%s" % (cmd[0], r.stdout, r.stderr))
+        return r
+
+    def start(self):
+        os.makedirs(self.dir)
+        if self.as_user:
+            os.chmod(os.path.dirname(self.dir), 0o755)
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._run([os.path.join(self.bin, "initdb"), "-D", self.data, "-A", "trust",
+                   "-U", "gearshift", "-E", "UTF8", "--no-sync"])
+        self.port = h.free_port()
+        self._run([os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-l",
+                   os.path.join(self.dir, "log"), "-w", "-t", "60", "-o",
+                   "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off"
+                   % (self.port, self.dir), "start"], timeout=90)
+        return self
+
+    def stop(self):
+        if self.port is not None:
+            subprocess.run(self.as_user + [os.path.join(self.bin, "pg_ctl"), "-D", self.data,
+                                           "-m", "immediate", "-w", "stop"],
+                           capture_output=True, timeout=60)
+            self.port = None
+
+    @property
+    def conninfo(self):
+        return "host=127.0.0.1 port=%d dbname=postgres user=gearshift" % self.port
+
+    @property
+    def url(self):
+        """How `gearshift import` names the queue table `queue`."""
+        return "postgres://gearshift@127.0.0.1:%d/postgres?table=queue" % self.port
+
+    def sql(self, statement):
+        """Rows of `statement`, each a list of column strings."""
+        r = subprocess.run([os.path.join(self.bin, "psql"), "-X", "-h", "127.0.0.1", "-p",
+                            str(self.port), "-U", "gearshift", "-d", "postgres", "-At",
+                            "-F", "|", "-c", statement],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "psql failed: %s" % r.stderr)
+        return [line.split("|") for line in r.stdout.splitlines()]
 
 
 def gearmand(db, table=None):
@@ -318,7 +388,98 @@ def test_gearmand_quirks_custom_table(tmp):
         srv.stop()
 
 
-TESTS = [test_migration_keeps_every_stored_job, test_gearmand_quirks_custom_table]
+def test_postgres_migration(tmp):
+    """gearmand's Postgres (libpq) queue, imported with --gearmand-postgres."""
+    data_dir = os.path.join(tmp, "data")
+    binary = b"\x00bin\x00ary\xff\x00"
+    when = int(time.time()) + 3600
+    pg = Postgres(tmp).start()
+    try:
+        gm = h.Server("%s -L 127.0.0.1 -p {port} -t 0 -q Postgres --libpq-conninfo '%s' "
+                      "--log-file=none" % (GEARMAND, pg.conninfo), "gearmand").start()
+        try:
+            c = h.Conn(gm.port)
+            submit(c, h.SUBMIT_JOB_LOW_BG, "f", "u-low", b"low")
+            submit(c, h.SUBMIT_JOB_BG, "f", "u-norm1", b"normal-1")
+            submit(c, h.SUBMIT_JOB_HIGH_BG, "f", "", b"empty-unique-high")
+            # Plain INSERT on (unique, function): gearmand refuses a second
+            # empty-unique job of the same function outright.
+            c.send_pkt(h.SUBMIT_JOB_LOW_BG, "f", "", b"empty-unique-low")
+            _, t, body = c.read_pkt()
+            check_eq((t, body.split(b"\0")[0]), (h.ERROR, b"QUEUE_ERROR"),
+                     "gearmand's answer to a second empty unique")
+            submit(c, h.SUBMIT_JOB_BG, "f", "u-norm2", binary)
+            submit(c, h.SUBMIT_JOB_EPOCH, "f", "u-epoch", b"epoch", when=when)
+            submit(c, h.SUBMIT_JOB_HIGH_BG, "g", "u-g", b"g-data")
+            c.close()
+        finally:
+            gm.stop()
+        check_eq(pg.sql("SELECT unique_key, function_name, priority, encode(data, 'hex'), "
+                        "when_to_run FROM queue ORDER BY ctid"), [
+            ["u-low", "f", "2", b"low".hex(), "0"],
+            ["u-norm1", "f", "1", b"normal-1".hex(), "0"],
+            ["", "f", "0", b"empty-unique-high".hex(), "0"],
+            ["u-norm2", "f", "1", binary.hex(), "0"],
+            ["u-epoch", "f", "1", b"epoch".hex(), str(when)],
+            ["u-g", "g", "0", b"g-data".hex(), "0"],
+        ], "rows gearmand left in its Postgres queue")
+
+        def pg_import(*extra):
+            return h.run([GEARSHIFT, "import", "--gearmand-postgres", pg.conninfo, "--data-dir",
+                          data_dir, "--job-handle-prefix", PREFIX] + list(extra), timeout=60)
+
+        # Refusals write nothing, not even the data directory.
+        r = pg_import("--table", "nope")
+        check(r.returncode != 0, "import of a missing table must fail")
+        check("tables found: queue" in r.stderr, "missing-table message: %r" % r.stderr)
+        r = h.run([GEARSHIFT, "import", "--gearmand-postgres",
+                   "host=127.0.0.1 port=%d dbname=postgres user=gearshift password=s3cret"
+                   % h.free_port(), "--data-dir", data_dir], timeout=60)
+        check(r.returncode != 0 and "cannot connect to PostgreSQL" in r.stderr,
+              "unreachable server message: %r" % r.stderr)
+        check("s3cret" not in r.stderr, "the password must not be printed: %r" % r.stderr)
+        check(not os.path.exists(data_dir), "a refused import must not create the data dir")
+
+        r = pg_import()
+        check_eq(r.returncode, 0, "import exit status (stderr %r)" % r.stderr)
+        check_eq(r.stdout.strip(), "imported 6 jobs from %s into %s (functions: f 5, g 1)"
+                 % (pg.url, data_dir), "summary line")
+        check_eq(len(pg.sql("SELECT 1 FROM queue")), 6, "rows left in place (read-only)")
+
+        srv = gearshift_serve(data_dir)
+        try:
+            g = Worker(srv.port, "g")
+            check_eq([(j[1], j[2], j[3]) for j in g.drain()], [(b"g", b"u-g", b"g-data")],
+                     "g jobs")
+            g.close()
+            w = Worker(srv.port, "f")
+            got = [(j[1], j[2], j[3]) for j in w.drain()]
+            check_eq(got, [
+                (b"f", b"", b"empty-unique-high"),
+                (b"f", b"u-norm1", b"normal-1"),
+                (b"f", b"u-norm2", binary),
+                (b"f", b"u-low", b"low"),
+            ], "jobs in priority order, then table order; the epoch job is not due")
+            check_eq(h.status(srv.port).get("f", (0,))[0], 1, "the scheduled epoch job waits")
+            w.close()
+        finally:
+            srv.stop()
+
+        r = pg_import()
+        check(r.returncode != 0 and "already imported" in r.stderr and "--force" in r.stderr,
+              "second import message: %r" % r.stderr)
+        # A changed queue imports (its old jobs twice, which it says).
+        pg.sql("INSERT INTO queue VALUES ('u-new', 'f', 1, '\\x6e6577', 0)")
+        r = pg_import()
+        check_eq(r.returncode, 0, "import of the changed queue (stderr %r)" % r.stderr)
+        check("has changed since" in r.stderr, "changed-queue warning: %r" % r.stderr)
+        check("imported 7 jobs" in r.stdout, "changed-queue summary: %r" % r.stdout)
+    finally:
+        pg.stop()
+
+
+TESTS = [test_migration_keeps_every_stored_job, test_gearmand_quirks_custom_table,
+         test_postgres_migration]
 
 
 def main():

@@ -1,5 +1,5 @@
 //! The import marker: one line per import in the data directory, so the
-//! same gearmand file is not queued twice by accident.
+//! same gearmand queue is not queued twice by accident.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,12 +7,15 @@ use std::time::UNIX_EPOCH;
 
 use super::{utc, MARKER};
 
-/// What identifies an imported file: where it is, its size and mtime.
+/// What identifies an imported queue: where it is, and two figures that
+/// change when its content does. For a sqlite file: its path, size and
+/// mtime; for a PostgreSQL table: its address, row count and a hash of
+/// its rows.
 #[derive(Debug)]
 pub(super) struct Source {
     path: String,
     size: u64,
-    mtime_ns: u128,
+    stamp: u128,
 }
 
 impl Source {
@@ -32,8 +35,18 @@ impl Source {
         Ok(Source {
             path: escape(&path.to_string_lossy()),
             size: meta.len(),
-            mtime_ns,
+            stamp: mtime_ns,
         })
+    }
+
+    /// A PostgreSQL queue: `name` (its address and table), its row count
+    /// and the hash of its rows.
+    pub(super) fn table(name: &str, rows: usize, fingerprint: u64) -> Source {
+        Source {
+            path: escape(name),
+            size: rows as u64,
+            stamp: u128::from(fingerprint),
+        }
     }
 }
 
@@ -45,7 +58,8 @@ fn escape(s: &str) -> String {
         .replace('\r', "\\r")
 }
 
-/// Marker lines: size, mtime (ns), import time (Unix ms), jobs, path.
+/// Marker lines: size, mtime (ns), import time (Unix ms), jobs, path (for
+/// a PostgreSQL queue: rows, hash of the rows, ..., its address).
 pub(super) fn check_marker(
     dir: &Path,
     source: &Source,
@@ -67,7 +81,7 @@ pub(super) fn check_marker(
         if p != source.path {
             continue;
         }
-        if size == source.size.to_string() && mtime == source.mtime_ns.to_string() {
+        if size == source.size.to_string() && mtime == source.stamp.to_string() {
             if force {
                 return Ok(Some(format!(
                     "{} was imported before ({jobs} jobs on {at}); --force imported \
@@ -105,11 +119,13 @@ pub(super) fn record_import(
         .open(&path)?;
     let mut text = String::new();
     if new {
-        text.push_str("# gearshift import: size\tmtime_ns\timported_at_ms\tjobs\tpath\n");
+        text.push_str(
+            "# gearshift import: size (or rows)\tmtime_ns (or row hash)\timported_at_ms\tjobs\tpath\n",
+        );
     }
     text.push_str(&format!(
         "{}\t{}\t{now}\t{jobs}\t{}\n",
-        source.size, source.mtime_ns, source.path
+        source.size, source.stamp, source.path
     ));
     f.write_all(text.as_bytes())?;
     f.sync_all()?;

@@ -1,15 +1,16 @@
-//! `gearshift import`: moves a gearmand 1.1 persistent queue (the
-//! `libsqlite3` plugin's table) into the embedded store, so a migration
-//! loses no job.
+//! `gearshift import`: moves a gearmand 1.1 persistent queue (the table of
+//! its `libsqlite3` or `Postgres` plugin) into the embedded store, so a
+//! migration loses no job.
 //!
 //! Everything is read and checked before anything is written: a missing
 //! table, an unreadable row or a data directory held by a running server
 //! stops the import with nothing written. The jobs are then appended after
 //! any the store already holds, with new handle numbers (gearmand never
 //! stored handles), in one flush (one `fsync`). Each import is recorded in
-//! [`MARKER`] in the data directory, and importing the same file (path,
-//! size and mtime) again is refused unless `--force`: a second import
-//! would queue every job twice.
+//! [`MARKER`] in the data directory, and importing the same queue again
+//! (a file with the same path, size and mtime; a table at the same address
+//! with the same rows) is refused unless `--force`: a second import would
+//! queue every job twice.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,18 +18,20 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use clap::Args;
+use clap::{ArgGroup, Args};
 use gearshift_core::CoreConfig;
 use gearshift_store::{JobRecord, LogOptions, LogStore, Store, StoreError};
 
 use crate::serve::{default_data_dir, default_handle_prefix};
 
 mod marker;
+mod postgres;
 mod sqlite;
 #[cfg(test)]
 mod tests;
 
 use marker::{check_marker, record_import, Source};
+use postgres::read_gearmand_postgres;
 use sqlite::read_gearmand_sqlite;
 
 /// File in the data directory that lists every import, one line each.
@@ -39,14 +42,23 @@ const MAX_UNIQUE: usize = 64;
 
 /// Flags of `gearshift import`.
 #[derive(Args, Debug)]
+#[group(skip)]
+#[command(group(ArgGroup::new("source").required(true).multiple(false)))]
 pub struct ImportArgs {
     /// gearmand's libsqlite3 queue database (its `--libsqlite3-db`); opened
     /// read-only. Stop gearmand first.
-    #[arg(long, value_name = "FILE")]
-    gearmand_sqlite: PathBuf,
-    /// Table holding the queue (gearmand's `--libsqlite3-table`).
-    #[arg(long, default_value = "gearman_queue")]
-    table: String,
+    #[arg(long, value_name = "FILE", group = "source")]
+    gearmand_sqlite: Option<PathBuf>,
+    /// gearmand's Postgres queue: its `--libpq-conninfo` (libpq's
+    /// `key=value` form, e.g. "host=db port=5432 dbname=gearman user=g
+    /// password=...", or a postgresql:// URL), read in one read-only
+    /// transaction, without TLS. Stop gearmand first.
+    #[arg(long, value_name = "CONNINFO", group = "source")]
+    gearmand_postgres: Option<String>,
+    /// Table holding the queue (gearmand's `--libsqlite3-table`, default
+    /// gearman_queue, or `--libpq-table`, default queue).
+    #[arg(long)]
+    table: Option<String>,
     /// Directory of the embedded store to import into (default as for
     /// `serve`). No server may be running on it.
     #[arg(long, env = "GEARSHIFT_DATA_DIR")]
@@ -97,7 +109,6 @@ struct Row {
 }
 
 fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
-    let file = &args.gearmand_sqlite;
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let prefix = args
         .job_handle_prefix
@@ -108,13 +119,12 @@ fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
         ..CoreConfig::default()
     }
     .validate()?;
-    let source = Source::of(file)?;
+    let (rows, source, from) = read(args)?;
     // Checked before anything is written, and again under the store's lock
     // (held until the import is recorded) against a concurrent import.
     let mut warnings: Vec<String> = check_marker(&dir, &source, args.force)?
         .into_iter()
         .collect();
-    let rows = read_gearmand_sqlite(file, &args.table)?;
     check_size(&rows, &prefix)?;
 
     let mut store = LogStore::open(&dir, LogOptions::default()).map_err(|e| match e {
@@ -132,16 +142,33 @@ fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
     if let Err(e) = record_import(&dir, &source, rows.len(), now) {
         warnings.push(format!(
             "the jobs were imported, but recording the import in {} failed ({e}): \
-             do not import {} again",
+             do not import {from} again",
             dir.join(MARKER).display(),
-            file.display()
         ));
     }
     drop(store);
     Ok(Summary {
-        line: summary_line(&rows, file, &dir),
+        line: summary_line(&rows, &from, &dir),
         warnings,
     })
+}
+
+/// Reads the queue the flags name: its rows, what identifies it for the
+/// marker, and how the summary names it.
+fn read(args: &ImportArgs) -> Result<(Vec<Row>, Source, String), String> {
+    if let Some(conninfo) = &args.gearmand_postgres {
+        let table = args.table.as_deref().unwrap_or("queue");
+        let read = read_gearmand_postgres(conninfo, table)?;
+        let source = Source::table(&read.name, read.rows.len(), read.fingerprint);
+        return Ok((read.rows, source, read.name));
+    }
+    let Some(file) = &args.gearmand_sqlite else {
+        return Err("name the queue to import: --gearmand-sqlite or --gearmand-postgres".into());
+    };
+    let table = args.table.as_deref().unwrap_or("gearman_queue");
+    let source = Source::of(file)?;
+    let rows = read_gearmand_sqlite(file, table)?;
+    Ok((rows, source, file.display().to_string()))
 }
 
 /// Adds the jobs after every handle number the store has used, reserves
@@ -156,7 +183,7 @@ fn append(store: &mut dyn Store, rows: &[Row], prefix: &str, now: u64) -> Result
     store.flush()
 }
 
-fn summary_line(rows: &[Row], file: &Path, dir: &Path) -> String {
+fn summary_line(rows: &[Row], from: &str, dir: &Path) -> String {
     let mut per_function: BTreeMap<String, usize> = BTreeMap::new();
     for r in rows {
         *per_function
@@ -175,7 +202,7 @@ fn summary_line(rows: &[Row], file: &Path, dir: &Path) -> String {
     format!(
         "imported {} jobs from {} into {} (functions: {functions})",
         rows.len(),
-        file.display(),
+        from,
         dir.display()
     )
 }
@@ -205,6 +232,33 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A row's unique as Gearman allows it (at most [`MAX_UNIQUE`] bytes).
+fn check_unique(unique: Bytes) -> Result<Bytes, String> {
+    if unique.len() > MAX_UNIQUE {
+        return Err(format!(
+            "unique_key has {} bytes; Gearman allows at most {MAX_UNIQUE}",
+            unique.len()
+        ));
+    }
+    Ok(unique)
+}
+
+/// A row's function name: never empty.
+fn check_function(function: Bytes) -> Result<Bytes, String> {
+    if function.is_empty() {
+        return Err("function_name is empty".to_owned());
+    }
+    Ok(function)
+}
+
+/// gearmand's 0 high, 1 normal, 2 low; anything else runs as normal.
+fn priority_of(p: i64) -> u8 {
+    match p {
+        0..=2 => p as u8,
+        _ => 1,
+    }
 }
 
 /// Refuses a batch that would not fit one log frame (a u32 length).

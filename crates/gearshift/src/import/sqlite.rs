@@ -7,7 +7,7 @@ use bytes::Bytes;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
-use super::{Row, MAX_UNIQUE};
+use super::{check_function, check_unique, priority_of, Row};
 
 /// Reads every row of gearmand's queue table in rowid order: the order in
 /// which gearmand inserted them (`INSERT OR REPLACE` gives a replaced row
@@ -103,24 +103,16 @@ pub(super) fn read_gearmand_sqlite(file: &Path, table: &str) -> Result<Vec<Row>,
 }
 
 fn unique(v: ValueRef<'_>) -> Result<Bytes, String> {
-    let b = match v {
-        ValueRef::Text(b) | ValueRef::Blob(b) => Bytes::copy_from_slice(b),
-        ValueRef::Null => Bytes::new(),
-        other => return Err(format!("unique_key is {:?}, not text", other.data_type())),
-    };
-    if b.len() > MAX_UNIQUE {
-        return Err(format!(
-            "unique_key has {} bytes; Gearman allows at most {MAX_UNIQUE}",
-            b.len()
-        ));
+    match v {
+        ValueRef::Text(b) | ValueRef::Blob(b) => check_unique(Bytes::copy_from_slice(b)),
+        ValueRef::Null => Ok(Bytes::new()),
+        other => Err(format!("unique_key is {:?}, not text", other.data_type())),
     }
-    Ok(b)
 }
 
 fn function(v: ValueRef<'_>) -> Result<Bytes, String> {
     match v {
-        ValueRef::Text(b) | ValueRef::Blob(b) if !b.is_empty() => Ok(Bytes::copy_from_slice(b)),
-        ValueRef::Text(_) | ValueRef::Blob(_) => Err("function_name is empty".to_owned()),
+        ValueRef::Text(b) | ValueRef::Blob(b) => check_function(Bytes::copy_from_slice(b)),
         other => Err(format!(
             "function_name is {:?}, not text",
             other.data_type()
@@ -128,11 +120,10 @@ fn function(v: ValueRef<'_>) -> Result<Bytes, String> {
     }
 }
 
-/// gearmand's 0 high, 1 normal, 2 low; anything else runs as normal.
 fn priority(v: ValueRef<'_>) -> u8 {
     match v {
-        ValueRef::Integer(p @ 0..=2) => p as u8,
-        _ => 1,
+        ValueRef::Integer(p) => priority_of(p),
+        _ => priority_of(-1),
     }
 }
 

@@ -20,8 +20,9 @@ fn db(dir: &Path, sql: &[&str]) -> PathBuf {
 
 fn args(file: &Path, data: &Path) -> ImportArgs {
     ImportArgs {
-        gearmand_sqlite: file.to_path_buf(),
-        table: "gearman_queue".to_owned(),
+        gearmand_sqlite: Some(file.to_path_buf()),
+        gearmand_postgres: None,
+        table: None,
         data_dir: Some(data.to_path_buf()),
         job_handle_prefix: Some("H:test".to_owned()),
         force: false,
@@ -149,7 +150,7 @@ fn missing_table_lists_tables_and_writes_nothing() {
     let file = db(tmp.path(), &[CREATE, "CREATE TABLE other (x)"]);
     let data = tmp.path().join("data");
     let mut a = args(&file, &data);
-    a.table = "queue".to_owned();
+    a.table = Some("queue".to_owned());
     let e = run(&a, NOW).expect_err("no table");
     assert!(e.contains("tables found: gearman_queue, other"), "{e}");
     assert!(!data.exists());

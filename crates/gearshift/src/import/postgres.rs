@@ -1,0 +1,264 @@
+//! Reading a gearmand 1.1 `Postgres` (libpq) queue table: every row, in
+//! the order gearmand's own replay would see them, in one read-only
+//! snapshot, each column checked and converted; nothing is written.
+//!
+//! gearmand creates the table as `unique_key VARCHAR(64), function_name
+//! VARCHAR(255), priority INTEGER, data BYTEA, when_to_run INTEGER`, with
+//! `UNIQUE (unique_key, function_name)`, and names it with its
+//! `--libpq-table` option unquoted (so PostgreSQL folds it to lower case).
+
+use bytes::Bytes;
+use postgres::config::{Host, SslMode};
+use postgres::{Config, IsolationLevel, NoTls};
+
+use super::{check_function, check_unique, priority_of, Row};
+
+/// What was read, and what identifies it for the import marker.
+pub(super) struct Read {
+    /// Every row, in the table's physical order.
+    pub rows: Vec<Row>,
+    /// `postgres://user@host:port/db?table=name`: the connection string
+    /// without its password, and the table as PostgreSQL resolved it.
+    pub name: String,
+    /// A hash of every row read, in order: the same queue read again gives
+    /// the same value.
+    pub fingerprint: u64,
+}
+
+/// Connects with `conninfo` (libpq's `key=value` form, as gearmand's
+/// `--libpq-conninfo` takes it, or a `postgresql://` URL) and reads the
+/// queue table `table`.
+pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read, String> {
+    let config: Config = conninfo
+        .parse()
+        // Not echoed: it may hold a password.
+        .map_err(|e| format!("cannot parse the PostgreSQL connection string: {e}"))?;
+    let server = describe(&config);
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(format!(
+            "{server} asks for sslmode=require, but gearshift import connects without TLS; \
+             run it where the server accepts a plain connection (on the database host, say)"
+        ));
+    }
+    let mut client = config
+        .connect(NoTls)
+        .map_err(|e| format!("cannot connect to PostgreSQL at {server}: {}", causes(&e)))?;
+    let sql_err = |e: postgres::Error| format!("cannot read the queue at {server}: {}", causes(&e));
+    // One snapshot for every query below, and nothing written.
+    let mut tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .map_err(sql_err)?;
+
+    // to_regclass folds an unquoted name the way gearmand's SQL does.
+    let found: Option<String> = tx
+        .query_one("SELECT to_regclass($1)::text", &[&table])
+        .and_then(|r| r.try_get(0))
+        .map_err(sql_err)?;
+    let Some(resolved) = found else {
+        let tables: Vec<String> = tx
+            .query(
+                "SELECT c.oid::regclass::text FROM pg_class c \
+                 WHERE c.relkind IN ('r', 'p') AND pg_table_is_visible(c.oid) \
+                 AND c.relnamespace <> 'pg_catalog'::regnamespace ORDER BY 1",
+                &[],
+            )
+            .map_err(sql_err)?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()
+            .map_err(sql_err)?;
+        let tables = if tables.is_empty() {
+            "none".to_owned()
+        } else {
+            tables.join(", ")
+        };
+        return Err(format!(
+            "{server} has no table {table:?} (tables found: {tables}); pass the one gearmand \
+             used (its --libpq-table) with --table"
+        ));
+    };
+    let columns: Vec<String> = tx
+        .query(
+            "SELECT attname::text FROM pg_attribute WHERE attrelid = $1::text::regclass \
+             AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            &[&resolved],
+        )
+        .map_err(sql_err)?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()
+        .map_err(sql_err)?;
+    for c in ["unique_key", "function_name", "priority", "data"] {
+        if !columns.iter().any(|x| x == c) {
+            return Err(format!(
+                "table {resolved} at {server} has no column {c} (columns: {}); is it a \
+                 gearmand queue?",
+                columns.join(", ")
+            ));
+        }
+    }
+    let when = if columns.iter().any(|x| x == "when_to_run") {
+        "when_to_run::bigint"
+    } else {
+        "0::bigint"
+    };
+    // Bytes, not text, for the names: binary-safe whatever the database's
+    // encoding. Physical order is the order of gearmand's own replay (a
+    // plain SELECT without ORDER BY), which follows insertion until rows
+    // are deleted and their room reused.
+    let sql = format!(
+        "SELECT ctid::text, convert_to(unique_key, 'UTF8'), convert_to(function_name, 'UTF8'), \
+         priority::bigint, data, {when} FROM {resolved} ORDER BY ctid"
+    );
+    let rows = tx.query(&sql, &[]).map_err(sql_err)?;
+    tx.commit().map_err(sql_err)?;
+
+    let mut out = Vec::with_capacity(rows.len());
+    let mut hash = Fnv::default();
+    for row in &rows {
+        let ctid: String = row.try_get(0).map_err(sql_err)?;
+        let fail =
+            |why: String| format!("row {ctid} of {resolved} at {server} is unreadable: {why}");
+        let bytes = |i: usize| {
+            row.try_get::<_, Option<Vec<u8>>>(i)
+                .map(|b| Bytes::from(b.unwrap_or_default()))
+                .map_err(|e| fail(e.to_string()))
+        };
+        let int = |i: usize| {
+            row.try_get::<_, Option<i64>>(i)
+                .map_err(|e| fail(e.to_string()))
+        };
+        let r = Row {
+            unique: check_unique(bytes(1)?).map_err(fail)?,
+            function: check_function(bytes(2)?).map_err(fail)?,
+            priority: priority_of(int(3)?.unwrap_or(-1)),
+            data: bytes(4)?,
+            when: int(5)?.unwrap_or(0),
+        };
+        hash.row(&r);
+        out.push(r);
+    }
+    Ok(Read {
+        rows: out,
+        name: format!("{server}?table={resolved}"),
+        fingerprint: hash.0,
+    })
+}
+
+/// An error with its causes (the driver's own message is often only
+/// "error connecting to server"; the cause says why).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// `postgres://user@host:port/dbname`, with no password.
+fn describe(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(h, p)| match h {
+            Host::Tcp(name) => format!("{name}:{p}"),
+            Host::Unix(dir) => format!("{}:{p}", dir.display()),
+        })
+        .collect();
+    format!(
+        "postgres://{}@{}/{}",
+        config.get_user().unwrap_or(""),
+        hosts.join(","),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+/// FNV-1a, 64 bits: a stable hash (unlike std's) for the import marker.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn bytes(&mut self, b: &[u8]) {
+        // The length first, so adjacent fields cannot trade bytes.
+        for x in (b.len() as u64).to_le_bytes().iter().chain(b) {
+            self.0 = (self.0 ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn row(&mut self, r: &Row) {
+        self.bytes(&r.unique);
+        self.bytes(&r.function);
+        self.bytes(&[r.priority]);
+        self.bytes(&r.data);
+        self.bytes(&r.when.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(unique: &str, function: &str, data: &str) -> Row {
+        Row {
+            unique: Bytes::copy_from_slice(unique.as_bytes()),
+            function: Bytes::copy_from_slice(function.as_bytes()),
+            priority: 1,
+            data: Bytes::copy_from_slice(data.as_bytes()),
+            when: 0,
+        }
+    }
+
+    fn hash(rows: &[Row]) -> u64 {
+        let mut h = Fnv::default();
+        rows.iter().for_each(|r| h.row(r));
+        h.0
+    }
+
+    #[test]
+    fn the_queue_is_named_without_its_password() {
+        let c: Config = "host=db.example port=5433 dbname=gm user=g password=s3cret"
+            .parse()
+            .expect("conninfo");
+        assert_eq!(describe(&c), "postgres://g@db.example:5433/gm");
+        let c: Config = "postgresql://g:s3cret@db.example/gm".parse().expect("url");
+        assert_eq!(describe(&c), "postgres://g@db.example:5432/gm");
+    }
+
+    #[test]
+    fn the_fingerprint_follows_every_byte_and_field_boundary() {
+        let a = [row("u1", "f", "data"), row("u2", "f", "more")];
+        assert_eq!(hash(&a), hash(&a.clone()));
+        // FNV-1a is fixed: a marker written by one build is read by the next.
+        assert_eq!(hash(&[]), 0xcbf2_9ce4_8422_2325);
+        let moved = [row("u1", "fd", "ata"), row("u2", "f", "more")];
+        assert_ne!(hash(&a), hash(&moved));
+        let reordered = [row("u2", "f", "more"), row("u1", "f", "data")];
+        assert_ne!(hash(&a), hash(&reordered));
+        let mut later = a.clone();
+        later[1].when = 1;
+        assert_ne!(hash(&a), hash(&later));
+    }
+
+    #[test]
+    fn sslmode_require_is_refused_before_connecting() {
+        let err = read_gearmand_postgres("host=127.0.0.1 port=1 sslmode=require user=g", "queue")
+            .err()
+            .expect("refused");
+        assert!(err.contains("without TLS"), "{err}");
+    }
+}
