@@ -75,9 +75,15 @@ impl Core {
 
     /// Rebuilds stored jobs after a restart, in the order given (id order),
     /// with their original handles, priorities and due times. `next_id` is
-    /// the store's first never-used handle number.
+    /// the store's first never-used handle number. Stores keep ids below
+    /// 2^63 (`gearshift_store::MAX_ID`); larger ones do not panic here, but
+    /// the counter stops at `u64::MAX`.
     pub fn restore(&mut self, jobs: Vec<StoredJob>, next_id: JobId, now: Millis) {
-        let max_stored = jobs.iter().map(|j| j.id + 1).max().unwrap_or(1);
+        let max_stored = jobs
+            .iter()
+            .map(|j| j.id.saturating_add(1))
+            .max()
+            .unwrap_or(1);
         self.next_job = self.next_job.max(next_id).max(max_stored);
         self.reserved = self.next_job;
         for s in jobs {
@@ -121,8 +127,8 @@ impl Core {
 
     /// Keeps the stored handle reservation well ahead of the counter.
     pub(crate) fn reserve_ahead(&mut self) {
-        if self.cfg.durable && self.next_job + RESERVE_AHEAD / 2 >= self.reserved {
-            self.reserved = self.next_job + RESERVE_AHEAD;
+        if self.cfg.durable && self.next_job.saturating_add(RESERVE_AHEAD / 2) >= self.reserved {
+            self.reserved = self.next_job.saturating_add(RESERVE_AHEAD);
             self.effects
                 .push(Effect::Store(StoreOp::Reserve(self.reserved)));
         }

@@ -35,7 +35,7 @@ impl Core {
             }
         }
         let id = self.next_job;
-        self.next_job += 1;
+        self.next_job = self.next_job.saturating_add(1);
         self.reserve_ahead();
         let due = s
             .epoch

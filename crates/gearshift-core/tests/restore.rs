@@ -304,3 +304,30 @@ fn restored_unique_jobs_still_coalesce() {
     submit_unacked(&mut w, CLIENT, bg("f", "u", "again"));
     assert_eq!(added(&w.take_store_ops())[0].id, 6);
 }
+
+#[test]
+fn restore_at_the_top_of_the_id_range_does_not_panic() {
+    // Stores refuse ids of 2^63 and up, so this is a corrupt store's job:
+    // the core still serves it and its counter stops instead of wrapping.
+    let top = u64::MAX;
+    let mut w = World::durable();
+    w.conns(&[CLIENT, WORKER]);
+    w.restore(
+        vec![stored(
+            top,
+            &format!("H:localhost:{top}"),
+            "f",
+            "",
+            Priority::Normal,
+        )],
+        top,
+    );
+    let ops = w.take_store_ops();
+    assert!(
+        ops.iter()
+            .all(|op| matches!(op, StoreOp::Reserve(r) if *r == top)),
+        "{ops:?}"
+    );
+    w.can_do(WORKER, &["f"]);
+    assert_eq!(w.grab_job(WORKER).0, World::h(top));
+}

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 pub use error::StoreError;
 pub use log::{Durability, LogOptions, LogStore};
 pub use memory::MemoryStore;
-pub use record::{JobRecord, Op, FORMAT_VERSION};
+pub use record::{JobRecord, Op, FORMAT_VERSION, MAX_ID};
 
 /// What a store holds at startup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

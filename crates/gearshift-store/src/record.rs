@@ -15,6 +15,11 @@ use crate::error::StoreError;
 /// Version written into every log header.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The largest job id a store keeps: what a signed 64-bit integer holds
+/// (an SQL `BIGINT`), and far beyond any counter that starts at 1. A log
+/// naming a larger id (or reserving past `MAX_ID + 1`) is corrupt.
+pub const MAX_ID: u64 = i64::MAX as u64;
+
 /// A job as stored: everything needed to rebuild it after a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRecord {
@@ -174,10 +179,21 @@ impl Reader<'_> {
         Ok(self.buf.slice(start..self.pos))
     }
 
+    /// A job id, refused beyond [`MAX_ID`].
+    fn id(&mut self) -> Result<u64, StoreError> {
+        let id = self.u64()?;
+        if id > MAX_ID {
+            return Err(StoreError::Corrupt(format!(
+                "job id {id} is beyond the largest a store keeps ({MAX_ID})"
+            )));
+        }
+        Ok(id)
+    }
+
     fn op(&mut self) -> Result<Op, StoreError> {
         match self.u8()? {
             OP_ADD => {
-                let id = self.u64()?;
+                let id = self.id()?;
                 let created_ms = self.u64()?;
                 let due = self.u64()?;
                 let attempts = self.u32()?;
@@ -210,12 +226,21 @@ impl Reader<'_> {
                     created_ms,
                 }))
             }
-            OP_DONE => Ok(Op::Done(self.u64()?)),
+            OP_DONE => Ok(Op::Done(self.id()?)),
             OP_UPDATE => Ok(Op::Update {
-                id: self.u64()?,
+                id: self.id()?,
                 attempts: self.u32()?,
             }),
-            OP_RESERVE => Ok(Op::Reserve(self.u64()?)),
+            OP_RESERVE => {
+                let upto = self.u64()?;
+                if upto > MAX_ID + 1 {
+                    return Err(StoreError::Corrupt(format!(
+                        "handle numbers reserved up to {upto}, beyond the largest job id a \
+                         store keeps ({MAX_ID})"
+                    )));
+                }
+                Ok(Op::Reserve(upto))
+            }
             other => Err(StoreError::Corrupt(format!("unknown op code {other}"))),
         }
     }

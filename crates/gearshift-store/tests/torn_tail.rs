@@ -452,3 +452,78 @@ fn job_data_that_looks_like_a_frame_inside_a_torn_write_is_not_corruption() {
         "the state before the torn flush, and no forged job"
     );
 }
+
+/// A header and one sealed frame holding `ops`.
+fn log_with(ops: &[gearshift_store::Op]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for op in ops {
+        op.encode(&mut payload);
+    }
+    let mut bytes = frame::file_header().to_vec();
+    frame::put_frame(&mut bytes, &payload);
+    bytes
+}
+
+#[test]
+fn ids_beyond_the_largest_a_store_keeps_are_corruption() {
+    use gearshift_store::{Op, MAX_ID};
+    let scratch = Scratch::new();
+    // The largest id is a job like any other.
+    scratch.write(&log_with(&[
+        Op::Add(job(MAX_ID, "f", "", 1, b"top")),
+        Op::Reserve(MAX_ID + 1),
+    ]));
+    let r = scratch.open().expect("open").replay().expect("replay");
+    assert_eq!(r.jobs, vec![job(MAX_ID, "f", "", 1, b"top")]);
+    assert_eq!(r.next_id, MAX_ID + 1);
+    // One past it, in any op, is refused with a message naming it.
+    let cases = [
+        ("an added job", Op::Add(job(MAX_ID + 1, "f", "", 1, b"x"))),
+        ("a done job", Op::Done(u64::MAX)),
+        (
+            "an updated job",
+            Op::Update {
+                id: MAX_ID + 1,
+                attempts: 1,
+            },
+        ),
+        ("a reservation", Op::Reserve(MAX_ID + 2)),
+    ];
+    for (what, op) in cases {
+        let msg = scratch.expect_corrupt(&log_with(&[op]), what);
+        assert!(msg.contains(&MAX_ID.to_string()), "{what}: {msg}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Whatever a frame that passes its checksum holds, opening the log
+    /// either replays it or refuses it as corrupt (leaving the file as it
+    /// was); it never panics.
+    #[test]
+    fn any_payload_in_a_sealed_frame_opens_or_is_refused(
+        payload in proptest::collection::vec(
+            proptest::prop_oneof![
+                3 => 1u8..=4,
+                1 => proptest::prelude::any::<u8>(),
+            ],
+            0..200,
+        ),
+    ) {
+        let mut bytes = frame::file_header().to_vec();
+        frame::put_frame(&mut bytes, &payload);
+        let scratch = Scratch::new();
+        scratch.write(&bytes);
+        match scratch.open() {
+            Ok(mut store) => {
+                let r = store.replay().expect("an opened log replays");
+                proptest::prop_assert!(r.jobs.iter().all(|j| j.id <= gearshift_store::MAX_ID));
+            }
+            Err(StoreError::Corrupt(_)) => {
+                proptest::prop_assert_eq!(scratch.read(), bytes);
+            }
+            Err(e) => proptest::prop_assert!(false, "unexpected error {:?}", e),
+        }
+    }
+}
