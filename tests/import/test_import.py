@@ -474,6 +474,13 @@ def test_postgres_migration(tmp):
         check_eq(r.returncode, 0, "import of the changed queue (stderr %r)" % r.stderr)
         check("has changed since" in r.stderr, "changed-queue warning: %r" % r.stderr)
         check("imported 7 jobs" in r.stdout, "changed-queue summary: %r" % r.stdout)
+        # What the string leaves out comes from libpq's environment variables,
+        # and the queue reached that way is the same queue.
+        env = dict(os.environ, PGHOST="127.0.0.1", PGPORT=str(pg.port))
+        r = h.run([GEARSHIFT, "import", "--gearmand-postgres", "dbname=postgres user=gearshift",
+                   "--data-dir", data_dir], timeout=60, env=env)
+        check(r.returncode != 0 and "already imported" in r.stderr,
+              "the same queue through PGHOST/PGPORT: %r" % r.stderr)
     finally:
         pg.stop()
 

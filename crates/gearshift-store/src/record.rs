@@ -399,4 +399,52 @@ mod raw_tests {
             assert_eq!(clean, ends.contains(&cut), "cut at {cut}");
         }
     }
+
+    /// The two readers of a frame's payload, on any bytes: whatever the
+    /// decoder accepts, the scanner (compaction's) accepts with the same
+    /// ops; decoded ops encode and decode back to themselves.
+    fn agree(payload: &[u8]) {
+        let mut raw = Vec::new();
+        let scanned = scan_ops(payload, |op| raw.push(op));
+        let Ok(ops) = Op::decode_all(&Bytes::copy_from_slice(payload)) else {
+            return;
+        };
+        assert!(scanned.is_ok(), "decoded but not scanned: {ops:?}");
+        let ids = |op: &Op| match op {
+            Op::Add(r) => (1, r.id, 0),
+            Op::Done(id) => (2, *id, 0),
+            Op::Update { id, attempts } => (3, *id, *attempts),
+            Op::Reserve(upto) => (4, *upto, 0),
+        };
+        let raw_ids = |op: &RawOp<'_>| match op {
+            RawOp::Add { id, .. } => (1, *id, 0),
+            RawOp::Done(id) => (2, *id, 0),
+            RawOp::Update { id, attempts } => (3, *id, *attempts),
+            RawOp::Reserve(upto) => (4, *upto, 0),
+        };
+        let a: Vec<_> = ops.iter().map(ids).collect();
+        let b: Vec<_> = raw.iter().map(raw_ids).collect();
+        assert_eq!(a, b);
+        let mut again = Vec::new();
+        for op in &ops {
+            op.encode(&mut again);
+        }
+        assert_eq!(Op::decode_all(&Bytes::from(again)).expect("re-decode"), ops);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        #[test]
+        fn decoder_and_scanner_agree_on_any_payload(
+            payload in proptest::collection::vec(
+                proptest::prop_oneof![
+                    4 => 0u8..=5,
+                    1 => proptest::prelude::any::<u8>(),
+                ],
+                0..160,
+            ),
+        ) {
+            agree(&payload);
+        }
+    }
 }

@@ -29,10 +29,11 @@ pub(super) struct Read {
 /// `--libpq-conninfo` takes it, or a `postgresql://` URL) and reads the
 /// queue table `table`.
 pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read, String> {
-    let config: Config = conninfo
+    let mut config: Config = conninfo
         .parse()
         // Not echoed: it may hold a password.
         .map_err(|e| format!("cannot parse the PostgreSQL connection string: {e}"))?;
+    libpq_defaults(&mut config, |name| std::env::var(name).ok());
     let server = describe(&config);
     if config.get_ssl_mode() == SslMode::Require {
         return Err(format!(
@@ -148,6 +149,49 @@ pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read
     })
 }
 
+/// Fills in what libpq (and so gearmand) would take from the environment
+/// when the connection string leaves it out: `PGHOST` (else the local
+/// socket directory, Debian's `/var/run/postgresql` or `/tmp`), `PGPORT`,
+/// `PGUSER`, `PGDATABASE`, `PGPASSWORD`.
+fn libpq_defaults(config: &mut Config, env: impl Fn(&str) -> Option<String>) {
+    if config.get_hosts().is_empty() {
+        match env("PGHOST") {
+            Some(hosts) => {
+                for h in hosts.split(',').filter(|h| !h.is_empty()) {
+                    config.host(h);
+                }
+            }
+            None => {
+                let dir = ["/var/run/postgresql", "/tmp"]
+                    .into_iter()
+                    .find(|d| std::path::Path::new(d).is_dir())
+                    .unwrap_or("/tmp");
+                config.host_path(dir);
+            }
+        }
+    }
+    if config.get_ports().is_empty() {
+        if let Some(port) = env("PGPORT").and_then(|p| p.parse().ok()) {
+            config.port(port);
+        }
+    }
+    if config.get_user().is_none() {
+        if let Some(user) = env("PGUSER") {
+            config.user(&user);
+        }
+    }
+    if config.get_dbname().is_none() {
+        if let Some(db) = env("PGDATABASE") {
+            config.dbname(&db);
+        }
+    }
+    if config.get_password().is_none() {
+        if let Some(pw) = env("PGPASSWORD") {
+            config.password(pw);
+        }
+    }
+}
+
 /// An error with its causes (the driver's own message is often only
 /// "error connecting to server"; the cause says why).
 fn causes(e: &dyn std::error::Error) -> String {
@@ -166,10 +210,18 @@ fn causes(e: &dyn std::error::Error) -> String {
 
 /// `postgres://user@host:port/dbname`, with no password.
 fn describe(config: &Config) -> String {
+    // One port serves every host; none means the default.
+    let ports = config.get_ports();
+    let port = |i: usize| match ports {
+        [] => 5432,
+        [one] => *one,
+        many => many.get(i).copied().unwrap_or(5432),
+    };
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
-        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .enumerate()
+        .map(|(i, h)| (h, port(i)))
         .map(|(h, p)| match h {
             Host::Tcp(name) => format!("{name}:{p}"),
             Host::Unix(dir) => format!("{}:{p}", dir.display()),
@@ -252,6 +304,36 @@ mod tests {
         let mut later = a.clone();
         later[1].when = 1;
         assert_ne!(hash(&a), hash(&later));
+    }
+
+    #[test]
+    fn what_the_string_leaves_out_comes_from_the_environment_as_in_libpq() {
+        let env = |name: &str| match name {
+            "PGHOST" => Some("db1,db2".to_owned()),
+            "PGPORT" => Some("6543".to_owned()),
+            "PGUSER" => Some("envuser".to_owned()),
+            "PGDATABASE" => Some("envdb".to_owned()),
+            "PGPASSWORD" => Some("pw".to_owned()),
+            _ => None,
+        };
+        let mut c: Config = "dbname=gm".parse().expect("conninfo");
+        libpq_defaults(&mut c, env);
+        assert_eq!(describe(&c), "postgres://envuser@db1:6543,db2:6543/gm");
+        assert_eq!(c.get_password(), Some(&b"pw"[..]));
+        // Given values win; no PGHOST means the local socket directory.
+        let mut c: Config = "host=h port=1 user=u dbname=d password=p"
+            .parse()
+            .expect("all");
+        libpq_defaults(&mut c, env);
+        assert_eq!(describe(&c), "postgres://u@h:1/d");
+        assert_eq!(c.get_password(), Some(&b"p"[..]));
+        let mut c: Config = "user=u dbname=d".parse().expect("no host");
+        libpq_defaults(&mut c, |_| None);
+        assert!(
+            matches!(c.get_hosts(), [Host::Unix(_)]),
+            "{:?}",
+            c.get_hosts()
+        );
     }
 
     #[test]
