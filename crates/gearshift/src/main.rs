@@ -34,7 +34,7 @@ struct Cli {
 enum Command {
     /// Run the job server.
     Serve(serve::ServeArgs),
-    /// Import a stopped gearmand's libsqlite3 queue into the data directory.
+    /// Import a stopped gearmand's libsqlite3 or Postgres queue into the data directory.
     Import(import::ImportArgs),
     /// Submit a job (or one per input line) and print its result.
     Submit(submit::SubmitArgs),

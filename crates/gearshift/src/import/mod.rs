@@ -51,8 +51,9 @@ pub struct ImportArgs {
     gearmand_sqlite: Option<PathBuf>,
     /// gearmand's Postgres queue: its `--libpq-conninfo` (libpq's
     /// `key=value` form, e.g. "host=db port=5432 dbname=gearman user=g
-    /// password=...", or a postgresql:// URL), read in one read-only
-    /// transaction, without TLS. Stop gearmand first.
+    /// password=...", or a postgresql:// URL; PGHOST, PGPORT, PGUSER,
+    /// PGDATABASE and PGPASSWORD fill what it leaves out), read in one
+    /// read-only transaction, without TLS. Stop gearmand first.
     #[arg(long, value_name = "CONNINFO", group = "source")]
     gearmand_postgres: Option<String>,
     /// Table holding the queue (gearmand's `--libsqlite3-table`, default
@@ -67,7 +68,7 @@ pub struct ImportArgs {
     /// the one `gearshift serve` will use.
     #[arg(long)]
     job_handle_prefix: Option<String>,
-    /// Import even if this file was imported into this directory before
+    /// Import even if this queue was imported into this directory before
     /// (its jobs are then queued twice).
     #[arg(long)]
     force: bool,
