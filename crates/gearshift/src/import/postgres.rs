@@ -227,9 +227,13 @@ fn describe(config: &Config) -> String {
             Host::Unix(dir) => format!("{}:{p}", dir.display()),
         })
         .collect();
+    // No user: the driver connects as the operating system's user.
+    let user = config
+        .get_user()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
     format!(
-        "postgres://{}@{}/{}",
-        config.get_user().unwrap_or(""),
+        "postgres://{user}{}/{}",
         hosts.join(","),
         config.get_dbname().unwrap_or("")
     )
@@ -327,8 +331,9 @@ mod tests {
         libpq_defaults(&mut c, env);
         assert_eq!(describe(&c), "postgres://u@h:1/d");
         assert_eq!(c.get_password(), Some(&b"p"[..]));
-        let mut c: Config = "user=u dbname=d".parse().expect("no host");
+        let mut c: Config = "dbname=d".parse().expect("no host");
         libpq_defaults(&mut c, |_| None);
+        assert!(describe(&c).starts_with("postgres:///"), "{}", describe(&c));
         assert!(
             matches!(c.get_hosts(), [Host::Unix(_)]),
             "{:?}",
