@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use crate::{JobRecord, Store};
+use crate::{JobRecord, Store, StoreError, MAX_ID};
 
 /// A test job: id, function, unique, priority, data.
 pub fn job(id: u64, function: &str, unique: &str, priority: u8, data: &[u8]) -> JobRecord {
@@ -36,6 +36,7 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     discard_drops_buffered_ops(fresh());
     every_field_round_trips(fresh());
     many_flushes_keep_order(fresh());
+    ids_past_the_largest_are_never_written(fresh());
 }
 
 fn empty_store<S: Store>(mut open: impl FnMut() -> S) {
@@ -136,6 +137,28 @@ fn handle_counter_never_goes_back<S: Store>(mut open: impl FnMut() -> S) {
         r.next_id >= 1000,
         "a reservation survives even when no job is left"
     );
+}
+
+fn ids_past_the_largest_are_never_written<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.add(&job(MAX_ID, "f", "", 1, b"last"));
+    s.reserve(u64::MAX);
+    s.flush().expect("the largest id is stored like any other");
+    s.add(&job(7, "f", "", 1, b"same batch"));
+    s.add(&job(MAX_ID + 1, "f", "", 1, b"one too far"));
+    match s.flush() {
+        Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
+        other => panic!("an id past MAX_ID must fail its flush, got {other:?}"),
+    }
+    s.add(&job(8, "f", "", 1, b"next batch"));
+    s.flush()
+        .expect("the refusal does not stick to later batches");
+    drop(s);
+    let r = open().replay().expect("what was written replays");
+    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![8, MAX_ID], "none of the refused batch is stored");
+    assert_eq!(r.next_id, MAX_ID + 1, "reservations stop at MAX_ID + 1");
 }
 
 fn discard_drops_buffered_ops<S: Store>(mut open: impl FnMut() -> S) {

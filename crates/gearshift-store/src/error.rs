@@ -24,6 +24,12 @@ pub enum StoreError {
     /// Another process holds the data directory.
     #[error("{0} is in use by another Gearshift process")]
     Locked(String),
+    /// A job id beyond [`crate::MAX_ID`] was added: the batch is refused,
+    /// so the store never writes what it would refuse to read back.
+    #[error(
+        "job id {0} is beyond the largest a store keeps (2^63 - 1): the handle counter has run out"
+    )]
+    IdOutOfRange(u64),
     /// A fault injected by a test.
     #[error("injected fault: {0}")]
     Injected(String),

@@ -41,13 +41,15 @@ pub struct Replayed {
 pub trait Store: Send {
     /// Every live job and the first unused handle number, as of the last flush.
     fn replay(&mut self) -> Result<Replayed, StoreError>;
-    /// Buffers a new job.
+    /// Buffers a new job. An id beyond [`MAX_ID`] makes the next flush
+    /// fail with [`StoreError::IdOutOfRange`], storing none of its batch.
     fn add(&mut self, job: &JobRecord);
     /// Buffers the end of a job.
     fn done(&mut self, id: u64);
     /// Buffers a changed attempt count.
     fn update(&mut self, id: u64, attempts: u32);
     /// Buffers a handle high-water mark: numbers below `upto` may be in use.
+    /// Capped at `MAX_ID + 1`: no stored id can be larger.
     fn reserve(&mut self, upto: u64);
     /// Drops everything buffered since the last flush.
     fn discard(&mut self);

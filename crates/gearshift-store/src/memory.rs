@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::{apply_ops, JobRecord, Op, Replayed, Store, StoreError};
+use crate::{apply_ops, JobRecord, Op, Replayed, Store, StoreError, MAX_ID};
 
 #[derive(Debug, Default)]
 struct State {
@@ -17,6 +17,8 @@ struct State {
 pub struct MemoryStore {
     shared: Arc<Mutex<State>>,
     pending: Vec<Op>,
+    /// An id beyond `MAX_ID` was added since the last flush.
+    refused: Option<u64>,
 }
 
 impl MemoryStore {
@@ -30,6 +32,7 @@ impl MemoryStore {
         MemoryStore {
             shared: self.shared.clone(),
             pending: Vec::new(),
+            refused: None,
         }
     }
 }
@@ -48,6 +51,9 @@ impl Store for MemoryStore {
     }
 
     fn add(&mut self, job: &JobRecord) {
+        if job.id > MAX_ID {
+            self.refused.get_or_insert(job.id);
+        }
         self.pending.push(Op::Add(job.clone()));
     }
 
@@ -60,14 +66,19 @@ impl Store for MemoryStore {
     }
 
     fn reserve(&mut self, upto: u64) {
-        self.pending.push(Op::Reserve(upto));
+        self.pending.push(Op::Reserve(upto.min(MAX_ID + 1)));
     }
 
     fn discard(&mut self) {
         self.pending.clear();
+        self.refused = None;
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
+        if let Some(id) = self.refused {
+            self.discard();
+            return Err(StoreError::IdOutOfRange(id));
+        }
         let mut s = self
             .shared
             .lock()

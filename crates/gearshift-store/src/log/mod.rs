@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::record::{encode_add, Op};
-use crate::{apply_ops, JobRecord, Replayed, Store, StoreError};
+use crate::{apply_ops, JobRecord, Replayed, Store, StoreError, MAX_ID};
 use frame::FrameReader;
 
 /// Name of the log file inside the data directory.
@@ -114,6 +114,9 @@ pub struct LogStore {
     replay: Option<Vec<JobRecord>>,
     /// Set when the file handle can no longer be trusted; every flush fails.
     broken: Option<String>,
+    /// An id beyond `MAX_ID` was added since the last flush: the flush
+    /// refuses the batch, so the log never holds what replay refuses.
+    refused: Option<u64>,
     /// A compaction running on its own thread.
     compaction: Option<compact::Background>,
     /// Compactions swapped in since the store was opened.
@@ -199,6 +202,7 @@ impl LogStore {
             high,
             replay: Some(jobs),
             broken: None,
+            refused: None,
             compaction: None,
             compactions: 0,
             _lock: lock,
@@ -483,6 +487,9 @@ impl Store for LogStore {
     }
 
     fn add(&mut self, job: &JobRecord) {
+        if job.id > MAX_ID {
+            self.refused.get_or_insert(job.id);
+        }
         let n = encode_add(job, &mut self.pending) as i64;
         self.pending_ops.push((job.id, n));
     }
@@ -497,6 +504,7 @@ impl Store for LogStore {
     }
 
     fn reserve(&mut self, upto: u64) {
+        let upto = upto.min(MAX_ID + 1);
         Op::Reserve(upto).encode(&mut self.pending);
         self.high = self.high.max(upto);
     }
@@ -504,9 +512,14 @@ impl Store for LogStore {
     fn discard(&mut self) {
         self.pending.truncate(frame::FRAME_HEADER);
         self.pending_ops.clear();
+        self.refused = None;
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
+        if let Some(id) = self.refused {
+            self.discard();
+            return Err(StoreError::IdOutOfRange(id));
+        }
         if let Some(why) = self.broken.clone() {
             self.discard();
             return Err(StoreError::Io(std::io::Error::other(why)));
