@@ -27,7 +27,8 @@ pub enum StoreError {
     /// A job id beyond [`crate::MAX_ID`] was added: the batch is refused,
     /// so the store never writes what it would refuse to read back.
     #[error(
-        "job id {0} is beyond the largest a store keeps (2^63 - 1): the handle counter has run out"
+        "job id {0} is beyond the largest a store keeps ({max}): the handle counter has run out",
+        max = crate::MAX_ID
     )]
     IdOutOfRange(u64),
     /// A fault injected by a test.

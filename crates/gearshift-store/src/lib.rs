@@ -68,6 +68,35 @@ pub trait Store: Send {
     }
 }
 
+/// What every backend keeps of the id bound between flushes: the first id
+/// past [`MAX_ID`] added since the last flush, which fails that flush.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PastMax(Option<u64>);
+
+impl PastMax {
+    /// Notes an added job's id.
+    pub(crate) fn note(&mut self, id: u64) {
+        if id > MAX_ID {
+            self.0.get_or_insert(id);
+        }
+    }
+
+    /// The batch was flushed or dropped.
+    pub(crate) fn clear(&mut self) {
+        self.0 = None;
+    }
+
+    /// The error the next flush must return, if any.
+    pub(crate) fn refusal(&self) -> Option<StoreError> {
+        self.0.map(StoreError::IdOutOfRange)
+    }
+
+    /// A reservation as stored: never past `MAX_ID + 1`.
+    pub(crate) fn cap(upto: u64) -> u64 {
+        upto.min(MAX_ID + 1)
+    }
+}
+
 /// Applies ops to an id-ordered live set; shared by backends that rebuild
 /// state from a sequence of ops. Returns the highest id and reservation seen.
 pub(crate) fn apply_ops(

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::{apply_ops, JobRecord, Op, Replayed, Store, StoreError, MAX_ID};
+use crate::{apply_ops, JobRecord, Op, PastMax, Replayed, Store, StoreError};
 
 #[derive(Debug, Default)]
 struct State {
@@ -18,7 +18,7 @@ pub struct MemoryStore {
     shared: Arc<Mutex<State>>,
     pending: Vec<Op>,
     /// An id beyond `MAX_ID` was added since the last flush.
-    refused: Option<u64>,
+    refused: PastMax,
 }
 
 impl MemoryStore {
@@ -32,7 +32,7 @@ impl MemoryStore {
         MemoryStore {
             shared: self.shared.clone(),
             pending: Vec::new(),
-            refused: None,
+            refused: PastMax::default(),
         }
     }
 }
@@ -51,9 +51,7 @@ impl Store for MemoryStore {
     }
 
     fn add(&mut self, job: &JobRecord) {
-        if job.id > MAX_ID {
-            self.refused.get_or_insert(job.id);
-        }
+        self.refused.note(job.id);
         self.pending.push(Op::Add(job.clone()));
     }
 
@@ -66,18 +64,18 @@ impl Store for MemoryStore {
     }
 
     fn reserve(&mut self, upto: u64) {
-        self.pending.push(Op::Reserve(upto.min(MAX_ID + 1)));
+        self.pending.push(Op::Reserve(PastMax::cap(upto)));
     }
 
     fn discard(&mut self) {
         self.pending.clear();
-        self.refused = None;
+        self.refused.clear();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        if let Some(id) = self.refused {
+        if let Some(e) = self.refused.refusal() {
             self.discard();
-            return Err(StoreError::IdOutOfRange(id));
+            return Err(e);
         }
         let mut s = self
             .shared

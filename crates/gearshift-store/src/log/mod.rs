@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::record::{encode_add, Op};
-use crate::{apply_ops, JobRecord, Replayed, Store, StoreError, MAX_ID};
+use crate::{apply_ops, JobRecord, PastMax, Replayed, Store, StoreError};
 use frame::FrameReader;
 
 /// Name of the log file inside the data directory.
@@ -116,7 +116,7 @@ pub struct LogStore {
     broken: Option<String>,
     /// An id beyond `MAX_ID` was added since the last flush: the flush
     /// refuses the batch, so the log never holds what replay refuses.
-    refused: Option<u64>,
+    refused: PastMax,
     /// A compaction running on its own thread.
     compaction: Option<compact::Background>,
     /// Compactions swapped in since the store was opened.
@@ -202,7 +202,7 @@ impl LogStore {
             high,
             replay: Some(jobs),
             broken: None,
-            refused: None,
+            refused: PastMax::default(),
             compaction: None,
             compactions: 0,
             _lock: lock,
@@ -487,9 +487,7 @@ impl Store for LogStore {
     }
 
     fn add(&mut self, job: &JobRecord) {
-        if job.id > MAX_ID {
-            self.refused.get_or_insert(job.id);
-        }
+        self.refused.note(job.id);
         let n = encode_add(job, &mut self.pending) as i64;
         self.pending_ops.push((job.id, n));
     }
@@ -504,7 +502,7 @@ impl Store for LogStore {
     }
 
     fn reserve(&mut self, upto: u64) {
-        let upto = upto.min(MAX_ID + 1);
+        let upto = PastMax::cap(upto);
         Op::Reserve(upto).encode(&mut self.pending);
         self.high = self.high.max(upto);
     }
@@ -512,13 +510,13 @@ impl Store for LogStore {
     fn discard(&mut self) {
         self.pending.truncate(frame::FRAME_HEADER);
         self.pending_ops.clear();
-        self.refused = None;
+        self.refused.clear();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        if let Some(id) = self.refused {
+        if let Some(e) = self.refused.refusal() {
             self.discard();
-            return Err(StoreError::IdOutOfRange(id));
+            return Err(e);
         }
         if let Some(why) = self.broken.clone() {
             self.discard();

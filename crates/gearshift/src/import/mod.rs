@@ -235,6 +235,36 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Why the queue table was not found, naming the tables that were; `hint`
+/// says how to name the right one.
+fn no_table(place: &str, table: &str, found: &[String], hint: &str) -> String {
+    let found = if found.is_empty() {
+        "none".to_owned()
+    } else {
+        found.join(", ")
+    };
+    format!("{place} has no table {table:?} (tables found: {found}); {hint}")
+}
+
+/// Checks that a table (`what`, for messages) has the columns of every
+/// gearmand queue, `has` telling whether a column is there; returns whether
+/// it also has `when_to_run` (tables from before epoch jobs lack it).
+fn queue_columns(
+    columns: &[String],
+    has: impl Fn(&str) -> bool,
+    what: &str,
+) -> Result<bool, String> {
+    for c in ["unique_key", "function_name", "priority", "data"] {
+        if !has(c) {
+            return Err(format!(
+                "table {what} has no column {c} (columns: {}); is it a gearmand queue?",
+                columns.join(", ")
+            ));
+        }
+    }
+    Ok(has("when_to_run"))
+}
+
 /// A row's unique as Gearman allows it (at most [`MAX_UNIQUE`] bytes).
 fn check_unique(unique: Bytes) -> Result<Bytes, String> {
     if unique.len() > MAX_UNIQUE {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use postgres::config::{Host, SslMode};
 use postgres::{Config, IsolationLevel, NoTls};
 
-use super::{check_function, check_unique, priority_of, Row};
+use super::{check_function, check_unique, no_table, priority_of, queue_columns, Row};
 
 /// What was read, and what identifies it for the import marker.
 pub(super) struct Read {
@@ -71,14 +71,11 @@ pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read
             .map(|r| r.try_get(0))
             .collect::<Result<_, _>>()
             .map_err(sql_err)?;
-        let tables = if tables.is_empty() {
-            "none".to_owned()
-        } else {
-            tables.join(", ")
-        };
-        return Err(format!(
-            "{server} has no table {table:?} (tables found: {tables}); pass the one gearmand \
-             used (its --libpq-table) with --table"
+        return Err(no_table(
+            &server,
+            table,
+            &tables,
+            "pass the one gearmand used (its --libpq-table) with --table",
         ));
     };
     let columns: Vec<String> = tx
@@ -92,16 +89,9 @@ pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read
         .map(|r| r.try_get(0))
         .collect::<Result<_, _>>()
         .map_err(sql_err)?;
-    for c in ["unique_key", "function_name", "priority", "data"] {
-        if !columns.iter().any(|x| x == c) {
-            return Err(format!(
-                "table {resolved} at {server} has no column {c} (columns: {}); is it a \
-                 gearmand queue?",
-                columns.join(", ")
-            ));
-        }
-    }
-    let when = if columns.iter().any(|x| x == "when_to_run") {
+    let has = |c: &str| columns.iter().any(|x| x == c);
+    let with_when = queue_columns(&columns, has, &format!("{resolved} at {server}"))?;
+    let when = if with_when {
         "when_to_run::bigint"
     } else {
         "0::bigint"

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
-use super::{check_function, check_unique, priority_of, Row};
+use super::{check_function, check_unique, no_table, priority_of, queue_columns, Row};
 
 /// Reads every row of gearmand's queue table in rowid order: the order in
 /// which gearmand inserted them (`INSERT OR REPLACE` gives a replaced row
@@ -30,14 +30,11 @@ pub(super) fn read_gearmand_sqlite(file: &Path, table: &str) -> Result<Vec<Row>,
         .map_err(sql_err)?;
     // SQLite resolves table names case-insensitively; so does the import.
     let Some(table) = tables.iter().find(|t| t.eq_ignore_ascii_case(table)) else {
-        let found = if tables.is_empty() {
-            "none".to_owned()
-        } else {
-            tables.join(", ")
-        };
-        return Err(format!(
-            "{what} has no table {table:?} (tables found: {found}); pass the one gearmand \
-             used with --table"
+        return Err(no_table(
+            &what.to_string(),
+            table,
+            &tables,
+            "pass the one gearmand used with --table",
         ));
     };
     let quoted = format!("\"{}\"", table.replace('"', "\"\""));
@@ -53,20 +50,9 @@ pub(super) fn read_gearmand_sqlite(file: &Path, table: &str) -> Result<Vec<Row>,
         .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
         .map_err(sql_err)?;
     let has = |c: &str| columns.iter().any(|x| x.eq_ignore_ascii_case(c));
-    for c in ["unique_key", "function_name", "priority", "data"] {
-        if !has(c) {
-            return Err(format!(
-                "table {table} of {what} has no column {c} (columns: {}); is it a gearmand queue?",
-                columns.join(", ")
-            ));
-        }
-    }
-    // Tables from before epoch jobs lack when_to_run: everything runs at once.
-    let when = if has("when_to_run") {
-        "when_to_run"
-    } else {
-        "0"
-    };
+    let with_when = queue_columns(&columns, has, &format!("{table} of {what}"))?;
+    // Without when_to_run everything runs at once.
+    let when = if with_when { "when_to_run" } else { "0" };
     let mut stmt = conn
         .prepare(&format!(
             "SELECT rowid, unique_key, function_name, priority, data, {when} FROM {quoted} \
