@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
+use gearshift_proto::frame::decimal_u64;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
@@ -178,10 +179,11 @@ fn answer(conn: &mut Conn, server: &mut Server) {
         match kind {
             SUBMIT_JOB_BG => {
                 let mut handle = *b"H:ceiling:00000000000000000000";
-                let digits = format_decimal(server.next_handle, &mut handle[10..]);
+                let mut digits = [0; 20];
+                let digits = decimal_u64(server.next_handle, &mut digits);
                 server.next_handle += 1;
-                let handle = &handle[..10 + digits];
-                put(&mut conn.out, JOB_CREATED, handle);
+                handle[10..10 + digits.len()].copy_from_slice(digits);
+                put(&mut conn.out, JOB_CREATED, &handle[..10 + digits.len()]);
             }
             ECHO_REQ => {
                 let body = &conn.buf[conn.start + 12..conn.start + 12 + size];
@@ -191,23 +193,6 @@ fn answer(conn: &mut Conn, server: &mut Server) {
         }
         conn.start += 12 + size;
     }
-}
-
-/// Writes `n` in decimal at the start of `to`; returns how many digits.
-fn format_decimal(mut n: u64, to: &mut [u8]) -> usize {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let count = digits.len() - i;
-    to[..count].copy_from_slice(&digits[i..]);
-    count
 }
 
 /// Appends one response packet.
