@@ -63,10 +63,9 @@ for n in $SIZES; do
   done
 done
 
-python3 - "$RESULTS" "$REPS" <<'EOF'
+python3 - "$RESULTS" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-reps = int(sys.argv[2])
 sizes = sorted({int(r[1]) for r in rows})
 names = ['yardstick', 'gearshift', 'gearmand']
 print()

@@ -9,8 +9,10 @@
 //! coalescing, no admin protocol. One thread, one `epoll` loop, one `recv`
 //! per readable socket until it would block and one `send` per burst of
 //! answers: the same system calls a real server needs at the least.
-//! A real server cannot run faster than this on the same machine; how close
-//! Gearshift comes is the share of the ceiling it reaches.
+//! A real server that reads and writes its sockets this way cannot run
+//! faster than this on the same machine; how close Gearshift comes is the
+//! share of that ceiling it reaches. A benchmark tool, not a server: it
+//! trusts its input (a packet that claims a huge size just waits for it).
 //!
 //!     cargo run --release -p gearshift-server --example submit_ceiling -- PORT
 
