@@ -24,7 +24,7 @@ impl From<Frame> for Input {
     /// (or refused), a text line parsed as an admin command.
     fn from(frame: Frame) -> Self {
         match frame {
-            Frame::Packet(p) => match Request::parse(&p) {
+            Frame::Packet(p) => match Request::from_packet(p) {
                 Ok(r) => Input::Request(r),
                 Err(e) => Input::Invalid(e),
             },

@@ -24,6 +24,11 @@ pub struct Handles {
     /// `<prefix>:`.
     head: Box<[u8]>,
     buf: BytesMut,
+    /// The last handle made and its id: ids are handed out one after
+    /// another, so the next handle is usually this one with its number
+    /// counted up in place, without printing the number again.
+    last: Vec<u8>,
+    last_id: Option<JobId>,
 }
 
 impl Handles {
@@ -33,19 +38,26 @@ impl Handles {
             prefix: prefix.as_bytes().into(),
             head: [prefix.as_bytes(), b":"].concat().into(),
             buf: BytesMut::new(),
+            last: Vec::new(),
+            last_id: None,
         }
     }
 
     /// The handle of job `id`.
     pub fn make(&mut self, id: JobId) -> Bytes {
-        let mut d = [0; 20];
-        let digits = decimal(id, &mut d);
-        let len = self.head.len() + digits.len();
+        let next = self.last_id.and_then(|l| l.checked_add(1)) == Some(id);
+        if !(next && count_up(&mut self.last[self.head.len()..])) {
+            let mut d = [0; 20];
+            self.last.clear();
+            self.last.extend_from_slice(&self.head);
+            self.last.extend_from_slice(decimal(id, &mut d));
+        }
+        self.last_id = Some(id);
+        let len = self.last.len();
         if self.buf.capacity() < len {
             self.buf.reserve(CHUNK.max(len));
         }
-        self.buf.put_slice(&self.head);
-        self.buf.put_slice(digits);
+        self.buf.put_slice(&self.last);
         self.buf.split_to(len).freeze()
     }
 
@@ -97,6 +109,20 @@ impl Handles {
     }
 }
 
+/// Adds one to the decimal number in `digits`, in place; false when it
+/// needs one more digit (all nines), which the caller prints afresh.
+fn count_up(digits: &mut [u8]) -> bool {
+    for d in digits.iter_mut().rev() {
+        if *d == b'9' {
+            *d = b'0';
+        } else {
+            *d += 1;
+            return true;
+        }
+    }
+    false
+}
+
 struct Show<'a>(&'a [u8], JobId);
 
 impl fmt::Display for Show<'_> {
@@ -130,6 +156,17 @@ mod tests {
         assert!(h.is(b"H:host:17", 17));
         assert!(!h.is(b"H:host:017", 17));
         assert_eq!(h.display(7).to_string(), "H:host:7");
+    }
+
+    #[test]
+    fn counting_up_matches_printing() {
+        let mut h = Handles::new("H:h");
+        let ids = (1..=1_100)
+            .chain([5, 6, 7, 99_999, 100_000, 100_001, 3, 4])
+            .chain([u64::MAX - 1, u64::MAX, 1]);
+        for id in ids {
+            assert_eq!(h.make(id), format!("H:h:{id}").as_bytes(), "id {id}");
+        }
     }
 
     #[test]

@@ -49,6 +49,16 @@ impl Core {
         });
         let durable = s.background && self.cfg.durable;
         let payload = Payload::new(s.unique, s.data);
+        // A new job starts where it belongs, so it needs no second lookup:
+        // acknowledged, and runnable, only once the store confirms it;
+        // otherwise queued at once unless it is not due yet.
+        let state = if durable {
+            JobState::Pending
+        } else if due.is_some() {
+            JobState::Scheduled
+        } else {
+            JobState::Queued
+        };
         self.jobs.insert(Job {
             id,
             payload: payload.bytes,
@@ -64,12 +74,7 @@ impl Core {
             retries: 0,
             priority: s.priority,
             background: s.background,
-            // Acknowledged, and runnable, only once the store confirms it.
-            state: if durable {
-                JobState::Pending
-            } else {
-                JobState::Scheduled
-            },
+            state,
             persist: Persist::No,
         });
         if !s.background {
@@ -79,6 +84,14 @@ impl Core {
         }
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
+            match state {
+                JobState::Queued => {
+                    f.queues[p].push_back(id);
+                    f.queued[p] += 1;
+                }
+                JobState::Scheduled => f.scheduled += 1,
+                _ => {}
+            }
         }
         if durable {
             self.acks.entry(id).or_default().push(conn);
@@ -88,7 +101,10 @@ impl Core {
         }
         let handle = self.handle_of(id);
         self.send(conn, Response::JobCreated(handle));
-        self.release(id, now);
+        match (state, due) {
+            (JobState::Scheduled, Some(at)) => self.timers.push(Reverse((at, Timer::Due(id)))),
+            _ => self.wake_sleepers(func),
+        }
     }
 
     /// Makes a new job grab-able, or schedules it if it is not due yet.

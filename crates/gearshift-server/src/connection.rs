@@ -1,5 +1,5 @@
-//! One client connection's task: it reads, cuts the bytes into frames,
-//! decodes them, and hands each read's requests to the engine in one go;
+//! One client connection's task: it reads, and hands each read's bytes to
+//! the engine, which cuts them into frames and runs them in one go;
 //! when the engine could not write everything it owed the connection, the
 //! task waits for the socket to drain and writes the rest.
 
@@ -7,9 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use gearshift_core::{ConnId, Input};
+use gearshift_core::ConnId;
 use gearshift_proto::frame::HEADER_LEN;
-use gearshift_proto::{decode_frame, FrameError, Response};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -33,7 +32,6 @@ pub async fn serve(
     max_packet: usize,
 ) {
     let mut buf = BytesMut::new();
-    let mut inputs = Vec::new();
     let mut blocked = false;
     let mut reading = true;
     // Packets are cut out of the read buffer without copying, and queued
@@ -102,13 +100,10 @@ pub async fn serve(
             }
             continue;
         }
-        let fatal = decode_all(&mut buf, &mut inputs, max_packet, peer);
+        let mut e = lock(&engine);
+        let fatal = e.on_read(id, &mut buf, max_packet, peer);
         if fatal.is_none() {
             make_room_for_frame(&mut buf, max_packet);
-        }
-        let mut e = lock(&engine);
-        if !inputs.is_empty() {
-            e.on_inputs(id, &mut inputs);
         }
         if let Some(reply) = fatal {
             e.on_fatal(id, reply);
@@ -162,36 +157,5 @@ fn make_room_for_frame(buf: &mut BytesMut, max_packet: usize) {
     let whole = HEADER_LEN + body;
     if whole > buf.capacity() {
         buf.reserve(whole - buf.len());
-    }
-}
-
-/// Decodes every whole frame in `buf` into `inputs`. On a framing error,
-/// returns what to send before closing (`Some(None)`: close silently).
-fn decode_all(
-    buf: &mut BytesMut,
-    inputs: &mut Vec<Input>,
-    max_packet: usize,
-    peer: SocketAddr,
-) -> Option<Option<Response>> {
-    loop {
-        match decode_frame(buf, max_packet) {
-            Ok(Some(frame)) => {
-                let input = Input::from(frame);
-                if let Input::Invalid(e) = &input {
-                    tracing::debug!(%peer, error = %e, "refused packet");
-                }
-                inputs.push(input);
-            }
-            Ok(None) => return None,
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection: unusable input");
-                return Some(match e {
-                    FrameError::TooLarge { .. } => {
-                        Some(Response::error("ARGUMENT_TOO_LARGE", e.to_string()))
-                    }
-                    _ => None,
-                });
-            }
-        }
     }
 }

@@ -14,13 +14,13 @@
 //! A write that would block leaves the rest in the buffer and hands it to the
 //! connection's own task, which waits until the socket is writable.
 
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Buf, BytesMut};
 use gearshift_core::ids::IdMap;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, Millis, StoreOp};
-use gearshift_proto::{Request, Response};
+use gearshift_proto::{decode_frame, FrameError, Request, Response};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
@@ -150,32 +150,68 @@ impl Engine {
         }
     }
 
-    /// Runs the requests of one read through the core, in order.
-    pub fn on_inputs(&mut self, id: ConnId, inputs: &mut Vec<Input>) {
+    /// Runs every whole frame in `buf` (one read's worth) through the core,
+    /// in order, each as soon as it is decoded, so a request is built once
+    /// and handed on without being queued. Returns what to send before
+    /// closing when the framing broke (`Some(None)`: close silently); the
+    /// caller then calls [`Engine::on_fatal`].
+    pub fn on_read(
+        &mut self,
+        id: ConnId,
+        buf: &mut BytesMut,
+        max_packet: usize,
+        peer: SocketAddr,
+    ) -> Option<Option<Response>> {
         let now = self.clock.now();
-        for input in inputs.drain(..) {
+        let mut fatal = None;
+        loop {
             if self.peers.get(&id).is_none_or(|p| p.closing) {
-                // Closed (or closing) already: nothing it sent may run.
+                // Closed (or closing) already: nothing it sent may run,
+                // and nothing it sends later is kept.
+                buf.clear();
                 break;
             }
-            if self.draining.is_some() && self.refused_while_draining(id, &input) {
-                continue;
+            let input = match decode_frame(buf, max_packet) {
+                Ok(Some(frame)) => Input::from(frame),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "closing connection: unusable input");
+                    fatal = Some(match e {
+                        FrameError::TooLarge { .. } => {
+                            Some(Response::error("ARGUMENT_TOO_LARGE", e.to_string()))
+                        }
+                        _ => None,
+                    });
+                    break;
+                }
+            };
+            if let Input::Invalid(e) = &input {
+                tracing::debug!(%peer, error = %e, "refused packet");
             }
-            self.core.handle(id, input, now);
-            self.core.drain_effects_into(&mut self.effects);
-            let closed = self.effects.contains(&Effect::Close(id));
-            // Routed request by request, so the effect buffers are only
-            // ever swapped, never copied.
-            self.route_effects();
-            if closed {
-                // The core closed the connection (an admin line with too
-                // many words): nothing sent after that may run.
-                self.core.disconnect(id, now);
-                self.core.drain_effects_into(&mut self.effects);
-                break;
-            }
+            self.run_input(id, input, now);
         }
         self.process(false, Some(id));
+        fatal
+    }
+
+    /// Runs one request of connection `id` through the core and routes
+    /// what it produced.
+    fn run_input(&mut self, id: ConnId, input: Input, now: Millis) {
+        if self.draining.is_some() && self.refused_while_draining(id, &input) {
+            return;
+        }
+        self.core.handle(id, input, now);
+        self.core.drain_effects_into(&mut self.effects);
+        let closed = self.effects.contains(&Effect::Close(id));
+        // Routed request by request, so the effect buffers are only
+        // ever swapped, never copied.
+        self.route_effects();
+        if closed {
+            // The core closed the connection (an admin line with too
+            // many words): nothing sent after that may run.
+            self.core.disconnect(id, now);
+            self.core.drain_effects_into(&mut self.effects);
+        }
     }
 
     /// The connection broke its framing: send `reply` (if any), then close.
