@@ -443,8 +443,10 @@ fn churn(bytes: &[u8], max: usize) {
         let before = buf.len();
         match decode_frame(&mut buf, max) {
             Ok(Some(Frame::Packet(p))) => {
-                let _ = Request::parse(&p);
+                let parsed = Request::parse(&p);
                 let _ = Response::parse(&p);
+                // The server's owning parse must agree with the borrowing one.
+                assert_eq!(Request::from_packet(p), parsed);
             }
             Ok(Some(Frame::Text(line))) => {
                 let _ = parse_admin(&line);
@@ -484,6 +486,25 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..512), max in 0usize..256) {
         churn(&bytes, max);
         churn(&bytes, DEFAULT_MAX_PACKET);
+    }
+
+    /// Plain submissions through both parses: same fields, whatever the
+    /// NULs in the body (too few, empty parts, NULs in the workload).
+    #[test]
+    fn owning_parse_agrees_on_submissions(
+        body in vec(prop_oneof![Just(0u8), any::<u8>()], 0..24),
+        kind in prop_oneof![
+            Just(PacketType::SubmitJob),
+            Just(PacketType::SubmitJobBg),
+            Just(PacketType::SubmitJobHigh),
+            Just(PacketType::SubmitJobHighBg),
+            Just(PacketType::SubmitJobLow),
+            Just(PacketType::SubmitJobLowBg),
+        ],
+        magic in prop_oneof![Just(Magic::Req), Just(Magic::Res)],
+    ) {
+        let p = Packet { magic, kind, body: Bytes::from(body) };
+        prop_assert_eq!(Request::from_packet(p.clone()), Request::parse(&p));
     }
 
     #[test]
