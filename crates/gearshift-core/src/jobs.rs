@@ -1,10 +1,11 @@
 //! Where jobs live: a paged slab of [`Job`]s and three compact indexes
-//! into it — by id (the handle number), by named unique, and by
-//! (function, workload) for `-` uniques.
+//! into it — by id (the handle number, see [`crate::id_index`]), by named
+//! unique, and by (function, workload) for `-` uniques.
 //!
-//! The indexes hold 4-byte slab positions, not keys: the key is read back
-//! from the job itself. So a queued job costs its slot in the slab plus
-//! about five bytes per index it is in, at any depth, and every lookup is
+//! The indexes hold 4-byte slab positions: the id index is a window over
+//! the id line, the other two are hash tables whose keys are read back from
+//! the job itself. So a queued job costs its slot in the slab plus about
+//! four or five bytes per index it is in, at any depth, and every lookup is
 //! O(1). The slab grows a page at a time (no reallocation copying every
 //! job) and reuses freed slots; it lets go of everything once it is empty.
 
@@ -13,6 +14,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
+use crate::id_index::IdIndex;
 use crate::ids::{FuncId, JobId};
 use crate::job::{Job, UniqueKey};
 
@@ -35,7 +37,7 @@ pub struct Jobs {
     pages: Vec<Vec<Slot>>,
     free: u32,
     len: usize,
-    by_id: HashTable<u32>,
+    by_id: IdIndex,
     /// Jobs with a named unique: one entry per job, keyed by the unique.
     by_unique: HashTable<u32>,
     /// Jobs with the `-` unique: one entry per (function, workload).
@@ -50,22 +52,12 @@ impl Default for Jobs {
             pages: Vec::new(),
             free: NONE,
             len: 0,
-            by_id: HashTable::new(),
+            by_id: IdIndex::default(),
             by_unique: HashTable::new(),
             by_data: HashTable::new(),
             keys: RandomState::new(),
         }
     }
-}
-
-/// Job ids are dense counters the server hands out (never chosen by a
-/// peer), so the id itself picks the bucket: jobs submitted one after
-/// another sit side by side in the table, and walking a deep queue reads
-/// it in order instead of missing the cache on every job. Only the top
-/// seven bits, which the table compares as a tag, are mixed.
-fn id_hash(id: JobId) -> u64 {
-    const TAG: u64 = 0x7f << 57;
-    (id & !TAG) | (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) & TAG)
 }
 
 fn slot(pages: &[Vec<Slot>], at: u32) -> Option<&Job> {
@@ -96,10 +88,7 @@ impl Jobs {
     }
 
     fn position(&self, id: JobId) -> Option<u32> {
-        let pages = &self.pages;
-        self.by_id
-            .find(id_hash(id), |&at| indexed(pages, at).id == id)
-            .copied()
+        self.by_id.get(id)
     }
 
     /// The job with this id.
@@ -149,15 +138,14 @@ impl Jobs {
             UniqueKey::Named => self.unique_hash(job.unique()),
         };
         let at = self.alloc(job);
+        self.by_id.insert(id, at);
         let Jobs {
             pages,
-            by_id,
             by_unique,
             by_data,
             keys,
             ..
         } = self;
-        by_id.insert_unique(id_hash(id), at, |&i| id_hash(indexed(pages, i).id));
         match key {
             UniqueKey::None => {}
             UniqueKey::Named => {
@@ -206,12 +194,7 @@ impl Jobs {
 
     /// Removes a job and every index entry that names it.
     pub fn remove(&mut self, id: JobId) -> Option<Job> {
-        let pages = &self.pages;
-        let entry = self
-            .by_id
-            .find_entry(id_hash(id), |&at| indexed(pages, at).id == id)
-            .ok()?;
-        let (at, _) = entry.remove();
+        let at = self.by_id.remove(id)?;
         self.unindex_at(at);
         let page = self.pages.get_mut(at as usize / PAGE)?;
         let s = std::mem::replace(&mut page[at as usize % PAGE], Slot::Free(self.free));

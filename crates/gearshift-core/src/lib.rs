@@ -14,7 +14,8 @@
 //! - [`order`]: reply order per connection while answers wait for the store.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
 //! - [`job`], [`function`], [`conn`]: the state records; [`jobs`]: where
-//!   jobs live and how they are found (by id, unique or workload).
+//!   jobs live and how they are found (by id, unique or workload);
+//!   [`id_index`]: the id → slot index behind it.
 //! - [`handle`]: printing and parsing job handles.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
@@ -26,6 +27,7 @@ pub mod effect;
 pub mod engine;
 pub mod function;
 pub mod handle;
+pub mod id_index;
 pub mod ids;
 pub mod job;
 pub mod jobs;

@@ -1,0 +1,335 @@
+//! The index from a job's id to its slot in the job slab.
+//!
+//! Ids are counters the server hands out one after another, and jobs mostly
+//! leave in about the order they came. So the index is a window of pages
+//! over the id line, each holding the slots of [`SPAN`] consecutive ids: a
+//! lookup is two array reads, an insert never rehashes, and a queued job
+//! costs four bytes. Pages that empty at the old end are dropped as the
+//! window moves on.
+//!
+//! Ids that do not fit that pattern go to a hash map on the side, so the
+//! window's memory always stays within a small multiple of its entries:
+//! - stragglers (an epoch job due tomorrow, a job a worker holds for hours)
+//!   would keep sparse pages alive at the old end; once the window's pages
+//!   are mostly empty, the oldest page's entries move to the side map;
+//! - an id far ahead of the window (restored jobs with gaps between their
+//!   ids) would open a long run of empty pages; instead the window's
+//!   entries move to the side map and the window starts over at the new id.
+//!
+//! An id lives in exactly one of the two; lookups try the window first.
+
+use std::collections::VecDeque;
+
+use crate::ids::{IdMap, JobId};
+
+/// Ids per page.
+pub const SPAN: usize = 512;
+/// An id of the page that has no slot.
+const NONE: u32 = u32::MAX;
+
+/// One page: the slots of `SPAN` consecutive ids.
+struct Page {
+    at: Box<[u32; SPAN]>,
+    live: u32,
+}
+
+/// Job id → slab position.
+#[derive(Default)]
+pub struct IdIndex {
+    /// Page number (id / SPAN) of `pages[0]`.
+    base: u64,
+    /// The window; `None` is a page with no entries.
+    pages: VecDeque<Option<Page>>,
+    /// Pages of the window that exist.
+    live_pages: usize,
+    /// Entries in the window.
+    live: usize,
+    /// Entries outside the window.
+    side: IdMap<JobId, u32>,
+}
+
+fn split(id: JobId) -> (u64, usize) {
+    (id / SPAN as u64, (id % SPAN as u64) as usize)
+}
+
+impl IdIndex {
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.live + self.side.len()
+    }
+
+    /// No entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The window's page of `page`, if the window covers it.
+    fn page(&self, page: u64) -> Option<&Page> {
+        let i = usize::try_from(page.checked_sub(self.base)?).ok()?;
+        self.pages.get(i)?.as_ref()
+    }
+
+    /// The slot of `id`.
+    #[inline]
+    pub fn get(&self, id: JobId) -> Option<u32> {
+        let (page, i) = split(id);
+        if let Some(p) = self.page(page) {
+            let at = p.at[i];
+            if at != NONE {
+                return Some(at);
+            }
+        }
+        if self.side.is_empty() {
+            return None;
+        }
+        self.side.get(&id).copied()
+    }
+
+    /// Records the slot of a new id (one not in the index).
+    #[inline]
+    pub fn insert(&mut self, id: JobId, at: u32) {
+        let (page, i) = split(id);
+        let k = page
+            .checked_sub(self.base)
+            .and_then(|k| usize::try_from(k).ok());
+        if let Some(Some(p)) = k.and_then(|k| self.pages.get_mut(k)) {
+            // The common case: a page that exists (so the window's shape
+            // does not change).
+            if std::mem::replace(&mut p.at[i], at) == NONE {
+                p.live += 1;
+                self.live += 1;
+            }
+            return;
+        }
+        self.insert_new_page(id, at);
+    }
+
+    fn insert_new_page(&mut self, id: JobId, at: u32) {
+        let (page, i) = split(id);
+        if self.pages.is_empty() {
+            self.base = page;
+        }
+        let Some(mut k) = page.checked_sub(self.base) else {
+            // Older than the window (a restored job): kept aside.
+            self.side.insert(id, at);
+            return;
+        };
+        let ahead = k.saturating_sub(self.pages.len() as u64);
+        if ahead > 4 * self.live_pages as u64 + 16 {
+            // Far ahead: a run of empty pages would cost more than the
+            // window holds. Start the window over at this id.
+            self.evict_all();
+            self.base = page;
+            k = 0;
+        }
+        let k = k as usize;
+        while self.pages.len() <= k {
+            self.pages.push_back(None);
+        }
+        let slot = &mut self.pages[k];
+        let p = slot.get_or_insert_with(|| Page {
+            at: Box::new([NONE; SPAN]),
+            live: 0,
+        });
+        if p.live == 0 {
+            self.live_pages += 1;
+        }
+        if std::mem::replace(&mut p.at[i], at) == NONE {
+            p.live += 1;
+            self.live += 1;
+        }
+        self.trim();
+    }
+
+    /// Forgets `id`; returns its slot.
+    pub fn remove(&mut self, id: JobId) -> Option<u32> {
+        let (page, i) = split(id);
+        let k = page
+            .checked_sub(self.base)
+            .and_then(|k| usize::try_from(k).ok())
+            .filter(|&k| k < self.pages.len());
+        if let Some(k) = k {
+            if let Some(p) = self.pages[k].as_mut() {
+                let at = std::mem::replace(&mut p.at[i], NONE);
+                if at != NONE {
+                    p.live -= 1;
+                    self.live -= 1;
+                    if p.live == 0 {
+                        self.pages[k] = None;
+                        self.live_pages -= 1;
+                    }
+                    self.trim();
+                    return Some(at);
+                }
+            }
+        }
+        self.side.remove(&id)
+    }
+
+    /// Drops empty pages at the old end, and moves the oldest pages'
+    /// entries aside while the window is mostly empty.
+    fn trim(&mut self) {
+        loop {
+            match self.pages.front() {
+                Some(None) => {
+                    self.pages.pop_front();
+                    self.base += 1;
+                }
+                Some(Some(_)) if self.oversized() => self.evict_front(),
+                _ => break,
+            }
+        }
+        if self.pages.is_empty() && self.pages.capacity() > 64 {
+            self.pages = VecDeque::new();
+        }
+    }
+
+    /// The window is mostly empty: its pages hold over eight times the
+    /// slots its entries need, or most of its pages are gaps.
+    fn oversized(&self) -> bool {
+        self.live_pages * SPAN > 8 * self.live + 4 * SPAN
+            || self.pages.len() > 4 * self.live_pages + 16
+    }
+
+    fn evict_front(&mut self) {
+        if let Some(Some(p)) = self.pages.pop_front() {
+            self.move_aside(p);
+        }
+        self.base += 1;
+    }
+
+    fn evict_all(&mut self) {
+        while !self.pages.is_empty() {
+            self.evict_front();
+        }
+    }
+
+    fn move_aside(&mut self, p: Page) {
+        let first = self.base * SPAN as u64;
+        for (i, &at) in p.at.iter().enumerate() {
+            if at != NONE {
+                self.side.insert(first + i as u64, at);
+            }
+        }
+        self.live -= p.live as usize;
+        self.live_pages -= 1;
+    }
+
+    /// Bytes the window's pages take (for tests of its bounds).
+    pub fn window_bytes(&self) -> usize {
+        self.live_pages * SPAN * 4 + self.pages.len() * std::mem::size_of::<Option<Page>>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn dense_ids_live_in_the_window() {
+        let mut ix = IdIndex::default();
+        for id in 1..=10_000u64 {
+            ix.insert(id, id as u32 * 3);
+        }
+        assert!(ix.side.is_empty());
+        assert_eq!(ix.get(5000), Some(15_000));
+        for id in 1..=9_000u64 {
+            assert_eq!(ix.remove(id), Some(id as u32 * 3));
+        }
+        assert_eq!(ix.get(9_000), None);
+        assert_eq!(ix.len(), 1000);
+        assert!(
+            ix.pages.len() <= 1000 / SPAN + 2,
+            "drained pages are dropped"
+        );
+    }
+
+    #[test]
+    fn a_straggler_does_not_pin_the_pages_after_it() {
+        let mut ix = IdIndex::default();
+        ix.insert(1, 7);
+        for id in 2..300_000u64 {
+            ix.insert(id, 0);
+            ix.remove(id);
+        }
+        assert_eq!(ix.get(1), Some(7));
+        assert!(ix.window_bytes() < 64 * 1024, "{} bytes", ix.window_bytes());
+        assert_eq!(ix.remove(1), Some(7));
+        assert!(ix.is_empty());
+    }
+
+    #[test]
+    fn an_id_far_ahead_restarts_the_window() {
+        let mut ix = IdIndex::default();
+        ix.insert(3, 1);
+        ix.insert(1 << 40, 2);
+        ix.insert((1 << 40) + 1, 3);
+        ix.insert(u64::MAX, 4);
+        assert!(ix.window_bytes() < 64 * 1024);
+        assert_eq!(ix.get(3), Some(1));
+        assert_eq!(ix.get(1 << 40), Some(2));
+        assert_eq!(ix.get((1 << 40) + 1), Some(3));
+        assert_eq!(ix.get(u64::MAX), Some(4));
+        assert_eq!(ix.get(4), None);
+    }
+
+    /// Operations of the model test: ids drawn from a few regions, so
+    /// inserts land behind, inside and far ahead of the window.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64),
+        Remove(u64),
+        Get(u64),
+    }
+
+    fn id() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            0u64..4096,
+            (0u64..4096).prop_map(|i| (1 << 33) + i),
+            (0u64..64).prop_map(|i| u64::MAX - i),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => id().prop_map(Op::Insert),
+            2 => id().prop_map(Op::Remove),
+            1 => id().prop_map(Op::Get),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Agrees with a hash map on every lookup, and its window never
+        /// holds more than a small multiple of what its entries need.
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec(op(), 1..2000)) {
+            let mut ix = IdIndex::default();
+            let mut model = HashMap::new();
+            for (n, op) in ops.into_iter().enumerate() {
+                let n = n as u32;
+                match op {
+                    Op::Insert(id) => {
+                        if let std::collections::hash_map::Entry::Vacant(e) = model.entry(id) {
+                            e.insert(n);
+                            ix.insert(id, n);
+                        }
+                    }
+                    Op::Remove(id) => prop_assert_eq!(ix.remove(id), model.remove(&id)),
+                    Op::Get(id) => prop_assert_eq!(ix.get(id), model.get(&id).copied()),
+                }
+                prop_assert_eq!(ix.len(), model.len());
+                let bound = (8 * ix.len() + 8 * SPAN) * 4 + 4096;
+                prop_assert!(ix.window_bytes() <= bound, "{} > {}", ix.window_bytes(), bound);
+            }
+            for (id, at) in &model {
+                prop_assert_eq!(ix.get(*id), Some(*at));
+            }
+        }
+    }
+}
