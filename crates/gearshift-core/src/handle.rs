@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use gearshift_proto::frame::decimal_u64 as decimal;
 
 use crate::ids::JobId;
@@ -57,7 +57,7 @@ impl Handles {
         if self.buf.capacity() < len {
             self.buf.reserve(CHUNK.max(len));
         }
-        self.buf.put_slice(&self.last);
+        self.buf.extend_from_slice(&self.last);
         self.buf.split_to(len).freeze()
     }
 

@@ -441,39 +441,51 @@ impl Engine {
     }
 
     fn route_effects(&mut self) {
-        for effect in self.effects.drain(..) {
-            let (id, what) = match effect {
-                Effect::Send(id, r) => (id, Some(Ok(r))),
-                Effect::Text(id, t) => (id, Some(Err(t))),
-                Effect::Close(id) => (id, None),
-                Effect::Store(op) => {
-                    self.store_batch.push(op);
-                    continue;
+        let mut effects = std::mem::take(&mut self.effects);
+        for effect in effects.drain(..) {
+            match effect {
+                Effect::Send(id, r) => {
+                    if let Some(out) = self.output(id) {
+                        r.encode(out);
+                    }
                 }
+                Effect::Text(id, t) => {
+                    if let Some(out) = self.output(id) {
+                        out.extend_from_slice(&t);
+                    }
+                }
+                Effect::Close(id) => {
+                    if self.output(id).is_some() {
+                        if let Some(p) = self.peers.get_mut(&id) {
+                            p.closing = true;
+                        }
+                    }
+                }
+                Effect::Store(op) => self.store_batch.push(op),
                 Effect::Shutdown { graceful } => {
                     // Applied after this round's output is written.
                     self.draining = Some(graceful && self.draining != Some(false));
                     let _ = self.signals.stop_accepting.send(true);
                     tracing::info!(graceful, "shutdown requested by admin command");
-                    continue;
                 }
-            };
-            let Some(p) = self.peers.get_mut(&id) else {
-                continue;
-            };
-            if p.closing {
-                continue;
-            }
-            match what {
-                Some(Ok(r)) => r.encode(&mut p.out),
-                Some(Err(t)) => p.out.extend_from_slice(&t),
-                None => p.closing = true,
-            }
-            if !p.listed {
-                p.listed = true;
-                self.dirty.push(id);
             }
         }
+        // Nothing routed above produces effects: the buffer is kept.
+        self.effects = effects;
+    }
+
+    /// The output buffer of an open connection that is not closing, listed
+    /// to be written.
+    fn output(&mut self, id: ConnId) -> Option<&mut BytesMut> {
+        let p = self.peers.get_mut(&id)?;
+        if p.closing {
+            return None;
+        }
+        if !p.listed {
+            p.listed = true;
+            self.dirty.push(id);
+        }
+        Some(&mut p.out)
     }
 
     /// Writes as much of `id`'s output as the socket takes now; closes it
