@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use bytes::Bytes;
-use gearshift_proto::{Request, Response};
+use gearshift_proto::{Request, Response, SubmitInPlace};
 
 use crate::config::CoreConfig;
 use crate::conn::{Conn, ConnInfo};
@@ -125,18 +125,9 @@ impl Core {
 
     /// One input from a connection.
     pub fn handle(&mut self, conn: ConnId, input: Input, now: Millis) {
-        let Some(c) = self.conns.get_mut(&conn.0) else {
+        let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
+        if !self.heard_from(conn, settles) {
             return;
-        };
-        if c.noop_sent {
-            // Any packet proves the worker is alive; if it still sleeps (it
-            // sent something other than GRAB or PRE_SLEEP, which settle the
-            // sleep state themselves) it may be woken again.
-            c.noop_sent = false;
-            let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
-            if c.sleeping && !settles {
-                self.enlist_sleeper(conn);
-            }
         }
         match input {
             Input::Request(req) => self.request(conn, req, now),
@@ -145,6 +136,32 @@ impl Core {
             }
             Input::Admin(cmd) => self.admin(conn, cmd, now),
         }
+    }
+
+    /// A plain submission read in place: the same as [`Core::handle`] with
+    /// the request [`SubmitInPlace::into_submit`] makes, without building
+    /// that request (most of a busy server's packets are these).
+    pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
+        if self.heard_from(conn, false) {
+            self.submit(conn, s, now);
+        }
+    }
+
+    /// Bookkeeping for any input from `conn`; false when the connection is
+    /// unknown. Any packet proves a worker is alive: if it still sleeps
+    /// (it sent something other than GRAB or PRE_SLEEP, which `settles`
+    /// the sleep state itself) it may be woken again.
+    fn heard_from(&mut self, conn: ConnId, settles: bool) -> bool {
+        let Some(c) = self.conns.get_mut(&conn.0) else {
+            return false;
+        };
+        if c.noop_sent {
+            c.noop_sent = false;
+            if c.sleeping && !settles {
+                self.enlist_sleeper(conn);
+            }
+        }
+        true
     }
 
     fn request(&mut self, conn: ConnId, req: Request, now: Millis) {
@@ -245,7 +262,7 @@ impl Core {
     }
 
     /// The function called `name`, created if new.
-    pub(crate) fn function_id(&mut self, name: &Bytes) -> FuncId {
+    pub(crate) fn function_id(&mut self, name: &[u8]) -> FuncId {
         if let Some(&id) = self.func_index.get(name) {
             return id;
         }
@@ -255,12 +272,12 @@ impl Core {
     /// [`Core::function_id`] for a connection's submission: a client
     /// usually submits to the function it named last, so that one is
     /// checked first (by name, so a dropped function never matches).
-    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &Bytes) -> FuncId {
+    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> FuncId {
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return self.function_id(name);
         };
         let hint = c.last_func;
-        if self.func(hint).is_some_and(|f| f.name == name) {
+        if self.func(hint).is_some_and(|f| f.name[..] == *name) {
             return hint;
         }
         let id = self.function_id(name);
@@ -270,7 +287,7 @@ impl Core {
         id
     }
 
-    fn new_function(&mut self, name: &Bytes) -> FuncId {
+    fn new_function(&mut self, name: &[u8]) -> FuncId {
         let id = self.funcs.len();
         // A copy: the name arrived as a slice of some connection's read
         // buffer, which the function table would otherwise keep alive for

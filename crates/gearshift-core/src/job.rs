@@ -193,15 +193,25 @@ impl Payload {
     /// practice; anything past 4 GiB is cut) and a workload.
     pub fn new(unique: Bytes, data: Bytes) -> Payload {
         if unique.is_empty() {
-            return Payload {
-                bytes: data,
-                unique_len: 0,
-            };
+            return Payload::plain(data);
         }
+        Payload::joined(&unique, &data)
+    }
+
+    /// A workload with an empty unique id, kept as it is.
+    pub fn plain(data: Bytes) -> Payload {
+        Payload {
+            bytes: data,
+            unique_len: 0,
+        }
+    }
+
+    /// A unique id and workload copied into one buffer of their size.
+    pub fn joined(unique: &[u8], data: &[u8]) -> Payload {
         let unique = &unique[..unique.len().min(u32::MAX as usize)];
         let mut joined = Vec::with_capacity(unique.len() + data.len());
         joined.extend_from_slice(unique);
-        joined.extend_from_slice(&data);
+        joined.extend_from_slice(data);
         Payload {
             bytes: Bytes::from(joined),
             unique_len: unique.len() as u32,

@@ -3,7 +3,8 @@
 
 use std::cmp::Reverse;
 
-use gearshift_proto::{Response, Submit};
+use bytes::Bytes;
+use gearshift_proto::{Priority, Response, Submit, SubmitInPlace};
 
 use crate::config::MAX_UNIQUE;
 use crate::engine::{Core, Timer};
@@ -11,22 +12,89 @@ use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist, UniqueKey};
 use crate::Millis;
 
+/// What the core needs of a submission, whether it was parsed into a
+/// [`Submit`] or is read in place from its packet ([`SubmitInPlace`]).
+pub(crate) trait Submission {
+    fn function(&self) -> &[u8];
+    fn unique(&self) -> &[u8];
+    fn data(&self) -> &[u8];
+    fn priority(&self) -> Priority;
+    fn background(&self) -> bool;
+    fn epoch(&self) -> Option<i64>;
+    /// Gives up the job's payload (unique and workload) and reducer.
+    fn into_parts(self) -> (Payload, Option<Bytes>);
+}
+
+impl Submission for Submit {
+    fn function(&self) -> &[u8] {
+        &self.function
+    }
+    fn unique(&self) -> &[u8] {
+        &self.unique
+    }
+    fn data(&self) -> &[u8] {
+        &self.data
+    }
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+    fn background(&self) -> bool {
+        self.background
+    }
+    fn epoch(&self) -> Option<i64> {
+        self.epoch
+    }
+    fn into_parts(self) -> (Payload, Option<Bytes>) {
+        (Payload::new(self.unique, self.data), self.reducer)
+    }
+}
+
+impl Submission for SubmitInPlace {
+    fn function(&self) -> &[u8] {
+        SubmitInPlace::function(self)
+    }
+    fn unique(&self) -> &[u8] {
+        SubmitInPlace::unique(self)
+    }
+    fn data(&self) -> &[u8] {
+        SubmitInPlace::data(self)
+    }
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+    fn background(&self) -> bool {
+        self.background
+    }
+    fn epoch(&self) -> Option<i64> {
+        None
+    }
+    fn into_parts(self) -> (Payload, Option<Bytes>) {
+        let payload = if self.unique().is_empty() {
+            Payload::plain(self.into_data())
+        } else {
+            Payload::joined(self.unique(), self.data())
+        };
+        (payload, None)
+    }
+}
+
 impl Core {
-    pub(crate) fn submit(&mut self, conn: ConnId, s: Submit, now: Millis) {
-        if s.unique.len() > MAX_UNIQUE {
+    pub(crate) fn submit(&mut self, conn: ConnId, s: impl Submission, now: Millis) {
+        if s.unique().len() > MAX_UNIQUE {
             self.send(
                 conn,
                 Response::error("ARGUMENT_TOO_LARGE", "Unique value too large"),
             );
             return;
         }
-        let func = self.function_id_for(conn, &s.function);
-        let key = UniqueKey::of(&s.unique);
+        let func = self.function_id_for(conn, s.function());
+        let key = UniqueKey::of(s.unique());
         if let Some(existing) = self.find_duplicate(func, key, &s) {
-            self.join(conn, existing, s.background);
+            self.join(conn, existing, s.background());
             return;
         }
-        let p = s.priority.index();
+        let (priority, background) = (s.priority(), s.background());
+        let p = priority.index();
         if let Some(f) = self.func(func) {
             let limit = f.max_queue[p];
             if limit > 0 && i64::from(f.total) >= limit {
@@ -38,17 +106,13 @@ impl Core {
         self.next_job = self.next_job.saturating_add(1);
         self.reserve_ahead();
         let due = s
-            .epoch
+            .epoch()
             .map(|secs| (secs.max(0) as u64).saturating_mul(1000))
             .filter(|&d| d > now);
-        let extra = (s.reducer.is_some() || due.is_some()).then(|| {
-            Box::new(JobExtra {
-                reducer: s.reducer,
-                due,
-            })
-        });
-        let durable = s.background && self.cfg.durable;
-        let payload = Payload::new(s.unique, s.data);
+        let durable = background && self.cfg.durable;
+        let (payload, reducer) = s.into_parts();
+        let extra =
+            (reducer.is_some() || due.is_some()).then(|| Box::new(JobExtra { reducer, due }));
         // A new job starts where it belongs, so it needs no second lookup:
         // acknowledged, and runnable, only once the store confirms it;
         // otherwise queued at once unless it is not due yet.
@@ -64,7 +128,7 @@ impl Core {
             payload: payload.bytes,
             unique_len: payload.unique_len,
             created: now,
-            clients: if s.background {
+            clients: if background {
                 ConnList::Empty
             } else {
                 ConnList::One(conn)
@@ -72,12 +136,12 @@ impl Core {
             extra,
             func: func as u32,
             retries: 0,
-            priority: s.priority,
-            background: s.background,
+            priority,
+            background,
             state,
             persist: Persist::No,
         });
-        if !s.background {
+        if !background {
             if let Some(c) = self.conns.get_mut(&conn.0) {
                 c.waiting.insert(id);
             }
@@ -125,11 +189,11 @@ impl Core {
         }
     }
 
-    fn find_duplicate(&self, func: FuncId, key: UniqueKey, s: &Submit) -> Option<JobId> {
+    fn find_duplicate(&self, func: FuncId, key: UniqueKey, s: &impl Submission) -> Option<JobId> {
         match key {
             UniqueKey::None => None,
-            UniqueKey::Data => self.jobs.find_data(func, &s.data),
-            UniqueKey::Named => self.jobs.find_named(Some(func), &s.unique).map(|j| j.id),
+            UniqueKey::Data => self.jobs.find_data(func, s.data()),
+            UniqueKey::Named => self.jobs.find_named(Some(func), s.unique()).map(|j| j.id),
         }
     }
 

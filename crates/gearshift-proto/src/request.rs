@@ -47,6 +47,100 @@ pub struct Submit {
     pub reducer: Option<Bytes>,
 }
 
+/// A plain SUBMIT_JOB* packet (the six kinds that carry only function,
+/// unique and workload), read in place: the function name and unique id
+/// are read from the packet's body where they lie, and the workload is the
+/// rest of that body, so a server takes a submission without cutting a
+/// shared slice per argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmitInPlace {
+    /// The packet's body.
+    body: Bytes,
+    /// Where the function name's NUL is.
+    function_end: usize,
+    /// Where the unique id's NUL is.
+    unique_end: usize,
+    /// Queue priority.
+    pub priority: Priority,
+    /// Detached from the client.
+    pub background: bool,
+}
+
+impl SubmitInPlace {
+    /// Reads `packet` in place when it is a well-formed plain submission
+    /// sent to a server; anything else (other types, `\0RES` magic, too few
+    /// arguments) comes back untouched, for [`Request::parse`] to handle.
+    pub fn cut(packet: Packet) -> Result<SubmitInPlace, Packet> {
+        use PacketType::*;
+        let (priority, background) = match packet.kind {
+            _ if packet.magic == Magic::Res => return Err(packet),
+            SubmitJob => (Priority::Normal, false),
+            SubmitJobBg => (Priority::Normal, true),
+            SubmitJobHigh => (Priority::High, false),
+            SubmitJobHighBg => (Priority::High, true),
+            SubmitJobLow => (Priority::Low, false),
+            SubmitJobLowBg => (Priority::Low, true),
+            _ => return Err(packet),
+        };
+        let body = &packet.body;
+        let Some(function_end) = body.iter().position(|&b| b == 0) else {
+            return Err(packet);
+        };
+        let Some(unique_len) = body[function_end + 1..].iter().position(|&b| b == 0) else {
+            return Err(packet);
+        };
+        Ok(SubmitInPlace {
+            unique_end: function_end + 1 + unique_len,
+            function_end,
+            body: packet.body,
+            priority,
+            background,
+        })
+    }
+
+    /// Function name.
+    pub fn function(&self) -> &[u8] {
+        &self.body[..self.function_end]
+    }
+
+    /// Client-chosen unique id (may be empty).
+    pub fn unique(&self) -> &[u8] {
+        &self.body[self.function_end + 1..self.unique_end]
+    }
+
+    /// Workload.
+    pub fn data(&self) -> &[u8] {
+        &self.body[self.unique_end + 1..]
+    }
+
+    /// The workload as a shared buffer: the body itself, stepped past the
+    /// function and unique (an empty one holds no buffer, like a slice).
+    pub fn into_data(self) -> Bytes {
+        let mut body = self.body;
+        if self.unique_end + 1 == body.len() {
+            return Bytes::new();
+        }
+        body.advance(self.unique_end + 1);
+        body
+    }
+
+    /// The same submission as a [`Submit`].
+    pub fn into_submit(self) -> Submit {
+        let function = self.body.slice(..self.function_end);
+        let unique = self.body.slice(self.function_end + 1..self.unique_end);
+        let (priority, background) = (self.priority, self.background);
+        Submit {
+            function,
+            unique,
+            data: self.into_data(),
+            priority,
+            background,
+            epoch: None,
+            reducer: None,
+        }
+    }
+}
+
 impl Submit {
     /// The packet type that carries this submission.
     pub fn packet_type(&self) -> PacketType {
@@ -165,44 +259,10 @@ impl Request {
     /// on as the workload instead of cutting a second slice of it, which
     /// saves two reference-count updates on the busiest path.
     pub fn from_packet(packet: Packet) -> Result<Request, RequestError> {
-        use PacketType::*;
-        let (priority, background) = match packet.kind {
-            _ if packet.magic == Magic::Res => return Request::parse(&packet),
-            SubmitJob => (Priority::Normal, false),
-            SubmitJobBg => (Priority::Normal, true),
-            SubmitJobHigh => (Priority::High, false),
-            SubmitJobHighBg => (Priority::High, true),
-            SubmitJobLow => (Priority::Low, false),
-            SubmitJobLowBg => (Priority::Low, true),
-            _ => return Request::parse(&packet),
-        };
-        let mut body = packet.body;
-        let missing = RequestError::MissingArguments(packet.kind);
-        let function_end = body.iter().position(|&b| b == 0).ok_or(missing.clone())?;
-        let unique_end = function_end
-            + 1
-            + body[function_end + 1..]
-                .iter()
-                .position(|&b| b == 0)
-                .ok_or(missing)?;
-        let function = body.slice(..function_end);
-        let unique = body.slice(function_end + 1..unique_end);
-        let data = if unique_end + 1 == body.len() {
-            // Like a slice, an empty workload does not keep the buffer alive.
-            Bytes::new()
-        } else {
-            body.advance(unique_end + 1);
-            body
-        };
-        Ok(Request::Submit(Submit {
-            function,
-            unique,
-            data,
-            priority,
-            background,
-            epoch: None,
-            reducer: None,
-        }))
+        match SubmitInPlace::cut(packet) {
+            Ok(s) => Ok(Request::Submit(s.into_submit())),
+            Err(packet) => Request::parse(&packet),
+        }
     }
 
     /// Parses a packet received by a server.

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::{Buf, BytesMut};
 use gearshift_core::ids::IdMap;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, Millis, StoreOp};
-use gearshift_proto::{decode_frame, FrameError, Request, Response};
+use gearshift_proto::{decode_frame, Frame, FrameError, Request, Response, SubmitInPlace};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
@@ -172,6 +172,17 @@ impl Engine {
                 break;
             }
             let input = match decode_frame(buf, max_packet) {
+                // The commonest packet, a plain submission, is read in
+                // place instead of being parsed into a request first.
+                Ok(Some(Frame::Packet(p))) => match SubmitInPlace::cut(p) {
+                    Ok(s) if self.draining.is_none() => {
+                        self.core.handle_submit(id, s, now);
+                        self.after_input(id, now);
+                        continue;
+                    }
+                    Ok(s) => Input::Request(Request::Submit(s.into_submit())),
+                    Err(p) => Input::from(Frame::Packet(p)),
+                },
                 Ok(Some(frame)) => Input::from(frame),
                 Ok(None) => break,
                 Err(e) => {
@@ -201,6 +212,12 @@ impl Engine {
             return;
         }
         self.core.handle(id, input, now);
+        self.after_input(id, now);
+    }
+
+    /// Routes what one request produced; a connection the core closed
+    /// runs nothing more.
+    fn after_input(&mut self, id: ConnId, now: Millis) {
         self.core.drain_effects_into(&mut self.effects);
         let closed = self.effects.contains(&Effect::Close(id));
         // Routed request by request, so the effect buffers are only

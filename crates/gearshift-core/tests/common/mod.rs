@@ -6,9 +6,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, StoreOp, StoredJob};
-use gearshift_proto::{parse_admin, GrabKind, Priority, Request, Response, Submit};
+use gearshift_proto::{
+    decode_frame, parse_admin, Frame, GrabKind, Priority, Request, Response, Submit, SubmitInPlace,
+};
 
 pub mod durable;
 
@@ -73,6 +75,10 @@ pub struct World {
     /// Store operations the core emitted, in order.
     pub store_ops: Vec<StoreOp>,
     next_probe: u64,
+    /// Plain submissions sent so far: every other one goes through the
+    /// packet path the server takes ([`Core::handle_submit`]), the rest as
+    /// parsed requests, so every scenario holds both to the same answers.
+    plain_submits: u64,
 }
 
 impl Default for World {
@@ -96,6 +102,7 @@ impl World {
             shutdowns: Vec::new(),
             store_ops: Vec::new(),
             next_probe: PROBE_BASE,
+            plain_submits: 0,
         }
     }
 
@@ -174,6 +181,24 @@ impl World {
 
     /// Sends a request from connection `n`.
     pub fn req(&mut self, n: u64, r: Request) {
+        if let Request::Submit(s) = &r {
+            if s.epoch.is_none() && s.reducer.is_none() {
+                self.plain_submits += 1;
+                if self.plain_submits.is_multiple_of(2) {
+                    let mut wire = BytesMut::new();
+                    r.encode(&mut wire);
+                    let Ok(Some(Frame::Packet(p))) = decode_frame(&mut wire, usize::MAX) else {
+                        panic!("a submission encodes to one packet");
+                    };
+                    let Ok(s) = SubmitInPlace::cut(p) else {
+                        panic!("a plain submission is read in place");
+                    };
+                    self.core.handle_submit(ConnId(n), s, self.now);
+                    self.collect();
+                    return;
+                }
+            }
+        }
         self.core.handle(ConnId(n), Input::Request(r), self.now);
         self.collect();
     }
