@@ -185,12 +185,16 @@ fn pipeline_allocations(depth: usize, jobs: usize) -> f64 {
                 core.drain_effects_into(&mut effects);
                 out.clear();
                 for e in effects.drain(..) {
-                    if let Effect::Send(_, r) = e {
-                        if let Response::JobAssignUniq { handle, .. } = &r {
-                            assigned.clear();
-                            assigned.extend_from_slice(handle);
+                    match e {
+                        Effect::Send(_, r) => {
+                            if let Response::JobAssignUniq { handle, .. } = &r {
+                                assigned.clear();
+                                assigned.extend_from_slice(handle);
+                            }
+                            r.encode(&mut out);
                         }
-                        r.encode(&mut out);
+                        Effect::Created(_, id) => core.encode_job_created(id, &mut out),
+                        _ => {}
                     }
                 }
             }

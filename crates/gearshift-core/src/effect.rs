@@ -38,6 +38,11 @@ impl From<Frame> for Input {
 pub enum Effect {
     /// Send a binary packet to a connection.
     Send(ConnId, Response),
+    /// Send JOB_CREATED for a new job, whose handle is this server's own
+    /// `<prefix>:<id>`: [`crate::Core::encode_job_created`] writes the
+    /// packet (without building a handle buffer for it) and
+    /// [`crate::Core::job_created`] gives it as a [`Response`].
+    Created(ConnId, JobId),
     /// Send admin text to a connection.
     Text(ConnId, Bytes),
     /// Flush what was sent to the connection, then close it.

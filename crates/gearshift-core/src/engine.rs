@@ -249,6 +249,16 @@ impl Core {
         }
     }
 
+    /// Appends the JOB_CREATED packet an [`Effect::Created`] stands for.
+    pub fn encode_job_created(&mut self, id: JobId, out: &mut bytes::BytesMut) {
+        self.handles.encode_created(id, out);
+    }
+
+    /// The JOB_CREATED packet an [`Effect::Created`] stands for.
+    pub fn job_created(&mut self, id: JobId) -> Response {
+        Response::JobCreated(self.handles.make(id))
+    }
+
     pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
         self.emit(conn, Effect::Send(conn, r));
     }

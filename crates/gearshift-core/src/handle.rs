@@ -10,7 +10,8 @@
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
-use gearshift_proto::frame::decimal_u64 as decimal;
+use gearshift_proto::frame::{decimal_u64 as decimal, encode_one};
+use gearshift_proto::{Magic, PacketType};
 
 use crate::ids::JobId;
 
@@ -45,6 +46,16 @@ impl Handles {
 
     /// The handle of job `id`.
     pub fn make(&mut self, id: JobId) -> Bytes {
+        let len = self.print(id).len();
+        if self.buf.capacity() < len {
+            self.buf.reserve(CHUNK.max(len));
+        }
+        self.buf.extend_from_slice(&self.last);
+        self.buf.split_to(len).freeze()
+    }
+
+    /// The handle of job `id`, printed into the buffer of the last one.
+    fn print(&mut self, id: JobId) -> &[u8] {
         let next = self.last_id.and_then(|l| l.checked_add(1)) == Some(id);
         if !(next && count_up(&mut self.last[self.head.len()..])) {
             let mut d = [0; 20];
@@ -53,12 +64,13 @@ impl Handles {
             self.last.extend_from_slice(decimal(id, &mut d));
         }
         self.last_id = Some(id);
-        let len = self.last.len();
-        if self.buf.capacity() < len {
-            self.buf.reserve(CHUNK.max(len));
-        }
-        self.buf.extend_from_slice(&self.last);
-        self.buf.split_to(len).freeze()
+        &self.last
+    }
+
+    /// Appends a JOB_CREATED packet for job `id`.
+    pub fn encode_created(&mut self, id: JobId, out: &mut BytesMut) {
+        let handle = self.print(id);
+        encode_one(Magic::Res, PacketType::JobCreated, handle, out);
     }
 
     /// The handle of job `id`, in a buffer of its own (for a record kept
@@ -167,6 +179,20 @@ mod tests {
         for id in ids {
             assert_eq!(h.make(id), format!("H:h:{id}").as_bytes(), "id {id}");
         }
+    }
+
+    #[test]
+    fn job_created_packets_carry_the_handle() {
+        let mut h = Handles::new("H:h");
+        let mut out = BytesMut::new();
+        for id in [9, 10, 11, 5] {
+            h.encode_created(id, &mut out);
+        }
+        let mut want = BytesMut::new();
+        for id in [9, 10, 11, 5] {
+            gearshift_proto::Response::JobCreated(format!("H:h:{id}").into()).encode(&mut want);
+        }
+        assert_eq!(out, want);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use gearshift_proto::{Priority, Response, Submit, SubmitInPlace};
 
 use crate::config::MAX_UNIQUE;
+use crate::effect::Effect;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist, UniqueKey};
@@ -69,7 +70,7 @@ impl Submission for SubmitInPlace {
         None
     }
     fn into_parts(self) -> (Payload, Option<Bytes>) {
-        let payload = if self.unique().is_empty() {
+        let payload = if self.unique_is_empty() {
             Payload::plain(self.into_data())
         } else {
             Payload::joined(self.unique(), self.data())
@@ -163,8 +164,8 @@ impl Core {
             self.store_add(id);
             return;
         }
-        let handle = self.handle_of(id);
-        self.send(conn, Response::JobCreated(handle));
+        // A new job's handle is always this server's own form.
+        self.emit(conn, Effect::Created(conn, id));
         match (state, due) {
             (JobState::Scheduled, Some(at)) => self.timers.push(Reverse((at, Timer::Due(id)))),
             _ => self.wake_sleepers(func),

@@ -139,6 +139,18 @@ fn decode_text(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
     }
 }
 
+/// Writes a packet whose body is `body` (one argument, or raw bytes).
+#[inline]
+pub fn encode_one(magic: Magic, kind: PacketType, body: &[u8], out: &mut BytesMut) {
+    let mut header = [0; HEADER_LEN];
+    header[..4].copy_from_slice(&magic.bytes());
+    header[4..8].copy_from_slice(&kind.as_u32().to_be_bytes());
+    header[8..].copy_from_slice(&(body.len() as u32).to_be_bytes());
+    out.reserve(HEADER_LEN + body.len());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(body);
+}
+
 /// Writes a packet whose body is `parts` joined by NUL bytes.
 pub fn encode_parts(magic: Magic, kind: PacketType, parts: &[&[u8]], out: &mut BytesMut) {
     let body_len: usize =

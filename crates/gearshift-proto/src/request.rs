@@ -113,6 +113,11 @@ impl SubmitInPlace {
         &self.body[self.unique_end + 1..]
     }
 
+    /// The unique id is empty.
+    pub fn unique_is_empty(&self) -> bool {
+        self.unique_end == self.function_end + 1
+    }
+
     /// The workload as a shared buffer: the body itself, stepped past the
     /// function and unique (an empty one holds no buffer, like a slice).
     pub fn into_data(self) -> Bytes {

@@ -219,11 +219,9 @@ impl Engine {
     /// runs nothing more.
     fn after_input(&mut self, id: ConnId, now: Millis) {
         self.core.drain_effects_into(&mut self.effects);
-        let closed = self.effects.contains(&Effect::Close(id));
         // Routed request by request, so the effect buffers are only
         // ever swapped, never copied.
-        self.route_effects();
-        if closed {
+        if self.route_effects(Some(id)) {
             // The core closed the connection (an admin line with too
             // many words): nothing sent after that may run.
             self.core.disconnect(id, now);
@@ -391,7 +389,7 @@ impl Engine {
     fn process(&mut self, write: bool, own: Option<ConnId>) {
         loop {
             self.core.drain_effects_into(&mut self.effects);
-            self.route_effects();
+            self.route_effects(None);
             // Inline stores answer at once; their answers (JOB_CREATED,
             // wake-ups) may produce more output, hence the loop.
             while !self.store_batch.is_empty() {
@@ -406,7 +404,7 @@ impl Engine {
                     Some(Commit::Failed(ids, why)) => self.core.persist_failed(&ids, &why),
                 }
                 self.core.drain_effects_into(&mut self.effects);
-                self.route_effects();
+                self.route_effects(None);
             }
             if self.dirty.is_empty() {
                 break;
@@ -457,7 +455,9 @@ impl Engine {
         }
     }
 
-    fn route_effects(&mut self) {
+    /// Carries out the pending effects; true when one closed `watch`.
+    fn route_effects(&mut self, watch: Option<ConnId>) -> bool {
+        let mut closed = false;
         let mut effects = std::mem::take(&mut self.effects);
         for effect in effects.drain(..) {
             match effect {
@@ -466,12 +466,24 @@ impl Engine {
                         r.encode(out);
                     }
                 }
+                Effect::Created(id, job) => {
+                    if let Some(p) = self.peers.get_mut(&id) {
+                        if !p.closing {
+                            if !p.listed {
+                                p.listed = true;
+                                self.dirty.push(id);
+                            }
+                            self.core.encode_job_created(job, &mut p.out);
+                        }
+                    }
+                }
                 Effect::Text(id, t) => {
                     if let Some(out) = self.output(id) {
                         out.extend_from_slice(&t);
                     }
                 }
                 Effect::Close(id) => {
+                    closed |= watch == Some(id);
                     if self.output(id).is_some() {
                         if let Some(p) = self.peers.get_mut(&id) {
                             p.closing = true;
@@ -489,6 +501,7 @@ impl Engine {
         }
         // Nothing routed above produces effects: the buffer is kept.
         self.effects = effects;
+        closed
     }
 
     /// The output buffer of an open connection that is not closing, listed

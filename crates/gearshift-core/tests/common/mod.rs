@@ -230,6 +230,13 @@ impl World {
                     .entry(c.0)
                     .or_default()
                     .push_back(Out::Packet(r)),
+                Effect::Created(c, id) => {
+                    let r = self.core.job_created(id);
+                    self.outbox
+                        .entry(c.0)
+                        .or_default()
+                        .push_back(Out::Packet(r));
+                }
                 Effect::Text(c, t) => self.outbox.entry(c.0).or_default().push_back(Out::Text(t)),
                 Effect::Close(c) => self.outbox.entry(c.0).or_default().push_back(Out::Close),
                 Effect::Shutdown { graceful } => self.shutdowns.push(graceful),

@@ -54,11 +54,15 @@ impl Wire {
             core.drain_effects_into(effects);
             self.out.clear();
             for e in effects.drain(..) {
-                if let Effect::Send(_, r) = e {
-                    r.encode(&mut self.out);
-                    if let Response::JobAssignUniq { handle: h, .. } = r {
-                        handle = h;
+                match e {
+                    Effect::Send(_, r) => {
+                        r.encode(&mut self.out);
+                        if let Response::JobAssignUniq { handle: h, .. } = r {
+                            handle = h;
+                        }
                     }
+                    Effect::Created(_, id) => core.encode_job_created(id, &mut self.out),
+                    _ => {}
                 }
             }
         }
