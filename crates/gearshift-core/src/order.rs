@@ -22,12 +22,17 @@ pub enum Held {
 
 impl Core {
     /// Queues a packet or text for a connection, behind any held answer.
+    #[inline]
     pub(crate) fn emit(&mut self, conn: ConnId, effect: Effect) {
         if !self.cfg.durable {
             // Only answers waiting for the store are ever held.
             self.effects.push(effect);
             return;
         }
+        self.emit_in_order(conn, effect);
+    }
+
+    fn emit_in_order(&mut self, conn: ConnId, effect: Effect) {
         match self.conns.get_mut(&conn.0) {
             Some(c) if !c.outbox.is_empty() => c.outbox.push_back(Held::Ready(effect)),
             _ => self.effects.push(effect),

@@ -147,8 +147,10 @@ impl Core {
                 c.waiting.insert(id);
             }
         }
+        let mut sleepers = false;
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
+            sleepers = !f.sleepers.is_empty();
             match state {
                 JobState::Queued => {
                     f.queues[p].push_back(id);
@@ -168,7 +170,8 @@ impl Core {
         self.emit(conn, Effect::Created(conn, id));
         match (state, due) {
             (JobState::Scheduled, Some(at)) => self.timers.push(Reverse((at, Timer::Due(id)))),
-            _ => self.wake_sleepers(func),
+            _ if sleepers => self.wake_sleepers(func),
+            _ => {}
         }
     }
 
