@@ -4,7 +4,7 @@
 
 use bytes::BytesMut;
 use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Input};
-use gearshift_proto::decode_frame;
+use gearshift_proto::{decode_frame, Frame, SubmitInPlace};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,7 +26,14 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut buf = BytesMut::from(rest);
         while let Ok(Some(frame)) = decode_frame(&mut buf, 1 << 16) {
-            core.handle(conn, Input::from(frame), now);
+            // As the server does: plain submissions are read in place.
+            match frame {
+                Frame::Packet(p) => match SubmitInPlace::cut(p) {
+                    Ok(s) => core.handle_submit(conn, s, now),
+                    Err(p) => core.handle(conn, Input::from(Frame::Packet(p)), now),
+                },
+                frame => core.handle(conn, Input::from(frame), now),
+            }
         }
         core.on_timeout(now);
         let _ = core.take_effects();

@@ -1,5 +1,6 @@
-//! Any byte stream through the framer and both parsers: no panic, and
-//! every frame that parses as a request encodes back to the same packet.
+//! Any byte stream through the framer and both parsers: no panic, both
+//! request parses agree, and every frame that parses as a request encodes
+//! back to a packet.
 #![no_main]
 
 use bytes::BytesMut;
@@ -11,6 +12,8 @@ fuzz_target!(|data: &[u8]| {
     while let Ok(Some(frame)) = decode_frame(&mut buf, 1 << 20) {
         match frame {
             Frame::Packet(p) => {
+                // The server's owning parse agrees with the borrowing one.
+                assert_eq!(Request::from_packet(p.clone()), Request::parse(&p));
                 if let Ok(req) = Request::parse(&p) {
                     let mut out = BytesMut::new();
                     req.encode(&mut out);

@@ -1,9 +1,10 @@
 //! The engine: the one routing core and every connection's outgoing bytes,
 //! behind one lock.
 //!
-//! A connection task decodes what it read, takes the lock once, runs every
-//! request through the core and encodes the core's packets straight into the
-//! target connections' buffers; before the lock is released each buffer that
+//! A connection task takes the lock once per read; the engine decodes each
+//! frame of it and runs it through the core at once (plain submissions read
+//! in place), and encodes the core's packets straight into the target
+//! connections' buffers; before the lock is released each buffer that
 //! got bytes is written with one non-blocking `write`. So a read of many
 //! pipelined requests costs one lock, one pass through the core and one write
 //! per connection it touched, with no message between tasks and no task
