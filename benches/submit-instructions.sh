@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Instructions a Gearshift server executes per job of R_submit (the
+# harness's pipelined raw submit: `rawload bg`, 4 connections x 64
+# SUBMIT_JOB_BG in flight), counted by valgrind's callgrind. Unlike rates
+# and CPU times on this shared VM, the count barely moves from run to run,
+# so it tells apart changes of a few percent to the submit path that timed
+# runs cannot. It counts user-space instructions only: page faults, system
+# calls and cache misses are not in it, so a rate still needs
+# benches/submit-bound.sh or the harness.
+#
+#   benches/submit-instructions.sh [GEARSHIFT_BINARY ...]
+#
+# Prints, per binary, the instructions of the whole process (start-up
+# included, ~1 % at the default) divided by the jobs, and the top functions
+# by their own instructions per job. Environment: BENCH (the harness dir
+# with rawload.c, default ../shared/bench), N (jobs, default 200000), TOP
+# (functions listed, default 15). Needs valgrind (Debian package
+# `valgrind`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BENCH=${BENCH:-../shared/bench}
+N=${N:-200000}
+TOP=${TOP:-15}
+command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+[ $# -gt 0 ] || set -- "$PWD/target/release/gearshift"
+WORK=$(mktemp -d /tmp/submit-instructions.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cc -O2 -w -o "$WORK/rawload" "$BENCH/rawload.c" -lm
+RAW=$WORK/rawload
+
+for gs in "$@"; do
+  [ -x "$gs" ] || { echo "no binary at $gs" >&2; exit 2; }
+  port=$("$RAW" freeport)
+  out=$WORK/callgrind.out
+  valgrind --tool=callgrind --callgrind-out-file="$out" \
+    "$gs" serve -L 127.0.0.1 -p "$port" --log-file none --store memory \
+    2>"$WORK/valgrind.log" &
+  pid=$!
+  up=
+  for _ in $(seq 100); do
+    sleep 0.2
+    if "$RAW" ping -p "$port" >/dev/null 2>&1; then up=1; break; fi
+  done
+  [ -n "$up" ] || { echo "server under valgrind did not come up" >&2; kill "$pid"; exit 1; }
+  "$RAW" bg -p "$port" -n "$N" -D 64 >"$WORK/load.json"
+  grep -q '"ok":true' "$WORK/load.json" || { echo "load run failed: $(cat "$WORK/load.json")" >&2; kill "$pid"; exit 1; }
+  kill -INT "$pid"
+  wait "$pid" || true
+  total=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$WORK/valgrind.log")
+  echo "$gs: $((total / N)) instructions per job ($total for $N jobs)"
+  callgrind_annotate --inclusive=no "$out" 2>/dev/null |
+    grep -E '^ *[0-9,]+ \(' | sed 's/,//g' |
+    awk -v n="$N" -v top="$TOP" 'NR > 1 && NR <= top + 1 {
+      ir = $1; sub(/^ *[0-9]+ \( *[0-9.]+%\) +/, ""); sub(/ \[.*\]$/, ""); sub(/^[^ ]*\.(rs|S|c|h):/, "")
+      printf "  %7.1f  %s\n", ir / n, substr($0, 1, 110) }'
+  rm -f "$out"
+done
