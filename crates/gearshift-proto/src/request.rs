@@ -47,6 +47,20 @@ pub struct Submit {
     pub reducer: Option<Bytes>,
 }
 
+/// Priority and background flag of the six plain SUBMIT_JOB* types.
+fn plain_submit(kind: PacketType) -> Option<(Priority, bool)> {
+    use PacketType::*;
+    Some(match kind {
+        SubmitJob => (Priority::Normal, false),
+        SubmitJobBg => (Priority::Normal, true),
+        SubmitJobHigh => (Priority::High, false),
+        SubmitJobHighBg => (Priority::High, true),
+        SubmitJobLow => (Priority::Low, false),
+        SubmitJobLowBg => (Priority::Low, true),
+        _ => return None,
+    })
+}
+
 /// A plain SUBMIT_JOB* packet (the six kinds that carry only function,
 /// unique and workload), read in place: the function name and unique id
 /// are read from the packet's body where they lie, and the workload is the
@@ -71,16 +85,9 @@ impl SubmitInPlace {
     /// sent to a server; anything else (other types, `\0RES` magic, too few
     /// arguments) comes back untouched, for [`Request::parse`] to handle.
     pub fn cut(packet: Packet) -> Result<SubmitInPlace, Packet> {
-        use PacketType::*;
-        let (priority, background) = match packet.kind {
-            _ if packet.magic == Magic::Res => return Err(packet),
-            SubmitJob => (Priority::Normal, false),
-            SubmitJobBg => (Priority::Normal, true),
-            SubmitJobHigh => (Priority::High, false),
-            SubmitJobHighBg => (Priority::High, true),
-            SubmitJobLow => (Priority::Low, false),
-            SubmitJobLowBg => (Priority::Low, true),
-            _ => return Err(packet),
+        let plain = plain_submit(packet.kind).filter(|_| packet.magic == Magic::Req);
+        let Some((priority, background)) = plain else {
+            return Err(packet);
         };
         let body = &packet.body;
         let Some(function_end) = body.iter().position(|&b| b == 0) else {
@@ -286,6 +293,17 @@ impl Request {
         let mut args =
             Args::split(kind, &packet.body).ok_or(RequestError::MissingArguments(kind))?;
         let mut next = || args.next_arg();
+        if let Some((priority, background)) = plain_submit(kind) {
+            return Ok(Request::Submit(Submit {
+                function: next(),
+                unique: next(),
+                data: next(),
+                priority,
+                background,
+                epoch: None,
+                reducer: None,
+            }));
+        }
         Ok(match kind {
             CanDo => Request::CanDo(next()),
             CantDo => Request::CantDo(next()),
@@ -298,26 +316,6 @@ impl Request {
             GrabJob => Request::Grab(GrabKind::Plain),
             GrabJobUniq => Request::Grab(GrabKind::Uniq),
             GrabJobAll => Request::Grab(GrabKind::All),
-            SubmitJob | SubmitJobBg | SubmitJobHigh | SubmitJobHighBg | SubmitJobLow
-            | SubmitJobLowBg => {
-                let (priority, background) = match kind {
-                    SubmitJob => (Priority::Normal, false),
-                    SubmitJobBg => (Priority::Normal, true),
-                    SubmitJobHigh => (Priority::High, false),
-                    SubmitJobHighBg => (Priority::High, true),
-                    SubmitJobLow => (Priority::Low, false),
-                    _ => (Priority::Low, true),
-                };
-                Request::Submit(Submit {
-                    function: next(),
-                    unique: next(),
-                    data: next(),
-                    priority,
-                    background,
-                    epoch: None,
-                    reducer: None,
-                })
-            }
             SubmitJobEpoch => {
                 let function = next();
                 let unique = next();
