@@ -142,13 +142,19 @@ fn decode_text(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
 /// Writes a packet whose body is `body` (one argument, or raw bytes).
 #[inline]
 pub fn encode_one(magic: Magic, kind: PacketType, body: &[u8], out: &mut BytesMut) {
+    out.reserve(HEADER_LEN + body.len());
+    out.extend_from_slice(&header(magic, kind, body.len()));
+    out.extend_from_slice(body);
+}
+
+/// A packet header for a body of `body_len` bytes.
+#[inline]
+fn header(magic: Magic, kind: PacketType, body_len: usize) -> [u8; HEADER_LEN] {
     let mut header = [0; HEADER_LEN];
     header[..4].copy_from_slice(&magic.bytes());
     header[4..8].copy_from_slice(&kind.as_u32().to_be_bytes());
-    header[8..].copy_from_slice(&(body.len() as u32).to_be_bytes());
-    out.reserve(HEADER_LEN + body.len());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(body);
+    header[8..].copy_from_slice(&(body_len as u32).to_be_bytes());
+    header
 }
 
 /// Writes a packet whose body is `parts` joined by NUL bytes.
@@ -156,12 +162,8 @@ pub fn encode_parts(magic: Magic, kind: PacketType, parts: &[&[u8]], out: &mut B
     let body_len: usize =
         parts.iter().map(|p| p.len()).sum::<usize>() + parts.len().saturating_sub(1);
     out.reserve(HEADER_LEN + body_len);
-    let mut header = [0; HEADER_LEN];
-    header[..4].copy_from_slice(&magic.bytes());
-    header[4..8].copy_from_slice(&kind.as_u32().to_be_bytes());
-    header[8..].copy_from_slice(&(body_len as u32).to_be_bytes());
     // `extend_from_slice` inlines where `put_slice` (a trait method) does not.
-    out.extend_from_slice(&header);
+    out.extend_from_slice(&header(magic, kind, body_len));
     if let [first, rest @ ..] = parts {
         out.extend_from_slice(first);
         for p in rest {

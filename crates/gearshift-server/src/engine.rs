@@ -56,6 +56,25 @@ struct Peer {
     ctl: Arc<Notify>,
 }
 
+/// The output buffer of an open connection that is not closing, listed in
+/// `dirty` to be written. (A function of the two fields, so the core can be
+/// borrowed beside it.)
+fn output<'a>(
+    peers: &'a mut IdMap<ConnId, Peer>,
+    dirty: &mut Vec<ConnId>,
+    id: ConnId,
+) -> Option<&'a mut BytesMut> {
+    let p = peers.get_mut(&id)?;
+    if p.closing {
+        return None;
+    }
+    if !p.listed {
+        p.listed = true;
+        dirty.push(id);
+    }
+    Some(&mut p.out)
+}
+
 /// What a connection task should do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerStatus {
@@ -463,29 +482,23 @@ impl Engine {
         for effect in effects.drain(..) {
             match effect {
                 Effect::Send(id, r) => {
-                    if let Some(out) = self.output(id) {
+                    if let Some(out) = output(&mut self.peers, &mut self.dirty, id) {
                         r.encode(out);
                     }
                 }
                 Effect::Created(id, job) => {
-                    if let Some(p) = self.peers.get_mut(&id) {
-                        if !p.closing {
-                            if !p.listed {
-                                p.listed = true;
-                                self.dirty.push(id);
-                            }
-                            self.core.encode_job_created(job, &mut p.out);
-                        }
+                    if let Some(out) = output(&mut self.peers, &mut self.dirty, id) {
+                        self.core.encode_job_created(job, out);
                     }
                 }
                 Effect::Text(id, t) => {
-                    if let Some(out) = self.output(id) {
+                    if let Some(out) = output(&mut self.peers, &mut self.dirty, id) {
                         out.extend_from_slice(&t);
                     }
                 }
                 Effect::Close(id) => {
                     closed |= watch == Some(id);
-                    if self.output(id).is_some() {
+                    if output(&mut self.peers, &mut self.dirty, id).is_some() {
                         if let Some(p) = self.peers.get_mut(&id) {
                             p.closing = true;
                         }
@@ -503,20 +516,6 @@ impl Engine {
         // Nothing routed above produces effects: the buffer is kept.
         self.effects = effects;
         closed
-    }
-
-    /// The output buffer of an open connection that is not closing, listed
-    /// to be written.
-    fn output(&mut self, id: ConnId) -> Option<&mut BytesMut> {
-        let p = self.peers.get_mut(&id)?;
-        if p.closing {
-            return None;
-        }
-        if !p.listed {
-            p.listed = true;
-            self.dirty.push(id);
-        }
-        Some(&mut p.out)
     }
 
     /// Writes as much of `id`'s output as the socket takes now; closes it
