@@ -216,7 +216,8 @@ impl IdIndex {
     }
 
     /// Bytes the window's pages take (for tests of its bounds).
-    pub fn window_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn window_bytes(&self) -> usize {
         self.live_pages * SPAN * 4 + self.pages.len() * std::mem::size_of::<Option<Page>>()
     }
 }
