@@ -314,6 +314,30 @@ mod tests {
     }
 
     #[test]
+    fn scattered_ids_are_found() {
+        // Restored jobs keep their ids, which may lie far apart and arrive
+        // in any order; new ones then follow the highest.
+        let mut jobs = Jobs::default();
+        let ids = [1u64 << 40, 7, u64::MAX - 1, 8, 1 << 20, (1 << 40) + 1];
+        for &id in &ids {
+            jobs.insert(job(id, 0, "", "d"));
+        }
+        for id in (u64::MAX - 600)..(u64::MAX - 1) {
+            jobs.insert(job(id, 0, "", "d"));
+        }
+        for &id in &ids {
+            assert_eq!(jobs.get(id).map(|j| j.id), Some(id));
+        }
+        assert!(jobs.get(9).is_none());
+        for &id in &ids {
+            assert_eq!(jobs.remove(id).map(|j| j.id), Some(id));
+            assert!(jobs.get(id).is_none());
+        }
+        assert_eq!(jobs.len(), 599);
+        assert_eq!(jobs.get(u64::MAX - 2).map(|j| j.id), Some(u64::MAX - 2));
+    }
+
+    #[test]
     fn coalescing_indexes() {
         let mut jobs = Jobs::default();
         jobs.insert(job(1, 0, "u", "a"));
