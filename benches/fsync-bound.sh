@@ -11,17 +11,23 @@
 #       a single libgearman client against Gearshift --store memory, on an
 #       otherwise idle machine, so no CPU contention),
 # so even if every flush were shared by all four clients, no server can
-# acknowledge more than 4 / (F + T1) jobs per second. The script sets that
-# ceiling against gearmand -t 0 in memory with the same 4 clients, with its
-# default hash table (the baseline of docs/benchmarks.md's durable tables)
-# and tuned (--hashtable-buckets 200003, gearmand at its best here), and
-# against Gearshift fsync itself, REPS times.
+# acknowledge more than 4 / (F + T1) jobs per second. That ceiling ignores
+# that the clients, the server and the flushes share 2 cores, so the script
+# also runs a yardstick, the least a durable server must do
+# (crates/gearshift-server/examples/fsync_ceiling.rs: one epoll loop, group
+# commit, no job table; the better of its fdatasync and O_DIRECT|O_DSYNC
+# runs is shown). It sets both against gearmand -t 0 in memory with the
+# same 4 clients, with its default hash table (the baseline of
+# docs/benchmarks.md's durable tables) and tuned (--hashtable-buckets
+# 200003, gearmand at its best here), and against Gearshift fsync itself,
+# REPS times.
 #
-#   benches/fsync-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~2 min)
+#   benches/fsync-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
 #
 # Environment: BENCH (the harness dir with rawload.c and gearload.c, default
 # ../shared/bench), REPS (3), DIR (where the data directory and the flush
-# test file go, default /tmp).
+# test file go, default /tmp), YARD (the yardstick binary, built when
+# missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=${BENCH:-../shared/bench}
@@ -29,6 +35,8 @@ REPS=${REPS:-3}
 DIR=${DIR:-/tmp}
 GS=${1:-$PWD/target/release/gearshift}
 [ -x "$GS" ] || { echo "no gearshift binary at $GS (cargo build --release -p gearshift)" >&2; exit 2; }
+YARD=${YARD:-$PWD/target/release/examples/fsync_ceiling}
+[ -x "$YARD" ] || cargo build --release -q -p gearshift-server --example fsync_ceiling
 WORK=$(mktemp -d "$DIR/fsync-bound.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cc -O2 -w -o "$WORK/rawload" "$BENCH/rawload.c" -lm
@@ -81,7 +89,7 @@ rate() {
   $cmd &
   pid=$!
   for _ in $(seq 50); do "$RAW" ping -p "$port" >/dev/null 2>&1 && break; sleep 0.1; done
-  out=$("$GL" bg -p "$port" -P "$pid" -c "$clients" -n "$jobs" 2>/dev/null | head -1)
+  out=$("$GL" bg -p "$port" -P "$pid" -w 0 -c "$clients" -n "$jobs" 2>/dev/null | head -1)
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   python3 -c 'import json,sys; print(int(json.loads(sys.argv[1])["rate"]))' "$out"
@@ -90,20 +98,24 @@ rate() {
 GEARMAND="/usr/sbin/gearmand -L 127.0.0.1 -p {port} -t 0 --log-file=none"
 TUNED="$GEARMAND --hashtable-buckets 200003"
 MEMORY="$GS serve -L 127.0.0.1 -p {port} --log-file none --store memory"
-printf '%-4s %10s %10s %7s %10s %10s %10s %9s | %-24s | %-24s\n' rep fdatasync O_DIRECT T1 ceiling/s 'gmd/s' 'tuned/s' 'fsync/s' 'gearmand: ceiling fsync' 'tuned: ceiling fsync'
+printf '%-4s %10s %10s %7s %10s %10s %10s %9s %9s | %-31s | %-24s\n' rep fdatasync O_DIRECT T1 ceiling/s 'gmd/s' 'tuned/s' 'yard/s' 'fsync/s' 'gearmand: ceiling yard fsync' 'tuned: ceiling fsync'
 for rep in $(seq "$REPS"); do
   f=$(flush_us)
   t1=$(rate 1 20000 "$MEMORY" | awk '{printf "%.1f", 1e6 / $1}')
   g4=$(rate 4 100000 "$GEARMAND")
   tg4=$(rate 4 100000 "$TUNED")
+  y4=$(rate 4 100000 "$YARD {port} $WORK")
+  yd4=$(rate 4 100000 "$YARD {port} $WORK --direct")
+  rm -f "$WORK/fsync-ceiling.log"
   rm -rf "$WORK/data"
   s4=$(rate 4 100000 "$GS serve -L 127.0.0.1 -p {port} --log-file none --data-dir $WORK/data --durability fsync")
   python3 -c '
 import sys
 rep, t1, g4, tg4, s4 = sys.argv[1], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+y4 = max(int(sys.argv[7]), int(sys.argv[8]))
 buffered, direct = (float(x) for x in sys.argv[2].split())
 c = 4e6 / (min(buffered, direct) + t1)
-print("%-4s %8.1fus %8.1fus %5.1fus %10d %10d %10d %9d | %11.2f %12.2f | %11.2f %12.2f"
-      % (rep, buffered, direct, t1, c, g4, tg4, s4, c / g4, s4 / g4, c / tg4, s4 / tg4))
-' "$rep" "$f" "$t1" "$g4" "$tg4" "$s4"
+print("%-4s %8.1fus %8.1fus %5.1fus %10d %10d %10d %9d %9d | %11.2f %5.2f %12.2f | %11.2f %12.2f"
+      % (rep, buffered, direct, t1, c, g4, tg4, y4, s4, c / g4, y4 / g4, s4 / g4, c / tg4, s4 / tg4))
+' "$rep" "$f" "$t1" "$g4" "$tg4" "$s4" "$y4" "$yd4"
 done
