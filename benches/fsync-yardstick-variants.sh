@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Every schedule of the durable yardstick
+# (crates/gearshift-server/examples/fsync_ceiling.rs) on fsync A_submit,
+# next to gearmand -t 0 in memory (default hash table) and Gearshift
+# --durability fsync, interleaved, REPS times: is there a way to acknowledge
+# only durable jobs that reaches half of gearmand's rate with libgearman's
+# 4 synchronous clients on this machine? Prints jobs/s and each one's ratio
+# to gearmand in the same repetition.
+#
+#   benches/fsync-yardstick-variants.sh [GEARSHIFT_BINARY]   (~1 min a rep)
+#
+# Environment: BENCH (default ../shared/bench), REPS (3), JOBS (100000, the harness's A_N),
+# DIR (default /tmp), YARD (the yardstick binary, built when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BENCH=${BENCH:-../shared/bench}
+REPS=${REPS:-3}
+JOBS=${JOBS:-100000}
+DIR=${DIR:-/tmp}
+GS=${1:-$PWD/target/release/gearshift}
+[ -x "$GS" ] || { echo "no gearshift binary at $GS (cargo build --release -p gearshift)" >&2; exit 2; }
+YARD=${YARD:-$PWD/target/release/examples/fsync_ceiling}
+[ -x "$YARD" ] || cargo build --release -q -p gearshift-server --example fsync_ceiling
+WORK=$(mktemp -d "$DIR/fsync-variants.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cc -O2 -w -o "$WORK/rawload" "$BENCH/rawload.c" -lm
+cc -O2 -w -o "$WORK/gearload" "$BENCH/gearload.c" -lgearman -lpthread -lm
+
+# A_submit (4 libgearman clients, no drain) against one server; prints jobs/s.
+rate() {
+  local port cmd pid out
+  port=$("$WORK/rawload" freeport)
+  cmd=${1//\{port\}/$port}
+  rm -rf "$WORK/data" "$WORK/fsync-ceiling.log"
+  $cmd &
+  pid=$!
+  for _ in $(seq 50); do "$WORK/rawload" ping -p "$port" >/dev/null 2>&1 && break; sleep 0.1; done
+  out=$("$WORK/gearload" bg -p "$port" -P "$pid" -w 0 -c 4 -n "$JOBS" 2>/dev/null | head -1)
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  python3 -c 'import json,sys; print(int(json.loads(sys.argv[1])["rate"]))' "$out"
+}
+
+names=(gearmand yard yard-direct yard-hold150 yard-threaded yard-pipelined gearshift-fsync)
+cmds=(
+  "/usr/sbin/gearmand -L 127.0.0.1 -p {port} -t 0 --log-file=none"
+  "$YARD {port} $WORK"
+  "$YARD {port} $WORK --direct"
+  "$YARD {port} $WORK --hold-us 150"
+  "$YARD {port} $WORK --threaded --direct"
+  "$YARD {port} $WORK --pipelined"
+  "$GS serve -L 127.0.0.1 -p {port} --log-file none --data-dir $WORK/data --durability fsync"
+)
+printf '%-4s' rep
+printf ' %15s' "${names[@]}"
+echo
+for rep in $(seq "$REPS"); do
+  rates=()
+  for i in "${!cmds[@]}"; do
+    rates+=("$(rate "${cmds[$i]}")")
+  done
+  python3 -c '
+import sys
+rep, rates = sys.argv[1], [int(r) for r in sys.argv[2:]]
+print("%-4s" % rep + "".join(" %15s" % ("%d" % r if i == 0 else "%d %.2f" % (r, r / rates[0])) for i, r in enumerate(rates)))
+' "$rep" "${rates[@]}"
+done
