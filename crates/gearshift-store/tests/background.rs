@@ -16,6 +16,7 @@ fn opts() -> LogOptions {
         durability: Durability::Interval(Duration::from_secs(60)),
         compact_min_bytes: 0,
         background_compaction: true,
+        ..LogOptions::default()
     }
 }
 

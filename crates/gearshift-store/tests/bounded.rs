@@ -88,6 +88,7 @@ fn stream(background_compaction: bool) {
         durability: Durability::Interval(Duration::from_secs(1)),
         compact_min_bytes: COMPACT_MIN,
         background_compaction,
+        ..LogOptions::default()
     };
     let mut store = LogStore::open(dir.path(), opts).expect("open");
     assert!(store.replay().expect("replay").jobs.is_empty());

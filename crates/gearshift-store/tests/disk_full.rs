@@ -154,6 +154,17 @@ fn fill(s: &mut LogStore, first: u64) -> (Vec<u64>, u64) {
 
 #[test]
 fn a_full_disk_fails_flushes_cleanly_and_recovers_once_space_is_freed() {
+    full_disk(true);
+}
+
+#[test]
+fn a_full_disk_fails_buffered_flushes_cleanly_too() {
+    full_disk(false);
+}
+
+/// With `direct_io` the log is written with O_DIRECT where the file
+/// system takes it, else through the page cache.
+fn full_disk(direct_io: bool) {
     let Some(m) = Mount::tmpfs("size=64k", "disk full") else {
         return;
     };
@@ -165,6 +176,7 @@ fn a_full_disk_fails_flushes_cleanly_and_recovers_once_space_is_freed() {
         durability: Durability::Fsync,
         compact_min_bytes: u64::MAX,
         background_compaction: false,
+        direct_io,
     };
     let mut s = LogStore::open(&data, opts).expect("open");
     s.replay().expect("replay");
@@ -230,6 +242,7 @@ fn compaction_on_a_full_disk(background_compaction: bool) {
         durability: Durability::Fsync,
         compact_min_bytes: 0,
         background_compaction,
+        ..LogOptions::default()
     };
     let mut s = LogStore::open(&data, opts).expect("open");
     s.replay().expect("replay");

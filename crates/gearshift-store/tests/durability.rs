@@ -23,6 +23,7 @@ fn interval(compact_min_bytes: u64) -> LogOptions {
         compact_min_bytes,
         // Compaction inside the flush, so both runs write the same bytes.
         background_compaction: false,
+        ..LogOptions::default()
     }
 }
 
@@ -32,6 +33,15 @@ fn fsync(compact_min_bytes: u64) -> LogOptions {
         compact_min_bytes,
         // Compaction inside the flush, so both runs write the same bytes.
         background_compaction: false,
+        direct_io: true,
+    }
+}
+
+/// `fsync` durability through the page cache (`pwrite` + `fdatasync`).
+fn fsync_buffered(compact_min_bytes: u64) -> LogOptions {
+    LogOptions {
+        direct_io: false,
+        ..fsync(compact_min_bytes)
     }
 }
 
@@ -115,18 +125,27 @@ fn run_sequence(opts: LogOptions) -> (Vec<u8>, Replayed) {
 }
 
 #[test]
-fn interval_and_fsync_write_the_same_bytes_and_replay_the_same() {
+fn interval_and_both_fsync_writers_write_the_same_bytes_and_replay_the_same() {
     for compact_min_bytes in [8 << 20, 2048, 0] {
         let (a_bytes, a) = run_sequence(interval(compact_min_bytes));
-        let (b_bytes, b) = run_sequence(fsync(compact_min_bytes));
-        assert_eq!(a, b, "same replay (compact_min_bytes {compact_min_bytes})");
-        // Fsync durability also writes zeros ahead of the frames.
-        assert!(
-            b_bytes.len() >= a_bytes.len()
-                && b_bytes[..a_bytes.len()] == a_bytes[..]
-                && b_bytes[a_bytes.len()..].iter().all(|&b| b == 0),
-            "same frames, then only zeros (compact_min_bytes {compact_min_bytes})"
-        );
+        for (name, opts) in [
+            ("direct", fsync(compact_min_bytes)),
+            ("buffered", fsync_buffered(compact_min_bytes)),
+        ] {
+            let (b_bytes, b) = run_sequence(opts);
+            assert_eq!(
+                a, b,
+                "same replay ({name}, compact_min_bytes {compact_min_bytes})"
+            );
+            // Fsync durability also writes zeros ahead of the frames (and
+            // direct writes pad the last block with zeros).
+            assert!(
+                b_bytes.len() >= a_bytes.len()
+                    && b_bytes[..a_bytes.len()] == a_bytes[..]
+                    && b_bytes[a_bytes.len()..].iter().all(|&b| b == 0),
+                "same frames, then only zeros ({name}, compact_min_bytes {compact_min_bytes})"
+            );
+        }
         assert!(!a.jobs.is_empty());
     }
 }
@@ -240,4 +259,61 @@ fn fsync_writes_room_ahead_and_a_frame_torn_inside_it_is_cut_at_open() {
         Err(e) => panic!("expected Corrupt, got {e:?}"),
         Ok(_) => panic!("damage before a valid frame was accepted"),
     }
+}
+
+/// Whether the file system under `dir` takes `O_DIRECT` at all.
+fn takes_o_direct(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join("probe");
+    let ok = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe)
+        .is_ok();
+    let _ = fs::remove_file(&probe);
+    ok
+}
+
+#[test]
+fn fsync_writes_directly_where_it_can_and_the_options_choose() {
+    let dir = TempDir::new().expect("tempdir");
+    let direct = takes_o_direct(dir.path());
+    for (opts, expected) in [
+        (fsync(8 << 20), direct),
+        (fsync_buffered(8 << 20), false),
+        (interval(8 << 20), false),
+    ] {
+        let mut s = LogStore::open(dir.path(), opts).expect("open");
+        assert_eq!(s.direct_writes(), expected, "{opts:?}");
+        s.replay().expect("replay");
+        s.add(&job(1, "f", "", 1, b"x"));
+        s.flush().expect("flush");
+        s.done(1);
+        s.flush().expect("flush");
+    }
+    // After a compaction swapped the file, direct writes go on in the new one.
+    let dir = TempDir::new().expect("tempdir");
+    let mut s = LogStore::open(dir.path(), fsync(0)).expect("open");
+    s.replay().expect("replay");
+    for id in 1..=20u64 {
+        s.add(&job(id, "f", "", 1, &[id as u8; 300]));
+        s.flush().expect("flush");
+        if id > 1 {
+            s.done(id - 1);
+        }
+    }
+    s.flush().expect("flush");
+    assert!(s.compactions() > 0, "the file was compacted");
+    assert_eq!(s.direct_writes(), direct);
+    s.add(&job(21, "f", "", 1, b"after"));
+    s.flush().expect("flush");
+    drop(s);
+    let ids: Vec<u64> = replay_at(dir.path(), fsync(0))
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(ids, [20, 21]);
 }

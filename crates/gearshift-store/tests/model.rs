@@ -71,8 +71,9 @@ fn options() -> impl Strategy<Value = LogOptions> {
     (
         prop_oneof![Just(0u64), Just(1024), Just(4096), Just(8 << 20)],
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(compact_min_bytes, fsync)| LogOptions {
+        .prop_map(|(compact_min_bytes, fsync, direct_io)| LogOptions {
             durability: if fsync {
                 Durability::Fsync
             } else {
@@ -81,6 +82,8 @@ fn options() -> impl Strategy<Value = LogOptions> {
             compact_min_bytes,
             // The checks below look at the file right after each flush.
             background_compaction: false,
+            // With fsync: O_DIRECT block rewrites, or pwrite + fdatasync.
+            direct_io,
         })
 }
 
@@ -415,6 +418,7 @@ fn a_crash_right_after_a_compacting_flush_keeps_either_side() {
             durability: Durability::Interval(Duration::from_millis(50)),
             compact_min_bytes: 0,
             background_compaction: false,
+            ..LogOptions::default()
         });
         for _ in 0..5 {
             h.step(&Action::Add {

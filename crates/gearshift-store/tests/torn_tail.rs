@@ -43,6 +43,7 @@ fn opts() -> LogOptions {
         // Never compact: the frames must stay where they were written.
         compact_min_bytes: u64::MAX,
         background_compaction: false,
+        ..LogOptions::default()
     }
 }
 

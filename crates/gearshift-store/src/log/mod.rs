@@ -4,6 +4,7 @@
 //! records outgrow live ones, so its size stays bounded.
 
 mod compact;
+mod direct;
 pub mod frame;
 mod replay;
 
@@ -45,6 +46,10 @@ pub struct LogOptions {
     /// Compact on a thread of its own while flushes go on (the default),
     /// instead of inside the flush that found the file worth compacting.
     pub background_compaction: bool,
+    /// With `fsync` durability, write each frame with one
+    /// `O_DIRECT|O_DSYNC` write (the default) where the file system takes
+    /// it, instead of `pwrite` + `fdatasync`.
+    pub direct_io: bool,
 }
 
 impl Default for LogOptions {
@@ -53,6 +58,7 @@ impl Default for LogOptions {
             durability: Durability::Fsync,
             compact_min_bytes: 8 << 20,
             background_compaction: true,
+            direct_io: true,
         }
     }
 }
@@ -95,6 +101,9 @@ pub const PREALLOC: u64 = 8 << 20;
 pub struct LogStore {
     dir: PathBuf,
     file: File,
+    /// Direct durable writes (`fsync` durability, where the file system
+    /// allows them); `None`: through the page cache.
+    direct: Option<direct::Appender>,
     opts: LogOptions,
     /// Room for a frame header, then the ops buffered since the last flush.
     pending: Vec<u8>,
@@ -188,9 +197,11 @@ impl LogStore {
         }
         file.seek(SeekFrom::End(0))?;
         let live_bytes = live_sizes.values().sum();
+        let direct = open_direct(&path, &file, valid_len as u64, opts);
         Ok(LogStore {
             dir: dir.to_path_buf(),
             file,
+            direct,
             opts,
             pending: vec![0; frame::FRAME_HEADER],
             pending_ops: Vec::new(),
@@ -213,6 +224,12 @@ impl LogStore {
     /// by the zeros written ahead of them, see [`LogStore::disk_len`]).
     pub fn file_len(&self) -> u64 {
         self.len
+    }
+
+    /// Whether flushes write frames with `O_DIRECT|O_DSYNC` (see
+    /// [`LogOptions::direct_io`]) rather than through the page cache.
+    pub fn direct_writes(&self) -> bool {
+        self.direct.is_some()
     }
 
     /// Length of the file on disk: [`LogStore::file_len`] plus any zeros
@@ -259,6 +276,31 @@ impl LogStore {
 
     fn path(&self) -> PathBuf {
         self.dir.join(FILE_NAME)
+    }
+
+    /// Writes the sealed frame at the log's end, durably with `fsync`
+    /// durability: directly when it can, else through the page cache. A
+    /// file system that refuses a direct write (`EINVAL`: its blocks are
+    /// larger than the appender's) turns direct writes off for good.
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        if let Some(d) = &mut self.direct {
+            match d.append(self.len, &self.pending) {
+                Ok(end) => {
+                    self.allocated = self.allocated.max(end);
+                    return Ok(());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    tracing::warn!(error = %e, "direct writes refused; writing the queue file through the page cache");
+                    self.direct = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.file.write_all_at(&self.pending, self.len)?;
+        match self.opts.durability {
+            Durability::Fsync => self.file.sync_data(),
+            Durability::Interval(_) => Ok(()),
+        }
     }
 
     fn should_compact(&self) -> bool {
@@ -441,6 +483,9 @@ impl LogStore {
         self.len = new_len;
         self.allocated = new_len;
         self.prealloc = true;
+        if self.direct.is_some() {
+            self.direct = open_direct(&self.path(), &self.file, new_len, self.opts);
+        }
         self.compactions += 1;
         tracing::info!(
             before,
@@ -457,6 +502,21 @@ impl Drop for LogStore {
     fn drop(&mut self) {
         if let Some(bg) = self.compaction.take() {
             bg.abandon();
+        }
+    }
+}
+
+/// The direct appender for the log at `path` (frames ending at `len`), if
+/// the options ask for one and the file system takes `O_DIRECT`.
+fn open_direct(path: &Path, file: &File, len: u64, opts: LogOptions) -> Option<direct::Appender> {
+    if opts.durability != Durability::Fsync || !opts.direct_io {
+        return None;
+    }
+    match direct::Appender::open(path, file, len) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            tracing::info!(error = %e, "no direct writes here; writing the queue file through the page cache");
+            None
         }
     }
 }
@@ -528,13 +588,7 @@ impl Store for LogStore {
         // The frame header goes into the room kept at the front: no copy.
         frame::seal(&mut self.pending);
         self.preallocate(self.len + self.pending.len() as u64);
-        let written = self
-            .file
-            .write_all_at(&self.pending, self.len)
-            .and_then(|()| match self.opts.durability {
-                Durability::Fsync => self.file.sync_data(),
-                Durability::Interval(_) => Ok(()),
-            });
+        let written = self.write_pending();
         if let Err(e) = written {
             // Whatever part reached the file is not acknowledged: cut it off
             // (and the room ahead with it) so the next flush writes at a
