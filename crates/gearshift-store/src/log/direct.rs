@@ -60,7 +60,14 @@ impl Appender {
     /// tail is still right, so the next append rewrites them whole.
     pub fn append(&mut self, len: u64, bytes: &[u8]) -> io::Result<u64> {
         let start = block_start(len);
-        debug_assert_eq!(len - start, self.tail.len() as u64);
+        if len - start != self.tail.len() as u64 {
+            // The store and the appender disagree on where the log ends: a
+            // bug, refused rather than written over good frames.
+            return Err(io::Error::other(format!(
+                "direct append at {len} does not follow the kept tail ({} bytes from {start})",
+                self.tail.len()
+            )));
+        }
         let used = self.tail.len() + bytes.len();
         let whole = used.next_multiple_of(BLOCK);
         if self.room.len() < whole + BLOCK {
@@ -127,6 +134,9 @@ mod tests {
             assert_eq!(&back[..len as usize], &expected[..], "after append {i}");
             assert!(back[len as usize..].iter().all(|&b| b == 0));
         }
+        // An append anywhere but at the end is refused.
+        assert!(a.append(len - 1, b"x").is_err());
+        assert!(a.append(len + 1, b"x").is_err());
         // A new appender picks the tail up from the file.
         let mut b = Appender::open(&path, &reader, len).expect("reopen");
         b.append(len, b"more").expect("append after reopen");
