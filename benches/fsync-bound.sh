@@ -30,19 +30,7 @@
 # missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BENCH=${BENCH:-../shared/bench}
-REPS=${REPS:-3}
-DIR=${DIR:-/tmp}
-GS=${1:-$PWD/target/release/gearshift}
-[ -x "$GS" ] || { echo "no gearshift binary at $GS (cargo build --release -p gearshift)" >&2; exit 2; }
-YARD=${YARD:-$PWD/target/release/examples/fsync_ceiling}
-[ -x "$YARD" ] || cargo build --release -q -p gearshift-server --example fsync_ceiling
-WORK=$(mktemp -d "$DIR/fsync-bound.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-cc -O2 -w -o "$WORK/rawload" "$BENCH/rawload.c" -lm
-cc -O2 -w -o "$WORK/gearload" "$BENCH/gearload.c" -lgearman -lpthread -lm
-RAW=$WORK/rawload
-GL=$WORK/gearload
+NAME=fsync-bound source benches/fsync-common.sh
 
 # Mean microseconds of one small durable write, the faster of two ways:
 # a 256-byte pwrite + fdatasync inside a file that was written (not just

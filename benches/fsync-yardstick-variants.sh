@@ -13,29 +13,19 @@
 # DIR (default /tmp), YARD (the yardstick binary, built when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BENCH=${BENCH:-../shared/bench}
-REPS=${REPS:-3}
 JOBS=${JOBS:-100000}
-DIR=${DIR:-/tmp}
-GS=${1:-$PWD/target/release/gearshift}
-[ -x "$GS" ] || { echo "no gearshift binary at $GS (cargo build --release -p gearshift)" >&2; exit 2; }
-YARD=${YARD:-$PWD/target/release/examples/fsync_ceiling}
-[ -x "$YARD" ] || cargo build --release -q -p gearshift-server --example fsync_ceiling
-WORK=$(mktemp -d "$DIR/fsync-variants.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-cc -O2 -w -o "$WORK/rawload" "$BENCH/rawload.c" -lm
-cc -O2 -w -o "$WORK/gearload" "$BENCH/gearload.c" -lgearman -lpthread -lm
+NAME=fsync-variants source benches/fsync-common.sh
 
 # A_submit (4 libgearman clients, no drain) against one server; prints jobs/s.
 rate() {
   local port cmd pid out
-  port=$("$WORK/rawload" freeport)
+  port=$("$RAW" freeport)
   cmd=${1//\{port\}/$port}
   rm -rf "$WORK/data" "$WORK/fsync-ceiling.log"
   $cmd &
   pid=$!
-  for _ in $(seq 50); do "$WORK/rawload" ping -p "$port" >/dev/null 2>&1 && break; sleep 0.1; done
-  out=$("$WORK/gearload" bg -p "$port" -P "$pid" -w 0 -c 4 -n "$JOBS" 2>/dev/null | head -1)
+  for _ in $(seq 50); do "$RAW" ping -p "$port" >/dev/null 2>&1 && break; sleep 0.1; done
+  out=$("$GL" bg -p "$port" -P "$pid" -w 0 -c 4 -n "$JOBS" 2>/dev/null | head -1)
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   python3 -c 'import json,sys; print(int(json.loads(sys.argv[1])["rate"]))' "$out"

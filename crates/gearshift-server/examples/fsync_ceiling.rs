@@ -149,20 +149,24 @@ struct Batch {
 /// A flush thread's inbox (`--threaded`).
 type Inbox = Arc<(Mutex<Batch>, Condvar)>;
 
+/// Waits until the inbox holds a batch and takes it: its bytes are swapped
+/// into `bytes`, its submitters returned.
+fn take(inbox: &Inbox, bytes: &mut Vec<u8>) -> Waiting {
+    let (lock, ready) = &**inbox;
+    let mut batch = lock.lock().unwrap_or_else(|p| p.into_inner());
+    while batch.waiting.is_empty() {
+        batch = ready.wait(batch).unwrap_or_else(|p| p.into_inner());
+    }
+    std::mem::swap(bytes, &mut batch.bytes);
+    std::mem::take(&mut batch.waiting)
+}
+
 /// Runs flushes off the loop: takes every batch queued meanwhile, flushes
 /// it, and hands its submitters back through `done` and `waker`.
 fn flusher(mut log: Log, inbox: Inbox, done: mpsc::Sender<Waiting>, waker: Arc<Waker>) {
-    let (lock, ready) = &*inbox;
     let mut bytes = Vec::new();
     loop {
-        let waiting = {
-            let mut batch = lock.lock().unwrap_or_else(|p| p.into_inner());
-            while batch.waiting.is_empty() {
-                batch = ready.wait(batch).unwrap_or_else(|p| p.into_inner());
-            }
-            std::mem::swap(&mut bytes, &mut batch.bytes);
-            std::mem::take(&mut batch.waiting)
-        };
+        let waiting = take(&inbox, &mut bytes);
         if let Err(e) = log.append(&bytes) {
             eprintln!("flush failed: {e}");
             std::process::exit(1);
@@ -181,17 +185,9 @@ type Flushing = Arc<(Mutex<Waiting>, Condvar)>;
 /// device's cache) and queues its submitters for the syncer, so the next
 /// batch's write overlaps the current flush.
 fn writer(mut log: Log, inbox: Inbox, written: Flushing) {
-    let (lock, ready) = &*inbox;
     let mut bytes = Vec::new();
     loop {
-        let mut waiting = {
-            let mut batch = lock.lock().unwrap_or_else(|p| p.into_inner());
-            while batch.waiting.is_empty() {
-                batch = ready.wait(batch).unwrap_or_else(|p| p.into_inner());
-            }
-            std::mem::swap(&mut bytes, &mut batch.bytes);
-            std::mem::take(&mut batch.waiting)
-        };
+        let mut waiting = take(&inbox, &mut bytes);
         if let Err(e) = log.append(&bytes) {
             eprintln!("write failed: {e}");
             std::process::exit(1);

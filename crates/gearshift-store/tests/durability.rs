@@ -52,6 +52,11 @@ fn replay_at(dir: &Path, opts: LogOptions) -> Replayed {
         .expect("replay")
 }
 
+/// The ids of the jobs a reopened store replays, in order.
+fn replayed_ids(dir: &Path, opts: LogOptions) -> Vec<u64> {
+    replay_at(dir, opts).jobs.iter().map(|j| j.id).collect()
+}
+
 #[test]
 fn interval_durability_passes_the_conformance_suite() {
     for compact_min_bytes in [8 << 20, 0] {
@@ -192,11 +197,7 @@ fn sync_works_on_the_file_that_replaced_the_old_one() {
     s.flush().expect("flush");
     s.sync().expect("sync");
     drop(s);
-    let ids: Vec<u64> = replay_at(dir.path(), interval(0))
-        .jobs
-        .iter()
-        .map(|j| j.id)
-        .collect();
+    let ids = replayed_ids(dir.path(), interval(0));
     assert_eq!(ids, vec![9, 10, 11, 12]);
 }
 
@@ -310,10 +311,6 @@ fn fsync_writes_directly_where_it_can_and_the_options_choose() {
     s.add(&job(21, "f", "", 1, b"after"));
     s.flush().expect("flush");
     drop(s);
-    let ids: Vec<u64> = replay_at(dir.path(), fsync(0))
-        .jobs
-        .iter()
-        .map(|j| j.id)
-        .collect();
+    let ids = replayed_ids(dir.path(), fsync(0));
     assert_eq!(ids, [20, 21]);
 }
