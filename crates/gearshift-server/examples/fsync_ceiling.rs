@@ -36,16 +36,16 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use gearshift_proto::frame::decimal_u64;
+use bytes::BytesMut;
+use gearshift_proto::frame::{decimal_u64, encode_one, Magic};
+use gearshift_proto::PacketType;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 const LISTENER: Token = Token(usize::MAX);
 const FLUSHED: Token = Token(usize::MAX - 1);
 const SUBMIT_JOB_BG: u32 = 18;
-const JOB_CREATED: u32 = 8;
 const ECHO_REQ: u32 = 16;
-const ECHO_RES: u32 = 17;
 /// Size of the zero-filled log file.
 const FILE_BYTES: u64 = 64 << 20;
 /// `O_DIRECT` writes go in whole blocks of this size.
@@ -345,7 +345,7 @@ fn answer(conns: &mut HashMap<usize, Conn>, waiting: Waiting) {
         // A synchronous client's answer always fits its socket's buffer.
         let _ = conn
             .stream
-            .write_all(&packet(JOB_CREATED, &text[..10 + digits.len()]));
+            .write_all(&packet(PacketType::JobCreated, &text[..10 + digits.len()]));
     }
 }
 
@@ -382,7 +382,9 @@ fn read(conn: &mut Conn, key: usize, batch: &mut Batch, next_handle: &mut u64) -
                 *next_handle += 1;
             }
             ECHO_REQ => {
-                let _ = conn.stream.write_all(&packet(ECHO_RES, &p[12..12 + size]));
+                let _ = conn
+                    .stream
+                    .write_all(&packet(PacketType::EchoRes, &p[12..12 + size]));
             }
             _ => {}
         }
@@ -393,11 +395,8 @@ fn read(conn: &mut Conn, key: usize, batch: &mut Batch, next_handle: &mut u64) -
 }
 
 /// One response packet.
-fn packet(kind: u32, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + body.len());
-    out.extend_from_slice(b"\0RES");
-    out.extend_from_slice(&kind.to_be_bytes());
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(body);
+fn packet(kind: PacketType, body: &[u8]) -> BytesMut {
+    let mut out = BytesMut::with_capacity(12 + body.len());
+    encode_one(Magic::Res, kind, body, &mut out);
     out
 }
