@@ -314,3 +314,33 @@ fn fsync_writes_directly_where_it_can_and_the_options_choose() {
     let ids = replayed_ids(dir.path(), fsync(0));
     assert_eq!(ids, [20, 21]);
 }
+
+#[test]
+fn frames_too_big_for_one_direct_write_go_through_the_page_cache_and_direct_writes_resume() {
+    let dir = TempDir::new().expect("tempdir");
+    let direct = takes_o_direct(dir.path());
+    let mut s = LogStore::open(dir.path(), fsync(8 << 20)).expect("open");
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"small"));
+    s.flush().expect("flush");
+    // Three 600 KB jobs in one frame: past the direct write's 1 MiB cap.
+    for id in 2..=4u64 {
+        s.add(&job(id, "f", "", 1, &vec![id as u8; 600_000]));
+    }
+    s.flush().expect("flush the big frame");
+    assert_eq!(s.direct_writes(), direct, "still writing directly after");
+    for id in 5..=7u64 {
+        s.add(&job(id, "f", "", 1, &[id as u8; 3000]));
+        s.flush().expect("flush");
+    }
+    drop(s);
+    let r = replay_at(dir.path(), fsync(8 << 20));
+    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, (1..=7).collect::<Vec<_>>());
+    assert!(r.jobs[1..4]
+        .iter()
+        .all(|j| j.data.len() == 600_000 && j.data.iter().all(|&b| b == j.id as u8)));
+    assert!(r.jobs[4..]
+        .iter()
+        .all(|j| j.data.len() == 3000 && j.data.iter().all(|&b| b == j.id as u8)));
+}

@@ -22,6 +22,13 @@ use std::path::Path;
 /// size of every common device (512 B or 4 KiB) and the page size.
 pub const BLOCK: usize = 4096;
 
+/// Most bytes one direct write carries (the kept tail and the frame). A
+/// bigger frame costs its data more than its system calls, so the store
+/// writes it through the page cache instead, and the aligned copy a direct
+/// write needs never holds more than this (an import's single frame can
+/// be gigabytes).
+pub const DIRECT_MAX: usize = 1 << 20;
+
 /// Writes frames at the log's end with `O_DIRECT|O_DSYNC`.
 #[derive(Debug)]
 pub struct Appender {
@@ -29,8 +36,8 @@ pub struct Appender {
     /// The log's bytes from the start of its last block to its end
     /// (shorter than a block).
     tail: Vec<u8>,
-    /// Scratch room, a block larger than the biggest write so far, so that
-    /// a block-aligned window fits inside it.
+    /// Scratch room, a block larger than the biggest write so far (at
+    /// most [`DIRECT_MAX`]), so that a block-aligned window fits inside it.
     room: Vec<u8>,
 }
 
@@ -52,6 +59,25 @@ impl Appender {
             tail,
             room: Vec::new(),
         })
+    }
+
+    /// Whether a frame of `len` bytes is small enough to write directly
+    /// (see [`DIRECT_MAX`]).
+    pub fn takes(&self, len: usize) -> bool {
+        self.tail.len() + len <= DIRECT_MAX
+    }
+
+    /// The log grew by `bytes` at `len` through the page cache: keeps its
+    /// new last partial block for the next direct write.
+    pub fn skipped(&mut self, len: u64, bytes: &[u8]) {
+        let keep = ((len + bytes.len() as u64) % BLOCK as u64) as usize;
+        if bytes.len() >= keep {
+            self.tail.clear();
+            self.tail.extend_from_slice(&bytes[bytes.len() - keep..]);
+        } else {
+            // Still inside the same block: the old tail, then all of it.
+            self.tail.extend_from_slice(bytes);
+        }
     }
 
     /// Makes `bytes` durable at `len`, the log's end, and returns the end
@@ -133,6 +159,26 @@ mod tests {
             reader.read_exact_at(&mut back, 0).expect("read back");
             assert_eq!(&back[..len as usize], &expected[..], "after append {i}");
             assert!(back[len as usize..].iter().all(|&b| b == 0));
+        }
+        // Bytes written some other way (through the page cache) are taken
+        // into the kept tail, whatever their size.
+        for size in [10usize, 5000, 4096 * 3 + 7] {
+            let bytes: Vec<u8> = (0..size).map(|j| (j * 7) as u8 | 1).collect();
+            reader.write_all_at(&bytes, len).expect("buffered write");
+            reader.sync_data().expect("sync");
+            a.skipped(len, &bytes);
+            expected.extend_from_slice(&bytes);
+            len += size as u64;
+            let end = a.append(len, b"direct again").expect("append");
+            expected.extend_from_slice(b"direct again");
+            len += 12;
+            let mut back = vec![0u8; end as usize];
+            reader.read_exact_at(&mut back, 0).expect("read back");
+            assert_eq!(
+                &back[..len as usize],
+                &expected[..],
+                "after skipping {size}"
+            );
         }
         // An append anywhere but at the end is refused.
         assert!(a.append(len - 1, b"x").is_err());

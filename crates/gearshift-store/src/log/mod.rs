@@ -279,11 +279,12 @@ impl LogStore {
     }
 
     /// Writes the sealed frame at the log's end, durably with `fsync`
-    /// durability: directly when it can, else through the page cache. A
-    /// file system that refuses a direct write (`EINVAL`: its blocks are
-    /// larger than the appender's) turns direct writes off for good.
+    /// durability: directly when it can (frames up to
+    /// [`direct::DIRECT_MAX`]), else through the page cache. A file system
+    /// that refuses a direct write (`EINVAL`: its blocks are larger than
+    /// the appender's) turns direct writes off for good.
     fn write_pending(&mut self) -> std::io::Result<()> {
-        if let Some(d) = &mut self.direct {
+        if let Some(d) = self.direct.as_mut().filter(|d| d.takes(self.pending.len())) {
             match d.append(self.len, &self.pending) {
                 Ok(end) => {
                     self.allocated = self.allocated.max(end);
@@ -298,9 +299,13 @@ impl LogStore {
         }
         self.file.write_all_at(&self.pending, self.len)?;
         match self.opts.durability {
-            Durability::Fsync => self.file.sync_data(),
-            Durability::Interval(_) => Ok(()),
+            Durability::Fsync => self.file.sync_data()?,
+            Durability::Interval(_) => {}
         }
+        if let Some(d) = &mut self.direct {
+            d.skipped(self.len, &self.pending);
+        }
+        Ok(())
     }
 
     /// Reads the flushed file again, a frame at a time: its live jobs by id.
