@@ -2,7 +2,7 @@
 //! frame goes to disk in one `O_DIRECT|O_DSYNC` write instead of a `pwrite`
 //! and an `fdatasync`. That is one system call instead of two and no
 //! page-cache writeback. On this project's test VM, a server that does
-//! nothing but group-commit submissions ran 9 % faster with it
+//! nothing but group-commit submissions ran 7–10 % faster with it
 //! (docs/benchmarks.md, the fsync A_submit yardstick).
 //!
 //! Direct I/O moves whole blocks from block-aligned memory to block-aligned
