@@ -109,6 +109,16 @@ impl Core {
         self.conns.insert(conn.0, Conn::new(info));
     }
 
+    /// Whether connection `conn` is open as far as the core knows.
+    pub fn is_connected(&self, conn: ConnId) -> bool {
+        self.conns.contains_key(&conn.0)
+    }
+
+    /// Every connection the core knows.
+    pub fn connection_ids(&self) -> Vec<ConnId> {
+        self.conns.keys().map(|&c| ConnId(c)).collect()
+    }
+
     /// Number of jobs the core holds (queued, scheduled and running).
     pub fn job_count(&self) -> usize {
         self.jobs.len()

@@ -21,6 +21,9 @@ pub enum StoreConfig {
     },
 }
 
+/// Default [`ServerConfig::max_output`]: 4 MiB.
+pub const DEFAULT_MAX_OUTPUT: usize = 4 << 20;
+
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -34,6 +37,47 @@ pub struct ServerConfig {
     pub core: CoreConfig,
     /// Where jobs are kept.
     pub store: StoreConfig,
+    /// Threads that run connections (framing, parsing, encoding, socket
+    /// I/O). `0` picks by the machine ([`ServerConfig::resolved_io_threads`]);
+    /// with one I/O thread the routing core runs on it too, with more it has
+    /// a thread of its own that they hand requests and replies to in batches.
+    pub io_threads: usize,
+    /// A connection whose unwritten output passes this many bytes is not
+    /// read from until it drains below half of it.
+    pub max_output: usize,
+}
+
+/// Unwritten output past which a connection is closed: it holds more than
+/// [`ServerConfig::max_output`] plus one largest packet, so its peer does
+/// not read at all.
+pub fn output_hard_limit(max_output: usize, max_packet: usize) -> usize {
+    max_output
+        .saturating_mul(2)
+        .saturating_add(max_packet)
+        .saturating_add(gearshift_proto::frame::HEADER_LEN)
+}
+
+impl ServerConfig {
+    /// The I/O thread count in force: the configured one, or by default one
+    /// thread for a machine of one or two cores (where the hand-off between
+    /// threads costs more than a second thread gives) and one per core but
+    /// one, at most 16, on larger machines (the routing core has the last).
+    pub fn resolved_io_threads(&self) -> usize {
+        if self.io_threads > 0 {
+            return self.io_threads;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        default_io_threads(cores)
+    }
+}
+
+/// The default I/O thread count for a machine with `cores` cores.
+pub fn default_io_threads(cores: usize) -> usize {
+    if cores <= 2 {
+        1
+    } else {
+        (cores - 1).min(16)
+    }
 }
 
 impl Default for ServerConfig {
@@ -44,6 +88,8 @@ impl Default for ServerConfig {
             max_connections: 100_000,
             core: CoreConfig::default(),
             store: StoreConfig::Memory,
+            io_threads: 0,
+            max_output: DEFAULT_MAX_OUTPUT,
         }
     }
 }

@@ -1,38 +1,45 @@
-//! One client connection's task: it reads, and hands each read's bytes to
-//! the engine, which cuts them into frames and runs them in one go;
-//! when the engine could not write everything it owed the connection, the
-//! task waits for the socket to drain and writes the rest.
+//! One connection's task on its I/O thread: it reads, cuts the bytes into
+//! frames, parses each into an [`Item`] and feeds it on (to the hub on this
+//! thread, or into the batch for the core thread); when its output could
+//! not all be written, it waits for the socket to drain and writes the rest.
+//! It does not read while its output is over the limit.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::BytesMut;
-use gearshift_core::ConnId;
+use gearshift_core::{ConnId, Input};
 use gearshift_proto::frame::HEADER_LEN;
+use gearshift_proto::{decode_frame, Frame, FrameError, Response, SubmitInPlace};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use crate::engine::{lock, PeerStatus, Shared};
+use crate::hub::Item;
+use crate::io_thread::IoThread;
 
 /// Read buffer size a new connection starts with: an idle connection holds
 /// no more than this.
 const MIN_CHUNK: usize = 256;
 /// Largest read buffer a busy connection grows to.
 const MAX_CHUNK: usize = 64 * 1024;
+/// How long a connection waits before reading again while the core thread
+/// is behind (rare: only a flood of pipelined requests gets there).
+const THROTTLE_WAIT: Duration = Duration::from_millis(1);
 
 /// Serves one connection until the peer closes, its framing breaks, or the
-/// engine is done with it.
+/// hub is done with it.
 pub async fn serve(
     id: ConnId,
     peer: SocketAddr,
-    stream: Arc<TcpStream>,
-    ctl: Arc<Notify>,
-    engine: Shared,
-    max_packet: usize,
+    stream: Rc<TcpStream>,
+    ctl: Rc<Notify>,
+    io: Rc<RefCell<IoThread>>,
 ) {
+    let max_packet = io.borrow().max_packet;
     let mut buf = BytesMut::new();
-    let mut blocked = false;
     let mut reading = true;
     // Packets are cut out of the read buffer without copying, and queued
     // jobs keep their slices of it; the buffer grows only while reads fill
@@ -40,28 +47,22 @@ pub async fn serve(
     // large buffer per job, and a pipelining one reads in large gulps.
     let mut chunk = MIN_CHUNK;
     loop {
+        let Some(state) = io.borrow().peer_state(id) else {
+            return;
+        };
+        let can_read = reading && state.readable;
         tokio::select! {
             biased;
-            _ = ctl.notified() => {
-                match lock(&engine).status(id) {
-                    PeerStatus::Gone => return,
-                    PeerStatus::Open { blocked: b } => blocked = b,
-                }
-                continue;
-            }
-            w = stream.writable(), if blocked => {
+            _ = ctl.notified() => continue,
+            w = stream.writable(), if state.blocked => {
                 if w.is_err() {
                     break;
                 }
-                let mut e = lock(&engine);
-                e.on_writable(id);
-                match e.status(id) {
-                    PeerStatus::Gone => return,
-                    PeerStatus::Open { blocked: b } => blocked = b,
-                }
+                io.borrow_mut().on_writable(id);
                 continue;
             }
-            r = stream.readable(), if reading => {
+            _ = tokio::time::sleep(THROTTLE_WAIT), if can_read && state.throttled => continue,
+            r = stream.readable(), if can_read && !state.throttled => {
                 if r.is_err() {
                     break;
                 }
@@ -92,33 +93,57 @@ pub async fn serve(
         };
         if ended {
             reading = false;
-            let mut e = lock(&engine);
-            e.on_disconnect(id);
-            match e.status(id) {
-                PeerStatus::Gone => return,
-                PeerStatus::Open { blocked: b } => blocked = b,
-            }
+            buf = BytesMut::new();
+            io.borrow_mut().peer_closed(id);
             continue;
         }
-        let mut e = lock(&engine);
-        let fatal = e.on_read(id, &mut buf, max_packet, peer);
-        if fatal.is_none() {
+        let mut t = io.borrow_mut();
+        if !feed_frames(&mut t, id, &mut buf, max_packet, peer) {
+            reading = false;
+            buf = BytesMut::new();
+        } else {
             make_room_for_frame(&mut buf, max_packet);
         }
-        if let Some(reply) = fatal {
-            e.on_fatal(id, reply);
-            reading = false;
-        }
-        match e.status(id) {
-            PeerStatus::Gone => return,
-            PeerStatus::Open { blocked: b } => blocked = b,
-        }
-        drop(e);
+        t.pump(Some(id));
     }
     // The socket failed: nothing owed can be written any more.
-    let mut e = lock(&engine);
-    e.on_disconnect(id);
-    e.forget(id);
+    io.borrow_mut().peer_failed(id);
+}
+
+/// Feeds every whole frame in `buf` on, in order; false when the framing
+/// broke (the item that says so is fed last).
+fn feed_frames(
+    t: &mut IoThread,
+    id: ConnId,
+    buf: &mut BytesMut,
+    max_packet: usize,
+    peer: SocketAddr,
+) -> bool {
+    loop {
+        let before = buf.len();
+        let item = match decode_frame(buf, max_packet) {
+            // The commonest packet, a plain submission, is read in place
+            // instead of being parsed into a request first.
+            Ok(Some(Frame::Packet(p))) => match SubmitInPlace::cut(p) {
+                Ok(s) => Item::Submit(s),
+                Err(p) => Item::Input(Input::from(Frame::Packet(p))),
+            },
+            Ok(Some(frame)) => Item::Input(Input::from(frame)),
+            Ok(None) => return true,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing connection: unusable input");
+                let reply = match e {
+                    FrameError::TooLarge { .. } => {
+                        Some(Response::error("ARGUMENT_TOO_LARGE", e.to_string()))
+                    }
+                    _ => None,
+                };
+                t.feed(id, Item::Fatal(reply), 0);
+                return false;
+            }
+        };
+        t.feed(id, item, before - buf.len());
+    }
 }
 
 /// Reads what the socket holds. A read that did not fill the buffer emptied

@@ -1,38 +1,46 @@
-//! Tokio glue for Gearshift: listeners, connections and the engine task.
+//! Runtime glue for Gearshift: listeners, I/O threads, the core thread,
+//! the store thread, shutdown.
 //!
-//! [`Server::bind`] opens the listeners (port 0 works, for tests);
-//! [`Server::run`] accepts connections until the shutdown future resolves or
-//! an admin `shutdown` arrives. Each connection is one task
-//! ([`connection`]) that reads and decodes; all routing happens in the
-//! [`engine`], which owns the sans-IO core and every connection's output
-//! behind one lock, taken once per read. `serve` runs it all on one
-//! thread; the store's group commits run on a thread of their own
-//! ([`store_task`]), which answers a commit's submitters itself when the
-//! lock is free, else queues the result for the commit task.
+//! [`Server::bind`] opens the store and the listeners (port 0 works, for
+//! tests); [`Server::run`] starts the threads and accepts connections until
+//! the shutdown future resolves or an admin `shutdown` arrives.
+//!
+//! - [`io_thread`]: each I/O thread owns a share of the connections
+//!   ([`connection`]: framing, parsing, encoding, socket I/O, the output
+//!   limit), on a single-threaded runtime of its own.
+//! - [`hub`]: the sans-IO core with the clock and the store, fed
+//!   [`hub::Item`]s, answering plain [`hub::Out`]s per I/O thread.
+//! - [`core_thread`]: with several I/O threads, the hub's own thread; they
+//!   trade batches with it (one hand-off per batch, not per packet). With
+//!   one I/O thread the hub runs on it and no hand-off happens.
+//! - [`store_task`]: group commits on the store's thread, off the I/O path.
+//!
+//! The accept loops run on the caller's runtime and deal connections out.
 
 pub mod clock;
 pub mod config;
 pub mod connection;
-pub mod engine;
+pub mod core_thread;
+pub mod hub;
+pub mod io_thread;
 pub mod store_task;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, TryLockError, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::Mutex;
-
-use gearshift_core::{ConnId, ConnInfo, Core, Effect, StoreOp};
+use gearshift_core::{ConnId, Core, Effect, StoreOp};
 use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 
 pub use config::{ServerConfig, StoreConfig};
-use engine::{Engine, Shared, Signals};
-use store_task::{Commit, Deliver, StoreTask};
+use core_thread::{IoLinks, ToCore};
+use hub::{Hub, Signals};
+use io_thread::{Accepted, IoSettings, Sink, ToIo};
+use store_task::{Deliver, StoreTask};
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -149,55 +157,125 @@ impl Server {
     }
 
     /// Serves until `shutdown` resolves (a graceful stop: running jobs
-    /// finish first) or an admin `shutdown` command is accepted.
+    /// finish first) or an admin `shutdown` command is accepted. Dropping
+    /// the future stops every thread at once, as a crash would.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let threads = self.cfg.resolved_io_threads();
+        let inline = threads == 1;
         let (stop_tx, stop_rx) = watch::channel(false);
-        let sync_every = match &self.cfg.store {
-            StoreConfig::Log {
-                durability: Durability::Interval(every),
-                ..
-            } => Some(*every),
-            _ => None,
-        };
+        let done = Arc::new(Notify::new());
         let signals = Signals {
-            timer: Arc::new(Notify::new()),
-            flush: Arc::new(Notify::new()),
-            done: Arc::new(Notify::new()),
+            done: done.clone(),
             stop_accepting: stop_tx,
+            timer: Arc::new(Notify::new()),
         };
-        let (timer, flush, done) = (
-            signals.timer.clone(),
-            signals.flush.clone(),
-            signals.done.clone(),
-        );
-        let engine: Shared = Arc::new(Mutex::new(Engine::new(self.core, signals)));
-        let (commit_tx, commit_rx) = mpsc::unbounded_channel();
-        let queued = Arc::new(AtomicUsize::new(0));
+        let mut hub = Hub::new(self.core, threads, signals);
+        let prefix = hub.handle_prefix();
+        let (core_tx, core_rx) = std::sync::mpsc::channel::<ToCore>();
+        let mut inboxes = Vec::with_capacity(threads);
+        let mut receivers = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ToIo>();
+            inboxes.push(tx);
+            receivers.push(rx);
+        }
         if let Some(store) = self.store {
-            let deliver = handoff(Arc::downgrade(&engine), commit_tx, queued.clone());
+            let sync_every = match &self.cfg.store {
+                StoreConfig::Log {
+                    durability: Durability::Interval(every),
+                    ..
+                } => Some(*every),
+                _ => None,
+            };
+            let deliver: Deliver = if inline {
+                let tx = inboxes[0].clone();
+                Box::new(move |c| {
+                    let _ = tx.send(ToIo::Commit(c));
+                })
+            } else {
+                let tx = core_tx.clone();
+                Box::new(move |c| {
+                    let _ = tx.send(ToCore::Commit(c));
+                })
+            };
             match StoreTask::spawn(store, deliver, sync_every) {
-                Ok(task) => engine::lock(&engine).set_store(task),
+                Ok(task) => hub.set_store(task),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start the store thread");
                     return;
                 }
             }
         }
-        let mut tasks = vec![
-            tokio::spawn(timer_loop(engine.clone(), timer)),
-            tokio::spawn(flush_loop(engine.clone(), flush)),
-            tokio::spawn(commit_loop(engine.clone(), commit_rx, queued)),
-        ];
+        let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
+        let in_flight: Vec<Arc<AtomicUsize>> = (0..threads)
+            .map(|_| Arc::new(AtomicUsize::new(0)))
+            .collect();
+        let mut joins = Vec::new();
+        let mut hub = Some(hub);
+        for (index, rx) in receivers.into_iter().enumerate() {
+            let settings = IoSettings {
+                index,
+                prefix: prefix.clone(),
+                max_output: self.cfg.max_output,
+                hard_output,
+                max_packet: self.cfg.max_packet_size,
+            };
+            let sink = match hub.take() {
+                Some(h) if inline => Sink::Inline(Box::new(h)),
+                other => {
+                    hub = other;
+                    Sink::Core {
+                        tx: core_tx.clone(),
+                        in_flight: in_flight[index].clone(),
+                    }
+                }
+            };
+            let spawned = std::thread::Builder::new()
+                .name(format!("gearshift-io-{index}"))
+                .spawn(move || io_thread::run(settings, sink, rx));
+            match spawned {
+                Ok(j) => joins.push(j),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start an I/O thread");
+                    stop_all(&inboxes, &core_tx);
+                    return;
+                }
+            }
+        }
+        if let Some(hub) = hub {
+            let links = IoLinks {
+                inboxes: inboxes.clone(),
+                in_flight,
+            };
+            let spawned = std::thread::Builder::new()
+                .name("gearshift-core".into())
+                .spawn(move || core_thread::run(hub, core_rx, links));
+            match spawned {
+                Ok(j) => joins.push(j),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the core thread");
+                    stop_all(&inboxes, &core_tx);
+                    return;
+                }
+            }
+        }
+        tracing::debug!(io_threads = threads, inline, "threads started");
+        // From here on, a dropped future (a crash in tests) stops the threads.
+        let guard = StopGuard {
+            inboxes: inboxes.clone(),
+            core: core_tx.clone(),
+            armed: true,
+        };
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
-        let next_id = Arc::new(AtomicU64::new(1));
+        let next_id = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
         for listener in self.listeners {
             tasks.push(tokio::spawn(accept_loop(
                 listener,
-                engine.clone(),
+                inboxes.clone(),
                 stop_rx.clone(),
                 limit.clone(),
                 next_id.clone(),
-                self.cfg.max_packet_size,
             )));
         }
         let signalled = tokio::select! {
@@ -205,111 +283,72 @@ impl Server {
             _ = done.notified() => false,
         };
         if signalled {
-            engine::lock(&engine).begin_shutdown(true);
+            if inline {
+                let _ = inboxes[0].send(ToIo::Shutdown(true));
+            } else {
+                let _ = core_tx.send(ToCore::Shutdown(true));
+            }
             done.notified().await;
         }
         for t in &tasks {
             t.abort();
         }
-        let store = engine::lock(&engine).finish();
-        if let Some(store) = store {
-            // The store thread flushes what is queued, then ends.
-            let _ = tokio::task::spawn_blocking(move || store.finish()).await;
+        let (fin_tx, fin_rx) = tokio::sync::oneshot::channel();
+        if inline {
+            let _ = inboxes[0].send(ToIo::Finish(fin_tx));
+        } else {
+            let _ = core_tx.send(ToCore::Finish(fin_tx));
         }
-    }
-}
-
-/// Fires the core's timers when they are due; woken early when the engine
-/// arms an earlier deadline.
-async fn timer_loop(engine: Shared, wake: Arc<Notify>) {
-    let mut deadline = engine::lock(&engine).arm();
-    loop {
-        tokio::select! {
-            _ = sleep_until(deadline) => deadline = engine::lock(&engine).on_timer(),
-            _ = wake.notified() => deadline = engine::lock(&engine).arm(),
+        let _ = fin_rx.await;
+        for tx in &inboxes {
+            let _ = tx.send(ToIo::Stop);
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Writes what the engine queued for connections, once the tasks that were
-/// ready together have all had their turn.
-async fn flush_loop(engine: Shared, wake: Arc<Notify>) {
-    loop {
-        wake.notified().await;
-        engine::lock(&engine).flush();
-    }
-}
-
-/// How the store thread hands a commit's result to the engine. When the
-/// engine is free (and no earlier result is still queued) the store thread
-/// takes the lock and answers the submitters itself: a synchronous client's
-/// JOB_CREATED then leaves right after the flush, with no wake-up of the
-/// runtime in between. When the runtime holds the lock (a busy server), the
-/// result is queued for the commit task instead, so the store thread never
-/// waits for the lock and the two threads do not trade it back and forth
-/// (which cost pipelined `interval` submissions ~15 %). Results keep their
-/// order: once one is queued, later ones queue behind it until it is taken.
-/// The engine owns the store thread's queue, so the thread holds only a weak
-/// reference to it.
-fn handoff(
-    engine: Weak<Mutex<Engine>>,
-    tx: mpsc::UnboundedSender<Commit>,
-    queued: Arc<AtomicUsize>,
-) -> Deliver {
-    Box::new(move |commit: Commit| {
-        let Some(engine) = engine.upgrade() else {
-            return;
-        };
-        if queued.load(Ordering::Acquire) == 0 {
-            let free = match engine.try_lock() {
-                Ok(e) => Some(e),
-                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(TryLockError::WouldBlock) => None,
-            };
-            if let Some(mut e) = free {
-                e.on_commit(commit);
-                return;
+        let mut guard = guard;
+        guard.armed = false;
+        let _ = tokio::task::spawn_blocking(move || {
+            for j in joins {
+                let _ = j.join();
             }
-        }
-        queued.fetch_add(1, Ordering::AcqRel);
-        if tx.send(commit).is_err() {
-            queued.fetch_sub(1, Ordering::AcqRel);
-        }
-    })
+        })
+        .await;
+    }
 }
 
-/// Hands the engine the commit results the store thread queued.
-async fn commit_loop(
-    engine: Shared,
-    mut rx: mpsc::UnboundedReceiver<Commit>,
-    queued: Arc<AtomicUsize>,
-) {
-    while let Some(commit) = rx.recv().await {
-        let mut e = engine::lock(&engine);
-        e.on_commit(commit);
-        queued.fetch_sub(1, Ordering::AcqRel);
-        while let Ok(more) = rx.try_recv() {
-            e.on_commit(more);
-            queued.fetch_sub(1, Ordering::AcqRel);
+/// Stops every thread when [`Server::run`]'s future is dropped before it
+/// finished (nothing is drained: as a crash).
+struct StopGuard {
+    inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
+    core: std::sync::mpsc::Sender<ToCore>,
+    armed: bool,
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            stop_all(&self.inboxes, &self.core);
         }
     }
 }
 
+fn stop_all(
+    inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>],
+    core: &std::sync::mpsc::Sender<ToCore>,
+) {
+    let _ = core.send(ToCore::Stop);
+    for tx in inboxes {
+        let _ = tx.send(ToIo::Stop);
+    }
+}
+
+/// Accepts connections and deals them out to the I/O threads in turn.
 async fn accept_loop(
     listener: TcpListener,
-    engine: Shared,
+    inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
     mut stop: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
     next_id: Arc<AtomicU64>,
-    max_packet: usize,
 ) {
+    let threads = inboxes.len() as u64;
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -327,27 +366,27 @@ async fn accept_loop(
                 continue;
             }
         };
-        let id = ConnId(next_id.fetch_add(1, Ordering::Relaxed));
         configure(&stream);
-        let info = ConnInfo {
-            fd: i64::from(stream.as_raw_fd()),
-            ip: peer.ip().to_canonical().to_string(),
-            loopback: peer.ip().to_canonical().is_loopback(),
-        };
-        let stream = Arc::new(stream);
-        let ctl = {
-            let mut e = engine::lock(&engine);
-            if !e.connect(id, info, stream.clone()) {
-                return;
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "cannot hand a connection over");
+                continue;
             }
-            e.ctl(id)
         };
-        let Some(ctl) = ctl else { return };
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            connection::serve(id, peer, stream, ctl, engine, max_packet).await;
-            drop(permit);
-        });
+        // Ids start at 1; `id % threads` names the owning thread.
+        let n = next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = ConnId(n);
+        let thread = hub::thread_of(id, threads as usize);
+        let accepted = Accepted {
+            stream,
+            id,
+            peer,
+            permit,
+        };
+        if inboxes[thread].send(ToIo::Accept(accepted)).is_err() {
+            return;
+        }
     }
 }
 

@@ -66,11 +66,17 @@ pub struct ServeArgs {
     /// Accepted for gearmand compatibility; Gearshift sizes its own threads.
     #[arg(short = 't', long, hide = true)]
     threads: Option<usize>,
-    /// Threads that run connections and the engine: 1 (default) runs
-    /// everything on one thread; more use a multi-threaded runtime whose
-    /// threads take turns at the engine (measured in docs/benchmarks.md).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// Threads that run connections (framing, parsing, encoding, socket
+    /// I/O). 0 (default) follows the machine: 1 on one or two cores, where
+    /// that thread also runs the job routing; else one per core but one, at
+    /// most 16, handing work in batches to one routing thread.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256))]
     io_threads: u16,
+    /// Unwritten output (bytes; K, M, G suffixes) past which a connection is
+    /// not read until it drains to half; past twice that plus
+    /// --max-packet-size it is closed (its peer does not read).
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    max_output: usize,
     /// Accepted for gearmand compatibility; round-robin is always on.
     #[arg(short = 'R', long, hide = true)]
     round_robin: bool,
@@ -211,27 +217,21 @@ fn run(args: ServeArgs) -> Result<(), String> {
         max_connections: args.max_connections,
         core,
         store,
+        io_threads: usize::from(args.io_threads),
+        max_output: args.max_output,
     };
     if let Some(path) = &args.pid_file {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .map_err(|e| format!("cannot write pid file {path}: {e}"))?;
     }
-    // By default one thread runs every connection and the engine (the
-    // store's commits have a thread of their own): on the 2-core machine of
-    // docs/benchmarks.md this beat a multi-threaded runtime, whose threads
-    // only take turns at the engine's lock.
-    let rt = if args.io_threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(usize::from(args.io_threads))
-            .enable_all()
-            .build()
-    }
-    .map_err(|e| format!("cannot start runtime: {e}"))?;
+    // This runtime only accepts connections and waits for signals; the
+    // server starts its own I/O and core threads.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"))?;
     let cfg_store = cfg.store.clone();
+    let cfg_threads = cfg.resolved_io_threads();
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
         match &cfg_store {
@@ -246,6 +246,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         for a in &addrs {
             tracing::info!("listening on {a}");
         }
+        tracing::info!(io_threads = cfg_threads, "connection threads");
         if addrs.iter().all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }

@@ -219,6 +219,11 @@ async fn start_gearshift(port: u16) -> TestServer {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let cfg = ServerConfig {
         listen: vec![addr],
+        // The test command runs the suite again with several I/O threads.
+        io_threads: std::env::var("GEARSHIFT_TEST_IO_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
         core: CoreConfig {
             handle_prefix: "H:test".to_owned(),
             pid: std::process::id(),

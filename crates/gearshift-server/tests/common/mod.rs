@@ -30,11 +30,22 @@ pub const VERSION: &str = "gearshift-test";
 /// Process id the test servers report.
 pub const PID: u32 = 4242;
 
+/// I/O threads of the test servers: `GEARSHIFT_TEST_IO_THREADS` (the test
+/// command runs the suite a second time with several, so the core thread's
+/// hand-offs face every test too); by default the machine's choice.
+pub fn io_threads() -> usize {
+    std::env::var("GEARSHIFT_TEST_IO_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A server config listening on 127.0.0.1 port 0, with known handle prefix,
 /// version and pid.
 pub fn config() -> ServerConfig {
     ServerConfig {
         listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        io_threads: io_threads(),
         core: CoreConfig {
             handle_prefix: PREFIX.to_owned(),
             version: VERSION.to_owned(),

@@ -1,0 +1,124 @@
+//! The core thread (with more than one I/O thread): it owns the hub, takes
+//! batches of items from the I/O threads and the store's commit results
+//! from one inbox, and after each round hands every I/O thread the
+//! outputs for its connections as one batch. No socket, no encoding and no
+//! lock is on this thread: only the Gearman rules and the routing.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use gearshift_core::ConnId;
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+use crate::hub::{Hub, Item};
+use crate::io_thread::ToIo;
+use crate::store_task::Commit;
+
+/// Most inbox messages taken in one round before outputs are handed out,
+/// so a flood of batches cannot delay every answer.
+const ROUND: usize = 256;
+
+/// What the core thread is told.
+pub enum ToCore {
+    /// Items from I/O thread `thread`, in the order its connections did them.
+    Batch {
+        /// Which I/O thread.
+        thread: usize,
+        /// The items, each with its connection.
+        items: Vec<(ConnId, Item)>,
+        /// Their size on the wire (subtracted from the thread's in-flight count).
+        bytes: usize,
+    },
+    /// The store's group commit finished.
+    Commit(Commit),
+    /// Begin a shutdown.
+    Shutdown(bool),
+    /// Finish the hub and the store, then say so.
+    Finish(oneshot::Sender<()>),
+    /// End at once (the server was dropped).
+    Stop,
+}
+
+/// The I/O threads as the core thread reaches them.
+pub struct IoLinks {
+    /// Each thread's inbox.
+    pub inboxes: Vec<tmpsc::UnboundedSender<ToIo>>,
+    /// Each thread's bytes in flight.
+    pub in_flight: Vec<Arc<AtomicUsize>>,
+}
+
+/// Runs the hub until told to finish or stop.
+pub fn run(mut hub: Hub, inbox: mpsc::Receiver<ToCore>, links: IoLinks) {
+    loop {
+        let first = match hub.deadline() {
+            Some(at) => {
+                let wait = at.saturating_duration_since(Instant::now());
+                match inbox.recv_timeout(wait) {
+                    Ok(m) => Some(m),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            None => match inbox.recv() {
+                Ok(m) => Some(m),
+                Err(_) => return,
+            },
+        };
+        let mut next = first;
+        let mut taken = 0;
+        while let Some(msg) = next {
+            match msg {
+                ToCore::Batch {
+                    thread,
+                    items,
+                    bytes,
+                } => {
+                    for (id, item) in items {
+                        hub.input(id, item);
+                    }
+                    if let Some(f) = links.in_flight.get(thread) {
+                        f.fetch_sub(bytes, Ordering::AcqRel);
+                    }
+                }
+                ToCore::Commit(c) => hub.commit(c),
+                ToCore::Shutdown(graceful) => hub.begin_shutdown(graceful),
+                ToCore::Finish(done) => {
+                    let store = hub.finish();
+                    hand_out(&mut hub, &links);
+                    if let Some(store) = store {
+                        // The store thread flushes what is queued, then ends.
+                        store.finish();
+                    }
+                    let _ = done.send(());
+                    return;
+                }
+                ToCore::Stop => return,
+            }
+            taken += 1;
+            next = if taken < ROUND {
+                inbox.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        if hub.deadline().is_some_and(|at| at <= Instant::now()) {
+            hub.timer();
+        }
+        hub.settle();
+        hand_out(&mut hub, &links);
+    }
+}
+
+/// Gives every I/O thread what the round produced for its connections.
+fn hand_out(hub: &mut Hub, links: &IoLinks) {
+    for (t, outs) in hub.outboxes().iter_mut().enumerate() {
+        if outs.is_empty() {
+            continue;
+        }
+        let batch = std::mem::take(outs);
+        if let Some(tx) = links.inboxes.get(t) {
+            let _ = tx.send(ToIo::Outputs(batch));
+        }
+    }
+}

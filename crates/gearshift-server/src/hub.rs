@@ -1,0 +1,329 @@
+//! The hub: the routing core, the clock and the store, with no sockets.
+//!
+//! Connections' requests come in as [`Item`]s, already framed and parsed by
+//! the I/O thread that owns the connection; what the core answers leaves as
+//! plain [`Out`] data, sorted into one outbox per I/O thread, for that
+//! thread to encode and write. Nothing here calls back into the core to
+//! carry out an effect. The hub runs on the core thread ([`crate::core_thread`])
+//! or, with a single I/O thread, on that thread itself.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
+use gearshift_proto::{Request, Response, SubmitInPlace};
+use tokio::sync::{watch, Notify};
+
+use crate::clock::Clock;
+use crate::store_task::{Commit, StoreTask};
+
+/// One thing a connection did, as its I/O thread hands it to the hub.
+#[derive(Debug)]
+pub enum Item {
+    /// The connection opened.
+    Open(ConnInfo),
+    /// A plain submission, read in place.
+    Submit(SubmitInPlace),
+    /// Any other request, a refused packet or an admin line.
+    Input(Input),
+    /// The peer closed, or reading or writing failed.
+    Closed,
+    /// The framing broke: send this (if anything), then close.
+    Fatal(Option<Response>),
+}
+
+/// One thing an I/O thread must do for a connection it owns, in order.
+#[derive(Debug)]
+pub enum Out {
+    /// Encode and send a packet.
+    Send(ConnId, Response),
+    /// Send JOB_CREATED for this server's job `id` (encoded by the I/O
+    /// thread from the handle prefix).
+    Created(ConnId, JobId),
+    /// Send admin text.
+    Text(ConnId, Bytes),
+    /// Write what is owed, then close. The core has forgotten the
+    /// connection: nothing more comes for it.
+    Close(ConnId),
+}
+
+/// The I/O thread (of `threads`) that owns connection `id`: ids are handed
+/// out so that `id % threads` names it, so no table is needed.
+pub fn thread_of(id: ConnId, threads: usize) -> usize {
+    (id.0 % threads.max(1) as u64) as usize
+}
+
+/// Wake-ups the hub sends to the rest of the server.
+pub struct Signals {
+    /// The server: a shutdown has finished draining.
+    pub done: Arc<Notify>,
+    /// The acceptors: stop taking connections.
+    pub stop_accepting: watch::Sender<bool>,
+    /// The timer (on a single I/O thread): an earlier deadline was armed.
+    pub timer: Arc<Notify>,
+}
+
+/// The core and everything it needs besides sockets.
+pub struct Hub {
+    core: Core,
+    clock: Clock,
+    effects: Vec<Effect>,
+    outboxes: Vec<Vec<Out>>,
+    /// Some(graceful) once a shutdown began.
+    draining: Option<bool>,
+    finished: bool,
+    store: Option<StoreTask>,
+    store_batch: Vec<StoreOp>,
+    /// The deadline the timer was last told of.
+    armed: Option<Millis>,
+    signals: Signals,
+}
+
+impl Hub {
+    /// A hub around `core` for `threads` I/O threads, with no store until
+    /// [`Hub::set_store`].
+    pub fn new(core: Core, threads: usize, signals: Signals) -> Self {
+        Hub {
+            core,
+            clock: Clock::new(),
+            effects: Vec::new(),
+            outboxes: (0..threads.max(1)).map(|_| Vec::new()).collect(),
+            draining: None,
+            finished: false,
+            store: None,
+            store_batch: Vec::new(),
+            armed: None,
+            signals,
+        }
+    }
+
+    /// Gives the core's store operations to `store`.
+    pub fn set_store(&mut self, store: StoreTask) {
+        self.store = Some(store);
+    }
+
+    /// What wakes the timer when an earlier deadline is armed.
+    pub fn timer_signal(&self) -> Arc<Notify> {
+        self.signals.timer.clone()
+    }
+
+    /// The handle prefix the I/O threads encode JOB_CREATED with.
+    pub fn handle_prefix(&self) -> String {
+        self.core.config().handle_prefix.clone()
+    }
+
+    /// What each I/O thread must do, by thread index; the caller empties them.
+    pub fn outboxes(&mut self) -> &mut [Vec<Out>] {
+        &mut self.outboxes
+    }
+
+    /// Runs one thing connection `id` did through the core and routes what
+    /// it produced. Call [`Hub::settle`] after a batch of them.
+    pub fn input(&mut self, id: ConnId, item: Item) {
+        let now = self.clock.now();
+        match item {
+            Item::Open(info) => {
+                if self.draining.is_some() || self.finished {
+                    self.out(Out::Close(id));
+                    return;
+                }
+                self.core.connect(id, info);
+            }
+            Item::Submit(s) => {
+                if self.draining.is_some() {
+                    let input = Input::Request(Request::Submit(s.into_submit()));
+                    self.run_input(id, input, now);
+                } else {
+                    self.core.handle_submit(id, s, now);
+                }
+            }
+            Item::Input(input) => self.run_input(id, input, now),
+            Item::Closed => {
+                if self.core.is_connected(id) {
+                    self.core.disconnect(id, now);
+                    self.out(Out::Close(id));
+                }
+            }
+            Item::Fatal(reply) => {
+                if self.core.is_connected(id) {
+                    self.route();
+                    if let Some(r) = reply {
+                        self.out(Out::Send(id, r));
+                    }
+                    self.core.disconnect(id, now);
+                    self.out(Out::Close(id));
+                }
+            }
+        }
+        self.route();
+    }
+
+    fn run_input(&mut self, id: ConnId, input: Input, now: Millis) {
+        if self.draining.is_some() && self.refused_while_draining(id, &input) {
+            return;
+        }
+        if let Input::Invalid(e) = &input {
+            tracing::debug!(conn = id.0, error = %e, "refused packet");
+        }
+        self.core.handle(id, input, now);
+    }
+
+    /// The store finished a group commit.
+    pub fn commit(&mut self, commit: Commit) {
+        match commit {
+            Commit::Stored(ids) => self.core.persisted(&ids, self.clock.now()),
+            Commit::Failed(ids, why) => self.core.persist_failed(&ids, &why),
+        }
+        self.route();
+    }
+
+    /// Fires the core's due timers.
+    pub fn timer(&mut self) {
+        self.core.on_timeout(self.clock.now());
+        self.armed = None;
+        self.route();
+    }
+
+    /// When [`Hub::timer`] is next due, if ever (and remember it as armed).
+    pub fn deadline(&mut self) -> Option<Instant> {
+        self.armed = self.core.next_deadline();
+        self.armed.map(|t| self.clock.instant_at(t))
+    }
+
+    /// A signal asked for a stop (`graceful`: running jobs finish first).
+    pub fn begin_shutdown(&mut self, graceful: bool) {
+        if self.draining == Some(false) {
+            return;
+        }
+        tracing::info!(
+            graceful,
+            running = self.core.running_jobs(),
+            "shutdown requested"
+        );
+        self.draining = Some(graceful && self.draining.is_none());
+        let _ = self.signals.stop_accepting.send(true);
+    }
+
+    /// Ends the server: every connection is closed (after what it is owed),
+    /// and the store (if any) is handed back to be finished off.
+    pub fn finish(&mut self) -> Option<StoreTask> {
+        self.finished = true;
+        let left = self.core.volatile_job_count();
+        if left > 0 {
+            tracing::warn!(
+                jobs = left,
+                "shutting down with jobs held only in memory; they are lost"
+            );
+        }
+        let now = self.clock.now();
+        for id in self.core.connection_ids() {
+            self.core.disconnect(id, now);
+            self.out(Out::Close(id));
+        }
+        self.settle();
+        tracing::info!(stored = self.core.job_count() - left, "engine stopped");
+        let mut store = self.store.take();
+        if let Some(store) = store.as_mut() {
+            let batch = std::mem::take(&mut self.store_batch);
+            if !batch.is_empty() {
+                let _ = store.submit(batch);
+            }
+        }
+        store
+    }
+
+    /// Ends a round of inputs: runs store batches (inline commits answer at
+    /// once, and their answers are routed too), tells the timer of an
+    /// earlier deadline, and checks whether a shutdown has drained.
+    pub fn settle(&mut self) {
+        self.route();
+        while !self.store_batch.is_empty() {
+            let batch = std::mem::take(&mut self.store_batch);
+            let Some(store) = &mut self.store else {
+                self.store_batch.clear();
+                break;
+            };
+            match store.submit(batch) {
+                None => {}
+                Some(Commit::Stored(ids)) => self.core.persisted(&ids, self.clock.now()),
+                Some(Commit::Failed(ids, why)) => self.core.persist_failed(&ids, &why),
+            }
+            self.route();
+        }
+        if let Some(d) = self.core.next_deadline() {
+            if self.armed.is_none_or(|a| d < a) {
+                self.armed = Some(d);
+                self.signals.timer.notify_one();
+            }
+        }
+        if let Some(graceful) = self.draining {
+            // A graceful stop also waits for the store's answer on
+            // submissions it holds, so no stored job goes unacknowledged.
+            if !graceful || (self.core.running_jobs() == 0 && self.core.awaiting_store() == 0) {
+                self.signals.done.notify_one();
+            }
+        }
+    }
+
+    /// While draining no job may start, or the drain could last as long as
+    /// the queue: GRAB gets NO_JOB, PRE_SLEEP is ignored (the core would
+    /// NOOP the worker at once for a queued job it cannot have), and new
+    /// submissions are refused.
+    fn refused_while_draining(&mut self, id: ConnId, input: &Input) -> bool {
+        match input {
+            Input::Request(Request::Grab(_)) => {
+                self.core.reply(id, Response::NoJob);
+                true
+            }
+            Input::Request(Request::PreSleep) => true,
+            Input::Request(Request::Submit(_)) => {
+                // Jobs live in memory: one accepted now would be lost at exit.
+                let refusal = Response::error("QUEUE_ERROR", "Server is shutting down");
+                self.core.reply(id, refusal);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn out(&mut self, out: Out) {
+        let t = match &out {
+            Out::Send(c, _) | Out::Created(c, _) | Out::Text(c, _) | Out::Close(c) => *c,
+        };
+        let n = self.outboxes.len();
+        self.outboxes[thread_of(t, n)].push(out);
+    }
+
+    /// Carries out the core's pending effects, until it has none: a close
+    /// makes the core forget the connection, which may produce more.
+    fn route(&mut self) {
+        loop {
+            self.core.drain_effects_into(&mut self.effects);
+            if self.effects.is_empty() {
+                return;
+            }
+            let mut effects = std::mem::take(&mut self.effects);
+            for effect in effects.drain(..) {
+                match effect {
+                    Effect::Send(id, r) => self.out(Out::Send(id, r)),
+                    Effect::Created(id, job) => self.out(Out::Created(id, job)),
+                    Effect::Text(id, t) => self.out(Out::Text(id, t)),
+                    Effect::Close(id) => {
+                        // Nothing the connection sent after this may run.
+                        self.core.disconnect(id, self.clock.now());
+                        self.out(Out::Close(id));
+                    }
+                    Effect::Store(op) => self.store_batch.push(op),
+                    Effect::Shutdown { graceful } => {
+                        self.draining = Some(graceful && self.draining != Some(false));
+                        let _ = self.signals.stop_accepting.send(true);
+                        tracing::info!(graceful, "shutdown requested by admin command");
+                    }
+                }
+            }
+            // Keep the buffer's capacity for the next round.
+            self.effects = effects;
+        }
+    }
+}

@@ -1,0 +1,631 @@
+//! An I/O thread: a single-threaded runtime that owns a share of the
+//! connections, their sockets, framing and output buffers.
+//!
+//! Its connection tasks ([`crate::connection`]) cut reads into frames and
+//! parse them into [`Item`]s. With one I/O thread the hub runs right here
+//! and each read goes through it at once; with several, a thread collects
+//! the items of every connection that was ready together and hands them to
+//! the core thread as one batch, and the core thread answers with one batch
+//! of [`Out`]s, which the thread encodes into the connections' buffers and
+//! writes with one `write` per connection.
+//!
+//! Memory per connection is bounded: a connection whose unwritten output
+//! passes `max_output` is not read until it drains, and one past the hard
+//! limit (a peer that does not read at all) is closed.
+
+use std::cell::RefCell;
+use std::net::{Shutdown, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+
+use bytes::{Buf, BytesMut};
+use gearshift_core::handle::Handles;
+use gearshift_core::ids::IdMap;
+use gearshift_core::{ConnId, ConnInfo};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
+
+use crate::core_thread::ToCore;
+use crate::hub::{Hub, Item, Out};
+use crate::store_task::Commit;
+
+/// An output buffer grown past this is released once it is written.
+const KEEP_OUT_BUF: usize = 64 * 1024;
+
+/// Bytes an I/O thread may have handed to the core thread and not yet seen
+/// processed; past it, its connections wait before reading more.
+pub const MAX_IN_FLIGHT: usize = 8 << 20;
+
+/// A connection accepted for an I/O thread.
+pub struct Accepted {
+    /// The socket (still blocking; the thread registers it).
+    pub stream: std::net::TcpStream,
+    /// Its id; `id % threads` is the thread.
+    pub id: ConnId,
+    /// The peer's address.
+    pub peer: SocketAddr,
+    /// Held while the connection lives (the connection limit).
+    pub permit: OwnedSemaphorePermit,
+}
+
+/// What an I/O thread is told.
+pub enum ToIo {
+    /// Take this new connection.
+    Accept(Accepted),
+    /// Encode and write these for the connections they name.
+    Outputs(Vec<Out>),
+    /// The store's group commit finished (single I/O thread: the hub is here).
+    Commit(Commit),
+    /// Begin a shutdown (single I/O thread).
+    Shutdown(bool),
+    /// Finish the hub, the connections and the store, then say so (single
+    /// I/O thread).
+    Finish(oneshot::Sender<()>),
+    /// Close every socket and end the thread.
+    Stop,
+}
+
+/// Where the thread's connections' items go.
+enum Route {
+    /// The hub is on this thread.
+    Inline(Box<Hub>),
+    /// Batches for the core thread.
+    Core {
+        tx: mpsc::Sender<ToCore>,
+        pending: Vec<(ConnId, Item)>,
+        pending_bytes: usize,
+        /// Bytes handed over and not yet processed (the core subtracts).
+        in_flight: Arc<AtomicUsize>,
+        /// The sender task is woken and has not run yet.
+        scheduled: bool,
+    },
+}
+
+/// One connection as its thread sees it.
+struct Peer {
+    stream: Rc<TcpStream>,
+    out: BytesMut,
+    /// Listed in `IoThread::dirty`.
+    listed: bool,
+    /// A write would block: the connection's task waits for writability.
+    blocked: bool,
+    /// Too much unwritten output: not read until it drains.
+    paused: bool,
+    /// Close once `out` is written; nothing more is added.
+    closing: bool,
+    /// Wakes the connection's task.
+    ctl: Rc<Notify>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// What a connection task should do next.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerState {
+    /// Output waits for the socket to become writable.
+    pub blocked: bool,
+    /// Reading is allowed (not paused, not closing).
+    pub readable: bool,
+    /// The core thread is behind: wait a little before reading.
+    pub throttled: bool,
+}
+
+/// One I/O thread's state, shared by its tasks (never across threads).
+pub struct IoThread {
+    index: usize,
+    peers: IdMap<ConnId, Peer>,
+    handles: Handles,
+    max_output: usize,
+    hard_output: usize,
+    /// Largest packet body a connection may send.
+    pub max_packet: usize,
+    route: Route,
+    /// Connections with output to write.
+    dirty: Vec<ConnId>,
+    /// Connections whose socket failed, to be reported.
+    failed: Vec<ConnId>,
+    /// The flusher (single thread) or the sender (several) was woken.
+    flush_scheduled: bool,
+    flush: Rc<Notify>,
+    send: Rc<Notify>,
+}
+
+/// Settings of one I/O thread.
+pub struct IoSettings {
+    /// Its index among the I/O threads.
+    pub index: usize,
+    /// Handle prefix, for JOB_CREATED.
+    pub prefix: String,
+    /// Unwritten output past which a connection is not read.
+    pub max_output: usize,
+    /// Unwritten output past which a connection is closed.
+    pub hard_output: usize,
+    /// Largest packet body accepted.
+    pub max_packet: usize,
+}
+
+/// Where an I/O thread sends its items: the hub itself (one thread) or
+/// the core thread.
+pub enum Sink {
+    /// Run the hub here.
+    Inline(Box<Hub>),
+    /// Hand batches to the core thread.
+    Core {
+        /// The core thread's inbox.
+        tx: mpsc::Sender<ToCore>,
+        /// This thread's bytes in flight, shared with the core thread.
+        in_flight: Arc<AtomicUsize>,
+    },
+}
+
+/// Runs an I/O thread until [`ToIo::Stop`] (or its inbox closes).
+pub fn run(settings: IoSettings, sink: Sink, inbox: tmpsc::UnboundedReceiver<ToIo>) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start an I/O thread's runtime");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, main(settings, sink, inbox));
+}
+
+async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedReceiver<ToIo>) {
+    let route = match sink {
+        Sink::Inline(hub) => Route::Inline(hub),
+        Sink::Core { tx, in_flight } => Route::Core {
+            tx,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            in_flight,
+            scheduled: false,
+        },
+    };
+    let inline = matches!(route, Route::Inline(_));
+    let io = Rc::new(RefCell::new(IoThread {
+        index: settings.index,
+        peers: IdMap::default(),
+        handles: Handles::new(&settings.prefix),
+        max_output: settings.max_output,
+        hard_output: settings.hard_output,
+        max_packet: settings.max_packet,
+        route,
+        dirty: Vec::new(),
+        failed: Vec::new(),
+        flush_scheduled: false,
+        flush: Rc::new(Notify::new()),
+        send: Rc::new(Notify::new()),
+    }));
+    let mut helpers = vec![tokio::task::spawn_local(flusher(io.clone()))];
+    if inline {
+        helpers.push(tokio::task::spawn_local(timer(io.clone())));
+    } else {
+        helpers.push(tokio::task::spawn_local(sender(io.clone())));
+    }
+    while let Some(msg) = inbox.recv().await {
+        match msg {
+            ToIo::Accept(a) => accept(&io, a),
+            ToIo::Outputs(outs) => {
+                let mut t = io.borrow_mut();
+                t.dispatch(outs);
+                // Everything that came meanwhile is written together.
+                while let Ok(more) = inbox.try_recv() {
+                    match more {
+                        ToIo::Outputs(outs) => t.dispatch(outs),
+                        other => {
+                            t.write_dirty();
+                            t.report_failed();
+                            drop(t);
+                            if !control(&io, other) {
+                                return stop(&io, helpers);
+                            }
+                            t = io.borrow_mut();
+                        }
+                    }
+                }
+                t.write_dirty();
+                t.report_failed();
+            }
+            other => {
+                if !control(&io, other) {
+                    return stop(&io, helpers);
+                }
+            }
+        }
+    }
+    stop(&io, helpers);
+}
+
+/// Carries out a control message; false when the thread must stop.
+fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
+    match msg {
+        ToIo::Accept(a) => accept(io, a),
+        ToIo::Outputs(outs) => {
+            let mut t = io.borrow_mut();
+            t.dispatch(outs);
+            t.write_dirty();
+            t.report_failed();
+        }
+        ToIo::Commit(c) => {
+            let mut t = io.borrow_mut();
+            if let Route::Inline(hub) = &mut t.route {
+                hub.commit(c);
+            }
+            t.pump(None);
+        }
+        ToIo::Shutdown(graceful) => {
+            let mut t = io.borrow_mut();
+            if let Route::Inline(hub) = &mut t.route {
+                hub.begin_shutdown(graceful);
+            }
+            t.pump(None);
+        }
+        ToIo::Finish(done) => {
+            let mut t = io.borrow_mut();
+            let store = match &mut t.route {
+                Route::Inline(hub) => hub.finish(),
+                Route::Core { .. } => None,
+            };
+            t.pump(None);
+            t.write_dirty();
+            drop(t);
+            if let Some(store) = store {
+                // The store thread flushes what is queued, then ends.
+                store.finish();
+            }
+            let _ = done.send(());
+        }
+        ToIo::Stop => return false,
+    }
+    true
+}
+
+fn stop(io: &Rc<RefCell<IoThread>>, helpers: Vec<tokio::task::JoinHandle<()>>) {
+    for h in helpers {
+        h.abort();
+    }
+    let mut t = io.borrow_mut();
+    t.write_dirty();
+    for (_, p) in t.peers.drain() {
+        let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
+        p.ctl.notify_one();
+    }
+}
+
+/// Registers a new connection and starts its task.
+fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
+    let Accepted {
+        stream,
+        id,
+        peer,
+        permit,
+    } = a;
+    let stream = match stream
+        .set_nonblocking(true)
+        .and_then(|()| TcpStream::from_std(stream))
+    {
+        Ok(s) => Rc::new(s),
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "cannot register a new connection");
+            return;
+        }
+    };
+    let info = ConnInfo {
+        fd: i64::from(std::os::fd::AsRawFd::as_raw_fd(&*stream)),
+        ip: peer.ip().to_canonical().to_string(),
+        loopback: peer.ip().to_canonical().is_loopback(),
+    };
+    let ctl = Rc::new(Notify::new());
+    {
+        let mut t = io.borrow_mut();
+        t.peers.insert(
+            id,
+            Peer {
+                stream: stream.clone(),
+                out: BytesMut::new(),
+                listed: false,
+                blocked: false,
+                paused: false,
+                closing: false,
+                ctl: ctl.clone(),
+                _permit: permit,
+            },
+        );
+        t.feed(id, Item::Open(info), 0);
+        t.pump(None);
+    }
+    tokio::task::spawn_local(crate::connection::serve(id, peer, stream, ctl, io.clone()));
+}
+
+/// Writes the output that was routed to connections other than the one
+/// being read, once every task that was ready has had its turn, so a
+/// connection that gets output from several of them gets one write.
+async fn flusher(io: Rc<RefCell<IoThread>>) {
+    let wake = io.borrow().flush.clone();
+    loop {
+        wake.notified().await;
+        let mut t = io.borrow_mut();
+        t.flush_scheduled = false;
+        t.write_dirty();
+        t.report_failed();
+        t.pump(None);
+    }
+}
+
+/// Hands the items collected from every connection that was ready to the
+/// core thread as one batch, once all of them have had their turn.
+async fn sender(io: Rc<RefCell<IoThread>>) {
+    let wake = io.borrow().send.clone();
+    loop {
+        wake.notified().await;
+        let mut t = io.borrow_mut();
+        let index = t.index;
+        if let Route::Core {
+            tx,
+            pending,
+            pending_bytes,
+            in_flight,
+            scheduled,
+        } = &mut t.route
+        {
+            *scheduled = false;
+            if pending.is_empty() {
+                continue;
+            }
+            let items = std::mem::take(pending);
+            let bytes = std::mem::take(pending_bytes);
+            in_flight.fetch_add(bytes, Ordering::AcqRel);
+            if tx
+                .send(ToCore::Batch {
+                    thread: index,
+                    items,
+                    bytes,
+                })
+                .is_err()
+            {
+                tracing::debug!("core thread gone; items dropped");
+            }
+        }
+    }
+}
+
+/// Fires the hub's timers when they are due (single I/O thread); woken
+/// early when the hub arms an earlier deadline.
+async fn timer(io: Rc<RefCell<IoThread>>) {
+    let wake = match &io.borrow().route {
+        Route::Inline(hub) => hub.timer_signal(),
+        Route::Core { .. } => return,
+    };
+    let mut deadline = io.borrow_mut().deadline();
+    loop {
+        tokio::select! {
+            _ = sleep_until(deadline) => {
+                let mut t = io.borrow_mut();
+                if let Route::Inline(hub) = &mut t.route {
+                    hub.timer();
+                }
+                t.pump(None);
+                deadline = t.deadline();
+            }
+            _ = wake.notified() => deadline = io.borrow_mut().deadline(),
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl IoThread {
+    fn deadline(&mut self) -> Option<std::time::Instant> {
+        match &mut self.route {
+            Route::Inline(hub) => hub.deadline(),
+            Route::Core { .. } => None,
+        }
+    }
+
+    /// How connection `id`'s task should go on; `None` once it is gone.
+    pub fn peer_state(&self, id: ConnId) -> Option<PeerState> {
+        let p = self.peers.get(&id)?;
+        let throttled = match &self.route {
+            Route::Core { in_flight, .. } => in_flight.load(Ordering::Acquire) > MAX_IN_FLIGHT,
+            Route::Inline(_) => false,
+        };
+        Some(PeerState {
+            blocked: p.blocked,
+            readable: !p.paused && !p.closing,
+            throttled,
+        })
+    }
+
+    /// One thing connection `id` did (`bytes`: its size on the wire).
+    pub fn feed(&mut self, id: ConnId, item: Item, bytes: usize) {
+        match &mut self.route {
+            Route::Inline(hub) => hub.input(id, item),
+            Route::Core {
+                pending,
+                pending_bytes,
+                scheduled,
+                ..
+            } => {
+                pending.push((id, item));
+                *pending_bytes += bytes;
+                if !*scheduled {
+                    *scheduled = true;
+                    self.send.notify_one();
+                }
+            }
+        }
+    }
+
+    /// After a connection's items were fed: with the hub here, routes what
+    /// they produced; the reading connection (`own`) is written at once
+    /// (its next request may wait on the answer), other connections by the
+    /// flusher.
+    pub fn pump(&mut self, own: Option<ConnId>) {
+        loop {
+            let Route::Inline(hub) = &mut self.route else {
+                return;
+            };
+            hub.settle();
+            let outs = std::mem::take(&mut hub.outboxes()[0]);
+            self.dispatch(outs);
+            if let Some(own) = own {
+                self.write_peer(own);
+            }
+            if !self.dirty.is_empty() && !self.flush_scheduled {
+                self.flush_scheduled = true;
+                self.flush.notify_one();
+            }
+            if self.failed.is_empty() {
+                return;
+            }
+            self.report_failed();
+        }
+    }
+
+    /// Tells the hub of connections whose socket failed.
+    fn report_failed(&mut self) {
+        for id in std::mem::take(&mut self.failed) {
+            self.feed(id, Item::Closed, 0);
+        }
+    }
+
+    /// The peer closed its end: the hub forgets the connection, whose
+    /// socket closes once what it is owed is written.
+    pub fn peer_closed(&mut self, id: ConnId) {
+        self.feed(id, Item::Closed, 0);
+        self.pump(None);
+    }
+
+    /// The socket failed: nothing owed can be written any more.
+    pub fn peer_failed(&mut self, id: ConnId) {
+        if let Some(p) = self.peers.remove(&id) {
+            p.ctl.notify_one();
+        }
+        self.feed(id, Item::Closed, 0);
+        self.pump(None);
+    }
+
+    /// The socket became writable: write what waits.
+    pub fn on_writable(&mut self, id: ConnId) {
+        if let Some(p) = self.peers.get_mut(&id) {
+            p.blocked = false;
+        }
+        self.write_peer(id);
+        self.report_failed();
+        self.pump(None);
+    }
+
+    /// Encodes `outs` into their connections' buffers.
+    fn dispatch(&mut self, outs: Vec<Out>) {
+        for out in outs {
+            let id = match &out {
+                Out::Send(c, _) | Out::Created(c, _) | Out::Text(c, _) | Out::Close(c) => *c,
+            };
+            let Some(p) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            if p.closing {
+                continue;
+            }
+            match out {
+                Out::Send(_, r) => r.encode(&mut p.out),
+                Out::Created(_, job) => self.handles.encode_created(job, &mut p.out),
+                Out::Text(_, t) => p.out.extend_from_slice(&t),
+                Out::Close(_) => {
+                    p.closing = true;
+                    // Its task stops reading.
+                    p.ctl.notify_one();
+                }
+            }
+            if !p.listed {
+                p.listed = true;
+                self.dirty.push(id);
+            }
+        }
+    }
+
+    /// Writes every connection that has output.
+    fn write_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for id in dirty.drain(..) {
+            if let Some(p) = self.peers.get_mut(&id) {
+                p.listed = false;
+            }
+            self.write_peer(id);
+        }
+        if self.dirty.is_empty() {
+            self.dirty = dirty;
+        }
+    }
+
+    /// Writes as much of `id`'s output as the socket takes now, applies the
+    /// output limits, and closes it when it was asked to close and all is
+    /// written.
+    fn write_peer(&mut self, id: ConnId) {
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        if !p.blocked {
+            while !p.out.is_empty() {
+                match p.stream.try_write(&p.out) {
+                    Ok(n) => p.out.advance(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        p.blocked = true;
+                        p.ctl.notify_one();
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(conn = id.0, error = %e, "write failed");
+                        self.drop_peer(id);
+                        return;
+                    }
+                }
+            }
+        }
+        if p.out.is_empty() && p.out.capacity() > KEEP_OUT_BUF {
+            p.out = BytesMut::new();
+        }
+        let pending = p.out.len();
+        if pending > self.hard_output {
+            tracing::warn!(
+                conn = id.0,
+                pending,
+                "closing connection: its peer does not read what it is sent"
+            );
+            self.drop_peer(id);
+            return;
+        }
+        if pending > self.max_output {
+            p.paused = true;
+        } else if p.paused && pending <= self.max_output / 2 {
+            p.paused = false;
+            p.ctl.notify_one();
+        }
+        if p.closing && p.out.is_empty() {
+            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Write);
+            p.ctl.notify_one();
+            self.peers.remove(&id);
+        }
+    }
+
+    /// Forgets a connection whose socket failed or which is closed for
+    /// misbehaving; the hub is told.
+    fn drop_peer(&mut self, id: ConnId) {
+        if let Some(p) = self.peers.remove(&id) {
+            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
+            p.ctl.notify_one();
+            if !p.closing {
+                self.failed.push(id);
+            }
+        }
+    }
+}
