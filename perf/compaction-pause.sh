@@ -5,7 +5,7 @@
 # background job at a time to another function and times each answer.
 # Two builds alternate, REPS times each.
 #
-#   benches/compaction-pause.sh OLD_BINARY NEW_BINARY
+#   perf/compaction-pause.sh OLD_BINARY NEW_BINARY
 #
 # Environment: BENCH (harness dir, default ../shared/bench: rawload is built
 # there by its lib.sh, or taken from RAWLOAD), N (600000), REPS (2),

@@ -7,7 +7,7 @@
 # "server CPU <= 1/5 of gearmand's" target of docs/benchmarks.md cannot be met
 # by any change to Gearshift's own code: its kernel time alone is more.
 #
-#   benches/kernel-share.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
+#   perf/kernel-share.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
 #
 # Environment: BENCH (the harness dir with rawload.c and gearload.c,
 # default ../shared/bench), REPS (3).

@@ -12,7 +12,7 @@
 # its page faults per job, then the medians and the median ratios to
 # gearmand.
 #
-#   benches/submit-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~2 min)
+#   perf/submit-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~2 min)
 #
 # Environment: BENCH (the harness dir with rawload.c, default
 # ../shared/bench), REPS (5), SIZES ("200000 1000000").

@@ -22,7 +22,7 @@
 # 200003, gearmand at its best here), and against Gearshift fsync itself,
 # REPS times.
 #
-#   benches/fsync-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
+#   perf/fsync-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
 #
 # Environment: BENCH (the harness dir with rawload.c and gearload.c, default
 # ../shared/bench), REPS (3), DIR (where the data directory and the flush
@@ -30,7 +30,7 @@
 # missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NAME=fsync-bound source benches/fsync-common.sh
+NAME=fsync-bound source perf/fsync-common.sh
 
 # Mean microseconds of one small durable write, the faster of two ways:
 # a 256-byte pwrite + fdatasync inside a file that was written (not just

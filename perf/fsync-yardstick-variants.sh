@@ -7,14 +7,14 @@
 # 4 synchronous clients on this machine? Prints jobs/s and each one's ratio
 # to gearmand in the same repetition.
 #
-#   benches/fsync-yardstick-variants.sh [GEARSHIFT_BINARY]   (~1 min a rep)
+#   perf/fsync-yardstick-variants.sh [GEARSHIFT_BINARY]   (~1 min a rep)
 #
 # Environment: BENCH (default ../shared/bench), REPS (3), JOBS (100000, the harness's A_N),
 # DIR (default /tmp), YARD (the yardstick binary, built when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-100000}
-NAME=fsync-variants source benches/fsync-common.sh
+NAME=fsync-variants source perf/fsync-common.sh
 
 # A_submit (4 libgearman clients, no drain) against one server; prints jobs/s.
 rate() {

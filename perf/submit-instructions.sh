@@ -6,9 +6,9 @@
 # so it tells apart changes of a few percent to the submit path that timed
 # runs cannot. It counts user-space instructions only: page faults, system
 # calls and cache misses are not in it, so a rate still needs
-# benches/submit-bound.sh or the harness.
+# perf/submit-bound.sh or the harness.
 #
-#   benches/submit-instructions.sh [GEARSHIFT_BINARY ...]
+#   perf/submit-instructions.sh [GEARSHIFT_BINARY ...]
 #
 # Prints, per binary, the instructions of the whole process (start-up
 # included, ~1 % at the default) divided by the jobs, and the top functions
