@@ -4,7 +4,7 @@
 # alternating, REPS times. For each scenario it prints both servers' user and
 # system CPU (ms, from /proc/PID/stat) and Gearshift's system time as a
 # fraction of gearmand's whole CPU. Where that fraction is above 0.2, the
-# "server CPU <= 1/5 of gearmand's" target of docs/benchmarks.md cannot be met
+# "server CPU <= 1/5 of gearmand's" target (perf/history.md) cannot be met
 # by any change to Gearshift's own code: its kernel time alone is more.
 #
 #   perf/kernel-share.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
