@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (its rawload, built by its lib.sh),
+# resolved from the current directory: run from the repository's root, or
+# set BENCH=DIR or RAWLOAD=PATH.
+#
 # How long a submission's JOB_CREATED can wait while the durable store
 # compacts its log: a queue of N jobs is drained by rawload's workers (the
 # ends make the log compact several times) while a probe submits one

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c and gearload.c, compiled
+# by perf/fsync-common.sh), beside this repository's root; BENCH=DIR points
+# elsewhere.
+#
 # The ceiling on `--durability fsync` A_submit that this machine allows any
 # server, measured next to the real figure. A_submit is libgearman's 4
 # synchronous clients: each waits for its JOB_CREATED before it sends the

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c and gearload.c, compiled
+# by perf/fsync-common.sh), beside this repository's root; BENCH=DIR points
+# elsewhere.
+#
 # Every schedule of the durable yardstick
 # (crates/gearshift-server/examples/fsync_ceiling.rs) on fsync A_submit,
 # next to gearmand -t 0 in memory (default hash table) and Gearshift

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c and gearload.c),
+# beside this repository's root; BENCH=DIR points elsewhere.
+#
 # How much of each server's CPU goes to the kernel, scenario by scenario:
 # Gearshift --store memory against tuned gearmand (-t 0, 200003 buckets),
 # alternating, REPS times. For each scenario it prints both servers' user and

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c), beside this
+# repository's root; BENCH=DIR points elsewhere.
+#
 # How far Gearshift's R_submit is from what this machine allows any server.
 # R_submit is the harness's pipelined raw submit: `rawload bg`, 4
 # connections with 64 SUBMIT_JOB_BG in flight each. The yardstick is

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c), beside this
+# repository's root; BENCH=DIR points elsewhere.
+#
 # Instructions a Gearshift server executes per job of R_submit (the
 # harness's pipelined raw submit: `rawload bg`, 4 connections x 64
 # SUBMIT_JOB_BG in flight), counted by valgrind's callgrind. Unlike rates
