@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (its compare.sh, load tools and
+# report.py), beside this repository's root; BENCH=DIR points elsewhere.
+#
 # Regenerates the side-by-side figures of docs/benchmarks.md: Gearshift
 # against gearmand 1.1.20 on this machine, through the independent harness in
 # ../shared/bench (compare.sh runs the two servers interleaved, A B A B ...).

@@ -1,6 +1,6 @@
 //! The least work any Gearman server must do to acknowledge background
 //! submissions only once they are on disk: a yardstick for `fsync`
-//! A_submit (`benches/fsync-bound.sh`).
+//! A_submit (`perf/fsync-bound.sh`).
 //!
 //! One `epoll` loop. Each turn it reads every readable socket until it
 //! would block and appends every `SUBMIT_JOB_BG` packet, as it arrived, to

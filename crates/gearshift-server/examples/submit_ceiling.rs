@@ -1,5 +1,5 @@
 //! The least work any Gearman server must do for pipelined background
-//! submissions, as a yardstick for `R_submit` (`benches/submit-bound.sh`).
+//! submissions, as a yardstick for `R_submit` (`perf/submit-bound.sh`).
 //!
 //! It answers `SUBMIT_JOB_BG` with `JOB_CREATED` and `ECHO_REQ` with
 //! `ECHO_RES`, and ignores everything else. It keeps each job only as the

@@ -105,7 +105,7 @@ const INLINE_MAX: usize = 1024;
 /// the store thread, which is what a synchronous client waits on and what
 /// pipelined submissions spend their CPU on. Against writing only batches
 /// of up to 8 inline: 0.86x the CPU per job at 1.06x the rate
-/// (`docs/bench/interval-inline-1024.json`). It cost rate before the
+/// (`perf/results/interval-inline-1024.json`). It cost rate before the
 /// store's live map stopped missing the cache on every job. Batches that
 /// arrive while the thread still has work (it holds the store during its
 /// periodic sync) go to the thread, so the file sees the batches in order.

@@ -3,7 +3,7 @@
 //! and an `fdatasync`. That is one system call instead of two and no
 //! page-cache writeback. On this project's test VM, a server that does
 //! nothing but group-commit submissions ran 7–10 % faster with it
-//! (docs/benchmarks.md, the fsync A_submit yardstick).
+//! (perf/limits.md, the fsync A_submit yardstick).
 //!
 //! Direct I/O moves whole blocks from block-aligned memory to block-aligned
 //! offsets. So the appender keeps a copy of the log's last, partly filled

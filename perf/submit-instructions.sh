@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c), beside this
+# repository's root; BENCH=DIR points elsewhere.
+#
 # Instructions a Gearshift server executes per job of R_submit (the
 # harness's pipelined raw submit: `rawload bg`, 4 connections x 64
 # SUBMIT_JOB_BG in flight), counted by valgrind's callgrind. Unlike rates
@@ -6,9 +9,9 @@
 # so it tells apart changes of a few percent to the submit path that timed
 # runs cannot. It counts user-space instructions only: page faults, system
 # calls and cache misses are not in it, so a rate still needs
-# benches/submit-bound.sh or the harness.
+# perf/submit-bound.sh or the harness.
 #
-#   benches/submit-instructions.sh [GEARSHIFT_BINARY ...]
+#   perf/submit-instructions.sh [GEARSHIFT_BINARY ...]
 #
 # Prints, per binary, the instructions of the whole process (start-up
 # included, ~1 % at the default) divided by the jobs, and the top functions

@@ -1,7 +1,7 @@
 //! Measures gearshift-store's append-only log, redb and SQLite (WAL) doing
 //! the same group-commit work on the real disk. See docs/store-choice.md.
 //!
-//! cargo run --release --manifest-path benches/store-choice/Cargo.toml -- [options]
+//! cargo run --release --manifest-path perf/store-choice/Cargo.toml -- [options]
 //!   --dir PATH       where the stores live (default: <this crate>/target/bench-data)
 //!   --rounds N       interleaved repetitions (default 5)
 //!   --engine NAME    only log | redb | sqlite-full | sqlite-normal (repeatable)

@@ -1,3 +1,6 @@
+# Needs the harness in ../shared/bench (rawload.c and gearload.c), beside
+# this repository's root; BENCH=DIR points elsewhere.
+#
 # Shared set-up of the fsync A_submit bound scripts (fsync-bound.sh,
 # fsync-yardstick-variants.sh), sourced from the repository's root with
 # $1 the Gearshift binary and NAME the work directory's prefix: checks the

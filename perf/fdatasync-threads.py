@@ -3,7 +3,7 @@
 two or four threads each write 256 bytes into a preallocated file and call
 fdatasync, side by side. It bounds fsync A_submit: libgearman's 4 clients
 each wait for such a flush, and overlapping the flushes (tried, see
-docs/benchmarks.md) only helps as far as these figures rise with threads.
+perf/limits.md) only helps as far as these figures rise with threads.
 Run it on the data directory's file system (FILE=...)."""
 import os
 import threading

@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c and gearload.c, compiled
+# by perf/fsync-common.sh), beside this repository's root; BENCH=DIR points
+# elsewhere.
+#
 # Every schedule of the durable yardstick
 # (crates/gearshift-server/examples/fsync_ceiling.rs) on fsync A_submit,
 # next to gearmand -t 0 in memory (default hash table) and Gearshift
@@ -7,14 +11,14 @@
 # 4 synchronous clients on this machine? Prints jobs/s and each one's ratio
 # to gearmand in the same repetition.
 #
-#   benches/fsync-yardstick-variants.sh [GEARSHIFT_BINARY]   (~1 min a rep)
+#   perf/fsync-yardstick-variants.sh [GEARSHIFT_BINARY]   (~1 min a rep)
 #
 # Environment: BENCH (default ../shared/bench), REPS (3), JOBS (100000, the harness's A_N),
 # DIR (default /tmp), YARD (the yardstick binary, built when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-100000}
-NAME=fsync-variants source benches/fsync-common.sh
+NAME=fsync-variants source perf/fsync-common.sh
 
 # A_submit (4 libgearman clients, no drain) against one server; prints jobs/s.
 rate() {

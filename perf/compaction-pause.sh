@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (its rawload, built by its lib.sh),
+# resolved from the current directory: run from the repository's root, or
+# set BENCH=DIR or RAWLOAD=PATH.
+#
 # How long a submission's JOB_CREATED can wait while the durable store
 # compacts its log: a queue of N jobs is drained by rawload's workers (the
 # ends make the log compact several times) while a probe submits one
 # background job at a time to another function and times each answer.
 # Two builds alternate, REPS times each.
 #
-#   benches/compaction-pause.sh OLD_BINARY NEW_BINARY
+#   perf/compaction-pause.sh OLD_BINARY NEW_BINARY
 #
 # Environment: BENCH (harness dir, default ../shared/bench: rawload is built
 # there by its lib.sh, or taken from RAWLOAD), N (600000), REPS (2),

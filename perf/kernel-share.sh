@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c and gearload.c),
+# beside this repository's root; BENCH=DIR points elsewhere.
+#
 # How much of each server's CPU goes to the kernel, scenario by scenario:
 # Gearshift --store memory against tuned gearmand (-t 0, 200003 buckets),
 # alternating, REPS times. For each scenario it prints both servers' user and
 # system CPU (ms, from /proc/PID/stat) and Gearshift's system time as a
 # fraction of gearmand's whole CPU. Where that fraction is above 0.2, the
-# "server CPU <= 1/5 of gearmand's" target of docs/benchmarks.md cannot be met
+# "server CPU <= 1/5 of gearmand's" target (perf/history.md) cannot be met
 # by any change to Gearshift's own code: its kernel time alone is more.
 #
-#   benches/kernel-share.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
+#   perf/kernel-share.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
 #
 # Environment: BENCH (the harness dir with rawload.c and gearload.c,
 # default ../shared/bench), REPS (3).

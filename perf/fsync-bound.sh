@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c and gearload.c, compiled
+# by perf/fsync-common.sh), beside this repository's root; BENCH=DIR points
+# elsewhere.
+#
 # The ceiling on `--durability fsync` A_submit that this machine allows any
 # server, measured next to the real figure. A_submit is libgearman's 4
 # synchronous clients: each waits for its JOB_CREATED before it sends the
@@ -22,7 +26,7 @@
 # 200003, gearmand at its best here), and against Gearshift fsync itself,
 # REPS times.
 #
-#   benches/fsync-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
+#   perf/fsync-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~3 min)
 #
 # Environment: BENCH (the harness dir with rawload.c and gearload.c, default
 # ../shared/bench), REPS (3), DIR (where the data directory and the flush
@@ -30,7 +34,7 @@
 # missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NAME=fsync-bound source benches/fsync-common.sh
+NAME=fsync-bound source perf/fsync-common.sh
 
 # Mean microseconds of one small durable write, the faster of two ways:
 # a 256-byte pwrite + fdatasync inside a file that was written (not just

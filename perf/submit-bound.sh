@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Needs the harness in ../shared/bench (rawload.c), beside this
+# repository's root; BENCH=DIR points elsewhere.
+#
 # How far Gearshift's R_submit is from what this machine allows any server.
 # R_submit is the harness's pipelined raw submit: `rawload bg`, 4
 # connections with 64 SUBMIT_JOB_BG in flight each. The yardstick is
@@ -12,7 +15,7 @@
 # its page faults per job, then the medians and the median ratios to
 # gearmand.
 #
-#   benches/submit-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~2 min)
+#   perf/submit-bound.sh [GEARSHIFT_BINARY]      (idle machine, ~2 min)
 #
 # Environment: BENCH (the harness dir with rawload.c, default
 # ../shared/bench), REPS (5), SIZES ("200000 1000000").
