@@ -30,6 +30,11 @@ pub(crate) enum Timer {
     Timeout(JobId, u64),
 }
 
+/// ERROR text for a function name with a control byte.
+pub(crate) const FUNCTION_CONTROL: &str = "Function name contains a control character";
+/// ERROR text for a SET_CLIENT_ID with a control byte.
+const CLIENT_ID_CONTROL: &str = "Client id contains a control character";
+
 /// The job-routing state machine.
 pub struct Core {
     pub(crate) cfg: CoreConfig,
@@ -168,8 +173,15 @@ impl Core {
         match req {
             Request::Echo(data) => self.send(conn, Response::EchoRes(data)),
             Request::Submit(s) => self.submit(conn, s, now),
-            Request::CanDo(f) => self.can_do(conn, f, None),
+            Request::CanDo(f) => {
+                if !self.refuse_control(conn, &f, FUNCTION_CONTROL) {
+                    self.can_do(conn, f, None);
+                }
+            }
             Request::CanDoTimeout { function, timeout } => {
+                if self.refuse_control(conn, &function, FUNCTION_CONTROL) {
+                    return;
+                }
                 let ms = gearshift_proto::request::parse_atoi(&timeout);
                 let t = (ms > 0).then(|| (ms as u64).max(crate::config::MIN_TIMEOUT_MS));
                 self.can_do(conn, function, t);
@@ -204,11 +216,25 @@ impl Core {
                 }
             }
             Request::SetClientId(id) => {
+                if self.refuse_control(conn, &id, CLIENT_ID_CONTROL) {
+                    return;
+                }
                 if let Some(c) = self.conns.get_mut(&conn.0) {
                     c.client_id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
                 }
             }
         }
+    }
+
+    /// Refuses a name holding a control byte, which no real client sends and
+    /// which would break the admin listings: ERROR INVALID_ARGUMENT to
+    /// `conn`, and nothing else changes. True when refused.
+    pub(crate) fn refuse_control(&mut self, conn: ConnId, name: &[u8], text: &'static str) -> bool {
+        if !gearshift_proto::escape::has_control(name) {
+            return false;
+        }
+        self.send(conn, Response::error("INVALID_ARGUMENT", text));
+        true
     }
 
     /// A connection closed: its held jobs go back to their queues, and
