@@ -25,7 +25,10 @@ impl Core {
             AdminCommand::ShowJobs => self.show_jobs_text(),
             AdminCommand::ShowUniqueJobs => self.show_unique_text(),
             AdminCommand::CancelJob(handle) => self.cancel(&handle).to_vec(),
-            AdminCommand::CreateFunction(name) if escape::has_control(&name) => {
+            // The binary protocol's rule (Core::function_from).
+            AdminCommand::CreateFunction(name)
+                if escape::has_control(&name) && !self.func_index.contains_key(&name) =>
+            {
                 text::ERR_CONTROL_IN_NAME.to_vec()
             }
             AdminCommand::CreateFunction(name) => {

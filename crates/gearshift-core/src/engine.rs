@@ -9,6 +9,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use bytes::Bytes;
+use gearshift_proto::escape;
 use gearshift_proto::{Request, Response, SubmitInPlace};
 
 use crate::config::CoreConfig;
@@ -30,10 +31,15 @@ pub(crate) enum Timer {
     Timeout(JobId, u64),
 }
 
-/// ERROR text for a function name with a control byte.
-pub(crate) const FUNCTION_CONTROL: &str = "Function name contains a control character";
+/// ERROR text for a new function name with a control byte.
+const FUNCTION_CONTROL: &str = "Function name contains a control character";
 /// ERROR text for a SET_CLIENT_ID with a control byte.
 const CLIENT_ID_CONTROL: &str = "Client id contains a control character";
+
+/// The ERROR a name with a control byte gets.
+fn refusal(text: &'static str) -> Response {
+    Response::error("INVALID_ARGUMENT", text)
+}
 
 /// The job-routing state machine.
 pub struct Core {
@@ -173,15 +179,8 @@ impl Core {
         match req {
             Request::Echo(data) => self.send(conn, Response::EchoRes(data)),
             Request::Submit(s) => self.submit(conn, s, now),
-            Request::CanDo(f) => {
-                if !self.refuse_control(conn, &f, FUNCTION_CONTROL) {
-                    self.can_do(conn, f, None);
-                }
-            }
+            Request::CanDo(f) => self.can_do(conn, f, None),
             Request::CanDoTimeout { function, timeout } => {
-                if self.refuse_control(conn, &function, FUNCTION_CONTROL) {
-                    return;
-                }
                 let ms = gearshift_proto::request::parse_atoi(&timeout);
                 let t = (ms > 0).then(|| (ms as u64).max(crate::config::MIN_TIMEOUT_MS));
                 self.can_do(conn, function, t);
@@ -216,7 +215,8 @@ impl Core {
                 }
             }
             Request::SetClientId(id) => {
-                if self.refuse_control(conn, &id, CLIENT_ID_CONTROL) {
+                if escape::has_control(&id) {
+                    self.send(conn, refusal(CLIENT_ID_CONTROL));
                     return;
                 }
                 if let Some(c) = self.conns.get_mut(&conn.0) {
@@ -224,17 +224,6 @@ impl Core {
                 }
             }
         }
-    }
-
-    /// Refuses a name holding a control byte, which no real client sends and
-    /// which would break the admin listings: ERROR INVALID_ARGUMENT to
-    /// `conn`, and nothing else changes. True when refused.
-    pub(crate) fn refuse_control(&mut self, conn: ConnId, name: &[u8], text: &'static str) -> bool {
-        if !gearshift_proto::escape::has_control(name) {
-            return false;
-        }
-        self.send(conn, Response::error("INVALID_ARGUMENT", text));
-        true
     }
 
     /// A connection closed: its held jobs go back to their queues, and
@@ -305,22 +294,34 @@ impl Core {
         self.new_function(name)
     }
 
-    /// [`Core::function_id`] for a connection's submission: a client
+    /// The function a client names (CAN_DO, a submission), created if new.
+    /// A new name with a control byte is refused (see docs/compat.md): ERROR
+    /// to `conn` and `None`, nothing changes. An existing one (restored from
+    /// the store) is accepted, so its jobs can still run.
+    pub(crate) fn function_from(&mut self, conn: ConnId, name: &[u8]) -> Option<FuncId> {
+        if let Some(&id) = self.func_index.get(name) {
+            return Some(id);
+        }
+        if escape::has_control(name) {
+            self.send(conn, refusal(FUNCTION_CONTROL));
+            return None;
+        }
+        Some(self.new_function(name))
+    }
+
+    /// [`Core::function_from`] for a connection's submission: a client
     /// usually submits to the function it named last, so that one is
     /// checked first (by name, so a dropped function never matches).
-    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> FuncId {
-        let Some(c) = self.conns.get_mut(&conn.0) else {
-            return self.function_id(name);
-        };
-        let hint = c.last_func;
+    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> Option<FuncId> {
+        let hint = self.conns.get(&conn.0).map_or(FuncId::MAX, |c| c.last_func);
         if self.func(hint).is_some_and(|f| f.name[..] == *name) {
-            return hint;
+            return Some(hint);
         }
-        let id = self.function_id(name);
+        let id = self.function_from(conn, name)?;
         if let Some(c) = self.conns.get_mut(&conn.0) {
             c.last_func = id;
         }
-        id
+        Some(id)
     }
 
     fn new_function(&mut self, name: &[u8]) -> FuncId {

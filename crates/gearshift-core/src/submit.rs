@@ -88,10 +88,9 @@ impl Core {
             );
             return;
         }
-        if self.refuse_control(conn, s.function(), crate::engine::FUNCTION_CONTROL) {
+        let Some(func) = self.function_id_for(conn, s.function()) else {
             return;
-        }
-        let func = self.function_id_for(conn, s.function());
+        };
         let key = UniqueKey::of(s.unique());
         if let Some(existing) = self.find_duplicate(func, key, &s) {
             self.join(conn, existing, s.background());

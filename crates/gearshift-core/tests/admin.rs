@@ -561,12 +561,30 @@ fn restored_state_with_control_bytes_cannot_split_listings() {
     // Clients, the worker of `ok`, and the probe itself.
     workers_well_formed(&w.probe("workers"), &[0, 1, 0]);
 
-    // The state itself is untouched: a restored job is still found by its
-    // stored handle, raw bytes and all.
-    let foreign = b("H:x\ny\t1");
+    // The state itself is untouched: a restored function may still be
+    // named (its jobs must not be stranded), a job is found by its stored
+    // handle, and only the listings escape them.
+    w.can_do(2, &[FORGERIES[0], FORGERIES[2]]);
+    w.quiet(2);
+    workers_well_formed(&w.probe("workers"), &[0, 3, 0]);
+    assert!(w
+        .probe("workers")
+        .contains(" : \\x00c a\\x0afake\\x099\\x099\\x099 ok\n"));
+    assert_eq!(
+        w.grab_job(2),
+        (b("H:x\ny\t1"), b("data1")),
+        "the oldest job of the worker's restored functions"
+    );
+    w.bg(1, FORGERIES[2], "", "again");
+    assert_eq!(
+        w.admin(1, &format!("create function {}", FORGERIES[3])),
+        "OK\r\n"
+    );
+    let foreign = b("H:x\ny\t2");
     assert_eq!(
         w.admin(1, &format!("cancel job {}", hs(&foreign))),
         "OK\r\n"
     );
-    well_formed(&w.probe("show jobs"), '\t', 4, n - 1);
+    well_formed(&w.probe("show jobs"), '\t', 4, n);
+    well_formed(&w.probe("status"), '\t', 4, n + 1);
 }
