@@ -1,10 +1,12 @@
 //! The admin text commands run against the core's state, formatted byte
-//! for byte as gearmand 1.1.20 prints them.
+//! for byte as gearmand 1.1.20 prints them. Every client-chosen field goes
+//! through [`escape::push_field`], so no listing line can be split or forged.
 
 use std::io::Write;
 
 use bytes::Bytes;
 use gearshift_proto::admin::{self as text, AdminCommand};
+use gearshift_proto::escape::{self, Sep};
 use gearshift_proto::Response;
 
 use crate::effect::Effect;
@@ -23,6 +25,12 @@ impl Core {
             AdminCommand::ShowJobs => self.show_jobs_text(),
             AdminCommand::ShowUniqueJobs => self.show_unique_text(),
             AdminCommand::CancelJob(handle) => self.cancel(&handle).to_vec(),
+            // The binary protocol's rule (Core::function_from).
+            AdminCommand::CreateFunction(name)
+                if escape::has_control(&name) && !self.func_index.contains_key(&name) =>
+            {
+                text::ERR_CONTROL_IN_NAME.to_vec()
+            }
             AdminCommand::CreateFunction(name) => {
                 self.function_id(&name);
                 text::OK_CRLF.to_vec()
@@ -37,8 +45,8 @@ impl Core {
                 text::OK_CRLF.to_vec()
             }
             AdminCommand::GetPid => format!("OK {}\n", self.cfg.pid).into_bytes(),
-            AdminCommand::Verbose => format!("OK {}\n", self.cfg.verbose).into_bytes(),
-            AdminCommand::Version => format!("OK {}\n", self.cfg.version).into_bytes(),
+            AdminCommand::Verbose => ok_line(&self.cfg.verbose),
+            AdminCommand::Version => ok_line(&self.cfg.version),
             AdminCommand::Shutdown { graceful } => {
                 if self.conns.get(&conn.0).is_some_and(|c| c.info.loopback) {
                     self.emit(conn, Effect::Text(conn, Bytes::from_static(text::OK_CRLF)));
@@ -69,7 +77,7 @@ impl Core {
     fn status_text(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for f in self.live_funcs() {
-            out.extend_from_slice(&f.name);
+            escape::push_field(&mut out, &f.name, Sep::Tab);
             let _ = writeln!(out, "\t{}\t{}\t{}", f.total, f.running, f.workers);
         }
         out.extend_from_slice(text::LIST_END);
@@ -79,7 +87,7 @@ impl Core {
     fn priority_status_text(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for f in self.live_funcs() {
-            out.extend_from_slice(&f.name);
+            escape::push_field(&mut out, &f.name, Sep::Tab);
             let normal = f.queued[1] + f.scheduled;
             let _ = writeln!(
                 out,
@@ -99,13 +107,15 @@ impl Core {
             let Some(c) = self.conns.get(&id) else {
                 continue;
             };
-            let _ = write!(out, "{} {} ", c.info.fd, c.info.ip);
-            out.extend_from_slice(&c.client_id);
+            let _ = write!(out, "{} ", c.info.fd);
+            escape::push_field(&mut out, c.info.ip.as_bytes(), Sep::Space);
+            out.push(b' ');
+            escape::push_field(&mut out, &c.client_id, Sep::Space);
             out.extend_from_slice(b" :");
             for a in &c.abilities {
                 if let Some(f) = self.func(a.func) {
                     out.push(b' ');
-                    out.extend_from_slice(&f.name);
+                    escape::push_field(&mut out, &f.name, Sep::Space);
                 }
             }
             out.push(b'\n');
@@ -122,6 +132,7 @@ impl Core {
 
     fn show_jobs_text(&self) -> Vec<u8> {
         let mut out = Vec::new();
+        let mut handle = Vec::new();
         for id in self.sorted_job_ids() {
             let Some(job) = self.jobs.get(id) else {
                 continue;
@@ -130,7 +141,10 @@ impl Core {
             // gearmand's IGNORE_JOB: the result goes nowhere (cancelled, or a
             // running foreground job whose clients all left).
             let ignored = cancelled || (!job.background && job.clients.is_empty());
-            self.write_handle(&mut out, id);
+            // A restored job may carry a handle from another prefix, as stored.
+            handle.clear();
+            self.write_handle(&mut handle, id);
+            escape::push_field(&mut out, &handle, Sep::Tab);
             let _ = writeln!(
                 out,
                 "\t{}\t{}\t{}",
@@ -149,7 +163,7 @@ impl Core {
             let Some(job) = self.jobs.get(id) else {
                 continue;
             };
-            out.extend_from_slice(job.unique());
+            escape::push_field(&mut out, job.unique(), Sep::Line);
             out.push(b'\n');
         }
         out.extend_from_slice(text::LIST_END);
@@ -228,4 +242,12 @@ impl Core {
         }
         text::OK_CRLF
     }
+}
+
+/// `OK <value>\n` for a configured value (version, log level).
+fn ok_line(value: &str) -> Vec<u8> {
+    let mut out = b"OK ".to_vec();
+    escape::push_field(&mut out, value.as_bytes(), Sep::Line);
+    out.push(b'\n');
+    out
 }

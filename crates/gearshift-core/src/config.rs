@@ -47,8 +47,16 @@ pub const MAX_CLIENT_ID: usize = 127;
 pub const MIN_TIMEOUT_MS: u64 = 1000;
 
 impl CoreConfig {
-    /// Checks that every handle this prefix can produce fits in 64 bytes.
+    /// Checks that every handle this prefix can produce fits in 64 bytes
+    /// and is one admin word (`cancel job H` splits on spaces).
     pub fn validate(&self) -> Result<(), String> {
+        let prefix = self.handle_prefix.as_bytes();
+        if prefix.contains(&b' ') || gearshift_proto::escape::has_control(prefix) {
+            return Err(format!(
+                "job handle prefix {:?} holds a space or a control character: handles must be one printable word",
+                self.handle_prefix
+            ));
+        }
         // prefix + ':' + up to 20 digits + NUL
         if self.handle_prefix.len() + 1 + 20 + 1 > MAX_HANDLE {
             return Err(format!(
@@ -58,5 +66,28 @@ impl CoreConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_prefix(p: &str) -> Result<(), String> {
+        CoreConfig {
+            handle_prefix: p.to_owned(),
+            ..CoreConfig::default()
+        }
+        .validate()
+    }
+
+    #[test]
+    fn prefix_must_be_one_printable_word_that_fits() {
+        assert!(with_prefix("H:vm").is_ok());
+        assert!(with_prefix(&"p".repeat(MAX_HANDLE - 22)).is_ok());
+        assert!(with_prefix(&"p".repeat(MAX_HANDLE - 21)).is_err());
+        for bad in ["H:a b", "H:a\tb", "H:\n", "H:\u{7f}"] {
+            assert!(with_prefix(bad).is_err(), "{bad:?}");
+        }
     }
 }

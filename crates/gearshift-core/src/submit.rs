@@ -88,7 +88,9 @@ impl Core {
             );
             return;
         }
-        let func = self.function_id_for(conn, s.function());
+        let Some(func) = self.function_id_for(conn, s.function()) else {
+            return;
+        };
         let key = UniqueKey::of(s.unique());
         if let Some(existing) = self.find_duplicate(func, key, &s) {
             self.join(conn, existing, s.background());

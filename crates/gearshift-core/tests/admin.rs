@@ -359,3 +359,232 @@ fn admin_and_binary_mix_on_one_connection() {
     w.req(1, Request::Echo(b("e")));
     w.expect(1, Response::EchoRes(b("e")));
 }
+
+// ---- client-chosen bytes in listings --------------------------------------
+
+/// Names a client could use to forge or split listing lines.
+const FORGERIES: &[&str] = &[
+    "a\nfake\t9\t9\t9",
+    "b\r",
+    "\0c",
+    "d\te",
+    "e\x1b[2J",
+    "f\x7f",
+];
+
+/// Every listing.
+const LISTINGS: &[&str] = &[
+    "status",
+    "prioritystatus",
+    "workers",
+    "show jobs",
+    "show unique jobs",
+];
+
+fn refused_function() -> Response {
+    err(
+        "INVALID_ARGUMENT",
+        "Function name contains a control character",
+    )
+}
+
+/// Asserts `text` is a listing of exactly `rows` lines of `cols` fields
+/// split on `sep`, with no control byte but the separators; returns the rows.
+fn well_formed(text: &str, sep: char, cols: usize, rows: usize) -> Vec<Vec<String>> {
+    let body = text
+        .strip_suffix(".\n")
+        .unwrap_or_else(|| panic!("list not terminated: {text:?}"));
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(lines.len(), rows, "{text:?}");
+    lines
+        .iter()
+        .map(|line| {
+            assert!(
+                !line
+                    .bytes()
+                    .any(|c| c != sep as u8 && (c < 0x20 || c == 0x7f)),
+                "control byte in {line:?}"
+            );
+            let fields: Vec<String> = line.split(sep).map(str::to_owned).collect();
+            assert_eq!(fields.len(), cols, "{line:?} in {text:?}");
+            fields
+        })
+        .collect()
+}
+
+/// Asserts every `workers` line is `FD IP ID : F…` with `functions[i]`
+/// functions on line i.
+fn workers_well_formed(text: &str, functions: &[usize]) {
+    let rows: Vec<Vec<String>> = text
+        .strip_suffix(".\n")
+        .unwrap_or_else(|| panic!("list not terminated: {text:?}"))
+        .lines()
+        .map(|l| l.split(' ').map(str::to_owned).collect())
+        .collect();
+    assert_eq!(rows.len(), functions.len(), "{text:?}");
+    for (row, &n) in rows.iter().zip(functions) {
+        assert!(row[0].parse::<i64>().is_ok(), "{row:?}");
+        assert_eq!(row[3], ":", "{row:?}");
+        assert_eq!(row.len(), 4 + n, "{row:?}");
+        assert!(!row.concat().bytes().any(|c| c < 0x20 || c == 0x7f));
+    }
+}
+
+#[test]
+fn names_with_control_bytes_are_refused_and_change_nothing() {
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    let keep = w.bg(1, "keep", "k", "x");
+    w.can_do(2, &["keep"]);
+    w.req(2, Request::SetClientId(b("worker-2")));
+    let before: Vec<String> = LISTINGS.iter().map(|l| w.admin(1, l)).collect();
+    for name in FORGERIES {
+        w.req(2, Request::CanDo(b(name)));
+        w.expect(2, refused_function());
+        w.can_do_timeout(2, name, "5000");
+        w.expect(2, refused_function());
+        // A NUL ends a submission's function name on the wire; CAN_DO and
+        // SET_CLIENT_ID, whose last argument is the rest of the body, keep it.
+        let submittable = !name.contains('\0');
+        // Twice each: the harness alternates the in-place and parsed paths.
+        for p in Priority::ALL.into_iter().filter(|_| submittable) {
+            for bg in [false, false, true, true] {
+                w.req(1, Request::Submit(job_with(name, "u", "d", p, bg)));
+                w.expect(1, refused_function());
+            }
+        }
+        if submittable {
+            w.req(1, Request::Submit(common::epoch_job(name, "", "d", 1)));
+            w.expect(1, refused_function());
+        }
+        w.req(2, Request::SetClientId(b(&format!("w{name}"))));
+        w.expect(
+            2,
+            err("INVALID_ARGUMENT", "Client id contains a control character"),
+        );
+        if !name.contains('\n') {
+            assert_eq!(
+                w.admin(1, &format!("create function x{name}")),
+                "ERR INVALID_ARGUMENTS function+name+contains+a+control+character\r\n"
+            );
+        }
+        w.all_quiet();
+    }
+    let after: Vec<String> = LISTINGS.iter().map(|l| w.admin(1, l)).collect();
+    assert_eq!(before, after);
+    assert_eq!(
+        w.admin(1, "workers"),
+        "1 127.0.0.1 - :\n2 127.0.0.1 worker-2 : keep\n.\n"
+    );
+    // Both connections go on as before.
+    assert_eq!(w.grab_job(2).0, keep);
+    let h = w.fg(1, "keep", "", "y");
+    assert_eq!(w.grab_job(2).0, h);
+}
+
+#[test]
+fn uniques_with_control_bytes_are_listed_escaped() {
+    let mut w = World::new();
+    w.conn(1);
+    for (i, unique) in ["u\nH:forged:1", "\r", "a\tb", ".", "\x1b", "plain"]
+        .iter()
+        .enumerate()
+    {
+        w.bg(1, "f", unique, &i.to_string());
+    }
+    let text = w.probe("show unique jobs");
+    assert_eq!(
+        text,
+        "u\\x0aH:forged:1\n\\x0d\na\\x09b\n\\x2e\n\\x1b\nplain\n.\n"
+    );
+    well_formed(&text, '\n', 1, 6);
+    // GET_STATUS_UNIQUE still finds them by their real bytes.
+    w.req(1, Request::GetStatusUnique(b("a\tb")));
+    match w.pop(1) {
+        Response::StatusResUnique { known, .. } => assert!(known),
+        other => panic!("expected STATUS_RES_UNIQUE, got {other:?}"),
+    }
+}
+
+#[test]
+fn spaces_in_names_cannot_shift_workers_columns() {
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    w.can_do(2, &["my func", "plain"]);
+    w.req(2, Request::SetClientId(b("two words")));
+    w.bg(1, "my func", "", "x");
+    assert_eq!(
+        w.admin(1, "workers"),
+        "1 127.0.0.1 - :\n2 127.0.0.1 two\\x20words : plain my\\x20func\n.\n"
+    );
+    // TAB-separated listings show the space as it is, as gearmand does.
+    assert_eq!(w.probe("status"), "my func\t1\t0\t1\nplain\t0\t0\t1\n.\n");
+}
+
+#[test]
+fn restored_state_with_control_bytes_cannot_split_listings() {
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    // Written by an older build or imported from gearmand: nothing checked it.
+    let jobs = FORGERIES
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let id = i as u64 + 1;
+            common::durable::stored(
+                id,
+                &format!("H:x\ny\t{id}"),
+                f,
+                &format!("u\n{f}"),
+                Priority::ALL[i % 3],
+            )
+        })
+        .collect();
+    w.restore(jobs, 100);
+    w.can_do(2, &["ok"]);
+    let n = FORGERIES.len();
+
+    let status = well_formed(&w.probe("status"), '\t', 4, n + 1);
+    assert_eq!(status[0][0], "a\\x0afake\\x099\\x099\\x099");
+    assert_eq!(status[2][0], "\\x00c");
+    for row in &status {
+        assert!(row[1..].iter().all(|c| c.parse::<u32>().is_ok()), "{row:?}");
+    }
+    let prio = well_formed(&w.probe("prioritystatus"), '\t', 5, n + 1);
+    for row in &prio {
+        assert!(row[1..].iter().all(|c| c.parse::<u32>().is_ok()), "{row:?}");
+    }
+    let jobs = well_formed(&w.probe("show jobs"), '\t', 4, n);
+    assert_eq!(jobs[0][0], "H:x\\x0ay\\x091");
+    let uniques = well_formed(&w.probe("show unique jobs"), '\n', 1, n);
+    assert_eq!(uniques[1][0], "u\\x0ab\\x0d");
+    // Clients, the worker of `ok`, and the probe itself.
+    workers_well_formed(&w.probe("workers"), &[0, 1, 0]);
+
+    // The state itself is untouched: a restored function may still be
+    // named (its jobs must not be stranded), a job is found by its stored
+    // handle, and only the listings escape them.
+    w.can_do(2, &[FORGERIES[0], FORGERIES[2]]);
+    w.quiet(2);
+    workers_well_formed(&w.probe("workers"), &[0, 3, 0]);
+    assert!(w
+        .probe("workers")
+        .contains(" : \\x00c a\\x0afake\\x099\\x099\\x099 ok\n"));
+    assert_eq!(
+        w.grab_job(2),
+        (b("H:x\ny\t1"), b("data1")),
+        "the oldest job of the worker's restored functions"
+    );
+    w.bg(1, FORGERIES[2], "", "again");
+    assert_eq!(
+        w.admin(1, &format!("create function {}", FORGERIES[3])),
+        "OK\r\n"
+    );
+    let foreign = b("H:x\ny\t2");
+    assert_eq!(
+        w.admin(1, &format!("cancel job {}", hs(&foreign))),
+        "OK\r\n"
+    );
+    well_formed(&w.probe("show jobs"), '\t', 4, n);
+    well_formed(&w.probe("status"), '\t', 4, n + 1);
+}

@@ -9,9 +9,11 @@
 //! - [`packet_type`]: the 42 numbered packet types and their body layouts.
 //! - [`frame`]: cutting a stream into frames; headers; argument splitting.
 //! - [`error`]: framing errors (fatal) and request errors (answered with ERROR).
+//! - [`escape`]: client-chosen bytes in admin listings, and which names are refused.
 
 pub mod admin;
 pub mod error;
+pub mod escape;
 pub mod frame;
 pub mod packet_type;
 pub mod request;

@@ -1,5 +1,6 @@
 //! `gearshift serve`: parses gearmand-style flags, sets up logging, and runs
-//! the server until SIGINT/SIGTERM or an admin `shutdown`.
+//! the server until SIGINT/SIGTERM or an admin `shutdown`. A first signal
+//! stops gracefully; a second exits at once.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -232,6 +233,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start runtime: {e}"))?;
     let cfg_store = cfg.store.clone();
     let cfg_threads = cfg.resolved_io_threads();
+    let pid_file = args.pid_file.clone();
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
         match &cfg_store {
@@ -250,7 +252,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if addrs.iter().all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
-        server.run(shutdown_signal()).await;
+        server.run(shutdown_signal(pid_file)).await;
         Ok::<(), String>(())
     });
     if let Some(path) = &args.pid_file {
@@ -259,14 +261,55 @@ fn run(args: ServeArgs) -> Result<(), String> {
     result
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
+/// Resolves at the first SIGINT/SIGTERM, which starts the graceful stop
+/// (accept nothing new, exit once running jobs finish), and leaves a task
+/// that exits the process at once on the second.
+async fn shutdown_signal(pid_file: Option<String>) {
+    let Some(mut signals) = StopSignals::install() else {
+        tracing::error!(
+            "cannot install signal handlers: only an admin `shutdown` stops the server"
+        );
+        return std::future::pending().await;
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-        _ = term.recv() => tracing::info!("SIGTERM received"),
+    let (name, _) = signals.next().await;
+    tracing::info!(
+        "{name} received: stopping once running jobs finish (signal again to exit at once)"
+    );
+    // The streams stay registered in this task: dropped, they would leave
+    // tokio's handler catching (and ignoring) every later signal.
+    tokio::spawn(async move {
+        let (name, code) = signals.next().await;
+        tracing::warn!("{name} received again: exiting at once with {code}");
+        if let Some(path) = &pid_file {
+            let _ = std::fs::remove_file(path);
+        }
+        // No flush: the log store acknowledges a job only once written and
+        // cuts a torn last write at replay, so this is no worse than a crash.
+        std::process::exit(code);
+    });
+}
+
+/// SIGINT and SIGTERM, as streams.
+struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> Option<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Some(StopSignals {
+            int: signal(SignalKind::interrupt()).ok()?,
+            term: signal(SignalKind::terminate()).ok()?,
+        })
+    }
+
+    /// The next signal: its name, and the exit code it gives as a second
+    /// signal (128 + its number, as a shell reports a process it killed).
+    async fn next(&mut self) -> (&'static str, i32) {
+        tokio::select! {
+            _ = self.int.recv() => ("SIGINT", 130),
+            _ = self.term.recv() => ("SIGTERM", 143),
+        }
     }
 }

@@ -130,11 +130,17 @@ pub struct Server {
 impl Server {
     /// `gearshift serve --store memory` on a free port.
     pub fn gearshift() -> Server {
+        Server::gearshift_with(&["--store", "memory"])
+    }
+
+    /// `gearshift serve` with these extra flags on a free port.
+    pub fn gearshift_with(flags: &[&str]) -> Server {
         let port = free_port();
         let child = Command::new(BIN)
-            .args(["serve", "--store", "memory", "-L", "127.0.0.1", "-p"])
+            .args(["serve", "-L", "127.0.0.1", "-p"])
             .arg(port.to_string())
             .args(["--log-file", "none", "--job-handle-prefix", "H:test"])
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
