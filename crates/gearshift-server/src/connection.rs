@@ -105,6 +105,7 @@ pub async fn serve(
             make_room_for_frame(&mut buf, max_packet);
         }
         t.pump(Some(id));
+        t.poll_outputs();
     }
     // The socket failed: nothing owed can be written any more.
     io.borrow_mut().peer_failed(id);

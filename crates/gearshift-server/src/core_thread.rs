@@ -9,10 +9,10 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use gearshift_core::ConnId;
-use tokio::sync::{mpsc as tmpsc, oneshot};
+use tokio::sync::oneshot;
 
+use crate::handoff::OutSlot;
 use crate::hub::{Hub, Item};
-use crate::io_thread::ToIo;
 use crate::store_task::Commit;
 
 /// Most inbox messages taken in one round before outputs are handed out,
@@ -42,8 +42,8 @@ pub enum ToCore {
 
 /// The I/O threads as the core thread reaches them.
 pub struct IoLinks {
-    /// Each thread's inbox.
-    pub inboxes: Vec<tmpsc::UnboundedSender<ToIo>>,
+    /// Where each thread's outputs go.
+    pub slots: Vec<Arc<OutSlot>>,
     /// Each thread's bytes in flight.
     pub in_flight: Vec<Arc<AtomicUsize>>,
 }
@@ -116,9 +116,10 @@ fn hand_out(hub: &mut Hub, links: &IoLinks) {
         if outs.is_empty() {
             continue;
         }
-        let batch = std::mem::take(outs);
-        if let Some(tx) = links.inboxes.get(t) {
-            let _ = tx.send(ToIo::Outputs(batch));
+        // The next round's batch starts at this one's size.
+        let batch = std::mem::replace(outs, Vec::with_capacity(outs.len()));
+        if let Some(slot) = links.slots.get(t) {
+            slot.push(batch);
         }
     }
 }

@@ -77,6 +77,8 @@ pub struct Hub {
     store_batch: Vec<StoreOp>,
     /// The deadline the timer was last told of.
     armed: Option<Millis>,
+    /// The time of the current round's inputs, read once per round.
+    now: Option<Millis>,
     signals: Signals,
 }
 
@@ -94,6 +96,7 @@ impl Hub {
             store: None,
             store_batch: Vec::new(),
             armed: None,
+            now: None,
             signals,
         }
     }
@@ -121,7 +124,8 @@ impl Hub {
     /// Runs one thing connection `id` did through the core and routes what
     /// it produced. Call [`Hub::settle`] after a batch of them.
     pub fn input(&mut self, id: ConnId, item: Item) {
-        let now = self.clock.now();
+        let clock = self.clock;
+        let now = *self.now.get_or_insert_with(|| clock.now());
         match item {
             Item::Open(info) => {
                 if self.draining.is_some() || self.finished {
@@ -237,6 +241,7 @@ impl Hub {
     /// once, and their answers are routed too), tells the timer of an
     /// earlier deadline, and checks whether a shutdown has drained.
     pub fn settle(&mut self) {
+        self.now = None;
         self.route();
         while !self.store_batch.is_empty() {
             let batch = std::mem::take(&mut self.store_batch);

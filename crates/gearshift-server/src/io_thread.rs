@@ -27,6 +27,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
 
 use crate::core_thread::ToCore;
+use crate::handoff::OutSlot;
 use crate::hub::{Hub, Item, Out};
 use crate::store_task::Commit;
 
@@ -53,8 +54,6 @@ pub struct Accepted {
 pub enum ToIo {
     /// Take this new connection.
     Accept(Accepted),
-    /// Encode and write these for the connections they name.
-    Outputs(Vec<Out>),
     /// The store's group commit finished (single I/O thread: the hub is here).
     Commit(Commit),
     /// Begin a shutdown (single I/O thread).
@@ -128,6 +127,8 @@ pub struct IoThread {
     flush_scheduled: bool,
     flush: Rc<Notify>,
     send: Rc<Notify>,
+    /// Where the core thread leaves outputs (several I/O threads).
+    slot: Option<Arc<OutSlot>>,
 }
 
 /// Settings of one I/O thread.
@@ -155,15 +156,22 @@ pub enum Sink {
         tx: mpsc::Sender<ToCore>,
         /// This thread's bytes in flight, shared with the core thread.
         in_flight: Arc<AtomicUsize>,
+        /// Where the core thread leaves this thread's outputs.
+        slot: Arc<OutSlot>,
     },
 }
 
 /// Runs an I/O thread until [`ToIo::Stop`] (or its inbox closes).
 pub fn run(settings: IoSettings, sink: Sink, inbox: tmpsc::UnboundedReceiver<ToIo>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    if let Sink::Core { slot, .. } = &sink {
+        let (a, b) = (slot.clone(), slot.clone());
+        builder
+            .on_thread_park(move || a.before_park())
+            .on_thread_unpark(move || b.after_unpark());
+    }
+    let rt = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "cannot start an I/O thread's runtime");
@@ -175,15 +183,23 @@ pub fn run(settings: IoSettings, sink: Sink, inbox: tmpsc::UnboundedReceiver<ToI
 }
 
 async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedReceiver<ToIo>) {
+    let mut slot = None;
     let route = match sink {
         Sink::Inline(hub) => Route::Inline(hub),
-        Sink::Core { tx, in_flight } => Route::Core {
+        Sink::Core {
             tx,
-            pending: Vec::new(),
-            pending_bytes: 0,
             in_flight,
-            scheduled: false,
-        },
+            slot: s,
+        } => {
+            slot = Some(s);
+            Route::Core {
+                tx,
+                pending: Vec::new(),
+                pending_bytes: 0,
+                in_flight,
+                scheduled: false,
+            }
+        }
     };
     let inline = matches!(route, Route::Inline(_));
     let io = Rc::new(RefCell::new(IoThread {
@@ -199,6 +215,7 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         flush_scheduled: false,
         flush: Rc::new(Notify::new()),
         send: Rc::new(Notify::new()),
+        slot: slot.clone(),
     }));
     let mut helpers = vec![tokio::task::spawn_local(flusher(io.clone()))];
     if inline {
@@ -206,50 +223,30 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     } else {
         helpers.push(tokio::task::spawn_local(sender(io.clone())));
     }
+    if let Some(slot) = slot {
+        helpers.push(tokio::task::spawn_local(taker(io.clone(), slot)));
+    }
     while let Some(msg) = inbox.recv().await {
-        match msg {
-            ToIo::Accept(a) => accept(&io, a),
-            ToIo::Outputs(outs) => {
-                let mut t = io.borrow_mut();
-                t.dispatch(outs);
-                // Everything that came meanwhile is written together.
-                while let Ok(more) = inbox.try_recv() {
-                    match more {
-                        ToIo::Outputs(outs) => t.dispatch(outs),
-                        other => {
-                            t.write_dirty();
-                            t.report_failed();
-                            drop(t);
-                            if !control(&io, other) {
-                                return stop(&io, helpers);
-                            }
-                            t = io.borrow_mut();
-                        }
-                    }
-                }
-                t.write_dirty();
-                t.report_failed();
-            }
-            other => {
-                if !control(&io, other) {
-                    return stop(&io, helpers);
-                }
-            }
+        if !control(&io, msg) {
+            return stop(&io, helpers);
         }
     }
     stop(&io, helpers);
+}
+
+/// Takes the core thread's output batches and writes them: every batch
+/// that came meanwhile is encoded first, then each connection gets one write.
+async fn taker(io: Rc<RefCell<IoThread>>, slot: Arc<OutSlot>) {
+    loop {
+        slot.waker().notified().await;
+        io.borrow_mut().take_outputs();
+    }
 }
 
 /// Carries out a control message; false when the thread must stop.
 fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
     match msg {
         ToIo::Accept(a) => accept(io, a),
-        ToIo::Outputs(outs) => {
-            let mut t = io.borrow_mut();
-            t.dispatch(outs);
-            t.write_dirty();
-            t.report_failed();
-        }
         ToIo::Commit(c) => {
             let mut t = io.borrow_mut();
             if let Route::Inline(hub) = &mut t.route {
@@ -289,6 +286,7 @@ fn stop(io: &Rc<RefCell<IoThread>>, helpers: Vec<tokio::task::JoinHandle<()>>) {
         h.abort();
     }
     let mut t = io.borrow_mut();
+    t.take_outputs();
     t.write_dirty();
     for (_, p) in t.peers.drain() {
         let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
@@ -443,6 +441,28 @@ impl IoThread {
             readable: !p.paused && !p.closing,
             throttled,
         })
+    }
+
+    /// Encodes and writes the batches the core thread left.
+    fn take_outputs(&mut self) {
+        let Some(slot) = self.slot.clone() else {
+            return;
+        };
+        for batch in slot.take() {
+            self.dispatch(batch);
+        }
+        self.write_dirty();
+        self.report_failed();
+    }
+
+    /// After a read: if the core thread left outputs, has the taker run
+    /// (woken from this thread, which costs no system call).
+    pub fn poll_outputs(&self) {
+        if let Some(slot) = &self.slot {
+            if slot.has_pending() {
+                slot.waker().notify_one();
+            }
+        }
     }
 
     /// One thing connection `id` did (`bytes`: its size on the wire).

@@ -21,6 +21,7 @@ pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod core_thread;
+pub mod handoff;
 pub mod hub;
 pub mod io_thread;
 pub mod store_task;
@@ -38,6 +39,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 pub use config::{ServerConfig, StoreConfig};
 use core_thread::{IoLinks, ToCore};
+use handoff::OutSlot;
 use hub::{Hub, Signals};
 use io_thread::{Accepted, IoSettings, Sink, ToIo};
 use store_task::{Deliver, StoreTask};
@@ -210,6 +212,7 @@ impl Server {
         let in_flight: Vec<Arc<AtomicUsize>> = (0..threads)
             .map(|_| Arc::new(AtomicUsize::new(0)))
             .collect();
+        let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
         let mut joins = Vec::new();
         let mut hub = Some(hub);
         for (index, rx) in receivers.into_iter().enumerate() {
@@ -227,6 +230,7 @@ impl Server {
                     Sink::Core {
                         tx: core_tx.clone(),
                         in_flight: in_flight[index].clone(),
+                        slot: slots[index].clone(),
                     }
                 }
             };
@@ -243,10 +247,7 @@ impl Server {
             }
         }
         if let Some(hub) = hub {
-            let links = IoLinks {
-                inboxes: inboxes.clone(),
-                in_flight,
-            };
+            let links = IoLinks { slots, in_flight };
             let spawned = std::thread::Builder::new()
                 .name("gearshift-core".into())
                 .spawn(move || core_thread::run(hub, core_rx, links));
