@@ -58,7 +58,7 @@ async fn worker(mut conn: Conn) {
             Response::JobAssignUniq { handle, data, .. } => {
                 n += 1;
                 let mut out = Vec::new();
-                if n % 3 == 0 {
+                if n.is_multiple_of(3) {
                     let part = [b"part:", &data[..]].concat();
                     out.extend(req(PacketType::WorkData, &[&handle, &part]));
                 }
