@@ -147,6 +147,9 @@ impl fmt::Display for Show<'_> {
 mod tests {
     use super::*;
 
+    /// Length of a packet header.
+    const HEADER: usize = gearshift_proto::frame::HEADER_LEN;
+
     #[test]
     fn print_and_parse() {
         let mut h = Handles::new("H:host");
@@ -193,6 +196,44 @@ mod tests {
             gearshift_proto::Response::JobCreated(format!("H:h:{id}").into()).encode(&mut want);
         }
         assert_eq!(out, want);
+    }
+
+    proptest::proptest! {
+        /// Whatever order handles are asked for in — the next id, the same
+        /// one again, an older one, a jump across a digit boundary — each
+        /// is its own id printed, through both ways of making one, and
+        /// parses back to that id.
+        #[test]
+        fn counted_up_handles_are_always_their_own_id(
+            start in proptest::prop_oneof![1u64..2000, 9_990u64..10_010, (u64::MAX - 40)..u64::MAX],
+            steps in proptest::collection::vec((0u8..6, 0u64..1200), 1..600),
+        ) {
+            let mut h = Handles::new("H:p");
+            let mut id = start;
+            let mut kept = Vec::new();
+            for (kind, n) in steps {
+                id = match kind {
+                    0..=2 => id.saturating_add(1),
+                    3 => id,
+                    4 => id.saturating_sub(n).max(1),
+                    _ => id.saturating_add(n),
+                };
+                let want = format!("H:p:{id}");
+                if n % 2 == 0 {
+                    let handle = h.make(id);
+                    proptest::prop_assert_eq!(&handle[..], want.as_bytes());
+                    kept.push((id, handle));
+                } else {
+                    let mut out = BytesMut::new();
+                    h.encode_created(id, &mut out);
+                    proptest::prop_assert_eq!(&out[HEADER..], want.as_bytes());
+                }
+            }
+            // Handles already handed out never change afterwards.
+            for (id, handle) in kept {
+                proptest::prop_assert_eq!(h.parse(&handle), Some(id));
+            }
+        }
     }
 
     #[test]

@@ -332,5 +332,80 @@ mod tests {
                 prop_assert_eq!(ix.get(*id), Some(*at));
             }
         }
+
+        /// The pattern a busy server makes: ids handed out in order (with
+        /// now and then a jump, as after a restore), a deep block of jobs
+        /// that stay, a stream that comes and goes in any order, and some
+        /// stragglers held for a long time. Every id always finds exactly
+        /// its own slot, and a removed id finds none — even once its slot
+        /// number is given to a newer id.
+        #[test]
+        fn counter_ids_never_find_another_slot(
+            deep in 0usize..3 * SPAN,
+            steps in proptest::collection::vec((0u8..8, any::<u16>()), 1..4000),
+        ) {
+            let mut ix = IdIndex::default();
+            let mut model: HashMap<u64, u32> = HashMap::new();
+            let mut live: Vec<u64> = Vec::new();
+            let mut gone: Vec<u64> = Vec::new();
+            // Slots are reused as a slab reuses them: freed ones first.
+            let mut free: Vec<u32> = Vec::new();
+            let mut next_slot = 0u32;
+            let mut next_id = 1u64;
+            let mut take_slot = |free: &mut Vec<u32>| {
+                free.pop().unwrap_or_else(|| {
+                    next_slot += 1;
+                    next_slot - 1
+                })
+            };
+            for _ in 0..deep {
+                let at = take_slot(&mut free);
+                ix.insert(next_id, at);
+                model.insert(next_id, at);
+                next_id += 1;
+            }
+            for (kind, r) in steps {
+                let r = usize::from(r);
+                match kind {
+                    // New ids, in order.
+                    0..=3 => {
+                        let at = take_slot(&mut free);
+                        ix.insert(next_id, at);
+                        model.insert(next_id, at);
+                        live.push(next_id);
+                        next_id += 1;
+                    }
+                    // The stream leaves: mostly the oldest, sometimes any.
+                    4 | 5 if !live.is_empty() => {
+                        let i = if kind == 4 { r % live.len().min(8) } else { r % live.len() };
+                        let id = live.swap_remove(i);
+                        let at = model.remove(&id);
+                        prop_assert_eq!(ix.remove(id), at);
+                        free.extend(at);
+                        gone.push(id);
+                    }
+                    // An id that left is not found, whoever has its slot now.
+                    6 if !gone.is_empty() => {
+                        let id = gone[r % gone.len()];
+                        prop_assert_eq!(ix.get(id), None);
+                        prop_assert_eq!(ix.remove(id), None);
+                    }
+                    // A jump ahead of the window.
+                    7 if r % 16 == 0 => next_id += (r as u64) * SPAN as u64,
+                    _ => {
+                        if let Some(&id) = live.get(r % live.len().max(1)) {
+                            prop_assert_eq!(ix.get(id), model.get(&id).copied());
+                        }
+                    }
+                }
+                prop_assert_eq!(ix.len(), model.len());
+            }
+            for (id, at) in &model {
+                prop_assert_eq!(ix.get(*id), Some(*at));
+            }
+            for id in &gone {
+                prop_assert_eq!(ix.get(*id), None);
+            }
+        }
     }
 }
