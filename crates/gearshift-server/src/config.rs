@@ -47,14 +47,16 @@ pub struct ServerConfig {
     pub max_output: usize,
 }
 
-/// Unwritten output past which a connection is closed: it holds more than
-/// [`ServerConfig::max_output`] plus one largest packet, so its peer does
-/// not read at all.
+/// Unwritten output past which a connection is closed. Its own requests
+/// cannot get it there (reading stops at [`ServerConfig::max_output`] of
+/// output or of requests not yet answered, and one read adds at most a
+/// packet), so only other connections' traffic to a peer that does not read
+/// at all (a worker streaming to a client that never reads) does.
 pub fn output_hard_limit(max_output: usize, max_packet: usize) -> usize {
     max_output
-        .saturating_mul(2)
-        .saturating_add(max_packet)
-        .saturating_add(gearshift_proto::frame::HEADER_LEN)
+        .saturating_mul(4)
+        .saturating_add(max_packet.saturating_mul(2))
+        .saturating_add(64 * 1024)
 }
 
 impl ServerConfig {

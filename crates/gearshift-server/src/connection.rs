@@ -26,7 +26,8 @@ const MIN_CHUNK: usize = 256;
 /// Largest read buffer a busy connection grows to.
 const MAX_CHUNK: usize = 64 * 1024;
 /// How long a connection waits before reading again while the core thread
-/// is behind (rare: only a flood of pipelined requests gets there).
+/// has not processed its earlier requests (only a connection with more
+/// than `max_output` of requests unanswered, or a flood on its thread).
 const THROTTLE_WAIT: Duration = Duration::from_millis(1);
 
 /// Serves one connection until the peer closes, its framing breaks, or the
@@ -47,7 +48,7 @@ pub async fn serve(
     // large buffer per job, and a pipelining one reads in large gulps.
     let mut chunk = MIN_CHUNK;
     loop {
-        let Some(state) = io.borrow().peer_state(id) else {
+        let Some(state) = io.borrow_mut().peer_state(id) else {
             return;
         };
         let can_read = reading && state.readable;

@@ -4,14 +4,13 @@
 //! outputs for its connections as one batch. No socket, no encoding and no
 //! lock is on this thread: only the Gearman rules and the routing.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use gearshift_core::ConnId;
 use tokio::sync::oneshot;
 
-use crate::handoff::OutSlot;
+use crate::handoff::{Flow, OutSlot};
 use crate::hub::{Hub, Item};
 use crate::store_task::Commit;
 
@@ -29,6 +28,8 @@ pub enum ToCore {
         items: Vec<(ConnId, Item)>,
         /// Their size on the wire (subtracted from the thread's in-flight count).
         bytes: usize,
+        /// The batch's number (the thread's batches count from 1).
+        seq: u64,
     },
     /// The store's group commit finished.
     Commit(Commit),
@@ -44,8 +45,8 @@ pub enum ToCore {
 pub struct IoLinks {
     /// Where each thread's outputs go.
     pub slots: Vec<Arc<OutSlot>>,
-    /// Each thread's bytes in flight.
-    pub in_flight: Vec<Arc<AtomicUsize>>,
+    /// Each thread's flow of batches.
+    pub flows: Vec<Arc<Flow>>,
 }
 
 /// Runs the hub until told to finish or stop.
@@ -73,12 +74,13 @@ pub fn run(mut hub: Hub, inbox: mpsc::Receiver<ToCore>, links: IoLinks) {
                     thread,
                     items,
                     bytes,
+                    seq,
                 } => {
                     for (id, item) in items {
                         hub.input(id, item);
                     }
-                    if let Some(f) = links.in_flight.get(thread) {
-                        f.fetch_sub(bytes, Ordering::AcqRel);
+                    if let Some(f) = links.flows.get(thread) {
+                        f.done(seq, bytes);
                     }
                 }
                 ToCore::Commit(c) => hub.commit(c),

@@ -8,7 +8,7 @@
 //! parks (tokio runs the `before_park` hook, and does not park when the
 //! hook woke a task).
 
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -91,4 +91,22 @@ impl OutSlot {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What one I/O thread has handed the core thread, and how far the core
+/// thread got: the I/O thread throttles reading on it.
+#[derive(Debug, Default)]
+pub struct Flow {
+    /// Bytes handed over and not yet processed.
+    pub in_flight: AtomicUsize,
+    /// Sequence number of the last batch processed (batches count from 1).
+    pub processed: AtomicU64,
+}
+
+impl Flow {
+    /// Core thread: batch `seq` of `bytes` is processed.
+    pub fn done(&self, seq: u64, bytes: usize) {
+        self.in_flight.fetch_sub(bytes, Ordering::AcqRel);
+        self.processed.store(seq, Ordering::Release);
+    }
 }

@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::net::{Shutdown, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use bytes::{Buf, BytesMut};
@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
 
 use crate::core_thread::ToCore;
-use crate::handoff::OutSlot;
+use crate::handoff::{Flow, OutSlot};
 use crate::hub::{Hub, Item, Out};
 use crate::store_task::Commit;
 
@@ -74,8 +74,10 @@ enum Route {
         tx: mpsc::Sender<ToCore>,
         pending: Vec<(ConnId, Item)>,
         pending_bytes: usize,
-        /// Bytes handed over and not yet processed (the core subtracts).
-        in_flight: Arc<AtomicUsize>,
+        /// What was handed over and how far the core thread got.
+        flow: Arc<Flow>,
+        /// The number the pending batch will be sent with.
+        next_seq: u64,
         /// The sender task is woken and has not run yet.
         scheduled: bool,
     },
@@ -93,6 +95,10 @@ struct Peer {
     paused: bool,
     /// Close once `out` is written; nothing more is added.
     closing: bool,
+    /// Bytes of requests handed to the core thread in batches up to
+    /// `sent_seq` and maybe not yet processed (several I/O threads).
+    sent_bytes: usize,
+    sent_seq: u64,
     /// Wakes the connection's task.
     ctl: Rc<Notify>,
     _permit: OwnedSemaphorePermit,
@@ -154,8 +160,8 @@ pub enum Sink {
     Core {
         /// The core thread's inbox.
         tx: mpsc::Sender<ToCore>,
-        /// This thread's bytes in flight, shared with the core thread.
-        in_flight: Arc<AtomicUsize>,
+        /// This thread's flow of batches, shared with the core thread.
+        flow: Arc<Flow>,
         /// Where the core thread leaves this thread's outputs.
         slot: Arc<OutSlot>,
     },
@@ -186,17 +192,14 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     let mut slot = None;
     let route = match sink {
         Sink::Inline(hub) => Route::Inline(hub),
-        Sink::Core {
-            tx,
-            in_flight,
-            slot: s,
-        } => {
+        Sink::Core { tx, flow, slot: s } => {
             slot = Some(s);
             Route::Core {
                 tx,
                 pending: Vec::new(),
                 pending_bytes: 0,
-                in_flight,
+                flow,
+                next_seq: 1,
                 scheduled: false,
             }
         }
@@ -329,6 +332,8 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
                 blocked: false,
                 paused: false,
                 closing: false,
+                sent_bytes: 0,
+                sent_seq: 0,
                 ctl: ctl.clone(),
                 _permit: permit,
             },
@@ -366,7 +371,8 @@ async fn sender(io: Rc<RefCell<IoThread>>) {
             tx,
             pending,
             pending_bytes,
-            in_flight,
+            flow,
+            next_seq,
             scheduled,
         } = &mut t.route
         {
@@ -376,12 +382,15 @@ async fn sender(io: Rc<RefCell<IoThread>>) {
             }
             let items = std::mem::take(pending);
             let bytes = std::mem::take(pending_bytes);
-            in_flight.fetch_add(bytes, Ordering::AcqRel);
+            let seq = *next_seq;
+            *next_seq += 1;
+            flow.in_flight.fetch_add(bytes, Ordering::AcqRel);
             if tx
                 .send(ToCore::Batch {
                     thread: index,
                     items,
                     bytes,
+                    seq,
                 })
                 .is_err()
             {
@@ -430,10 +439,19 @@ impl IoThread {
     }
 
     /// How connection `id`'s task should go on; `None` once it is gone.
-    pub fn peer_state(&self, id: ConnId) -> Option<PeerState> {
-        let p = self.peers.get(&id)?;
+    /// Reading waits while the core thread is behind on this thread's
+    /// batches, or on more than `max_output` of this connection's requests
+    /// (their answers could come back all at once).
+    pub fn peer_state(&mut self, id: ConnId) -> Option<PeerState> {
+        let p = self.peers.get_mut(&id)?;
         let throttled = match &self.route {
-            Route::Core { in_flight, .. } => in_flight.load(Ordering::Acquire) > MAX_IN_FLIGHT,
+            Route::Core { flow, .. } => {
+                if p.sent_bytes > 0 && flow.processed.load(Ordering::Acquire) >= p.sent_seq {
+                    p.sent_bytes = 0;
+                }
+                p.sent_bytes > self.max_output
+                    || flow.in_flight.load(Ordering::Acquire) > MAX_IN_FLIGHT
+            }
             Route::Inline(_) => false,
         };
         Some(PeerState {
@@ -472,11 +490,16 @@ impl IoThread {
             Route::Core {
                 pending,
                 pending_bytes,
+                next_seq,
                 scheduled,
                 ..
             } => {
                 pending.push((id, item));
                 *pending_bytes += bytes;
+                if let Some(p) = self.peers.get_mut(&id) {
+                    p.sent_bytes += bytes;
+                    p.sent_seq = *next_seq;
+                }
                 if !*scheduled {
                     *scheduled = true;
                     self.send.notify_one();

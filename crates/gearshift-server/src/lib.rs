@@ -28,7 +28,7 @@ pub mod store_task;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 pub use config::{ServerConfig, StoreConfig};
 use core_thread::{IoLinks, ToCore};
-use handoff::OutSlot;
+use handoff::{Flow, OutSlot};
 use hub::{Hub, Signals};
 use io_thread::{Accepted, IoSettings, Sink, ToIo};
 use store_task::{Deliver, StoreTask};
@@ -209,9 +209,7 @@ impl Server {
             }
         }
         let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
-        let in_flight: Vec<Arc<AtomicUsize>> = (0..threads)
-            .map(|_| Arc::new(AtomicUsize::new(0)))
-            .collect();
+        let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
         let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
         let mut joins = Vec::new();
         let mut hub = Some(hub);
@@ -229,7 +227,7 @@ impl Server {
                     hub = other;
                     Sink::Core {
                         tx: core_tx.clone(),
-                        in_flight: in_flight[index].clone(),
+                        flow: flows[index].clone(),
                         slot: slots[index].clone(),
                     }
                 }
@@ -247,7 +245,7 @@ impl Server {
             }
         }
         if let Some(hub) = hub {
-            let links = IoLinks { slots, in_flight };
+            let links = IoLinks { slots, flows };
             let spawned = std::thread::Builder::new()
                 .name("gearshift-core".into())
                 .spawn(move || core_thread::run(hub, core_rx, links));

@@ -1,4 +1,5 @@
-//! Output flow: a peer that stops reading makes the server's writes block;
+//! Output flow: a peer that stops reading makes the server's writes block
+//! (and, past the output limit, its reads stop: see `output_limit.rs`);
 //! what it is owed must still arrive whole and in order once it reads, while
 //! every other connection keeps being served; and a peer that half-closes
 //! its socket still gets the answer to what it sent before.
@@ -10,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{can_do, req, submit, TestServer, TIMEOUT};
 use gearshift_proto::{PacketType, Response};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIG: usize = 256 * 1024;
 
@@ -27,11 +28,12 @@ async fn a_peer_that_stops_reading_gets_everything_later_and_blocks_nobody() {
     for i in 0..N {
         batch.extend(req(PacketType::EchoReq, &[&payload(i, BIG)]));
     }
-    // Written from another task: the server stops reading this socket's
-    // requests only as far as its own replies back up, so the write finishes.
-    let (rd, mut wr) = slow.stream.into_split();
+    // Written from another task: once its replies back up past the output
+    // limit the server stops reading this socket, so the write finishes only
+    // after the client reads.
+    let (mut rd, mut wr) = slow.stream.into_split();
     let writer = tokio::spawn(async move {
-        tokio::time::timeout(TIMEOUT, wr.write_all(&batch))
+        tokio::time::timeout(TIMEOUT * 2, wr.write_all(&batch))
             .await
             .expect("write timed out")
             .expect("write failed");
@@ -45,17 +47,18 @@ async fn a_peer_that_stops_reading_gets_everything_later_and_blocks_nobody() {
         other.ping(b"still here").await;
     }
 
+    let mut buf = vec![0u8; 12 + BIG];
+    for i in 0..N {
+        tokio::time::timeout(TIMEOUT, rd.read_exact(&mut buf))
+            .await
+            .expect("echo timed out")
+            .expect("read failed");
+        assert_eq!(&buf[4..8], &(PacketType::EchoRes as u32).to_be_bytes());
+        assert_eq!(buf.len() - 12, BIG, "echo {i} has the wrong size");
+        assert!(buf[12..] == payload(i, BIG)[..], "echo {i} differs");
+    }
     let wr = writer.await.expect("writer task");
     slow.stream = rd.reunite(wr).expect("same socket");
-    for i in 0..N {
-        match slow.recv().await {
-            Response::EchoRes(d) => {
-                assert_eq!(d.len(), BIG, "echo {i} has the wrong size");
-                assert_eq!(d, Bytes::from(payload(i, BIG)), "echo {i} differs");
-            }
-            other => panic!("expected ECHO_RES {i}, got {other:?}"),
-        }
-    }
     slow.ping(b"after the backlog").await;
 }
 
