@@ -34,6 +34,14 @@ cargo test --workspace --quiet 2>&1 | tee /tmp/gearshift-cargo-test.log
 rust_passed=$(grep -Eo '[0-9]+ passed' /tmp/gearshift-cargo-test.log | awk '{s+=$1} END {print s+0}')
 rust_failed=$(grep -Eo '[0-9]+ failed' /tmp/gearshift-cargo-test.log | awk '{s+=$1} END {print s+0}')
 
+echo "== server and client suites again with 3 I/O threads and the core thread"
+# The default on this 2-core machine is one I/O thread that runs the core
+# itself; servers with more cores hand work to a core thread instead.
+GEARSHIFT_TEST_IO_THREADS=3 cargo test --quiet -p gearshift-server -p gearshift-client 2>&1 \
+  | tee /tmp/gearshift-cargo-test-threads.log
+rust_passed=$((rust_passed + $(grep -Eo '[0-9]+ passed' /tmp/gearshift-cargo-test-threads.log | awk '{s+=$1} END {print s+0}')))
+rust_failed=$((rust_failed + $(grep -Eo '[0-9]+ failed' /tmp/gearshift-cargo-test-threads.log | awk '{s+=$1} END {print s+0}')))
+
 echo "== interop and differential suites against target/debug/gearshift"
 cargo build --quiet -p gearshift
 # --verbose ERROR: gearmand's default level, so `verbose` answers alike in the
@@ -41,6 +49,8 @@ cargo build --quiet -p gearshift
 # server starts empty (the durable store has its own restart and crash tests).
 export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --store memory --log-file none --verbose ERROR"
 bash tests/interop/run.sh
+echo "== the same with 3 I/O threads and the core thread"
+SERVER_CMD="$SERVER_CMD --io-threads 3" bash tests/interop/run.sh
 
 echo "== crash suite: SIGKILL under load, restart, no acknowledged job lost"
 # Its own servers: the durable log store in fresh temp data dirs.
