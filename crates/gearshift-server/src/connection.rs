@@ -62,7 +62,8 @@ pub async fn serve(
                 io.borrow_mut().on_writable(id);
                 continue;
             }
-            _ = tokio::time::sleep(THROTTLE_WAIT), if can_read && state.throttled => continue,
+            // An async block: the timer is made only when the branch is enabled.
+            _ = async { tokio::time::sleep(THROTTLE_WAIT).await }, if can_read && state.throttled => continue,
             r = stream.readable(), if can_read && !state.throttled => {
                 if r.is_err() {
                     break;
@@ -127,7 +128,10 @@ fn feed_frames(
             // The commonest packet, a plain submission, is read in place
             // instead of being parsed into a request first.
             Ok(Some(Frame::Packet(p))) => match SubmitInPlace::cut(p) {
-                Ok(s) => Item::Submit(s),
+                Ok(s) => {
+                    t.feed_submit(id, s, before - buf.len());
+                    continue;
+                }
                 Err(p) => Item::Input(Input::from(Frame::Packet(p))),
             },
             Ok(Some(frame)) => Item::Input(Input::from(frame)),

@@ -11,7 +11,7 @@ use gearshift_core::ConnId;
 use tokio::sync::oneshot;
 
 use crate::handoff::{Flow, OutSlot};
-use crate::hub::{Hub, Item};
+use crate::hub::{Hub, Item, Outboxes};
 use crate::store_task::Commit;
 
 /// Most inbox messages taken in one round before outputs are handed out,
@@ -51,6 +51,10 @@ pub struct IoLinks {
 
 /// Runs the hub until told to finish or stop.
 pub fn run(mut hub: Hub, inbox: mpsc::Receiver<ToCore>, links: IoLinks) {
+    let mut outboxes = Outboxes(links.slots.iter().map(|_| Vec::new()).collect());
+    // Batches run this round: (thread, seq, bytes), reported once their
+    // outputs are handed out.
+    let mut ran: Vec<(usize, u64, usize)> = Vec::new();
     loop {
         let first = match hub.deadline() {
             Some(at) => {
@@ -77,17 +81,15 @@ pub fn run(mut hub: Hub, inbox: mpsc::Receiver<ToCore>, links: IoLinks) {
                     seq,
                 } => {
                     for (id, item) in items {
-                        hub.input(id, item);
+                        hub.input(id, item, &mut outboxes);
                     }
-                    if let Some(f) = links.flows.get(thread) {
-                        f.done(seq, bytes);
-                    }
+                    ran.push((thread, seq, bytes));
                 }
-                ToCore::Commit(c) => hub.commit(c),
+                ToCore::Commit(c) => hub.commit(c, &mut outboxes),
                 ToCore::Shutdown(graceful) => hub.begin_shutdown(graceful),
                 ToCore::Finish(done) => {
-                    let store = hub.finish();
-                    hand_out(&mut hub, &links);
+                    let store = hub.finish(&mut outboxes);
+                    hand_out(&mut outboxes, &links);
                     if let Some(store) = store {
                         // The store thread flushes what is queued, then ends.
                         store.finish();
@@ -105,16 +107,21 @@ pub fn run(mut hub: Hub, inbox: mpsc::Receiver<ToCore>, links: IoLinks) {
             };
         }
         if hub.deadline().is_some_and(|at| at <= Instant::now()) {
-            hub.timer();
+            hub.timer(&mut outboxes);
         }
-        hub.settle();
-        hand_out(&mut hub, &links);
+        hub.settle(&mut outboxes);
+        hand_out(&mut outboxes, &links);
+        for (thread, seq, bytes) in ran.drain(..) {
+            if let Some(f) = links.flows.get(thread) {
+                f.done(seq, bytes);
+            }
+        }
     }
 }
 
 /// Gives every I/O thread what the round produced for its connections.
-fn hand_out(hub: &mut Hub, links: &IoLinks) {
-    for (t, outs) in hub.outboxes().iter_mut().enumerate() {
+fn hand_out(outboxes: &mut Outboxes, links: &IoLinks) {
+    for (t, outs) in outboxes.0.iter_mut().enumerate() {
         if outs.is_empty() {
             continue;
         }

@@ -2,9 +2,9 @@
 //!
 //! Connections' requests come in as [`Item`]s, already framed and parsed by
 //! the I/O thread that owns the connection; what the core answers leaves as
-//! plain [`Out`] data, sorted into one outbox per I/O thread, for that
-//! thread to encode and write. Nothing here calls back into the core to
-//! carry out an effect. The hub runs on the core thread ([`crate::core_thread`])
+//! plain [`Out`] data through an [`OutSink`]: one outbox per I/O thread on the
+//! core thread, or straight into the connections' buffers on the only I/O
+//! thread. Nothing here calls back into the core to carry out an effect. The hub runs on the core thread ([`crate::core_thread`])
 //! or, with a single I/O thread, on that thread itself.
 
 use std::sync::Arc;
@@ -48,6 +48,33 @@ pub enum Out {
     Close(ConnId),
 }
 
+impl Out {
+    /// The connection it is for.
+    pub fn conn(&self) -> ConnId {
+        let (Out::Send(c, _) | Out::Created(c, _) | Out::Text(c, _) | Out::Close(c)) = self;
+        *c
+    }
+}
+
+/// Where the hub puts what it produced: straight into the connections'
+/// buffers (with the hub on the only I/O thread), or into one outbox per I/O
+/// thread (on the core thread).
+pub trait OutSink {
+    /// Takes one output, in order.
+    fn push(&mut self, out: Out);
+}
+
+/// One outbox per I/O thread, for the core thread to hand out.
+pub struct Outboxes(pub Vec<Vec<Out>>);
+
+impl OutSink for Outboxes {
+    fn push(&mut self, out: Out) {
+        let n = self.0.len();
+        let t = thread_of(out.conn(), n);
+        self.0[t].push(out);
+    }
+}
+
 /// The I/O thread (of `threads`) that owns connection `id`: ids are handed
 /// out so that `id % threads` names it, so no table is needed.
 pub fn thread_of(id: ConnId, threads: usize) -> usize {
@@ -69,7 +96,6 @@ pub struct Hub {
     core: Core,
     clock: Clock,
     effects: Vec<Effect>,
-    outboxes: Vec<Vec<Out>>,
     /// Some(graceful) once a shutdown began.
     draining: Option<bool>,
     finished: bool,
@@ -83,14 +109,12 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// A hub around `core` for `threads` I/O threads, with no store until
-    /// [`Hub::set_store`].
-    pub fn new(core: Core, threads: usize, signals: Signals) -> Self {
+    /// A hub around `core`, with no store until [`Hub::set_store`].
+    pub fn new(core: Core, signals: Signals) -> Self {
         Hub {
             core,
             clock: Clock::new(),
             effects: Vec::new(),
-            outboxes: (0..threads.max(1)).map(|_| Vec::new()).collect(),
             draining: None,
             finished: false,
             store: None,
@@ -116,51 +140,57 @@ impl Hub {
         self.core.config().handle_prefix.clone()
     }
 
-    /// What each I/O thread must do, by thread index; the caller empties them.
-    pub fn outboxes(&mut self) -> &mut [Vec<Out>] {
-        &mut self.outboxes
-    }
-
     /// Runs one thing connection `id` did through the core and routes what
     /// it produced. Call [`Hub::settle`] after a batch of them.
-    pub fn input(&mut self, id: ConnId, item: Item) {
-        let clock = self.clock;
-        let now = *self.now.get_or_insert_with(|| clock.now());
+    pub fn input(&mut self, id: ConnId, item: Item, sink: &mut impl OutSink) {
+        let now = self.round_now();
         match item {
             Item::Open(info) => {
                 if self.draining.is_some() || self.finished {
-                    self.out(Out::Close(id));
+                    sink.push(Out::Close(id));
                     return;
                 }
                 self.core.connect(id, info);
             }
-            Item::Submit(s) => {
-                if self.draining.is_some() {
-                    let input = Input::Request(Request::Submit(s.into_submit()));
-                    self.run_input(id, input, now);
-                } else {
-                    self.core.handle_submit(id, s, now);
-                }
-            }
+            Item::Submit(s) => return self.submit(id, s, sink),
             Item::Input(input) => self.run_input(id, input, now),
             Item::Closed => {
                 if self.core.is_connected(id) {
                     self.core.disconnect(id, now);
-                    self.out(Out::Close(id));
+                    sink.push(Out::Close(id));
                 }
             }
             Item::Fatal(reply) => {
                 if self.core.is_connected(id) {
-                    self.route();
+                    self.route(sink);
                     if let Some(r) = reply {
-                        self.out(Out::Send(id, r));
+                        sink.push(Out::Send(id, r));
                     }
                     self.core.disconnect(id, now);
-                    self.out(Out::Close(id));
+                    sink.push(Out::Close(id));
                 }
             }
         }
-        self.route();
+        self.route(sink);
+    }
+
+    /// A plain submission read in place: [`Item::Submit`] without the
+    /// wrapping (the commonest input, moved as little as possible).
+    pub fn submit(&mut self, id: ConnId, s: SubmitInPlace, sink: &mut impl OutSink) {
+        let now = self.round_now();
+        if self.draining.is_some() {
+            let input = Input::Request(Request::Submit(s.into_submit()));
+            self.run_input(id, input, now);
+        } else {
+            self.core.handle_submit(id, s, now);
+        }
+        self.route(sink);
+    }
+
+    /// The time of this round's inputs, read once per round.
+    fn round_now(&mut self) -> Millis {
+        let clock = self.clock;
+        *self.now.get_or_insert_with(|| clock.now())
     }
 
     fn run_input(&mut self, id: ConnId, input: Input, now: Millis) {
@@ -174,19 +204,19 @@ impl Hub {
     }
 
     /// The store finished a group commit.
-    pub fn commit(&mut self, commit: Commit) {
+    pub fn commit(&mut self, commit: Commit, sink: &mut impl OutSink) {
         match commit {
             Commit::Stored(ids) => self.core.persisted(&ids, self.clock.now()),
             Commit::Failed(ids, why) => self.core.persist_failed(&ids, &why),
         }
-        self.route();
+        self.route(sink);
     }
 
     /// Fires the core's due timers.
-    pub fn timer(&mut self) {
+    pub fn timer(&mut self, sink: &mut impl OutSink) {
         self.core.on_timeout(self.clock.now());
         self.armed = None;
-        self.route();
+        self.route(sink);
     }
 
     /// When [`Hub::timer`] is next due, if ever (and remember it as armed).
@@ -211,7 +241,7 @@ impl Hub {
 
     /// Ends the server: every connection is closed (after what it is owed),
     /// and the store (if any) is handed back to be finished off.
-    pub fn finish(&mut self) -> Option<StoreTask> {
+    pub fn finish(&mut self, sink: &mut impl OutSink) -> Option<StoreTask> {
         self.finished = true;
         let left = self.core.volatile_job_count();
         if left > 0 {
@@ -223,9 +253,9 @@ impl Hub {
         let now = self.clock.now();
         for id in self.core.connection_ids() {
             self.core.disconnect(id, now);
-            self.out(Out::Close(id));
+            sink.push(Out::Close(id));
         }
-        self.settle();
+        self.settle(sink);
         tracing::info!(stored = self.core.job_count() - left, "engine stopped");
         let mut store = self.store.take();
         if let Some(store) = store.as_mut() {
@@ -240,9 +270,9 @@ impl Hub {
     /// Ends a round of inputs: runs store batches (inline commits answer at
     /// once, and their answers are routed too), tells the timer of an
     /// earlier deadline, and checks whether a shutdown has drained.
-    pub fn settle(&mut self) {
+    pub fn settle(&mut self, sink: &mut impl OutSink) {
         self.now = None;
-        self.route();
+        self.route(sink);
         while !self.store_batch.is_empty() {
             let batch = std::mem::take(&mut self.store_batch);
             let Some(store) = &mut self.store else {
@@ -254,7 +284,7 @@ impl Hub {
                 Some(Commit::Stored(ids)) => self.core.persisted(&ids, self.clock.now()),
                 Some(Commit::Failed(ids, why)) => self.core.persist_failed(&ids, &why),
             }
-            self.route();
+            self.route(sink);
         }
         if let Some(d) = self.core.next_deadline() {
             if self.armed.is_none_or(|a| d < a) {
@@ -292,32 +322,24 @@ impl Hub {
         }
     }
 
-    fn out(&mut self, out: Out) {
-        let t = match &out {
-            Out::Send(c, _) | Out::Created(c, _) | Out::Text(c, _) | Out::Close(c) => *c,
-        };
-        let n = self.outboxes.len();
-        self.outboxes[thread_of(t, n)].push(out);
-    }
-
     /// Carries out the core's pending effects, until it has none: a close
     /// makes the core forget the connection, which may produce more.
-    fn route(&mut self) {
+    fn route(&mut self, sink: &mut impl OutSink) {
         loop {
             self.core.drain_effects_into(&mut self.effects);
-            if self.effects.is_empty() {
-                return;
-            }
+            // Only a close (the core forgets the connection) makes more.
+            let mut again = false;
             let mut effects = std::mem::take(&mut self.effects);
             for effect in effects.drain(..) {
                 match effect {
-                    Effect::Send(id, r) => self.out(Out::Send(id, r)),
-                    Effect::Created(id, job) => self.out(Out::Created(id, job)),
-                    Effect::Text(id, t) => self.out(Out::Text(id, t)),
+                    Effect::Send(id, r) => sink.push(Out::Send(id, r)),
+                    Effect::Created(id, job) => sink.push(Out::Created(id, job)),
+                    Effect::Text(id, t) => sink.push(Out::Text(id, t)),
                     Effect::Close(id) => {
                         // Nothing the connection sent after this may run.
                         self.core.disconnect(id, self.clock.now());
-                        self.out(Out::Close(id));
+                        sink.push(Out::Close(id));
+                        again = true;
                     }
                     Effect::Store(op) => self.store_batch.push(op),
                     Effect::Shutdown { graceful } => {
@@ -329,6 +351,9 @@ impl Hub {
             }
             // Keep the buffer's capacity for the next round.
             self.effects = effects;
+            if !again {
+                return;
+            }
         }
     }
 }

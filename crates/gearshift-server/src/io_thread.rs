@@ -23,12 +23,13 @@ use bytes::{Buf, BytesMut};
 use gearshift_core::handle::Handles;
 use gearshift_core::ids::IdMap;
 use gearshift_core::{ConnId, ConnInfo};
+use gearshift_proto::SubmitInPlace;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
 
 use crate::core_thread::ToCore;
 use crate::handoff::{Flow, OutSlot};
-use crate::hub::{Hub, Item, Out};
+use crate::hub::{Hub, Item, Out, OutSink};
 use crate::store_task::Commit;
 
 /// An output buffer grown past this is released once it is written.
@@ -113,6 +114,40 @@ pub struct PeerState {
     pub readable: bool,
     /// The core thread is behind: wait a little before reading.
     pub throttled: bool,
+}
+
+/// The hub's outputs, encoded straight into this thread's connections'
+/// buffers; the connections that got bytes are listed to be written.
+struct Direct<'a> {
+    peers: &'a mut IdMap<ConnId, Peer>,
+    dirty: &'a mut Vec<ConnId>,
+    handles: &'a mut Handles,
+}
+
+impl OutSink for Direct<'_> {
+    fn push(&mut self, out: Out) {
+        let id = out.conn();
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        if p.closing {
+            return;
+        }
+        match out {
+            Out::Send(_, r) => r.encode(&mut p.out),
+            Out::Created(_, job) => self.handles.encode_created(job, &mut p.out),
+            Out::Text(_, t) => p.out.extend_from_slice(&t),
+            Out::Close(_) => {
+                p.closing = true;
+                // Its task stops reading.
+                p.ctl.notify_one();
+            }
+        }
+        if !p.listed {
+            p.listed = true;
+            self.dirty.push(id);
+        }
+    }
 }
 
 /// One I/O thread's state, shared by its tasks (never across threads).
@@ -252,8 +287,16 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
         ToIo::Accept(a) => accept(io, a),
         ToIo::Commit(c) => {
             let mut t = io.borrow_mut();
+            let t = &mut *t;
             if let Route::Inline(hub) = &mut t.route {
-                hub.commit(c);
+                hub.commit(
+                    c,
+                    &mut Direct {
+                        peers: &mut t.peers,
+                        dirty: &mut t.dirty,
+                        handles: &mut t.handles,
+                    },
+                );
             }
             t.pump(None);
         }
@@ -265,14 +308,19 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
             t.pump(None);
         }
         ToIo::Finish(done) => {
-            let mut t = io.borrow_mut();
+            let mut guard = io.borrow_mut();
+            let t = &mut *guard;
             let store = match &mut t.route {
-                Route::Inline(hub) => hub.finish(),
+                Route::Inline(hub) => hub.finish(&mut Direct {
+                    peers: &mut t.peers,
+                    dirty: &mut t.dirty,
+                    handles: &mut t.handles,
+                }),
                 Route::Core { .. } => None,
             };
             t.pump(None);
             t.write_dirty();
-            drop(t);
+            drop(guard);
             if let Some(store) = store {
                 // The store thread flushes what is queued, then ends.
                 store.finish();
@@ -384,7 +432,7 @@ async fn sender(io: Rc<RefCell<IoThread>>) {
             let bytes = std::mem::take(pending_bytes);
             let seq = *next_seq;
             *next_seq += 1;
-            flow.in_flight.fetch_add(bytes, Ordering::AcqRel);
+            flow.sent(seq, bytes);
             if tx
                 .send(ToCore::Batch {
                     thread: index,
@@ -412,8 +460,13 @@ async fn timer(io: Rc<RefCell<IoThread>>) {
         tokio::select! {
             _ = sleep_until(deadline) => {
                 let mut t = io.borrow_mut();
+                let t = &mut *t;
                 if let Route::Inline(hub) = &mut t.route {
-                    hub.timer();
+                    hub.timer(&mut Direct {
+                        peers: &mut t.peers,
+                        dirty: &mut t.dirty,
+                        handles: &mut t.handles,
+                    });
                 }
                 t.pump(None);
                 deadline = t.deadline();
@@ -483,10 +536,32 @@ impl IoThread {
         }
     }
 
+    /// A plain submission of connection `id`: [`IoThread::feed`] of an
+    /// [`Item::Submit`], moved as little as possible.
+    pub fn feed_submit(&mut self, id: ConnId, s: SubmitInPlace, bytes: usize) {
+        if let Route::Inline(hub) = &mut self.route {
+            let mut d = Direct {
+                peers: &mut self.peers,
+                dirty: &mut self.dirty,
+                handles: &mut self.handles,
+            };
+            return hub.submit(id, s, &mut d);
+        }
+        self.feed(id, Item::Submit(s), bytes);
+    }
+
     /// One thing connection `id` did (`bytes`: its size on the wire).
     pub fn feed(&mut self, id: ConnId, item: Item, bytes: usize) {
         match &mut self.route {
-            Route::Inline(hub) => hub.input(id, item),
+            Route::Inline(hub) => hub.input(
+                id,
+                item,
+                &mut Direct {
+                    peers: &mut self.peers,
+                    dirty: &mut self.dirty,
+                    handles: &mut self.handles,
+                },
+            ),
             Route::Core {
                 pending,
                 pending_bytes,
@@ -517,11 +592,20 @@ impl IoThread {
             let Route::Inline(hub) = &mut self.route else {
                 return;
             };
-            hub.settle();
-            let outs = std::mem::take(&mut hub.outboxes()[0]);
-            self.dispatch(outs);
+            hub.settle(&mut Direct {
+                peers: &mut self.peers,
+                dirty: &mut self.dirty,
+                handles: &mut self.handles,
+            });
             if let Some(own) = own {
                 self.write_peer(own);
+                if self.dirty.len() == 1 && self.dirty[0] == own {
+                    // Only the reader had output, and it is written.
+                    self.dirty.clear();
+                    if let Some(p) = self.peers.get_mut(&own) {
+                        p.listed = false;
+                    }
+                }
             }
             if !self.dirty.is_empty() && !self.flush_scheduled {
                 self.flush_scheduled = true;
@@ -567,32 +651,20 @@ impl IoThread {
         self.pump(None);
     }
 
-    /// Encodes `outs` into their connections' buffers.
+    /// Encodes a batch from the core thread into its connections' buffers.
     fn dispatch(&mut self, outs: Vec<Out>) {
+        let mut d = self.direct();
         for out in outs {
-            let id = match &out {
-                Out::Send(c, _) | Out::Created(c, _) | Out::Text(c, _) | Out::Close(c) => *c,
-            };
-            let Some(p) = self.peers.get_mut(&id) else {
-                continue;
-            };
-            if p.closing {
-                continue;
-            }
-            match out {
-                Out::Send(_, r) => r.encode(&mut p.out),
-                Out::Created(_, job) => self.handles.encode_created(job, &mut p.out),
-                Out::Text(_, t) => p.out.extend_from_slice(&t),
-                Out::Close(_) => {
-                    p.closing = true;
-                    // Its task stops reading.
-                    p.ctl.notify_one();
-                }
-            }
-            if !p.listed {
-                p.listed = true;
-                self.dirty.push(id);
-            }
+            d.push(out);
+        }
+    }
+
+    /// This thread's connections as the hub's output sink.
+    fn direct(&mut self) -> Direct<'_> {
+        Direct {
+            peers: &mut self.peers,
+            dirty: &mut self.dirty,
+            handles: &mut self.handles,
         }
     }
 

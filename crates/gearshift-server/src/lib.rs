@@ -171,7 +171,7 @@ impl Server {
             stop_accepting: stop_tx,
             timer: Arc::new(Notify::new()),
         };
-        let mut hub = Hub::new(self.core, threads, signals);
+        let mut hub = Hub::new(self.core, signals);
         let prefix = hub.handle_prefix();
         let (core_tx, core_rx) = std::sync::mpsc::channel::<ToCore>();
         let mut inboxes = Vec::with_capacity(threads);
@@ -210,7 +210,7 @@ impl Server {
         }
         let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
         let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
-        let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
+        let slots: Vec<Arc<OutSlot>> = flows.iter().map(|f| OutSlot::new(f.clone())).collect();
         let mut joins = Vec::new();
         let mut hub = Some(hub);
         for (index, rx) in receivers.into_iter().enumerate() {
