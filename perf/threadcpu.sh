@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Needs the harness in ../shared/bench (threadcpu.py, rawload.c, gearload.c),
-# beside this repository's root; BENCH=DIR points elsewhere. The load tools
-# are built into $TOOLS (default /tmp/gearshift-threadcpu), since the harness
-# folder may be read-only.
+# Needs the harness in ../shared/bench (rawload.c, gearload.c), beside this
+# repository's root; BENCH=DIR points elsewhere. The load tools are built
+# into $TOOLS (default /tmp/gearshift-threadcpu), since the harness folder
+# may be read-only.
 #
 # Per-thread CPU per job of each server while a load runs (issue 16): the
-# thread that must run serially bounds what more cores can give. Servers are
-# run interleaved, a fresh one per scenario and rep:
+# thread that must run serially bounds what more cores can give. Each thread's
+# CPU is read by perf/threadsplit.py (the same /proc fields as the harness's
+# threadcpu.py, with user and system time apart). Servers are run
+# interleaved, a fresh one per scenario and rep:
 #
 #   perf/threadcpu.sh [REPS]        # default 3 reps
 #
@@ -21,8 +23,9 @@
 #   gearshift     Gearshift --store memory with the machine's default
 #
 # Prints one line per run and, at the end, the medians per server and
-# scenario: the busiest thread's us/job, the core thread's (Gearshift) and
-# the whole process's. Raw output goes to $OUT (default /tmp/threadcpu.txt).
+# scenario: the busiest thread's us/job, the core thread's (Gearshift; also
+# its user and system parts) and the whole process's. Raw output goes to $OUT
+# (default /tmp/threadcpu.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=${BENCH:-../shared/bench}
@@ -31,7 +34,7 @@ REPS=${1:-3}
 N=${N:-200000}
 OUT=${OUT:-/tmp/threadcpu.txt}
 GEARSHIFT=${GEARSHIFT:-$PWD/target/release/gearshift}
-[ -f "$BENCH/threadcpu.py" ] || { echo "no harness at $BENCH (set BENCH=...)" >&2; exit 2; }
+[ -f "$BENCH/rawload.c" ] || { echo "no harness at $BENCH (set BENCH=...)" >&2; exit 2; }
 [ -x "$GEARSHIFT" ] || cargo build --release -p gearshift
 mkdir -p "$TOOLS"
 [ -x "$TOOLS/rawload" ] || cc -O2 -o "$TOOLS/rawload" "$BENCH/rawload.c" -lm
@@ -62,15 +65,14 @@ run_one() { # name cmd scenario rep
       set -- "$GL" rt -p "$port" -P "$pid" -c 16 -w 8 -n "$jobs" -s 100 -d 60 -U ;;
   esac
   local res
-  res=$(python3 "$BENCH/threadcpu.py" "$pid" "$jobs" -- "$@" 2>&1 | grep -v '^{' || true)
+  res=$(python3 perf/threadsplit.py "$pid" "$jobs" -- "$@" 2>&1 | grep -v '^{' || true)
   kill "$pid" 2> /dev/null || true
   wait "$pid" 2> /dev/null || true
-  # "wall Xs, process CPU Ys over T threads" then "name tid cpu Zs ... W us/job"
-  local proc busiest core ok
-  proc=$(awk -v j="$jobs" '/^wall/ {gsub("s","",$5); printf "%.2f", 1e6*$5/j}' <<< "$res")
-  busiest=$(awk '/us\/job/ {print $(NF-1); exit}' <<< "$res")
-  core=$(awk '$1 == "gearshift-core" {print $(NF-1)}' <<< "$res")
-  ok=$(grep -c '"ok":true' <<< "$res" || true)
+  # one line per thread, busiest first: "name tid us/job T user U sys S"
+  local proc busiest core
+  proc=$(awk '/us\/job/ {s += $4} END {printf "%.2f", s}' <<< "$res")
+  busiest=$(awk '/us\/job/ {print $4; exit}' <<< "$res")
+  core=$(awk '$1 == "gearshift-core" {printf "%s/%s/%s", $4, $6, $8}' <<< "$res")
   echo "$name $sc rep=$rep busiest=$busiest core=${core:--} process=$proc" | tee -a "$OUT"
   echo "$res" | sed 's/^/    /' >> "$OUT"
 }
@@ -93,8 +95,13 @@ for line in open(sys.argv[1]):
     if m:
         rows.setdefault((m[1], m[2]), []).append((m[3], m[4], m[5]))
 med = lambda xs: "%.2f" % statistics.median(float(x) for x in xs) if xs and "-" not in xs else "-"
+def core(xs):
+    if "-" in xs:
+        return "-"
+    parts = [x.split("/") for x in xs]
+    return "%s (user %s, sys %s)" % tuple(med([p[i] for p in parts]) for i in range(3))
 print("| server | scenario | busiest thread | core thread | whole process |")
 print("|---|---|---:|---:|---:|")
 for (name, sc), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    print("| %s | %s | %s | %s | %s |" % (name, sc, med([x[0] for x in v]), med([x[1] for x in v]), med([x[2] for x in v])))
+    print("| %s | %s | %s | %s | %s |" % (name, sc, med([x[0] for x in v]), core([x[1] for x in v]), med([x[2] for x in v])))
 EOF

@@ -10,21 +10,13 @@
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use crate::hub::Out;
 
-/// How long a parking I/O thread waits for the outputs of a batch the core
-/// thread is still running, instead of parking and having the core thread
-/// pay for the wake-up (the serial thread's time is the scarce one).
-const SPIN: Duration = Duration::from_micros(30);
-
 /// Batches for one I/O thread.
 pub struct OutSlot {
-    /// The same I/O thread's batches to the core thread.
-    flow: Arc<Flow>,
     /// A lock-free queue: the core thread never waits for the I/O thread.
     tx: Mutex<mpsc::Sender<Vec<Out>>>,
     rx: Mutex<mpsc::Receiver<Vec<Out>>>,
@@ -38,10 +30,9 @@ pub struct OutSlot {
 
 impl OutSlot {
     /// A new, empty slot.
-    pub fn new(flow: Arc<Flow>) -> Arc<OutSlot> {
+    pub fn new() -> Arc<OutSlot> {
         let (tx, rx) = mpsc::channel();
         Arc::new(OutSlot {
-            flow,
             tx: Mutex::new(tx),
             rx: Mutex::new(rx),
             parked: AtomicBool::new(false),
@@ -81,18 +72,12 @@ impl OutSlot {
         &self.wake
     }
 
-    /// I/O thread, in tokio's `before_park` hook: waits a little for the
-    /// outputs of a batch still at the core thread, then marks the thread
-    /// parked, and wakes the taker (so the thread does not park) if batches
-    /// wait.
+    /// I/O thread, in tokio's `before_park` hook: marks the thread parked,
+    /// and wakes the taker (so the thread does not park) if batches wait.
+    /// (Waiting here a little for the answers to a batch still at the core
+    /// thread was tried: on 2 cores it took the core thread's CPU and cost
+    /// more per job in all than the wake-ups it saved.)
     pub fn before_park(&self) {
-        let start = Instant::now();
-        while !self.pending.load(Ordering::Acquire)
-            && self.flow.processed.load(Ordering::Acquire) < self.flow.sent.load(Ordering::Relaxed)
-            && start.elapsed() < SPIN
-        {
-            std::hint::spin_loop();
-        }
         self.parked.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if self.pending.load(Ordering::Relaxed) {
@@ -120,15 +105,12 @@ pub struct Flow {
     /// Sequence number of the last batch processed, and its outputs handed
     /// out (batches count from 1).
     pub processed: AtomicU64,
-    /// Sequence number of the last batch sent.
-    pub sent: AtomicU64,
 }
 
 impl Flow {
-    /// I/O thread: batch `seq` of `bytes` is on its way.
-    pub fn sent(&self, seq: u64, bytes: usize) {
+    /// I/O thread: a batch of `bytes` is on its way.
+    pub fn sent(&self, bytes: usize) {
         self.in_flight.fetch_add(bytes, Ordering::AcqRel);
-        self.sent.store(seq, Ordering::Relaxed);
     }
 
     /// Core thread: batch `seq` of `bytes` is processed and its outputs

@@ -432,7 +432,7 @@ async fn sender(io: Rc<RefCell<IoThread>>) {
             let bytes = std::mem::take(pending_bytes);
             let seq = *next_seq;
             *next_seq += 1;
-            flow.sent(seq, bytes);
+            flow.sent(bytes);
             if tx
                 .send(ToCore::Batch {
                     thread: index,

@@ -210,7 +210,7 @@ impl Server {
         }
         let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
         let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
-        let slots: Vec<Arc<OutSlot>> = flows.iter().map(|f| OutSlot::new(f.clone())).collect();
+        let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
         let mut joins = Vec::new();
         let mut hub = Some(hub);
         for (index, rx) in receivers.into_iter().enumerate() {
