@@ -12,8 +12,9 @@ use gearshift_proto::Response;
 use crate::effect::Effect;
 use crate::effect::StoreOp;
 use crate::engine::Core;
-use crate::ids::{ConnId, JobId};
+use crate::ids::ConnId;
 use crate::job::{JobState, Persist};
+use crate::listing::{JobRow, Listing};
 use crate::Millis;
 
 impl Core {
@@ -22,8 +23,16 @@ impl Core {
             AdminCommand::Status => self.status_text(),
             AdminCommand::PriorityStatus => self.priority_status_text(),
             AdminCommand::Workers => self.workers_text(),
-            AdminCommand::ShowJobs => self.show_jobs_text(),
-            AdminCommand::ShowUniqueJobs => self.show_unique_text(),
+            AdminCommand::ShowJobs => {
+                let listing = self.show_jobs_rows();
+                self.emit(conn, Effect::Listing(conn, Box::new(listing)));
+                return;
+            }
+            AdminCommand::ShowUniqueJobs => {
+                let listing = self.show_unique_rows();
+                self.emit(conn, Effect::Listing(conn, Box::new(listing)));
+                return;
+            }
             AdminCommand::CancelJob(handle) => self.cancel(&handle).to_vec(),
             // The binary protocol's rule (Core::function_from).
             AdminCommand::CreateFunction(name)
@@ -124,50 +133,39 @@ impl Core {
         out
     }
 
-    fn sorted_job_ids(&self) -> Vec<JobId> {
-        let mut ids: Vec<JobId> = self.jobs.iter().map(|j| j.id).collect();
-        ids.sort_unstable();
-        ids
+    /// `show jobs` as rows; the driver renders them ([`Listing::render`]).
+    fn show_jobs_rows(&self) -> Listing {
+        let rows = self
+            .jobs
+            .iter()
+            .map(|job| {
+                let cancelled = job.state == JobState::Cancelled;
+                JobRow {
+                    id: job.id,
+                    // A restored job may carry a handle from another prefix.
+                    foreign: self.foreign_ids.get(&job.id).cloned(),
+                    retries: job.retries,
+                    // gearmand's IGNORE_JOB: the result goes nowhere (cancelled,
+                    // or a running foreground job whose clients all left).
+                    ignored: cancelled || (!job.background && job.clients.is_empty()),
+                    background: job.background && !cancelled,
+                }
+            })
+            .collect();
+        Listing::Jobs {
+            prefix: Bytes::copy_from_slice(self.handles.prefix()),
+            rows,
+        }
     }
 
-    fn show_jobs_text(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut handle = Vec::new();
-        for id in self.sorted_job_ids() {
-            let Some(job) = self.jobs.get(id) else {
-                continue;
-            };
-            let cancelled = job.state == JobState::Cancelled;
-            // gearmand's IGNORE_JOB: the result goes nowhere (cancelled, or a
-            // running foreground job whose clients all left).
-            let ignored = cancelled || (!job.background && job.clients.is_empty());
-            // A restored job may carry a handle from another prefix, as stored.
-            handle.clear();
-            self.write_handle(&mut handle, id);
-            escape::push_field(&mut out, &handle, Sep::Tab);
-            let _ = writeln!(
-                out,
-                "\t{}\t{}\t{}",
-                job.retries,
-                u8::from(ignored),
-                u8::from(job.background && !cancelled)
-            );
-        }
-        out.extend_from_slice(text::LIST_END);
-        out
-    }
-
-    fn show_unique_text(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        for id in self.sorted_job_ids() {
-            let Some(job) = self.jobs.get(id) else {
-                continue;
-            };
-            escape::push_field(&mut out, job.unique(), Sep::Line);
-            out.push(b'\n');
-        }
-        out.extend_from_slice(text::LIST_END);
-        out
+    /// `show unique jobs` as rows.
+    fn show_unique_rows(&self) -> Listing {
+        Listing::Uniques(
+            self.jobs
+                .iter()
+                .map(|job| (job.id, job.unique_bytes()))
+                .collect(),
+        )
     }
 
     /// `cancel job H`: waiting clients get WORK_FAIL; a queued job goes at

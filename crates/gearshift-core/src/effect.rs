@@ -45,6 +45,9 @@ pub enum Effect {
     Created(ConnId, JobId),
     /// Send admin text to a connection.
     Text(ConnId, Bytes),
+    /// Send a per-job admin listing, rendered by the driver
+    /// ([`crate::listing::Listing::render`]) off the core's thread.
+    Listing(ConnId, Box<crate::listing::Listing>),
     /// Flush what was sent to the connection, then close it.
     Close(ConnId),
     /// An admin asked the server to stop.

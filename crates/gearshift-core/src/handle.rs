@@ -44,6 +44,11 @@ impl Handles {
         }
     }
 
+    /// The prefix (handles are `<prefix>:<n>`).
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
     /// The handle of job `id`.
     pub fn make(&mut self, id: JobId) -> Bytes {
         let len = self.print(id).len();

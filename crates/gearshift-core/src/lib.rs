@@ -17,6 +17,7 @@
 //!   jobs live and how they are found (by id, unique or workload);
 //!   [`id_index`]: the id → slot index behind it.
 //! - [`handle`]: printing and parsing job handles.
+//! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
 pub mod admin;
@@ -31,6 +32,7 @@ pub mod id_index;
 pub mod ids;
 pub mod job;
 pub mod jobs;
+pub mod listing;
 pub mod order;
 pub mod submit;
 pub mod worker;

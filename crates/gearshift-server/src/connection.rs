@@ -124,7 +124,7 @@ fn feed_frames(
 ) -> bool {
     loop {
         let before = buf.len();
-        let item = match decode_frame(buf, max_packet) {
+        let input = match decode_frame(buf, max_packet) {
             // The commonest packet, a plain submission, is read in place
             // instead of being parsed into a request first.
             Ok(Some(Frame::Packet(p))) => match SubmitInPlace::cut(p) {
@@ -132,9 +132,9 @@ fn feed_frames(
                     t.feed_submit(id, s, before - buf.len());
                     continue;
                 }
-                Err(p) => Item::Input(Input::from(Frame::Packet(p))),
+                Err(p) => Input::from(Frame::Packet(p)),
             },
-            Ok(Some(frame)) => Item::Input(Input::from(frame)),
+            Ok(Some(frame)) => Input::from(frame),
             Ok(None) => return true,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection: unusable input");
@@ -148,7 +148,7 @@ fn feed_frames(
                 return false;
             }
         };
-        t.feed(id, item, before - buf.len());
+        t.feed_input(id, input, before - buf.len());
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use gearshift_core::listing::Listing;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
 use gearshift_proto::{Request, Response, SubmitInPlace};
 use tokio::sync::{watch, Notify};
@@ -43,6 +44,8 @@ pub enum Out {
     Created(ConnId, JobId),
     /// Send admin text.
     Text(ConnId, Bytes),
+    /// Render a per-job admin listing and send it.
+    Listing(ConnId, Box<Listing>),
     /// Write what is owed, then close. The core has forgotten the
     /// connection: nothing more comes for it.
     Close(ConnId),
@@ -51,7 +54,11 @@ pub enum Out {
 impl Out {
     /// The connection it is for.
     pub fn conn(&self) -> ConnId {
-        let (Out::Send(c, _) | Out::Created(c, _) | Out::Text(c, _) | Out::Close(c)) = self;
+        let (Out::Send(c, _)
+        | Out::Created(c, _)
+        | Out::Text(c, _)
+        | Out::Listing(c, _)
+        | Out::Close(c)) = self;
         *c
     }
 }
@@ -153,7 +160,7 @@ impl Hub {
                 self.core.connect(id, info);
             }
             Item::Submit(s) => return self.submit(id, s, sink),
-            Item::Input(input) => self.run_input(id, input, now),
+            Item::Input(input) => return self.request(id, input, sink),
             Item::Closed => {
                 if self.core.is_connected(id) {
                     self.core.disconnect(id, now);
@@ -184,6 +191,14 @@ impl Hub {
         } else {
             self.core.handle_submit(id, s, now);
         }
+        self.route(sink);
+    }
+
+    /// A request, refused packet or admin line: [`Item::Input`] without the
+    /// wrapping.
+    pub fn request(&mut self, id: ConnId, input: Input, sink: &mut impl OutSink) {
+        let now = self.round_now();
+        self.run_input(id, input, now);
         self.route(sink);
     }
 
@@ -335,6 +350,7 @@ impl Hub {
                     Effect::Send(id, r) => sink.push(Out::Send(id, r)),
                     Effect::Created(id, job) => sink.push(Out::Created(id, job)),
                     Effect::Text(id, t) => sink.push(Out::Text(id, t)),
+                    Effect::Listing(id, l) => sink.push(Out::Listing(id, l)),
                     Effect::Close(id) => {
                         // Nothing the connection sent after this may run.
                         self.core.disconnect(id, self.clock.now());

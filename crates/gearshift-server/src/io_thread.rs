@@ -22,7 +22,7 @@ use std::sync::{mpsc, Arc};
 use bytes::{Buf, BytesMut};
 use gearshift_core::handle::Handles;
 use gearshift_core::ids::IdMap;
-use gearshift_core::{ConnId, ConnInfo};
+use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
@@ -137,6 +137,8 @@ impl OutSink for Direct<'_> {
             Out::Send(_, r) => r.encode(&mut p.out),
             Out::Created(_, job) => self.handles.encode_created(job, &mut p.out),
             Out::Text(_, t) => p.out.extend_from_slice(&t),
+            // Rendered here, so the core thread only copied the rows.
+            Out::Listing(_, l) => p.out.extend_from_slice(&l.render()),
             Out::Close(_) => {
                 p.closing = true;
                 // Its task stops reading.
@@ -548,6 +550,20 @@ impl IoThread {
             return hub.submit(id, s, &mut d);
         }
         self.feed(id, Item::Submit(s), bytes);
+    }
+
+    /// A request of connection `id`: [`IoThread::feed`] of an
+    /// [`Item::Input`], moved as little as possible.
+    pub fn feed_input(&mut self, id: ConnId, input: Input, bytes: usize) {
+        if let Route::Inline(hub) = &mut self.route {
+            let mut d = Direct {
+                peers: &mut self.peers,
+                dirty: &mut self.dirty,
+                handles: &mut self.handles,
+            };
+            return hub.request(id, input, &mut d);
+        }
+        self.feed(id, Item::Input(input), bytes);
     }
 
     /// One thing connection `id` did (`bytes`: its size on the wire).

@@ -238,6 +238,11 @@ impl World {
                         .push_back(Out::Packet(r));
                 }
                 Effect::Text(c, t) => self.outbox.entry(c.0).or_default().push_back(Out::Text(t)),
+                Effect::Listing(c, l) => self
+                    .outbox
+                    .entry(c.0)
+                    .or_default()
+                    .push_back(Out::Text(l.render().into())),
                 Effect::Close(c) => self.outbox.entry(c.0).or_default().push_back(Out::Close),
                 Effect::Shutdown { graceful } => self.shutdowns.push(graceful),
                 Effect::Store(op) => self.store_ops.push(op),
