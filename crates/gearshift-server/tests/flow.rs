@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{can_do, req, submit, TestServer, TIMEOUT};
 use gearshift_proto::{PacketType, Response};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const BIG: usize = 256 * 1024;
 
@@ -47,16 +47,7 @@ async fn a_peer_that_stops_reading_gets_everything_later_and_blocks_nobody() {
         other.ping(b"still here").await;
     }
 
-    let mut buf = vec![0u8; 12 + BIG];
-    for i in 0..N {
-        tokio::time::timeout(TIMEOUT, rd.read_exact(&mut buf))
-            .await
-            .expect("echo timed out")
-            .expect("read failed");
-        assert_eq!(&buf[4..8], &(PacketType::EchoRes as u32).to_be_bytes());
-        assert_eq!(buf.len() - 12, BIG, "echo {i} has the wrong size");
-        assert!(buf[12..] == payload(i, BIG)[..], "echo {i} differs");
-    }
+    common::expect_echoes(&mut rd, N, BIG, |i| payload(i, BIG)).await;
     let wr = writer.await.expect("writer task");
     slow.stream = rd.reunite(wr).expect("same socket");
     slow.ping(b"after the backlog").await;

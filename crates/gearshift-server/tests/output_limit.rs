@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{can_do, config, req, submit, Conn, TestServer, TIMEOUT};
 use gearshift_proto::{PacketType, Response};
 use gearshift_server::ServerConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpSocket;
 
 const LIMIT: usize = 64 * 1024;
@@ -76,15 +76,7 @@ async fn a_client_that_never_reads_is_not_read_either_and_loses_nothing() {
             .expect("write timed out")
             .expect("write failed");
     });
-    let mut buf = vec![0u8; 12 + SIZE];
-    for i in 0..N {
-        tokio::time::timeout(TIMEOUT, rd.read_exact(&mut buf))
-            .await
-            .expect("echo timed out")
-            .expect("read failed");
-        assert_eq!(&buf[4..8], &(PacketType::EchoRes as u32).to_be_bytes());
-        assert!(buf[12..] == payload(i, SIZE)[..], "echo {i} differs");
-    }
+    common::expect_echoes(&mut rd, N, SIZE, |i| payload(i, SIZE)).await;
     writer.await.expect("writer task");
 }
 

@@ -445,6 +445,30 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Reads `n` ECHO_RES packets of `size` bytes from `rd`, each bounded by
+/// [`TIMEOUT`], and checks the `i`-th against `payload(i)`.
+pub async fn expect_echoes<R: tokio::io::AsyncRead + Unpin>(
+    rd: &mut R,
+    n: usize,
+    size: usize,
+    payload: impl Fn(usize) -> Vec<u8>,
+) {
+    let mut buf = vec![0u8; HEADER_LEN + size];
+    for i in 0..n {
+        tokio::time::timeout(TIMEOUT, rd.read_exact(&mut buf))
+            .await
+            .expect("echo timed out")
+            .expect("read failed");
+        assert_eq!(&buf[4..8], &(PacketType::EchoRes as u32).to_be_bytes());
+        assert_eq!(
+            u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize,
+            size,
+            "echo {i} has the wrong size"
+        );
+        assert!(buf[HEADER_LEN..] == payload(i)[..], "echo {i} differs");
+    }
+}
+
 /// A packet with `\0REQ` magic whose body is `parts` joined by NULs.
 pub fn req(kind: PacketType, parts: &[&[u8]]) -> Vec<u8> {
     let mut out = BytesMut::new();
