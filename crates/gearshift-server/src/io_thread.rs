@@ -289,16 +289,8 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
         ToIo::Accept(a) => accept(io, a),
         ToIo::Commit(c) => {
             let mut t = io.borrow_mut();
-            let t = &mut *t;
-            if let Route::Inline(hub) = &mut t.route {
-                hub.commit(
-                    c,
-                    &mut Direct {
-                        peers: &mut t.peers,
-                        dirty: &mut t.dirty,
-                        handles: &mut t.handles,
-                    },
-                );
+            if let Some((hub, mut d)) = t.hub_and_sink() {
+                hub.commit(c, &mut d);
             }
             t.pump(None);
         }
@@ -312,14 +304,7 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
         ToIo::Finish(done) => {
             let mut guard = io.borrow_mut();
             let t = &mut *guard;
-            let store = match &mut t.route {
-                Route::Inline(hub) => hub.finish(&mut Direct {
-                    peers: &mut t.peers,
-                    dirty: &mut t.dirty,
-                    handles: &mut t.handles,
-                }),
-                Route::Core { .. } => None,
-            };
+            let store = t.hub_and_sink().and_then(|(hub, mut d)| hub.finish(&mut d));
             t.pump(None);
             t.write_dirty();
             drop(guard);
@@ -462,13 +447,8 @@ async fn timer(io: Rc<RefCell<IoThread>>) {
         tokio::select! {
             _ = sleep_until(deadline) => {
                 let mut t = io.borrow_mut();
-                let t = &mut *t;
-                if let Route::Inline(hub) = &mut t.route {
-                    hub.timer(&mut Direct {
-                        peers: &mut t.peers,
-                        dirty: &mut t.dirty,
-                        handles: &mut t.handles,
-                    });
+                if let Some((hub, mut d)) = t.hub_and_sink() {
+                    hub.timer(&mut d);
                 }
                 t.pump(None);
                 deadline = t.deadline();
@@ -541,12 +521,7 @@ impl IoThread {
     /// A plain submission of connection `id`: [`IoThread::feed`] of an
     /// [`Item::Submit`], moved as little as possible.
     pub fn feed_submit(&mut self, id: ConnId, s: SubmitInPlace, bytes: usize) {
-        if let Route::Inline(hub) = &mut self.route {
-            let mut d = Direct {
-                peers: &mut self.peers,
-                dirty: &mut self.dirty,
-                handles: &mut self.handles,
-            };
+        if let Some((hub, mut d)) = self.hub_and_sink() {
             return hub.submit(id, s, &mut d);
         }
         self.feed(id, Item::Submit(s), bytes);
@@ -555,12 +530,7 @@ impl IoThread {
     /// A request of connection `id`: [`IoThread::feed`] of an
     /// [`Item::Input`], moved as little as possible.
     pub fn feed_input(&mut self, id: ConnId, input: Input, bytes: usize) {
-        if let Route::Inline(hub) = &mut self.route {
-            let mut d = Direct {
-                peers: &mut self.peers,
-                dirty: &mut self.dirty,
-                handles: &mut self.handles,
-            };
+        if let Some((hub, mut d)) = self.hub_and_sink() {
             return hub.request(id, input, &mut d);
         }
         self.feed(id, Item::Input(input), bytes);
@@ -568,33 +538,26 @@ impl IoThread {
 
     /// One thing connection `id` did (`bytes`: its size on the wire).
     pub fn feed(&mut self, id: ConnId, item: Item, bytes: usize) {
-        match &mut self.route {
-            Route::Inline(hub) => hub.input(
-                id,
-                item,
-                &mut Direct {
-                    peers: &mut self.peers,
-                    dirty: &mut self.dirty,
-                    handles: &mut self.handles,
-                },
-            ),
-            Route::Core {
-                pending,
-                pending_bytes,
-                next_seq,
-                scheduled,
-                ..
-            } => {
-                pending.push((id, item));
-                *pending_bytes += bytes;
-                if let Some(p) = self.peers.get_mut(&id) {
-                    p.sent_bytes += bytes;
-                    p.sent_seq = *next_seq;
-                }
-                if !*scheduled {
-                    *scheduled = true;
-                    self.send.notify_one();
-                }
+        if let Some((hub, mut d)) = self.hub_and_sink() {
+            return hub.input(id, item, &mut d);
+        }
+        if let Route::Core {
+            pending,
+            pending_bytes,
+            next_seq,
+            scheduled,
+            ..
+        } = &mut self.route
+        {
+            pending.push((id, item));
+            *pending_bytes += bytes;
+            if let Some(p) = self.peers.get_mut(&id) {
+                p.sent_bytes += bytes;
+                p.sent_seq = *next_seq;
+            }
+            if !*scheduled {
+                *scheduled = true;
+                self.send.notify_one();
             }
         }
     }
@@ -605,14 +568,10 @@ impl IoThread {
     /// flusher.
     pub fn pump(&mut self, own: Option<ConnId>) {
         loop {
-            let Route::Inline(hub) = &mut self.route else {
+            let Some((hub, mut d)) = self.hub_and_sink() else {
                 return;
             };
-            hub.settle(&mut Direct {
-                peers: &mut self.peers,
-                dirty: &mut self.dirty,
-                handles: &mut self.handles,
-            });
+            hub.settle(&mut d);
             if let Some(own) = own {
                 self.write_peer(own);
                 if self.dirty.len() == 1 && self.dirty[0] == own {
@@ -673,6 +632,20 @@ impl IoThread {
         for out in outs {
             d.push(out);
         }
+    }
+
+    /// The hub (when it runs on this thread) and this thread's connections
+    /// as its output sink, borrowed together.
+    fn hub_and_sink(&mut self) -> Option<(&mut Hub, Direct<'_>)> {
+        let Route::Inline(hub) = &mut self.route else {
+            return None;
+        };
+        let sink = Direct {
+            peers: &mut self.peers,
+            dirty: &mut self.dirty,
+            handles: &mut self.handles,
+        };
+        Some((hub, sink))
     }
 
     /// This thread's connections as the hub's output sink.
