@@ -1,9 +1,9 @@
 //! Running the durable store: group commit (every batch of store operations
 //! queued while the previous flush ran joins the next one, one `fsync` for
 //! all of them), on a thread of its own for `fsync` durability or inline in
-//! the engine for `interval` durability, where a flush is only a `write`.
-//! The thread hands each commit's result to the engine through a
-//! [`Deliver`] callback (the server's answers from this thread when it can).
+//! the hub for `interval` durability, where a flush is only a `write`.
+//! The thread hands each commit's result to the hub's inbox through a
+//! [`Deliver`] callback.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -92,12 +92,12 @@ impl Committer {
 /// finished after the last commit is swapped in, its old file freed).
 const IDLE_TICK: Duration = Duration::from_millis(200);
 
-/// Most new jobs a batch may carry to be written inline by the engine: a
+/// Most new jobs a batch may carry to be written inline by the hub: a
 /// whole read's worth of pipelined submissions, while a read buffer's
 /// flood (a few hundred kilobytes at most) still goes to the thread.
 const INLINE_MAX: usize = 1024;
 
-/// The engine's end of the store: a thread that group-commits, and, for
+/// The hub's end of the store: a thread that group-commits, and, for
 /// `interval` durability (where a flush is one `write` to the page cache),
 /// a shortcut that writes a batch inline when the thread is idle.
 ///
@@ -152,7 +152,7 @@ impl StoreTask {
 
     /// Writes a batch: inline when that is allowed and cheap (the result is
     /// returned), else through the thread (the result comes as an
-    /// [`Commit`] on the engine's channel).
+    /// [`Commit`] in the hub's inbox).
     pub fn submit(&mut self, batch: Vec<StoreOp>) -> Option<Commit> {
         let adds = batch
             .iter()
@@ -217,9 +217,8 @@ fn store_thread(
                 result
             };
             dirty.store(true, Ordering::Release);
-            // Delivered with the committer unlocked, so the engine's
-            // inline path (which tries that lock under the engine's lock)
-            // is not turned away meanwhile.
+            // Delivered with the committer unlocked, so the hub's inline
+            // path (which tries that lock) is not turned away meanwhile.
             match result {
                 Commit::Stored(added) if !added.is_empty() => deliver(Commit::Stored(added)),
                 Commit::Failed(added, why) if !added.is_empty() => {
