@@ -293,6 +293,11 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
                 hub.commit(c, &mut d);
             }
             t.pump(None);
+            // The answers (JOB_CREATED) are written at once: their
+            // submitters wait on them, and nothing else batches with them.
+            t.write_dirty();
+            t.report_failed();
+            t.pump(None);
         }
         ToIo::Shutdown(graceful) => {
             let mut t = io.borrow_mut();
