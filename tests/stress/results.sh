@@ -32,7 +32,7 @@
 #
 # Environment: BENCH (harness dir, default ../shared/bench), GEARSHIFT
 # (binary, default target/release/gearshift, built if missing), RUNS (3),
-# STORE (memory | durable | both; default both), IO_THREADS (1), DEEP
+# STORE (memory | durable | both; default both), IO_THREADS (0: the machine's default), DEEP
 # (200000), CLIENTS (64), WORKERS (16), N (100000), FG_N (200000), UNIQUES
 # (none | libgearman). Everything runs on 127.0.0.1; every load phase has a
 # job cap and a wall-clock cap; a server is stopped only by the PID this
@@ -43,7 +43,7 @@ BENCH=${BENCH:-../shared/bench}
 GEARSHIFT=${GEARSHIFT:-$PWD/target/release/gearshift}
 RUNS=${RUNS:-3}
 STORE=${STORE:-both}
-IO_THREADS=${IO_THREADS:-1}
+IO_THREADS=${IO_THREADS:-0}
 DEEP=${DEEP:-200000}
 CLIENTS=${CLIENTS:-64}
 WORKERS=${WORKERS:-16}
