@@ -6,22 +6,19 @@
 //! and each read goes through it at once; with several, a thread collects
 //! the items of every connection that was ready together and hands them to
 //! the core thread as one batch, and the core thread answers with one batch
-//! of [`Out`]s, which the thread encodes into the connections' buffers and
+//! of [`crate::hub::Out`]s, which the thread encodes into the connections' buffers and
 //! writes with one `write` per connection.
 //!
-//! Memory per connection is bounded: a connection whose unwritten output
-//! passes `max_output` is not read until it drains, and one past the hard
-//! limit (a peer that does not read at all) is closed.
+//! The output side of its connections (buffers, writes, the limits that
+//! bound a connection's memory) is [`crate::peers`]; reading waits here
+//! while the core thread is behind on a connection's requests.
 
 use std::cell::RefCell;
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
-use bytes::{Buf, BytesMut};
-use gearshift_core::handle::Handles;
-use gearshift_core::ids::IdMap;
 use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
 use tokio::net::TcpStream;
@@ -29,11 +26,9 @@ use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
 
 use crate::core_thread::ToCore;
 use crate::handoff::{Flow, OutSlot};
-use crate::hub::{Hub, Item, Out, OutSink};
+use crate::hub::{Hub, Item, OutSink};
+use crate::peers::Peers;
 use crate::store_task::Commit;
-
-/// An output buffer grown past this is released once it is written.
-const KEEP_OUT_BUF: usize = 64 * 1024;
 
 /// Bytes an I/O thread may have handed to the core thread and not yet seen
 /// processed; past it, its connections wait before reading more.
@@ -84,27 +79,6 @@ enum Route {
     },
 }
 
-/// One connection as its thread sees it.
-struct Peer {
-    stream: Rc<TcpStream>,
-    out: BytesMut,
-    /// Listed in `IoThread::dirty`.
-    listed: bool,
-    /// A write would block: the connection's task waits for writability.
-    blocked: bool,
-    /// Too much unwritten output: not read until it drains.
-    paused: bool,
-    /// Close once `out` is written; nothing more is added.
-    closing: bool,
-    /// Bytes of requests handed to the core thread in batches up to
-    /// `sent_seq` and maybe not yet processed (several I/O threads).
-    sent_bytes: usize,
-    sent_seq: u64,
-    /// Wakes the connection's task.
-    ctl: Rc<Notify>,
-    _permit: OwnedSemaphorePermit,
-}
-
 /// What a connection task should do next.
 #[derive(Debug, Clone, Copy)]
 pub struct PeerState {
@@ -116,56 +90,13 @@ pub struct PeerState {
     pub throttled: bool,
 }
 
-/// The hub's outputs, encoded straight into this thread's connections'
-/// buffers; the connections that got bytes are listed to be written.
-struct Direct<'a> {
-    peers: &'a mut IdMap<ConnId, Peer>,
-    dirty: &'a mut Vec<ConnId>,
-    handles: &'a mut Handles,
-}
-
-impl OutSink for Direct<'_> {
-    fn push(&mut self, out: Out) {
-        let id = out.conn();
-        let Some(p) = self.peers.get_mut(&id) else {
-            return;
-        };
-        if p.closing {
-            return;
-        }
-        match out {
-            Out::Send(_, r) => r.encode(&mut p.out),
-            Out::Created(_, job) => self.handles.encode_created(job, &mut p.out),
-            Out::Text(_, t) => p.out.extend_from_slice(&t),
-            // Rendered here, so the core thread only copied the rows.
-            Out::Listing(_, l) => p.out.extend_from_slice(&l.render()),
-            Out::Close(_) => {
-                p.closing = true;
-                // Its task stops reading.
-                p.ctl.notify_one();
-            }
-        }
-        if !p.listed {
-            p.listed = true;
-            self.dirty.push(id);
-        }
-    }
-}
-
 /// One I/O thread's state, shared by its tasks (never across threads).
 pub struct IoThread {
     index: usize,
-    peers: IdMap<ConnId, Peer>,
-    handles: Handles,
-    max_output: usize,
-    hard_output: usize,
+    peers: Peers,
     /// Largest packet body a connection may send.
     pub max_packet: usize,
     route: Route,
-    /// Connections with output to write.
-    dirty: Vec<ConnId>,
-    /// Connections whose socket failed, to be reported.
-    failed: Vec<ConnId>,
     /// The flusher (single thread) or the sender (several) was woken.
     flush_scheduled: bool,
     flush: Rc<Notify>,
@@ -244,14 +175,9 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     let inline = matches!(route, Route::Inline(_));
     let io = Rc::new(RefCell::new(IoThread {
         index: settings.index,
-        peers: IdMap::default(),
-        handles: Handles::new(&settings.prefix),
-        max_output: settings.max_output,
-        hard_output: settings.hard_output,
+        peers: Peers::new(&settings.prefix, settings.max_output, settings.hard_output),
         max_packet: settings.max_packet,
         route,
-        dirty: Vec::new(),
-        failed: Vec::new(),
         flush_scheduled: false,
         flush: Rc::new(Notify::new()),
         send: Rc::new(Notify::new()),
@@ -289,13 +215,13 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
         ToIo::Accept(a) => accept(io, a),
         ToIo::Commit(c) => {
             let mut t = io.borrow_mut();
-            if let Some((hub, mut d)) = t.hub_and_sink() {
-                hub.commit(c, &mut d);
+            if let Some((hub, peers)) = t.hub_and_sink() {
+                hub.commit(c, peers);
             }
             t.pump(None);
             // The answers (JOB_CREATED) are written at once: their
             // submitters wait on them, and nothing else batches with them.
-            t.write_dirty();
+            t.peers.write_dirty();
             t.report_failed();
             t.pump(None);
         }
@@ -309,9 +235,9 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
         ToIo::Finish(done) => {
             let mut guard = io.borrow_mut();
             let t = &mut *guard;
-            let store = t.hub_and_sink().and_then(|(hub, mut d)| hub.finish(&mut d));
+            let store = t.hub_and_sink().and_then(|(hub, peers)| hub.finish(peers));
             t.pump(None);
-            t.write_dirty();
+            t.peers.write_dirty();
             drop(guard);
             if let Some(store) = store {
                 // The store thread flushes what is queued, then ends.
@@ -330,11 +256,8 @@ fn stop(io: &Rc<RefCell<IoThread>>, helpers: Vec<tokio::task::JoinHandle<()>>) {
     }
     let mut t = io.borrow_mut();
     t.take_outputs();
-    t.write_dirty();
-    for (_, p) in t.peers.drain() {
-        let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
-        p.ctl.notify_one();
-    }
+    t.peers.write_dirty();
+    t.peers.shut_all();
 }
 
 /// Registers a new connection and starts its task.
@@ -363,21 +286,7 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
     let ctl = Rc::new(Notify::new());
     {
         let mut t = io.borrow_mut();
-        t.peers.insert(
-            id,
-            Peer {
-                stream: stream.clone(),
-                out: BytesMut::new(),
-                listed: false,
-                blocked: false,
-                paused: false,
-                closing: false,
-                sent_bytes: 0,
-                sent_seq: 0,
-                ctl: ctl.clone(),
-                _permit: permit,
-            },
-        );
+        t.peers.insert(id, stream.clone(), ctl.clone(), permit);
         t.feed(id, Item::Open(info), 0);
         t.pump(None);
     }
@@ -393,7 +302,7 @@ async fn flusher(io: Rc<RefCell<IoThread>>) {
         wake.notified().await;
         let mut t = io.borrow_mut();
         t.flush_scheduled = false;
-        t.write_dirty();
+        t.peers.write_dirty();
         t.report_failed();
         t.pump(None);
     }
@@ -452,8 +361,8 @@ async fn timer(io: Rc<RefCell<IoThread>>) {
         tokio::select! {
             _ = sleep_until(deadline) => {
                 let mut t = io.borrow_mut();
-                if let Some((hub, mut d)) = t.hub_and_sink() {
-                    hub.timer(&mut d);
+                if let Some((hub, peers)) = t.hub_and_sink() {
+                    hub.timer(peers);
                 }
                 t.pump(None);
                 deadline = t.deadline();
@@ -483,14 +392,14 @@ impl IoThread {
     /// batches, or on more than `max_output` of this connection's requests
     /// (their answers could come back all at once).
     pub fn peer_state(&mut self, id: ConnId) -> Option<PeerState> {
-        let p = self.peers.get_mut(&id)?;
+        let max_output = self.peers.max_output();
+        let p = self.peers.get_mut(id)?;
         let throttled = match &self.route {
             Route::Core { flow, .. } => {
                 if p.sent_bytes > 0 && flow.processed.load(Ordering::Acquire) >= p.sent_seq {
                     p.sent_bytes = 0;
                 }
-                p.sent_bytes > self.max_output
-                    || flow.in_flight.load(Ordering::Acquire) > MAX_IN_FLIGHT
+                p.sent_bytes > max_output || flow.in_flight.load(Ordering::Acquire) > MAX_IN_FLIGHT
             }
             Route::Inline(_) => false,
         };
@@ -507,9 +416,11 @@ impl IoThread {
             return;
         };
         for batch in slot.take() {
-            self.dispatch(batch);
+            for out in batch {
+                self.peers.push(out);
+            }
         }
-        self.write_dirty();
+        self.peers.write_dirty();
         self.report_failed();
     }
 
@@ -526,8 +437,8 @@ impl IoThread {
     /// A plain submission of connection `id`: [`IoThread::feed`] of an
     /// [`Item::Submit`], moved as little as possible.
     pub fn feed_submit(&mut self, id: ConnId, s: SubmitInPlace, bytes: usize) {
-        if let Some((hub, mut d)) = self.hub_and_sink() {
-            return hub.submit(id, s, &mut d);
+        if let Some((hub, peers)) = self.hub_and_sink() {
+            return hub.submit(id, s, peers);
         }
         self.feed(id, Item::Submit(s), bytes);
     }
@@ -535,16 +446,16 @@ impl IoThread {
     /// A request of connection `id`: [`IoThread::feed`] of an
     /// [`Item::Input`], moved as little as possible.
     pub fn feed_input(&mut self, id: ConnId, input: Input, bytes: usize) {
-        if let Some((hub, mut d)) = self.hub_and_sink() {
-            return hub.request(id, input, &mut d);
+        if let Some((hub, peers)) = self.hub_and_sink() {
+            return hub.request(id, input, peers);
         }
         self.feed(id, Item::Input(input), bytes);
     }
 
     /// One thing connection `id` did (`bytes`: its size on the wire).
     pub fn feed(&mut self, id: ConnId, item: Item, bytes: usize) {
-        if let Some((hub, mut d)) = self.hub_and_sink() {
-            return hub.input(id, item, &mut d);
+        if let Some((hub, peers)) = self.hub_and_sink() {
+            return hub.input(id, item, peers);
         }
         if let Route::Core {
             pending,
@@ -556,7 +467,7 @@ impl IoThread {
         {
             pending.push((id, item));
             *pending_bytes += bytes;
-            if let Some(p) = self.peers.get_mut(&id) {
+            if let Some(p) = self.peers.get_mut(id) {
                 p.sent_bytes += bytes;
                 p.sent_seq = *next_seq;
             }
@@ -573,25 +484,18 @@ impl IoThread {
     /// flusher.
     pub fn pump(&mut self, own: Option<ConnId>) {
         loop {
-            let Some((hub, mut d)) = self.hub_and_sink() else {
+            let Some((hub, peers)) = self.hub_and_sink() else {
                 return;
             };
-            hub.settle(&mut d);
+            hub.settle(peers);
             if let Some(own) = own {
-                self.write_peer(own);
-                if self.dirty.len() == 1 && self.dirty[0] == own {
-                    // Only the reader had output, and it is written.
-                    self.dirty.clear();
-                    if let Some(p) = self.peers.get_mut(&own) {
-                        p.listed = false;
-                    }
-                }
+                self.peers.write_own(own);
             }
-            if !self.dirty.is_empty() && !self.flush_scheduled {
+            if self.peers.has_dirty() && !self.flush_scheduled {
                 self.flush_scheduled = true;
                 self.flush.notify_one();
             }
-            if self.failed.is_empty() {
+            if !self.peers.has_failed() {
                 return;
             }
             self.report_failed();
@@ -600,7 +504,7 @@ impl IoThread {
 
     /// Tells the hub of connections whose socket failed.
     fn report_failed(&mut self) {
-        for id in std::mem::take(&mut self.failed) {
+        for id in self.peers.take_failed() {
             self.feed(id, Item::Closed, 0);
         }
     }
@@ -614,127 +518,24 @@ impl IoThread {
 
     /// The socket failed: nothing owed can be written any more.
     pub fn peer_failed(&mut self, id: ConnId) {
-        if let Some(p) = self.peers.remove(&id) {
-            p.ctl.notify_one();
-        }
+        self.peers.forget(id);
         self.feed(id, Item::Closed, 0);
         self.pump(None);
     }
 
     /// The socket became writable: write what waits.
     pub fn on_writable(&mut self, id: ConnId) {
-        if let Some(p) = self.peers.get_mut(&id) {
-            p.blocked = false;
-        }
-        self.write_peer(id);
+        self.peers.writable(id);
         self.report_failed();
         self.pump(None);
     }
 
-    /// Encodes a batch from the core thread into its connections' buffers.
-    fn dispatch(&mut self, outs: Vec<Out>) {
-        let mut d = self.direct();
-        for out in outs {
-            d.push(out);
-        }
-    }
-
-    /// The hub (when it runs on this thread) and this thread's connections
-    /// as its output sink, borrowed together.
-    fn hub_and_sink(&mut self) -> Option<(&mut Hub, Direct<'_>)> {
+    /// The hub (when it runs on this thread) and this thread's connections,
+    /// its output sink, borrowed together.
+    fn hub_and_sink(&mut self) -> Option<(&mut Hub, &mut Peers)> {
         let Route::Inline(hub) = &mut self.route else {
             return None;
         };
-        let sink = Direct {
-            peers: &mut self.peers,
-            dirty: &mut self.dirty,
-            handles: &mut self.handles,
-        };
-        Some((hub, sink))
-    }
-
-    /// This thread's connections as the hub's output sink.
-    fn direct(&mut self) -> Direct<'_> {
-        Direct {
-            peers: &mut self.peers,
-            dirty: &mut self.dirty,
-            handles: &mut self.handles,
-        }
-    }
-
-    /// Writes every connection that has output.
-    fn write_dirty(&mut self) {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for id in dirty.drain(..) {
-            if let Some(p) = self.peers.get_mut(&id) {
-                p.listed = false;
-            }
-            self.write_peer(id);
-        }
-        if self.dirty.is_empty() {
-            self.dirty = dirty;
-        }
-    }
-
-    /// Writes as much of `id`'s output as the socket takes now, applies the
-    /// output limits, and closes it when it was asked to close and all is
-    /// written.
-    fn write_peer(&mut self, id: ConnId) {
-        let Some(p) = self.peers.get_mut(&id) else {
-            return;
-        };
-        if !p.blocked {
-            while !p.out.is_empty() {
-                match p.stream.try_write(&p.out) {
-                    Ok(n) => p.out.advance(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        p.blocked = true;
-                        p.ctl.notify_one();
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::debug!(conn = id.0, error = %e, "write failed");
-                        self.drop_peer(id);
-                        return;
-                    }
-                }
-            }
-        }
-        if p.out.is_empty() && p.out.capacity() > KEEP_OUT_BUF {
-            p.out = BytesMut::new();
-        }
-        let pending = p.out.len();
-        if pending > self.hard_output {
-            tracing::warn!(
-                conn = id.0,
-                pending,
-                "closing connection: its peer does not read what it is sent"
-            );
-            self.drop_peer(id);
-            return;
-        }
-        if pending > self.max_output {
-            p.paused = true;
-        } else if p.paused && pending <= self.max_output / 2 {
-            p.paused = false;
-            p.ctl.notify_one();
-        }
-        if p.closing && p.out.is_empty() {
-            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Write);
-            p.ctl.notify_one();
-            self.peers.remove(&id);
-        }
-    }
-
-    /// Forgets a connection whose socket failed or which is closed for
-    /// misbehaving; the hub is told.
-    fn drop_peer(&mut self, id: ConnId) {
-        if let Some(p) = self.peers.remove(&id) {
-            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
-            p.ctl.notify_one();
-            if !p.closing {
-                self.failed.push(id);
-            }
-        }
+        Some((hub, &mut self.peers))
     }
 }

@@ -8,6 +8,8 @@
 //! - [`io_thread`]: each I/O thread owns a share of the connections
 //!   ([`connection`]: framing, parsing, encoding, socket I/O, the output
 //!   limit), on a single-threaded runtime of its own.
+//! - [`peers`]: an I/O thread's connections on the output side: encoding,
+//!   writes, the output limits.
 //! - [`hub`]: the sans-IO core with the clock and the store, fed
 //!   [`hub::Item`]s, answering plain [`hub::Out`]s per I/O thread.
 //! - [`core_thread`]: with several I/O threads, the hub's own thread; they
@@ -24,6 +26,7 @@ pub mod core_thread;
 pub mod handoff;
 pub mod hub;
 pub mod io_thread;
+pub mod peers;
 pub mod store_task;
 
 use std::future::Future;

@@ -15,6 +15,9 @@ use gearshift_core::CoreConfig;
 use gearshift_proto::frame::{encode_parts, HEADER_LEN};
 use gearshift_proto::{decode_frame, Frame, Magic, Packet, PacketType, Request, Response};
 use gearshift_server::{Server, ServerConfig, StoreConfig};
+
+pub mod bystander;
+pub mod listing;
 use gearshift_store::{Durability, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
