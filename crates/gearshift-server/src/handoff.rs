@@ -18,7 +18,7 @@ use crate::hub::Out;
 /// Batches for one I/O thread.
 pub struct OutSlot {
     /// A lock-free queue: the core thread never waits for the I/O thread.
-    tx: Mutex<mpsc::Sender<Vec<Out>>>,
+    tx: mpsc::Sender<Vec<Out>>,
     rx: Mutex<mpsc::Receiver<Vec<Out>>>,
     /// The I/O thread parked (or is about to).
     parked: AtomicBool,
@@ -33,7 +33,7 @@ impl OutSlot {
     pub fn new() -> Arc<OutSlot> {
         let (tx, rx) = mpsc::channel();
         Arc::new(OutSlot {
-            tx: Mutex::new(tx),
+            tx,
             rx: Mutex::new(rx),
             parked: AtomicBool::new(false),
             pending: AtomicBool::new(false),
@@ -42,10 +42,9 @@ impl OutSlot {
     }
 
     /// Core thread: queues a batch, waking the I/O thread only if it sleeps.
-    /// (Only the core thread pushes and only the I/O thread takes, so
-    /// neither lock is ever contended.)
+    /// (Only the I/O thread takes, so the receiver's lock is never contended.)
     pub fn push(&self, batch: Vec<Out>) {
-        let _ = lock(&self.tx).send(batch);
+        let _ = self.tx.send(batch);
         self.pending.store(true, Ordering::Release);
         // Pairs with the fence in `before_park`: either this sees the
         // thread parked, or the thread sees the batch before it parks.

@@ -214,8 +214,13 @@ impl Server {
         let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
         let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
         let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
+        // The hub runs on the only I/O thread, or on a core thread of its own.
+        let (mut inline_hub, core_hub) = if inline {
+            (Some(Box::new(hub)), None)
+        } else {
+            (None, Some(hub))
+        };
         let mut joins = Vec::new();
-        let mut hub = Some(hub);
         for (index, rx) in receivers.into_iter().enumerate() {
             let settings = IoSettings {
                 index,
@@ -224,43 +229,30 @@ impl Server {
                 hard_output,
                 max_packet: self.cfg.max_packet_size,
             };
-            let sink = match hub.take() {
-                Some(h) if inline => Sink::Inline(Box::new(h)),
-                other => {
-                    hub = other;
-                    Sink::Core {
-                        tx: core_tx.clone(),
-                        flow: flows[index].clone(),
-                        slot: slots[index].clone(),
-                    }
-                }
+            let sink = match inline_hub.take() {
+                Some(hub) => Sink::Inline(hub),
+                None => Sink::Core {
+                    tx: core_tx.clone(),
+                    flow: flows[index].clone(),
+                    slot: slots[index].clone(),
+                },
             };
-            let spawned = std::thread::Builder::new()
-                .name(format!("gearshift-io-{index}"))
-                .spawn(move || io_thread::run(settings, sink, rx));
-            match spawned {
-                Ok(j) => joins.push(j),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start an I/O thread");
-                    stop_all(&inboxes, &core_tx);
-                    return;
-                }
-            }
+            let name = format!("gearshift-io-{index}");
+            joins.push(spawn_thread(name, move || {
+                io_thread::run(settings, sink, rx)
+            }));
         }
-        if let Some(hub) = hub {
+        if let Some(hub) = core_hub {
             let links = IoLinks { slots, flows };
-            let spawned = std::thread::Builder::new()
-                .name("gearshift-core".into())
-                .spawn(move || core_thread::run(hub, core_rx, links));
-            match spawned {
-                Ok(j) => joins.push(j),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the core thread");
-                    stop_all(&inboxes, &core_tx);
-                    return;
-                }
-            }
+            let name = "gearshift-core".to_owned();
+            joins.push(spawn_thread(name, move || {
+                core_thread::run(hub, core_rx, links)
+            }));
         }
+        let Some(joins) = joins.into_iter().collect::<Option<Vec<_>>>() else {
+            stop_all(&inboxes, &core_tx);
+            return;
+        };
         tracing::debug!(io_threads = threads, inline, "threads started");
         // From here on, a dropped future (a crash in tests) stops the threads.
         let guard = StopGuard {
@@ -313,6 +305,20 @@ impl Server {
             }
         })
         .await;
+    }
+}
+
+/// Starts a named thread; `None` (logged) when the system refuses.
+fn spawn_thread(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> Option<std::thread::JoinHandle<()>> {
+    match std::thread::Builder::new().name(name.clone()).spawn(f) {
+        Ok(j) => Some(j),
+        Err(e) => {
+            tracing::error!(thread = %name, error = %e, "cannot start a thread");
+            None
+        }
     }
 }
 
