@@ -18,6 +18,7 @@
 //!   [`id_index`]: the id → slot index behind it.
 //! - [`handle`]: printing and parsing job handles.
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
+//! - [`policy`]: per-function retry, timeout and retention policies (config file).
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
 pub mod admin;
@@ -34,6 +35,7 @@ pub mod job;
 pub mod jobs;
 pub mod listing;
 pub mod order;
+pub mod policy;
 pub mod submit;
 pub mod worker;
 
