@@ -27,6 +27,7 @@ pub mod handoff;
 pub mod hub;
 pub mod io_thread;
 pub mod peers;
+pub mod policy_file;
 pub mod store_task;
 
 use std::future::Future;
