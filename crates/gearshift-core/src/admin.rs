@@ -64,6 +64,19 @@ impl Core {
                 }
                 text::ERR_SHUTDOWN_DENIED.to_vec()
             }
+            AdminCommand::ShowJob(handle) => self.show_job(&handle),
+            AdminCommand::ShowDead(function) => self.show_dead(function.as_deref()),
+            AdminCommand::ShowWorkers => self.show_workers(),
+            AdminCommand::RetryDead(target, function) => {
+                let n = self.retry_dead(&target, function.as_deref());
+                format!("OK {n}\r\n").into_bytes()
+            }
+            AdminCommand::DropDead(target, function) => {
+                let n = self.drop_dead(&target, function.as_deref());
+                format!("OK {n}\r\n").into_bytes()
+            }
+            AdminCommand::Pause(name) => self.pause(&name, true),
+            AdminCommand::Resume(name) => self.pause(&name, false),
             AdminCommand::Reply(bytes) => {
                 self.emit(conn, Effect::Text(conn, bytes));
                 return;
@@ -205,16 +218,35 @@ impl Core {
             }
             self.send(c, Response::WorkFail(h.clone()));
         }
+        self.record(id, crate::lifecycle::Step::Cancelled);
         if !running
             && self
                 .jobs
                 .get(id)
                 .is_some_and(|j| j.state != JobState::Cancelled)
         {
-            self.remove_job(id);
+            self.finish(id, crate::retained::Outcome::Cancelled, Bytes::new());
         }
         tracing::info!(handle = %String::from_utf8_lossy(&h), "job cancelled by admin");
         text::OK_CRLF
+    }
+
+    /// `pause F` / `resume F`. Pausing a function not seen yet creates it,
+    /// so jobs submitted to it later wait too.
+    fn pause(&mut self, name: &[u8], paused: bool) -> Vec<u8> {
+        if escape::has_control(name) && !self.func_index.contains_key(name) {
+            return text::ERR_CONTROL_IN_NAME.to_vec();
+        }
+        let id = self.function_id(name);
+        let Some(f) = self.func_mut(id) else {
+            return text::ERR_FUNCTION_NOT_FOUND.to_vec();
+        };
+        let was = std::mem::replace(&mut f.paused, paused);
+        if was && !paused && f.has_queued() {
+            self.wake_sleepers(id);
+        }
+        tracing::info!(function = %String::from_utf8_lossy(name), paused, "function paused or resumed by admin");
+        text::OK_CRLF.to_vec()
     }
 
     /// `drop function F`: only an idle, empty function may go.

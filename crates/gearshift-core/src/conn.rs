@@ -1,9 +1,10 @@
 //! Per-connection state: what a worker can do and holds, what a client
-//! waits on, its options and its sleep state.
+//! waits on, its options, its sleep state and its registry figures.
 
 use bytes::Bytes;
 
 use crate::ids::{FuncId, IdSet, JobId};
+use crate::Millis;
 
 /// A function a worker registered, with its per-job time limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,11 +51,19 @@ pub struct Conn {
     pub outbox: std::collections::VecDeque<crate::order::Held>,
     /// The function this connection last submitted to: a hint, checked by name.
     pub last_func: FuncId,
+    /// When it connected (Unix ms).
+    pub connected: Millis,
+    /// When it last sent a packet or line.
+    pub last_seen: Millis,
+    /// Runs it finished with WORK_COMPLETE.
+    pub jobs_done: u64,
+    /// Runs that ended otherwise while it held them (fail, exception, timeout).
+    pub jobs_failed: u64,
 }
 
 impl Conn {
     /// A fresh connection.
-    pub fn new(info: ConnInfo) -> Self {
+    pub fn new(info: ConnInfo, now: Millis) -> Self {
         Conn {
             info,
             client_id: Bytes::from_static(b"-"),
@@ -67,6 +76,10 @@ impl Conn {
             noop_sent: false,
             outbox: std::collections::VecDeque::new(),
             last_func: FuncId::MAX,
+            connected: now,
+            last_seen: now,
+            jobs_done: 0,
+            jobs_failed: 0,
         }
     }
 

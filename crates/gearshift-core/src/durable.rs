@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use gearshift_proto::Response;
 
-use crate::effect::{Effect, StoreOp, StoredJob};
+use crate::effect::{DeadInfo, Effect, StoreOp, StoredJob};
 use crate::engine::Core;
 use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
@@ -120,9 +120,49 @@ impl Core {
             if let Some(f) = self.func_mut(func) {
                 f.total += 1;
             }
+            let retry_at = s.due_ms.filter(|&d| d > now && s.attempts > 0);
             self.release(s.id, now);
+            if let Some(at) = retry_at {
+                // A stored job waiting for its retry shows as retrying again.
+                if let Some(t) = self.track(s.id) {
+                    t.retry_at = Some(at);
+                }
+            }
         }
         self.reserve_ahead();
+    }
+
+    /// Rebuilds the dead set after a restart. Call after [`Core::restore`]
+    /// and [`Core::set_policies`] (a dead job's time to live comes from the
+    /// retention settings).
+    pub fn restore_dead(&mut self, dead: Vec<(StoredJob, DeadInfo)>) {
+        let ttl = self.policies.retention.dead_ttl;
+        for (s, info) in dead {
+            self.next_job = self.next_job.max(s.id.saturating_add(1));
+            let rec = crate::retained::Finished {
+                id: s.id,
+                handle: s.handle,
+                function: s.function,
+                unique: s.unique,
+                priority: s.priority,
+                background: true,
+                outcome: crate::retained::Outcome::Dead,
+                attempts: s.attempts,
+                created: s.created_ms,
+                started: None,
+                finished: info.died_ms,
+                worker: None,
+                error: (!info.error.is_empty()).then_some(info.error),
+                result: Bytes::new(),
+                history: Vec::new(),
+                data: s.data,
+                reducer: s.reducer,
+                stored: true,
+                expires: info.died_ms.saturating_add(ttl),
+            };
+            self.insert_dead(Box::new(rec));
+        }
+        self.reserved = self.reserved.max(self.next_job);
     }
 
     /// Keeps the stored handle reservation well ahead of the counter.

@@ -100,4 +100,34 @@ pub enum StoreOp {
     },
     /// Handle numbers below this may be handed out: never reuse them.
     Reserve(JobId),
+    /// A stored job waits for a retry (or a dead one was revived): its
+    /// attempt count and when it may run (`None`: at once). Clears a dead mark.
+    Retry {
+        /// Job id.
+        id: JobId,
+        /// Attempt count.
+        attempts: u32,
+        /// When it may run again.
+        due_ms: Option<Millis>,
+    },
+    /// A stored job used all its attempts: kept as dead.
+    Dead {
+        /// Job id.
+        id: JobId,
+        /// Runs it had.
+        attempts: u32,
+        /// When it died.
+        died_ms: Millis,
+        /// Its last error.
+        error: Bytes,
+    },
+}
+
+/// What the store kept of a dead job besides its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadInfo {
+    /// When it died.
+    pub died_ms: Millis,
+    /// Its last error.
+    pub error: Bytes,
 }

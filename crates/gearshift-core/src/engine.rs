@@ -20,6 +20,9 @@ use crate::handle::Handles;
 use crate::ids::{ConnId, FuncId, IdMap, JobId};
 use crate::job::{ConnList, Job, JobState, Run};
 use crate::jobs::Jobs;
+use crate::lifecycle::Track;
+use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
+use crate::retained::Retained;
 use crate::Millis;
 
 /// A timer the core armed.
@@ -64,6 +67,14 @@ pub struct Core {
     /// Handles of restored jobs written under another prefix, both ways.
     pub(crate) foreign_handles: HashMap<Bytes, JobId>,
     pub(crate) foreign_ids: IdMap<JobId, Bytes>,
+    /// Per-function policies from the config file.
+    pub(crate) policies: Policies,
+    /// History and attempt records of live jobs under a policy.
+    pub(crate) tracked: IdMap<JobId, Box<Track>>,
+    /// Finished jobs kept queryable, and the dead set.
+    pub(crate) retained: Retained,
+    /// The latest time an entry point was given.
+    pub(crate) now: Millis,
 }
 
 impl Core {
@@ -91,7 +102,37 @@ impl Core {
             reserved: 0,
             foreign_handles: HashMap::new(),
             foreign_ids: IdMap::default(),
+            policies: Policies::default(),
+            tracked: IdMap::default(),
+            retained: Retained::default(),
+            now: 0,
         }
+    }
+
+    /// Puts new per-function policies in force (at start, and on reload).
+    /// Every function looks its policy up again; jobs already waiting for
+    /// a retry keep their time.
+    pub fn set_policies(&mut self, policies: Policies) {
+        for f in self.funcs.iter_mut().flatten() {
+            f.policy = policies.lookup(&f.name);
+        }
+        self.policies = policies;
+        let ids: Vec<JobId> = self.tracked.keys().copied().collect();
+        for id in ids {
+            if self.policy_of_job(id).is_none() {
+                self.tracked.remove(&id);
+            }
+        }
+    }
+
+    /// The policies in force.
+    pub fn policies(&self) -> &Policies {
+        &self.policies
+    }
+
+    /// Finished jobs kept queryable and dead jobs held.
+    pub fn retained_counts(&self) -> (usize, usize) {
+        (self.retained.kept.len(), self.retained.dead.len())
     }
 
     /// The configuration in force.
@@ -117,7 +158,7 @@ impl Core {
 
     /// A connection opened.
     pub fn connect(&mut self, conn: ConnId, info: ConnInfo) {
-        self.conns.insert(conn.0, Conn::new(info));
+        self.conns.insert(conn.0, Conn::new(info, self.now));
     }
 
     /// Whether connection `conn` is open as far as the core knows.
@@ -147,6 +188,7 @@ impl Core {
     /// One input from a connection.
     pub fn handle(&mut self, conn: ConnId, input: Input, now: Millis) {
         let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
+        self.now = self.now.max(now);
         if !self.heard_from(conn, settles) {
             return;
         }
@@ -163,6 +205,7 @@ impl Core {
     /// the request [`SubmitInPlace::into_submit`] makes, without building
     /// that request (most of a busy server's packets are these).
     pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
+        self.now = self.now.max(now);
         if self.heard_from(conn, false) {
             self.submit(conn, s, now);
         }
@@ -176,6 +219,7 @@ impl Core {
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return false;
         };
+        c.last_seen = self.now;
         if c.noop_sent {
             c.noop_sent = false;
             if c.sleeping && !settles {
@@ -191,9 +235,12 @@ impl Core {
             Request::Submit(s) => self.submit(conn, s, now),
             Request::CanDo(f) => self.can_do(conn, f, None),
             Request::CanDoTimeout { function, timeout } => {
-                let ms = gearshift_proto::request::parse_atoi(&timeout);
-                let t = (ms > 0).then(|| (ms as u64).max(crate::config::MIN_TIMEOUT_MS));
-                self.can_do(conn, function, t);
+                let value = gearshift_proto::request::parse_atoi(&timeout);
+                let unit = self
+                    .policies
+                    .lookup(&function)
+                    .map_or(TimeoutUnit::Auto, |p| p.timeout_unit);
+                self.can_do(conn, function, can_do_timeout_ms(value, unit));
             }
             Request::CantDo(f) => self.cant_do(conn, &f),
             Request::ResetAbilities => self.reset_abilities(conn),
@@ -238,7 +285,8 @@ impl Core {
 
     /// A connection closed: its held jobs go back to their queues, and
     /// foreground jobs it alone waited on and that have not started are dropped.
-    pub fn disconnect(&mut self, conn: ConnId, _now: Millis) {
+    pub fn disconnect(&mut self, conn: ConnId, now: Millis) {
+        self.now = self.now.max(now);
         let Some(c) = self.conns.remove(&conn.0) else {
             return;
         };
@@ -248,7 +296,7 @@ impl Core {
             }
         }
         for job in c.held {
-            self.requeue(job, "worker disconnected");
+            self.requeue(job, Reason::WorkerLost, "worker disconnected");
         }
         for job in c.waiting {
             self.detach_client(job, conn);
@@ -257,11 +305,17 @@ impl Core {
 
     /// When the core next needs [`Core::on_timeout`], if ever.
     pub fn next_deadline(&self) -> Option<Millis> {
-        self.timers.peek().map(|Reverse((t, _))| *t)
+        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
+        match (timer, self.retained.next_expiry()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Fires every timer due at `now`.
     pub fn on_timeout(&mut self, now: Millis) {
+        self.now = self.now.max(now);
+        self.prune_retained(now);
         while let Some(Reverse((t, timer))) = self.timers.peek().copied() {
             if t > now {
                 break;
@@ -340,7 +394,9 @@ impl Core {
         // buffer, which the function table would otherwise keep alive for
         // as long as the function exists.
         let name = Bytes::copy_from_slice(name);
-        self.funcs.push(Some(Function::new(name.clone())));
+        let mut f = Function::new(name.clone());
+        f.policy = self.policies.lookup(&name);
+        self.funcs.push(Some(f));
         self.func_index.insert(name, id);
         id
     }
@@ -401,6 +457,9 @@ impl Core {
                 c.held.retain(|&j| j != id);
             }
         }
+        if !self.tracked.is_empty() {
+            self.tracked.remove(&id);
+        }
         for client in &job.clients {
             if let Some(c) = self.conns.get_mut(&client.0) {
                 c.waiting.remove(&id);
@@ -438,7 +497,9 @@ impl Core {
             return;
         };
         job.clients.retain(|c| c != conn);
-        if job.clients.is_empty() && !job.background && job.state == JobState::Queued {
+        // A foreground job waiting for a retry is dropped like a queued one.
+        let waiting = matches!(job.state, JobState::Queued | JobState::Scheduled);
+        if job.clients.is_empty() && !job.background && waiting {
             self.remove_job(id);
         }
     }

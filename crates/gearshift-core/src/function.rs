@@ -1,9 +1,14 @@
 //! A function's queues and counters: three FIFO lists by priority, counts
-//! for `status`/`prioritystatus`, the queue limit, and the workers asleep on it.
+//! for `status`/`prioritystatus`, the queue limit, the workers asleep on it,
+//! its policy and whether it is paused.
 
 use std::collections::VecDeque;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+
+use crate::policy::Policy;
 
 use crate::ids::{ConnId, JobId};
 
@@ -30,6 +35,10 @@ pub struct Function {
     /// Workers that slept on this function and were not NOOPed since; may
     /// hold stale entries, checked when popped.
     pub sleepers: VecDeque<ConnId>,
+    /// The policy of the first config rule matching the name, if any.
+    pub policy: Option<Arc<Policy>>,
+    /// `pause F`: jobs are queued but not handed out.
+    pub paused: bool,
 }
 
 impl Function {
@@ -44,5 +53,10 @@ impl Function {
     /// Grab-able jobs at any priority.
     pub fn has_queued(&self) -> bool {
         self.queued.iter().any(|&n| n > 0)
+    }
+
+    /// Jobs a worker may take now: queued, and the function not paused.
+    pub fn has_work(&self) -> bool {
+        !self.paused && self.has_queued()
     }
 }

@@ -16,9 +16,13 @@
 //! - [`job`], [`function`], [`conn`]: the state records; [`jobs`]: where
 //!   jobs live and how they are found (by id, unique or workload);
 //!   [`id_index`]: the id → slot index behind it.
-//! - [`handle`]: printing and parsing job handles.
+//! - [`handle`]: printing and parsing job handles; [`timefmt`]: RFC 3339 times.
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
 //! - [`policy`]: per-function retry, timeout and retention policies (config file).
+//! - [`lifecycle`]: how a run ends (result, retry, requeue, failure) and job history;
+//!   [`retained`]: kept results and the dead set; [`inspect`]: the admin
+//!   words that show them (`show job`, `show dead`, `show workers`).
+//! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
 pub mod admin;
@@ -31,17 +35,22 @@ pub mod function;
 pub mod handle;
 pub mod id_index;
 pub mod ids;
+pub mod inspect;
+pub mod invariants;
 pub mod job;
 pub mod jobs;
+pub mod lifecycle;
 pub mod listing;
 pub mod order;
 pub mod policy;
+pub mod retained;
 pub mod submit;
+pub mod timefmt;
 pub mod worker;
 
 pub use config::CoreConfig;
 pub use conn::ConnInfo;
-pub use effect::{Effect, Input, StoreOp, StoredJob};
+pub use effect::{DeadInfo, Effect, Input, StoreOp, StoredJob};
 pub use engine::Core;
 pub use ids::{ConnId, JobId};
 

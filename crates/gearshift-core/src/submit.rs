@@ -11,6 +11,7 @@ use crate::effect::Effect;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist, UniqueKey};
+use crate::lifecycle::Step;
 use crate::Millis;
 
 /// What the core needs of a submission, whether it was parsed into a
@@ -91,6 +92,9 @@ impl Core {
         let Some(func) = self.function_id_for(conn, s.function()) else {
             return;
         };
+        if self.no_worker_refused(conn, func) {
+            return;
+        }
         let key = UniqueKey::of(s.unique());
         if let Some(existing) = self.find_duplicate(func, key, &s) {
             self.join(conn, existing, s.background());
@@ -149,6 +153,9 @@ impl Core {
                 c.waiting.insert(id);
             }
         }
+        if self.func(func).is_some_and(|f| f.policy.is_some()) {
+            self.record(id, Step::Queued);
+        }
         let mut sleepers = false;
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
@@ -172,7 +179,7 @@ impl Core {
         self.emit(conn, Effect::Created(conn, id));
         match (state, due) {
             (JobState::Scheduled, Some(at)) => self.timers.push(Reverse((at, Timer::Due(id)))),
-            _ if sleepers => self.wake_sleepers(func),
+            _ if sleepers && self.func(func).is_some_and(|f| !f.paused) => self.wake_sleepers(func),
             _ => {}
         }
     }
@@ -265,7 +272,9 @@ impl Core {
             f.queues[p].push_back(id);
         }
         f.queued[p] += 1;
-        self.wake_sleepers(func);
+        if !f.paused {
+            self.wake_sleepers(func);
+        }
     }
 
     /// An epoch job's time came.
@@ -280,7 +289,32 @@ impl Core {
         if let Some(f) = self.func_mut(func) {
             f.scheduled = f.scheduled.saturating_sub(1);
         }
+        let retried = self
+            .tracked
+            .get_mut(&id)
+            .and_then(|t| t.retry_at.take())
+            .is_some();
+        if retried {
+            self.record(id, Step::Requeued("retry delay passed"));
+        }
         self.enqueue(id, false);
+    }
+
+    /// `require_worker`: a submission to a function no connected worker can
+    /// run is refused at once (ERROR NO_WORKER) instead of waiting.
+    fn no_worker_refused(&mut self, conn: ConnId, func: FuncId) -> bool {
+        let Some(f) = self.func(func) else {
+            return false;
+        };
+        if f.workers > 0 || !f.policy.as_ref().is_some_and(|p| p.require_worker) {
+            return false;
+        }
+        let text = format!(
+            "No worker can run function {}",
+            String::from_utf8_lossy(&f.name).escape_debug()
+        );
+        self.send(conn, Response::error("NO_WORKER", Bytes::from(text)));
+        true
     }
 
     /// NOOPs up to `--worker-wakeup` sleeping workers of `func` (0 = all).

@@ -11,6 +11,8 @@ use crate::conn::Ability;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, JobState, Run};
+use crate::lifecycle::Step;
+use crate::policy::Reason;
 use crate::Millis;
 
 /// A drained queue with more room than this many entries lets go of it.
@@ -77,7 +79,7 @@ impl Core {
                 .get(job)
                 .is_some_and(|j| dropped.contains(&j.func()))
             {
-                self.requeue(job, "worker gave up the function");
+                self.requeue(job, Reason::WorkerLost, "worker gave up the function");
             }
         }
     }
@@ -89,7 +91,7 @@ impl Core {
         let ready = c
             .abilities
             .iter()
-            .any(|a| self.func(a.func).is_some_and(|f| f.has_queued()));
+            .any(|a| self.func(a.func).is_some_and(|f| f.has_work()));
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return;
         };
@@ -125,7 +127,9 @@ impl Core {
             for i in 0..n {
                 let idx = (start + i) % n;
                 let ability = self.conns.get(&conn.0)?.abilities[idx];
-                let has_work = self.func(ability.func).is_some_and(|f| f.queued[p] > 0);
+                let has_work = self
+                    .func(ability.func)
+                    .is_some_and(|f| f.queued[p] > 0 && !f.paused);
                 if !has_work {
                     continue;
                 }
@@ -193,9 +197,17 @@ impl Core {
         );
         let handle = self.handle_of(id);
         let mut function = Bytes::new();
+        let mut timeout = timeout;
         if let Some(f) = self.func_mut(func) {
             f.running += 1;
             function = f.name.clone();
+            if let Some(t) = f.policy.as_ref().and_then(|p| p.timeout) {
+                // The server's limit wins over the worker's CAN_DO_TIMEOUT.
+                timeout = Some(t);
+            }
+        }
+        if self.tracked.contains_key(&id) || self.func(func).is_some_and(|f| f.policy.is_some()) {
+            self.note_start(id, conn, now);
         }
         let response = match (kind, reducer) {
             (GrabKind::Plain, _) => Response::JobAssign {
@@ -229,61 +241,21 @@ impl Core {
         self.send(conn, response);
     }
 
-    /// Takes a job back from its worker: to the head of its queue, or, past
-    /// `--job-retries`, failed for good.
-    pub(crate) fn requeue(&mut self, id: JobId, why: &str) {
-        let Some(job) = self.jobs.get_mut(id) else {
-            return;
-        };
-        match job.state {
-            JobState::Cancelled => {
-                self.remove_job(id);
-                return;
-            }
-            JobState::Running => {}
-            JobState::Queued | JobState::Scheduled | JobState::Pending => return,
+    /// Records a run's start for a job under a policy: attempt, time, worker.
+    fn note_start(&mut self, id: JobId, conn: ConnId, now: Millis) {
+        let worker = self.conns.get(&conn.0).map(|c| {
+            let mut w = c.client_id.to_vec();
+            w.push(b'@');
+            w.extend_from_slice(c.info.ip.as_bytes());
+            Bytes::from(w)
+        });
+        if let Some(t) = self.track(id) {
+            t.attempts = t.attempts.saturating_add(1);
+            t.started = Some(now);
+            t.retry_at = None;
+            t.worker = worker.clone();
+            t.push(now, Step::Started(worker.unwrap_or_default()));
         }
-        job.retries += 1;
-        let retries = job.retries;
-        if job.persist != crate::job::Persist::No {
-            self.effects.push(crate::effect::Effect::Store(
-                crate::effect::StoreOp::Update {
-                    id,
-                    attempts: retries,
-                },
-            ));
-        }
-        let limit = self.cfg.job_retries;
-        if limit > 0 && retries >= limit {
-            let handle = self.handle_of(id);
-            if let Some(job) = self.remove_job(id) {
-                tracing::warn!(
-                    handle = %String::from_utf8_lossy(&handle),
-                    retries,
-                    "dropped job due to max retry count ({why})"
-                );
-                for &c in &job.clients {
-                    self.send(c, Response::WorkFail(handle.clone()));
-                }
-            }
-            return;
-        }
-        if !job.background && job.clients.is_empty() {
-            // Its clients left while it ran: nobody to run it for any more.
-            self.remove_job(id);
-            return;
-        }
-        let func = job.func();
-        tracing::info!(handle = %self.handle_text(id), retries, "requeueing job: {why}");
-        if let Some(run) = self.running.remove(&id) {
-            if let Some(c) = self.conns.get_mut(&run.worker.0) {
-                c.held.retain(|&j| j != id);
-            }
-        }
-        if let Some(f) = self.func_mut(func) {
-            f.running = f.running.saturating_sub(1);
-        }
-        self.enqueue(id, true);
     }
 
     pub(crate) fn job_timed_out(&mut self, id: JobId, assignment: u64) {
@@ -296,7 +268,10 @@ impl Core {
                 .get(&id)
                 .is_some_and(|r| r.assignment == assignment);
         if current {
-            self.requeue(id, "worker timeout reached on job");
+            if let Some(worker) = self.running.get(&id).map(|r| r.worker) {
+                self.count_run(worker, false);
+            }
+            self.requeue(id, Reason::Timeout, "worker timeout reached on job");
         }
     }
 
@@ -314,7 +289,7 @@ impl Core {
     /// The handle to forward with a worker's WORK_* packet: the one the
     /// worker sent, which [`Core::held_job`] accepted only because it is
     /// exactly this job's handle (or, for a restored job, its stored one).
-    fn echo_handle(&self, id: JobId, given: Bytes) -> Bytes {
+    pub(crate) fn echo_handle(&self, id: JobId, given: Bytes) -> Bytes {
         if !self.foreign_ids.is_empty() {
             if let Some(h) = self.foreign_ids.get(&id) {
                 return h.clone();
@@ -373,16 +348,20 @@ impl Core {
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job given in work result not found");
         };
-        self.fan_out(id, handle, |handle| Response::WorkComplete { handle, data });
-        self.remove_job(id);
+        self.count_run(conn, true);
+        self.fan_out(id, handle, |handle| Response::WorkComplete {
+            handle,
+            data: data.clone(),
+        });
+        self.run_completed(id, data);
     }
 
     pub(crate) fn work_fail(&mut self, conn: ConnId, handle: Bytes) {
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job given in work result not found");
         };
-        self.fan_out(id, handle, Response::WorkFail);
-        self.remove_job(id);
+        self.count_run(conn, false);
+        self.run_failed(id, Reason::Fail, Bytes::new(), handle);
     }
 
     pub(crate) fn work_exception(&mut self, conn: ConnId, handle: Bytes, data: Bytes) {
@@ -392,24 +371,8 @@ impl Core {
                 "An exception was received for a job that does not exist",
             );
         };
-        let clients = self.jobs.get(id).map(|job| job.clients.clone());
-        if let Some(clients) = clients.filter(|c| !c.is_empty()) {
-            let h = self.echo_handle(id, handle);
-            for &c in &clients {
-                let wants =
-                    self.cfg.exceptions || self.conns.get(&c.0).is_some_and(|conn| conn.exceptions);
-                let r = if wants {
-                    Response::WorkException {
-                        handle: h.clone(),
-                        data: data.clone(),
-                    }
-                } else {
-                    Response::WorkFail(h.clone())
-                };
-                self.send(c, r);
-            }
-        }
-        self.remove_job(id);
+        self.count_run(conn, false);
+        self.run_failed(id, Reason::Exception, data, handle);
     }
 
     pub(crate) fn get_status(&mut self, conn: ConnId, handle: Bytes) {

@@ -218,18 +218,31 @@ fn can_do_timeout_requeues_and_refuses_the_late_result() {
 }
 
 #[test]
-fn can_do_timeout_below_one_second_is_raised_to_one_second() {
+fn can_do_timeout_below_1000_is_seconds() {
+    // Perl's Gearman::Worker, PHP and libgearman document seconds; gearmand
+    // 1.1.19+ reads ms with a 1000 ms floor, so "10" there was one second.
+    // Gearshift reads values below 1000 as seconds (docs/compat.md).
     let mut w = World::new();
     w.conns(&[1, 2]);
     w.bg(1, "f", "", "x");
     w.can_do_timeout(2, "f", "10");
     w.now = 500;
     w.grab_job(2);
-    assert_eq!(w.core.next_deadline(), Some(1_500));
-    w.advance_to(1_499);
+    assert_eq!(w.core.next_deadline(), Some(10_500));
+    w.advance_to(10_499);
     assert_eq!(w.status_of("f").map(|s| s.1), Some(1));
-    w.advance_to(1_500);
+    w.advance_to(10_500);
     assert_eq!(w.status_of("f").map(|s| s.1), Some(0));
+}
+
+#[test]
+fn can_do_timeout_from_1000_is_milliseconds() {
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    w.bg(1, "f", "", "x");
+    w.can_do_timeout(2, "f", "1500");
+    w.grab_job(2);
+    assert_eq!(w.core.next_deadline(), Some(1_500));
 }
 
 #[test]

@@ -71,11 +71,37 @@ pub enum AdminCommand {
         /// Let connections finish.
         graceful: bool,
     },
+    /// `show job H` (Gearshift): a job's state, times and history.
+    ShowJob(Bytes),
+    /// `show dead [F]` (Gearshift): the dead set, or one function's part of it.
+    ShowDead(Option<Bytes>),
+    /// `show workers` (Gearshift): the worker registry.
+    ShowWorkers,
+    /// `retry dead H|all [F]` (Gearshift).
+    RetryDead(DeadTarget, Option<Bytes>),
+    /// `drop dead H|all [F]` (Gearshift).
+    DropDead(DeadTarget, Option<Bytes>),
+    /// `pause F` (Gearshift): jobs are accepted and queued, not handed out.
+    Pause(Bytes),
+    /// `resume F` (Gearshift).
+    Resume(Bytes),
     /// A line the server answers with a fixed reply.
     Reply(Bytes),
     /// A line with too many words: gearmand closes the connection.
     TooManyWords,
 }
+
+/// What `retry dead` / `drop dead` name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadTarget {
+    /// One job by handle.
+    Handle(Bytes),
+    /// Every dead job (of the function, if one is given).
+    All,
+}
+
+/// Reply to `show job H` for a handle the server does not know (or forgot).
+pub const ERR_UNKNOWN_JOB_SHOW: &[u8] = b"ERR UNKNOWN_JOB job+not+found+or+expired\r\n";
 
 fn eq(word: &[u8], lit: &str) -> bool {
     word.eq_ignore_ascii_case(lit.as_bytes())
@@ -139,6 +165,16 @@ fn args_error(word: &[u8]) -> AdminCommand {
     AdminCommand::Reply(s.into())
 }
 
+/// `retry|drop dead H|all [F]`: the target and the optional function.
+fn dead_args(words: &[&[u8]]) -> (DeadTarget, Option<Bytes>) {
+    let target = if eq(words[2], "all") {
+        DeadTarget::All
+    } else {
+        DeadTarget::Handle(Bytes::copy_from_slice(words[2]))
+    };
+    (target, words.get(3).map(|w| Bytes::copy_from_slice(w)))
+}
+
 /// The reply to an unknown command word.
 pub fn unknown_command(word: &[u8]) -> Bytes {
     let mut s = b"ERR UNKNOWN_COMMAND Unknown+server+command".to_vec();
@@ -181,6 +217,12 @@ pub fn parse_admin(line: &[u8]) -> AdminCommand {
             AdminCommand::ShowUniqueJobs
         } else if argc == 2 && eq(words[1], "jobs") {
             AdminCommand::ShowJobs
+        } else if argc == 3 && eq(words[1], "job") {
+            AdminCommand::ShowJob(arg(2))
+        } else if (argc == 2 || argc == 3) && eq(words[1], "dead") {
+            AdminCommand::ShowDead((argc == 3).then(|| arg(2)))
+        } else if argc == 2 && eq(words[1], "workers") {
+            AdminCommand::ShowWorkers
         } else {
             AdminCommand::Reply(Bytes::from_static(ERR_UNKNOWN_SHOW_ARGUMENTS))
         }
@@ -193,8 +235,26 @@ pub fn parse_admin(line: &[u8]) -> AdminCommand {
     } else if eq(cmd, "drop") {
         if argc == 3 && eq(words[1], "function") {
             AdminCommand::DropFunction(arg(2))
+        } else if (argc == 3 || argc == 4) && eq(words[1], "dead") {
+            let (target, function) = dead_args(words);
+            AdminCommand::DropDead(target, function)
         } else {
             args_error(cmd)
+        }
+    } else if eq(cmd, "retry") {
+        if (argc == 3 || argc == 4) && eq(words[1], "dead") {
+            let (target, function) = dead_args(words);
+            AdminCommand::RetryDead(target, function)
+        } else {
+            args_error(cmd)
+        }
+    } else if eq(cmd, "pause") || eq(cmd, "resume") {
+        if argc != 2 {
+            args_error(cmd)
+        } else if eq(cmd, "pause") {
+            AdminCommand::Pause(arg(1))
+        } else {
+            AdminCommand::Resume(arg(1))
         }
     } else if eq(cmd, "maxqueue") {
         if argc == 1 {
@@ -297,6 +357,37 @@ mod tests {
             )
         );
         assert_eq!(parse_admin(b"a b c d e f"), AdminCommand::TooManyWords);
+        assert_eq!(
+            parse_admin(b"show job H:x:1"),
+            AdminCommand::ShowJob("H:x:1".into())
+        );
+        assert_eq!(parse_admin(b"show dead"), AdminCommand::ShowDead(None));
+        assert_eq!(
+            parse_admin(b"SHOW DEAD f"),
+            AdminCommand::ShowDead(Some("f".into()))
+        );
+        assert_eq!(parse_admin(b"show workers"), AdminCommand::ShowWorkers);
+        assert_eq!(
+            parse_admin(b"retry dead all f"),
+            AdminCommand::RetryDead(DeadTarget::All, Some("f".into()))
+        );
+        assert_eq!(
+            parse_admin(b"drop dead H:x:2"),
+            AdminCommand::DropDead(DeadTarget::Handle("H:x:2".into()), None)
+        );
+        assert_eq!(parse_admin(b"pause f"), AdminCommand::Pause("f".into()));
+        assert_eq!(parse_admin(b"resume f"), AdminCommand::Resume("f".into()));
+        assert_eq!(parse_admin(b"pause"), args_error(b"pause"));
+        assert_eq!(parse_admin(b"retry dead"), args_error(b"retry"));
+        // gearmand's own lines keep their answers.
+        assert_eq!(
+            parse_admin(b"drop function f"),
+            AdminCommand::DropFunction("f".into())
+        );
+        assert_eq!(
+            parse_admin(b"show stuff"),
+            AdminCommand::Reply(ERR_UNKNOWN_SHOW_ARGUMENTS.into())
+        );
         assert_eq!(
             parse_admin(b"Bogus"),
             AdminCommand::Reply(b"ERR UNKNOWN_COMMAND Unknown+server+commandBogus\r\n"[..].into())

@@ -79,6 +79,9 @@ pub struct World {
     /// packet path the server takes ([`Core::handle_submit`]), the rest as
     /// parsed requests, so every scenario holds both to the same answers.
     plain_submits: u64,
+    /// Check the core's invariants after every step (costs a pass over
+    /// every job, so off for the deep-queue scenarios).
+    pub check: bool,
 }
 
 impl Default for World {
@@ -103,6 +106,7 @@ impl World {
             store_ops: Vec::new(),
             next_probe: PROBE_BASE,
             plain_submits: 0,
+            check: false,
         }
     }
 
@@ -223,6 +227,11 @@ impl World {
     }
 
     fn collect(&mut self) {
+        if self.check {
+            if let Err(e) = self.core.check_invariants() {
+                panic!("invariant broken: {e}");
+            }
+        }
         for e in self.core.take_effects() {
             match e {
                 Effect::Send(c, r) => self

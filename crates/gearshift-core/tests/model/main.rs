@@ -46,7 +46,7 @@ fn model_smoke_sequence() {
         Op::CanDo {
             slot: 1,
             func: 0,
-            timeout: Some(500),
+            timeout: Some(1),
         },
         Op::Sleep { slot: 1 },
         Op::Submit {

@@ -85,7 +85,7 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (slot.clone(), func.clone(), 0..UNIQUES.len(), 0..3u8, 0..3usize, any::<bool>())
             .prop_map(|(slot, func, unique, data, prio, bg)| Op::Submit { slot, func, unique, data, prio, bg }),
-        3 => (slot.clone(), func.clone(), prop_oneof![Just(None), Just(Some(500)), Just(Some(2000))])
+        3 => (slot.clone(), func.clone(), prop_oneof![Just(None), Just(Some(1)), Just(Some(2000))])
             .prop_map(|(slot, func, timeout)| Op::CanDo { slot, func, timeout }),
         1 => (slot.clone(), func.clone()).prop_map(|(slot, func)| Op::CantDo { slot, func }),
         1 => slot.clone().prop_map(|slot| Op::Reset { slot }),

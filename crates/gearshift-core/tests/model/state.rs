@@ -77,6 +77,7 @@ impl Model {
             ..CoreConfig::default()
         });
         w.conn(ADMIN);
+        w.check = true;
         let mut m = Model {
             w,
             exceptions_all: exceptions,
@@ -211,8 +212,13 @@ impl Model {
                 self.see_func(func);
                 let conn = self.conns.get_mut(&c).expect("conn");
                 conn.abilities.retain(|a| a.0 != func);
-                conn.abilities
-                    .insert(0, (func, timeout.map(|t| t.max(1000))));
+                conn.abilities.insert(
+                    0,
+                    (
+                        func,
+                        timeout.map(|t| if t < 1000 { t * 1000 } else { t }.max(1000)),
+                    ),
+                );
                 match timeout {
                     Some(t) => self.w.can_do_timeout(c, FUNCS[func], &t.to_string()),
                     None => self.w.can_do(c, &[FUNCS[func]]),

@@ -1,0 +1,287 @@
+//! Gearshift's own admin words that look at jobs and workers: `show job H`
+//! (a live, kept or dead job with its history), `show dead [F]` and `show
+//! workers` (the registry). Every field that can hold client bytes goes
+//! through [`escape::push_field`], so a line stays a line.
+
+use std::io::Write;
+
+use bytes::Bytes;
+use gearshift_proto::admin as text;
+use gearshift_proto::escape::{self, Sep};
+use gearshift_proto::Priority;
+
+use crate::engine::Core;
+use crate::ids::JobId;
+use crate::job::JobState;
+use crate::lifecycle::{Event, Step};
+use crate::retained::Finished;
+use crate::timefmt::write_rfc3339;
+use crate::Millis;
+
+/// `show job` as plain values, whichever table the job is in.
+struct View<'a> {
+    handle: Bytes,
+    function: Bytes,
+    unique: Bytes,
+    priority: Priority,
+    state: &'static str,
+    attempts: u32,
+    created: Millis,
+    started: Option<Millis>,
+    finished: Option<Millis>,
+    worker: Option<&'a Bytes>,
+    error: Option<&'a Bytes>,
+    result_size: usize,
+    history: &'a [Event],
+}
+
+fn priority_word(p: Priority) -> &'static str {
+    match p {
+        Priority::High => "high",
+        Priority::Normal => "normal",
+        Priority::Low => "low",
+    }
+}
+
+impl Core {
+    /// `show job H`.
+    pub(crate) fn show_job(&mut self, handle: &[u8]) -> Vec<u8> {
+        if let Some(id) = self.job_by_handle(handle) {
+            return self.show_live(id);
+        }
+        match self.find_retained(handle) {
+            Some(f) => render(&finished_view(f)),
+            None => text::ERR_UNKNOWN_JOB_SHOW.to_vec(),
+        }
+    }
+
+    /// A kept or dead job by its handle.
+    fn find_retained(&self, handle: &[u8]) -> Option<&Finished> {
+        let r = &self.retained;
+        let by_id = |id: JobId| {
+            r.kept
+                .get(&id)
+                .map(|f| &**f)
+                .or_else(|| r.dead.get(&id).map(|f| &**f))
+                .filter(|f| f.handle[..] == *handle)
+        };
+        match self.handles.parse(handle) {
+            Some(id) => by_id(id),
+            // A handle written under another prefix (restored jobs).
+            None => r
+                .kept
+                .values()
+                .chain(r.dead.values())
+                .map(|f| &**f)
+                .find(|f| f.handle[..] == *handle),
+        }
+    }
+
+    fn show_live(&mut self, id: JobId) -> Vec<u8> {
+        let handle = self.handle_of(id);
+        let Some(job) = self.jobs.get(id) else {
+            return text::ERR_UNKNOWN_JOB_SHOW.to_vec();
+        };
+        let track = self.tracked.get(&id);
+        let running = matches!(job.state, JobState::Running | JobState::Cancelled);
+        let state = match job.state {
+            JobState::Pending | JobState::Queued => "queued",
+            JobState::Scheduled if track.is_some_and(|t| t.retry_at.is_some()) => "retrying",
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Cancelled => "cancelled",
+        };
+        let attempts = match track {
+            Some(t) => t.attempts,
+            None => job.retries + u32::from(running),
+        };
+        let worker_name = self
+            .running
+            .get(&id)
+            .and_then(|r| self.conns.get(&r.worker.0))
+            .map(|c| {
+                let mut w = c.client_id.to_vec();
+                w.push(b'@');
+                w.extend_from_slice(c.info.ip.as_bytes());
+                Bytes::from(w)
+            });
+        let view = View {
+            handle,
+            function: self
+                .func(job.func())
+                .map(|f| f.name.clone())
+                .unwrap_or_default(),
+            unique: job.unique_bytes(),
+            priority: job.priority,
+            state,
+            attempts,
+            created: job.created,
+            started: track.and_then(|t| t.started),
+            finished: None,
+            worker: track
+                .and_then(|t| t.worker.as_ref())
+                .or(worker_name.as_ref()),
+            error: track.and_then(|t| t.error.as_ref()),
+            result_size: 0,
+            history: track.map_or(&[][..], |t| &t.history[..]),
+        };
+        render(&view)
+    }
+
+    /// `show dead [F]`: `HANDLE\tFUNCTION\tATTEMPTS\tDIED_AT\tERROR` per job.
+    pub(crate) fn show_dead(&self, function: Option<&[u8]>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in self.retained.dead.values() {
+            if function.is_some_and(|name| f.function[..] != *name) {
+                continue;
+            }
+            escape::push_field(&mut out, &f.handle, Sep::Tab);
+            out.push(b'\t');
+            escape::push_field(&mut out, &f.function, Sep::Tab);
+            let _ = write!(out, "\t{}\t", f.attempts);
+            write_rfc3339(&mut out, f.finished);
+            out.push(b'\t');
+            escape::push_field(&mut out, f.error.as_deref().unwrap_or(b""), Sep::Tab);
+            out.push(b'\n');
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+
+    /// `show workers`: every connection that registered a function or holds
+    /// a job, as `FD\tADDRESS\tCLIENT_ID\tCONNECTED\tLAST_SEEN\tDONE\tFAILED\tHELD\tFUNCTIONS`;
+    /// HELD and FUNCTIONS are space-separated lists (`-` when empty).
+    pub(crate) fn show_workers(&self) -> Vec<u8> {
+        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(c) = self.conns.get(&id) else {
+                continue;
+            };
+            if c.abilities.is_empty() && c.held.is_empty() {
+                continue;
+            }
+            let _ = write!(out, "{}\t", c.info.fd);
+            escape::push_field(&mut out, c.info.ip.as_bytes(), Sep::Tab);
+            out.push(b'\t');
+            escape::push_field(&mut out, &c.client_id, Sep::Tab);
+            out.push(b'\t');
+            write_rfc3339(&mut out, c.connected);
+            out.push(b'\t');
+            write_rfc3339(&mut out, c.last_seen);
+            let _ = write!(out, "\t{}\t{}\t", c.jobs_done, c.jobs_failed);
+            if c.held.is_empty() {
+                out.push(b'-');
+            }
+            for (i, &job) in c.held.iter().enumerate() {
+                if i > 0 {
+                    out.push(b' ');
+                }
+                let mut h = Vec::new();
+                self.write_handle(&mut h, job);
+                escape::push_field(&mut out, &h, Sep::Space);
+            }
+            out.push(b'\t');
+            if c.abilities.is_empty() {
+                out.push(b'-');
+            }
+            for (i, a) in c.abilities.iter().enumerate() {
+                if let Some(f) = self.func(a.func) {
+                    if i > 0 {
+                        out.push(b' ');
+                    }
+                    escape::push_field(&mut out, &f.name, Sep::Space);
+                }
+            }
+            out.push(b'\n');
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+}
+
+fn finished_view(f: &Finished) -> View<'_> {
+    View {
+        handle: f.handle.clone(),
+        function: f.function.clone(),
+        unique: f.unique.clone(),
+        priority: f.priority,
+        state: f.outcome.word(),
+        attempts: f.attempts,
+        created: f.created,
+        started: f.started,
+        finished: Some(f.finished),
+        worker: f.worker.as_ref(),
+        error: f.error.as_ref(),
+        result_size: f.result.len(),
+        history: &f.history,
+    }
+}
+
+fn field(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b": ");
+    escape::push_field(out, value, Sep::Line);
+    out.push(b'\n');
+}
+
+fn time_field(out: &mut Vec<u8>, key: &str, at: Option<Millis>) {
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b": ");
+    match at {
+        Some(t) => write_rfc3339(out, t),
+        None => out.push(b'-'),
+    }
+    out.push(b'\n');
+}
+
+fn render(v: &View<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    field(&mut out, "handle", &v.handle);
+    field(&mut out, "function", &v.function);
+    field(&mut out, "unique", &v.unique);
+    field(&mut out, "priority", priority_word(v.priority).as_bytes());
+    field(&mut out, "state", v.state.as_bytes());
+    field(&mut out, "attempts", v.attempts.to_string().as_bytes());
+    time_field(&mut out, "created", Some(v.created));
+    time_field(&mut out, "started", v.started);
+    time_field(&mut out, "finished", v.finished);
+    field(&mut out, "worker", v.worker.map_or(&b"-"[..], |w| &w[..]));
+    field(&mut out, "error", v.error.map_or(&b"-"[..], |e| &e[..]));
+    field(
+        &mut out,
+        "result_size",
+        v.result_size.to_string().as_bytes(),
+    );
+    for e in v.history {
+        out.extend_from_slice(b"history: ");
+        write_rfc3339(&mut out, e.at);
+        out.push(b' ');
+        out.extend_from_slice(e.step.word().as_bytes());
+        let mut detail = Vec::new();
+        match &e.step {
+            Step::Started(w) => detail.extend_from_slice(w),
+            Step::Failed(reason, d) => {
+                detail.extend_from_slice(reason.word().as_bytes());
+                if !d.is_empty() {
+                    detail.extend_from_slice(b": ");
+                    detail.extend_from_slice(d);
+                }
+            }
+            Step::RetryAt(t) => write_rfc3339(&mut detail, *t),
+            Step::Requeued(why) => detail.extend_from_slice(why.as_bytes()),
+            Step::Completed(n) => {
+                let _ = write!(detail, "{n} bytes");
+            }
+            Step::Queued | Step::Cancelled | Step::Dead | Step::Revived => {}
+        }
+        if !detail.is_empty() {
+            out.push(b' ');
+            escape::push_field(&mut out, &detail, Sep::Line);
+        }
+        out.push(b'\n');
+    }
+    out.extend_from_slice(text::LIST_END);
+    out
+}

@@ -1,0 +1,314 @@
+//! How a run ends, for every job: the one place that decides between a
+//! result, a retry after a backoff, gearmand's requeue, and a final failure
+//! (which, for a background job under a policy, is the dead set). Each
+//! transition of a job under a policy is also written into its history.
+//!
+//! A function no policy matches keeps gearmand 1.1's rules exactly: WORK_FAIL
+//! and WORK_EXCEPTION are final, a lost worker or a CAN_DO_TIMEOUT requeues
+//! the job at the head of its queue (bounded by `--job-retries`).
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use gearshift_proto::Response;
+
+use crate::effect::{Effect, StoreOp};
+use crate::engine::{Core, Timer};
+use crate::ids::{ConnId, JobId};
+use crate::job::{JobExtra, JobState, Persist};
+use crate::policy::{Policy, Reason};
+use crate::retained::Outcome;
+use crate::Millis;
+
+/// Most history entries a job keeps; past it the oldest after the first go.
+pub const MAX_HISTORY: usize = 64;
+
+/// One transition in a job's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Submitted and waiting in its queue (or for its due time).
+    Queued,
+    /// Handed to a worker (its client id and address).
+    Started(Bytes),
+    /// A run ended without a result.
+    Failed(Reason, Bytes),
+    /// Waits for a retry at this time.
+    RetryAt(Millis),
+    /// Back in its queue: the retry delay passed, or gearmand's requeue.
+    Requeued(&'static str),
+    /// Finished with a result of this many bytes.
+    Completed(usize),
+    /// Cancelled by an admin.
+    Cancelled,
+    /// Used all its attempts: kept in the dead set.
+    Dead,
+    /// Taken out of the dead set by an admin and queued again.
+    Revived,
+}
+
+impl Step {
+    /// The event word of a `history:` line.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Step::Queued => "queued",
+            Step::Started(_) => "started",
+            Step::Failed(..) => "failed",
+            Step::RetryAt(_) => "retry",
+            Step::Requeued(_) => "requeued",
+            Step::Completed(_) => "completed",
+            Step::Cancelled => "cancelled",
+            Step::Dead => "dead",
+            Step::Revived => "revived",
+        }
+    }
+}
+
+/// A transition and when it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Unix milliseconds.
+    pub at: Millis,
+    /// What happened.
+    pub step: Step,
+}
+
+/// What the core records about a job under a policy while it lives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Track {
+    /// Runs started.
+    pub attempts: u32,
+    /// When the current or last run started.
+    pub started: Option<Millis>,
+    /// The worker of the current or last run.
+    pub worker: Option<Bytes>,
+    /// The last failure's text.
+    pub error: Option<Bytes>,
+    /// When it may run again, while it waits for a retry.
+    pub retry_at: Option<Millis>,
+    /// Every transition, oldest first.
+    pub history: Vec<Event>,
+}
+
+impl Track {
+    /// Appends a transition, dropping the oldest but the first past [`MAX_HISTORY`].
+    pub fn push(&mut self, at: Millis, step: Step) {
+        if self.history.len() >= MAX_HISTORY {
+            self.history.remove(1);
+        }
+        self.history.push(Event { at, step });
+    }
+}
+
+impl Core {
+    /// The policy of a job's function, if any.
+    pub(crate) fn policy_of_job(&self, id: JobId) -> Option<Arc<Policy>> {
+        let job = self.jobs.get(id)?;
+        self.func(job.func())?.policy.clone()
+    }
+
+    /// The record of a job under a policy, made on first use (a job queued
+    /// before its function gained a policy has none until something happens).
+    pub(crate) fn track(&mut self, id: JobId) -> Option<&mut Track> {
+        self.policy_of_job(id)?;
+        Some(self.tracked.entry(id).or_default())
+    }
+
+    /// Writes a transition into a tracked job's history.
+    pub(crate) fn record(&mut self, id: JobId, step: Step) {
+        let now = self.now;
+        if let Some(t) = self.track(id) {
+            t.push(now, step);
+        }
+    }
+
+    /// A run ended without a result, for `reason` (with the worker's text,
+    /// if any). Retries it under its policy if the policy says so, else
+    /// ends it: clients hear WORK_FAIL (or the exception, if they asked for
+    /// exceptions), a background job under a policy goes to the dead set.
+    pub(crate) fn run_failed(&mut self, id: JobId, reason: Reason, detail: Bytes, handle: Bytes) {
+        let Some(job) = self.jobs.get(id) else {
+            return;
+        };
+        let attempts = job.retries.saturating_add(1);
+        let policy = self.policy_of_job(id);
+        if let Some(t) = self.track(id) {
+            t.error = Some(if detail.is_empty() {
+                Bytes::from_static(reason.word().as_bytes())
+            } else {
+                detail.clone()
+            });
+        }
+        self.record(id, Step::Failed(reason, detail.clone()));
+        if let Some(p) = policy.as_deref() {
+            if p.retries(reason, attempts) && !self.nobody_waits(id) {
+                let delay = p.delay(id, attempts);
+                self.retry_later(id, delay);
+                return;
+            }
+        }
+        self.tell_failure(id, reason, &detail, handle);
+        let background = self.jobs.get(id).is_some_and(|j| j.background);
+        if policy.is_some() && background {
+            self.bury(id);
+        } else {
+            self.finish(id, Outcome::Failed, Bytes::new());
+        }
+    }
+
+    /// A foreground job whose clients all left: nobody to retry it for.
+    fn nobody_waits(&self, id: JobId) -> bool {
+        self.jobs
+            .get(id)
+            .is_some_and(|j| !j.background && j.clients.is_empty())
+    }
+
+    /// The clients' terminal packet for a final failure.
+    fn tell_failure(&mut self, id: JobId, reason: Reason, detail: &Bytes, handle: Bytes) {
+        let Some(job) = self.jobs.get(id) else {
+            return;
+        };
+        if job.clients.is_empty() {
+            return;
+        }
+        let clients = job.clients.clone();
+        let h = self.echo_handle(id, handle);
+        for &c in &clients {
+            let wants = reason == Reason::Exception
+                && (self.cfg.exceptions
+                    || self.conns.get(&c.0).is_some_and(|conn| conn.exceptions));
+            let r = if wants {
+                Response::WorkException {
+                    handle: h.clone(),
+                    data: detail.clone(),
+                }
+            } else {
+                Response::WorkFail(h.clone())
+            };
+            self.send(c, r);
+        }
+    }
+
+    /// Takes a running job from its worker to wait `delay` for its next
+    /// run; its clients keep waiting. Stored jobs record the attempt count
+    /// and the time, so a restart keeps both.
+    fn retry_later(&mut self, id: JobId, delay: Millis) {
+        let at = self.now.saturating_add(delay);
+        self.release_worker(id);
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        job.retries = job.retries.saturating_add(1);
+        job.state = JobState::Scheduled;
+        job.extra.get_or_insert_with(Box::<JobExtra>::default).due = Some(at);
+        let (func, attempts, stored) = (job.func(), job.retries, job.persist != Persist::No);
+        if let Some(f) = self.func_mut(func) {
+            f.scheduled += 1;
+        }
+        self.timers.push(Reverse((at, Timer::Due(id))));
+        if stored {
+            self.effects.push(Effect::Store(StoreOp::Retry {
+                id,
+                attempts,
+                due_ms: Some(at),
+            }));
+        }
+        if let Some(t) = self.track(id) {
+            t.retry_at = Some(at);
+        }
+        self.record(id, Step::RetryAt(at));
+        tracing::info!(handle = %self.handle_text(id), attempts, delay_ms = delay, "job will be retried");
+    }
+
+    /// A job leaves its worker (not its queue or its clients): the worker's
+    /// held list, the running table and the function's running count.
+    pub(crate) fn release_worker(&mut self, id: JobId) {
+        if let Some(run) = self.running.remove(&id) {
+            if let Some(c) = self.conns.get_mut(&run.worker.0) {
+                c.held.retain(|&j| j != id);
+            }
+        }
+        let func = match self.jobs.get(id) {
+            Some(j) if matches!(j.state, JobState::Running | JobState::Cancelled) => j.func(),
+            _ => return,
+        };
+        if let Some(f) = self.func_mut(func) {
+            f.running = f.running.saturating_sub(1);
+        }
+    }
+
+    /// Takes a job back from its worker, which vanished, gave up the
+    /// function or ran out of time. Under a policy that retries this reason,
+    /// the job waits for its backoff like any failure; otherwise gearmand's
+    /// rule: to the head of its queue or, past `--job-retries`, failed.
+    pub(crate) fn requeue(&mut self, id: JobId, reason: Reason, why: &'static str) {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        match job.state {
+            JobState::Cancelled => {
+                self.remove_job(id);
+                return;
+            }
+            JobState::Running => {}
+            JobState::Queued | JobState::Scheduled | JobState::Pending => return,
+        }
+        if self
+            .policy_of_job(id)
+            .is_some_and(|p| p.retry_on.contains(reason))
+        {
+            let handle = self.handle_of(id);
+            self.run_failed(id, reason, Bytes::from_static(why.as_bytes()), handle);
+            return;
+        }
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        job.retries += 1;
+        let retries = job.retries;
+        if job.persist != Persist::No {
+            self.effects.push(Effect::Store(StoreOp::Update {
+                id,
+                attempts: retries,
+            }));
+        }
+        let limit = self.cfg.job_retries;
+        if limit > 0 && retries >= limit {
+            let handle = self.handle_of(id);
+            tracing::warn!(
+                handle = %String::from_utf8_lossy(&handle),
+                retries,
+                "dropped job due to max retry count ({why})"
+            );
+            self.tell_failure(id, reason, &Bytes::new(), handle);
+            self.finish(id, Outcome::Failed, Bytes::new());
+            return;
+        }
+        if !job.background && job.clients.is_empty() {
+            // Its clients left while it ran: nobody to run it for any more.
+            self.remove_job(id);
+            return;
+        }
+        tracing::info!(handle = %self.handle_text(id), retries, "requeueing job: {why}");
+        self.release_worker(id);
+        self.record(id, Step::Requeued(why));
+        self.enqueue(id, true);
+    }
+
+    /// A worker that holds `id` reported WORK_COMPLETE.
+    pub(crate) fn run_completed(&mut self, id: JobId, result: Bytes) {
+        self.record(id, Step::Completed(result.len()));
+        self.finish(id, Outcome::Completed, result);
+    }
+
+    /// Counts a finished run on the worker that held it.
+    pub(crate) fn count_run(&mut self, worker: ConnId, ok: bool) {
+        if let Some(c) = self.conns.get_mut(&worker.0) {
+            if ok {
+                c.jobs_done += 1;
+            } else {
+                c.jobs_failed += 1;
+            }
+        }
+    }
+}
