@@ -126,6 +126,7 @@ impl Core {
                 // A stored job waiting for its retry shows as retrying again.
                 if let Some(t) = self.track(s.id) {
                     t.retry_at = Some(at);
+                    t.attempts = s.attempts;
                 }
             }
         }

@@ -156,6 +156,12 @@ impl Core {
         }
     }
 
+    /// The driver's clock moved (an input with no other entry point, such
+    /// as a new connection, is about to be given).
+    pub fn set_now(&mut self, now: Millis) {
+        self.now = self.now.max(now);
+    }
+
     /// A connection opened.
     pub fn connect(&mut self, conn: ConnId, info: ConnInfo) {
         self.conns.insert(conn.0, Conn::new(info, self.now));

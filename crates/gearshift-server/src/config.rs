@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use gearshift_core::policy::Policies;
 use gearshift_core::CoreConfig;
 use gearshift_store::Durability;
 
@@ -45,6 +46,9 @@ pub struct ServerConfig {
     /// A connection whose unwritten output passes this many bytes is not
     /// read from until it drains below half of it.
     pub max_output: usize,
+    /// Per-function policies (`--config`); [`crate::Server::reloader`]
+    /// replaces them while the server runs.
+    pub policies: Policies,
 }
 
 /// Unwritten output past which a connection is closed. Its own requests
@@ -92,6 +96,7 @@ impl Default for ServerConfig {
             store: StoreConfig::Memory,
             io_threads: 0,
             max_output: DEFAULT_MAX_OUTPUT,
+            policies: Policies::default(),
         }
     }
 }

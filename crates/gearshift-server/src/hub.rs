@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use gearshift_core::listing::Listing;
+use gearshift_core::policy::Policies;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
 use gearshift_proto::{Request, Response, SubmitInPlace};
 use tokio::sync::{watch, Notify};
@@ -157,6 +158,7 @@ impl Hub {
                     sink.push(Out::Close(id));
                     return;
                 }
+                self.core.set_now(now);
                 self.core.connect(id, info);
             }
             Item::Submit(s) => return self.submit(id, s, sink),
@@ -216,6 +218,11 @@ impl Hub {
             tracing::debug!(conn = id.0, error = %e, "refused packet");
         }
         self.core.handle(id, input, now);
+    }
+
+    /// New per-function policies (a reloaded config file).
+    pub fn set_policies(&mut self, policies: Policies) {
+        self.core.set_policies(policies);
     }
 
     /// The store finished a group commit.

@@ -19,6 +19,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
+use gearshift_core::policy::Policies;
 use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
 use tokio::net::TcpStream;
@@ -57,6 +58,8 @@ pub enum ToIo {
     /// Finish the hub, the connections and the store, then say so (single
     /// I/O thread).
     Finish(oneshot::Sender<()>),
+    /// New per-function policies (single I/O thread).
+    Policies(Box<Policies>),
     /// Close every socket and end the thread.
     Stop,
 }
@@ -244,6 +247,12 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
                 store.finish();
             }
             let _ = done.send(());
+        }
+        ToIo::Policies(p) => {
+            let mut t = io.borrow_mut();
+            if let Route::Inline(hub) = &mut t.route {
+                hub.set_policies(*p);
+            }
         }
         ToIo::Stop => return false,
     }

@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use gearshift_core::policy::Policies;
 use gearshift_core::{ConnId, Core, Effect, StoreOp};
 use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
@@ -78,6 +79,23 @@ pub struct Server {
     listeners: Vec<TcpListener>,
     core: Core,
     store: Option<Box<dyn Store>>,
+    /// New policies for the running server ([`Server::reloader`]).
+    reload: (
+        watch::Sender<Option<Arc<Policies>>>,
+        watch::Receiver<Option<Arc<Policies>>>,
+    ),
+}
+
+/// Puts new per-function policies in force in a running server (a config
+/// reload). Cheap to clone; does nothing once the server has stopped.
+#[derive(Clone)]
+pub struct Reloader(watch::Sender<Option<Arc<Policies>>>);
+
+impl Reloader {
+    /// Replaces the policies; jobs already waiting for a retry keep their time.
+    pub fn reload(&self, policies: Policies) {
+        let _ = self.0.send(Some(Arc::new(policies)));
+    }
 }
 
 impl Server {
@@ -118,6 +136,7 @@ impl Server {
         let mut core_cfg = cfg.core.clone();
         core_cfg.durable = store.is_some();
         let mut core = Core::new(core_cfg);
+        core.set_policies(cfg.policies.clone());
         if let Some(store) = store.as_mut() {
             let replayed = store.replay().map_err(store_err)?;
             let count = replayed.jobs.len();
@@ -127,11 +146,25 @@ impl Server {
                 .map(store_task::from_record)
                 .collect();
             core.restore(jobs, replayed.next_id, clock::Clock::new().now());
+            let dead_count = replayed.dead.len();
+            core.restore_dead(
+                replayed
+                    .dead
+                    .into_iter()
+                    .map(|(r, mark)| (store_task::from_record(r), store_task::dead_info(mark)))
+                    .collect(),
+            );
+            if dead_count > 0 {
+                tracing::info!(jobs = dead_count, "restored dead jobs");
+            }
             // The first handle reservation is on disk before any handle is
-            // handed out, so no handle can repeat after a crash.
+            // handed out, so no handle can repeat after a crash (and dead
+            // jobs past the retention limits are dropped there too).
             for effect in core.take_effects() {
-                if let Effect::Store(StoreOp::Reserve(upto)) = effect {
-                    store.reserve(upto);
+                match effect {
+                    Effect::Store(StoreOp::Reserve(upto)) => store.reserve(upto),
+                    Effect::Store(StoreOp::Done(id)) => store.done(id),
+                    _ => {}
                 }
             }
             store.flush().map_err(store_err)?;
@@ -146,12 +179,19 @@ impl Server {
                 .map_err(|source| ServerError::Bind { addr, source })?;
             listeners.push(l);
         }
+        let (reload_tx, reload_rx) = watch::channel(None);
         Ok(Server {
+            reload: (reload_tx, reload_rx),
             cfg,
             listeners,
             core,
             store,
         })
+    }
+
+    /// A handle that replaces the policies while the server runs.
+    pub fn reloader(&self) -> Reloader {
+        Reloader(self.reload.0.clone())
     }
 
     /// The bound addresses (with the real port when 0 was asked).
@@ -261,6 +301,12 @@ impl Server {
             core: core_tx.clone(),
             armed: true,
         };
+        let reloads = tokio::spawn(forward_reloads(
+            self.reload.1.clone(),
+            inline.then(|| inboxes[0].clone()),
+            core_tx.clone(),
+        ));
+        drop(self.reload);
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
         let next_id = Arc::new(AtomicU64::new(0));
         let mut tasks = Vec::new();
@@ -288,6 +334,7 @@ impl Server {
         for t in &tasks {
             t.abort();
         }
+        reloads.abort();
         let (fin_tx, fin_rx) = tokio::sync::oneshot::channel();
         if inline {
             let _ = inboxes[0].send(ToIo::Finish(fin_tx));
@@ -306,6 +353,28 @@ impl Server {
             }
         })
         .await;
+    }
+}
+
+/// Hands each reload of the policies to the thread that runs the hub.
+async fn forward_reloads(
+    mut rx: watch::Receiver<Option<Arc<Policies>>>,
+    inline: Option<tokio::sync::mpsc::UnboundedSender<ToIo>>,
+    core: std::sync::mpsc::Sender<ToCore>,
+) {
+    while rx.changed().await.is_ok() {
+        let Some(p) = rx.borrow_and_update().clone() else {
+            continue;
+        };
+        let p = Box::new((*p).clone());
+        match &inline {
+            Some(io) => {
+                let _ = io.send(ToIo::Policies(p));
+            }
+            None => {
+                let _ = core.send(ToCore::Policies(p));
+            }
+        }
     }
 }
 

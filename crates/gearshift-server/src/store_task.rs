@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gearshift_core::{JobId, StoreOp, StoredJob};
+use gearshift_core::{DeadInfo, JobId, StoreOp, StoredJob};
 use gearshift_proto::Priority;
-use gearshift_store::{JobRecord, Store};
+use gearshift_store::{DeadMark, JobRecord, Store};
 
 /// A store plus the operations a failed flush could not write: ends,
 /// attempt counts and reservations refuse no submitter, so they are written
@@ -257,6 +257,24 @@ fn apply(
             StoreOp::Done(id) => store.done(id),
             StoreOp::Update { id, attempts } => store.update(id, attempts),
             StoreOp::Reserve(upto) => store.reserve(upto),
+            StoreOp::Retry {
+                id,
+                attempts,
+                due_ms,
+            } => store.retry(id, attempts, due_ms),
+            StoreOp::Dead {
+                id,
+                attempts,
+                died_ms,
+                ref error,
+            } => store.dead(
+                id,
+                attempts,
+                &DeadMark {
+                    died_ms,
+                    error: error.clone(),
+                },
+            ),
         }
         kept.push(op);
     }
@@ -275,6 +293,14 @@ pub fn to_record(j: StoredJob) -> JobRecord {
         due_ms: j.due_ms,
         attempts: j.attempts,
         created_ms: j.created_ms,
+    }
+}
+
+/// A stored dead mark → the core's view.
+pub fn dead_info(m: DeadMark) -> DeadInfo {
+    DeadInfo {
+        died_ms: m.died_ms,
+        error: m.error,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::Args;
 use gearshift_core::CoreConfig;
-use gearshift_server::{Server, ServerConfig, StoreConfig};
+use gearshift_server::{policy_file, Reloader, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
 use tracing_subscriber::filter::LevelFilter;
 
@@ -78,6 +78,11 @@ pub struct ServeArgs {
     /// --max-packet-size it is closed (its peer does not read).
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     max_output: usize,
+    /// Per-function policy file (TOML: retries, timeouts, kept results; see
+    /// docs/config.md). Reloaded on SIGHUP; a bad file on reload keeps the
+    /// policies in force.
+    #[arg(long, env = "GEARSHIFT_CONFIG")]
+    config: Option<PathBuf>,
     /// Accepted for gearmand compatibility; round-robin is always on.
     #[arg(short = 'R', long, hide = true)]
     round_robin: bool,
@@ -212,7 +217,26 @@ fn run(args: ServeArgs) -> Result<(), String> {
             durability: args.durability,
         },
     };
+    let policies = match &args.config {
+        Some(path) => {
+            let file = policy_file::load(path).map_err(|e| e.to_string())?;
+            if !file.schedules.is_empty() {
+                tracing::warn!(
+                    schedules = file.schedules.len(),
+                    "[[schedule]] sections are checked but not run yet: no recurring jobs will be submitted"
+                );
+            }
+            tracing::info!(
+                rules = file.policies.rules.len(),
+                "policies loaded from {}",
+                path.display()
+            );
+            file.policies
+        }
+        None => Default::default(),
+    };
     let cfg = ServerConfig {
+        policies,
         listen: listen_addrs(&args)?,
         max_packet_size: args.max_packet_size,
         max_connections: args.max_connections,
@@ -234,6 +258,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let cfg_store = cfg.store.clone();
     let cfg_threads = cfg.resolved_io_threads();
     let pid_file = args.pid_file.clone();
+    let config_path = args.config.clone();
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
         match &cfg_store {
@@ -251,6 +276,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         tracing::info!(io_threads = cfg_threads, "connection threads");
         if addrs.iter().all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
+        }
+        if let Some(path) = config_path {
+            tokio::spawn(reload_on_hangup(path, server.reloader()));
         }
         server.run(shutdown_signal(pid_file)).await;
         Ok::<(), String>(())
@@ -287,6 +315,29 @@ async fn shutdown_signal(pid_file: Option<String>) {
         // cuts a torn last write at replay, so this is no worse than a crash.
         std::process::exit(code);
     });
+}
+
+/// Reloads the policy file at each SIGHUP; a file that does not load
+/// leaves the policies in force, and the log says why.
+async fn reload_on_hangup(path: PathBuf, reloader: Reloader) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::error!("cannot install the SIGHUP handler: the policy file will not be reloaded");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match policy_file::load(&path) {
+            Ok(file) => {
+                tracing::info!(
+                    rules = file.policies.rules.len(),
+                    "SIGHUP: policies reloaded from {}",
+                    path.display()
+                );
+                reloader.reload(file.policies);
+            }
+            Err(e) => tracing::error!("SIGHUP: keeping the policies in force: {e}"),
+        }
+    }
 }
 
 /// SIGINT and SIGTERM, as streams.

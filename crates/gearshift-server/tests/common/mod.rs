@@ -83,6 +83,8 @@ pub struct TestServer {
     task: Option<JoinHandle<()>>,
     /// The server's own runtime, when it has one (see [`TestServer::crash`]).
     rt: Option<tokio::runtime::Runtime>,
+    /// Replaces the running server's policies.
+    pub reloader: gearshift_server::Reloader,
 }
 
 impl Drop for TestServer {
@@ -136,6 +138,7 @@ impl TestServer {
 
     fn run_on(server: Server, rt: &tokio::runtime::Handle) -> TestServer {
         let addr = server.local_addrs()[0];
+        let reloader = server.reloader();
         let (tx, rx) = oneshot::channel::<()>();
         let task = rt.spawn(server.run(async move {
             let _ = rx.await;
@@ -145,6 +148,7 @@ impl TestServer {
             stop: Some(tx),
             task: Some(task),
             rt: None,
+            reloader,
         }
     }
 
