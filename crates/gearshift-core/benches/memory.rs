@@ -98,6 +98,77 @@ fn queue(n: usize, uuids: bool, background: bool) -> (f64, f64) {
     (total as f64 / n as f64, wire as f64 / n as f64)
 }
 
+/// Heap bytes per finished job kept queryable under a `keep_results`
+/// policy (record, result, history), and per queued job under a policy
+/// (its history record on top of the job): runs `n` background jobs with
+/// UUID uniques through submit → grab → complete with a 100-byte result.
+fn kept(n: usize) -> (f64, f64) {
+    use gearshift_core::policy::{Policies, Policy, Rule};
+    let mut core = Core::new(CoreConfig::default());
+    core.set_policies(Policies {
+        rules: vec![Rule {
+            pattern: "*".into(),
+            policy: std::sync::Arc::new(Policy {
+                keep_results: 3_600_000,
+                ..Policy::default()
+            }),
+        }],
+        retention: gearshift_core::policy::Retention {
+            max_kept: usize::MAX,
+            ..Default::default()
+        },
+    });
+    core.connect(CLIENT, info(1));
+    core.connect(WORKER, info(2));
+    let function = Bytes::from_static(b"resize");
+    core.handle(
+        WORKER,
+        Input::Request(Request::CanDo(function.clone())),
+        NOW,
+    );
+    let _ = core.take_effects();
+    let data = Bytes::from(vec![b'x'; DATA_LEN]);
+    let result = Bytes::from(vec![b'r'; DATA_LEN]);
+    let region = Region::new(GLOBAL);
+    for i in 0..n {
+        core.handle(
+            CLIENT,
+            Input::Request(Request::Submit(gearshift_proto::Submit {
+                function: function.clone(),
+                unique: Bytes::from(uuid(i)),
+                data: data.clone(),
+                priority: gearshift_proto::Priority::Normal,
+                background: true,
+                epoch: None,
+                reducer: None,
+            })),
+            NOW,
+        );
+    }
+    let _ = core.take_effects();
+    let queued = held(&region) as f64 / n as f64;
+    for _ in 0..n {
+        core.handle(WORKER, Input::Request(Request::Grab(GrabKind::Plain)), NOW);
+        let handle = match core.take_effects().pop() {
+            Some(Effect::Send(_, Response::JobAssign { handle, .. })) => handle,
+            other => panic!("expected JOB_ASSIGN, got {other:?}"),
+        };
+        core.handle(
+            WORKER,
+            Input::Request(Request::WorkComplete {
+                handle,
+                data: result.clone(),
+            }),
+            NOW,
+        );
+        let _ = core.take_effects();
+    }
+    assert_eq!(core.retained_counts().0, n);
+    let kept = held(&region) as f64 / n as f64;
+    drop(core);
+    (queued, kept)
+}
+
 /// Heap allocations per job in a steady submit → grab → complete cycle
 /// with `depth` jobs queued, after a warm-up.
 fn steady_allocations(depth: usize, jobs: usize) -> f64 {
@@ -262,6 +333,12 @@ fn main() {
             println!("  {n:>9} jobs, {label}: {total:7.1} B/job  ({wire:.0} B wire)");
         }
     }
+    let n = if quick { 10_000 } else { 100_000 };
+    let (queued, kept) = kept(n);
+    println!(
+        "under a keep_results policy, {n} jobs with UUID uniques: {queued:.1} B per queued job \
+         (history included); {kept:.1} B per finished job kept with a {DATA_LEN}-byte result"
+    );
     let depth = if quick { 1_000 } else { 100_000 };
     let per_job = steady_allocations(depth, 10_000);
     println!(

@@ -186,6 +186,10 @@ pub struct Retention {
     pub max_kept: usize,
     /// Most dead jobs kept; the oldest go first past it.
     pub max_dead: usize,
+    /// Most bytes the kept finished jobs may hold (results, workloads and
+    /// [`crate::retained::RECORD_COST`] per record); the earliest to expire
+    /// go first past it.
+    pub max_kept_bytes: usize,
 }
 
 impl Default for Retention {
@@ -194,6 +198,7 @@ impl Default for Retention {
             dead_ttl: 30 * 24 * 3_600_000,
             max_kept: 100_000,
             max_dead: 100_000,
+            max_kept_bytes: 256 << 20,
         }
     }
 }

@@ -19,6 +19,10 @@ use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::lifecycle::{Event, Step, Track};
 use crate::Millis;
 
+/// What a kept record costs besides its byte fields: the record, its
+/// history and its index entries (measured by `benches/memory.rs`).
+pub const RECORD_COST: usize = 1024;
+
 /// How a job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -87,12 +91,21 @@ pub struct Finished {
     pub expires: Millis,
 }
 
+impl Finished {
+    /// Bytes it holds, for the retention cap.
+    pub fn cost(&self) -> usize {
+        RECORD_COST + self.result.len() + self.data.len() + self.unique.len()
+    }
+}
+
 /// Finished and dead jobs with their expiry order.
 #[derive(Debug, Default)]
 pub struct Retained {
     /// Finished jobs kept queryable.
     pub kept: IdMap<JobId, Box<Finished>>,
     kept_expiry: BinaryHeap<Reverse<(Millis, JobId)>>,
+    /// Bytes the kept records hold, as [`Finished::cost`] counts them.
+    pub kept_bytes: usize,
     /// The dead set, by handle number.
     pub dead: BTreeMap<JobId, Box<Finished>>,
     dead_expiry: BinaryHeap<Reverse<(Millis, JobId)>>,
@@ -109,18 +122,21 @@ impl Retained {
         }
     }
 
-    fn keep(&mut self, f: Box<Finished>, cap: usize) {
+    fn keep(&mut self, f: Box<Finished>, cap: usize, max_bytes: usize) {
         self.kept_expiry.push(Reverse((f.expires, f.id)));
-        self.kept.insert(f.id, f);
-        while self.kept.len() > cap {
-            if Self::pop_earliest(&mut self.kept_expiry, |id, t| {
-                self.kept.get(&id).is_some_and(|f| f.expires == t)
+        self.kept_bytes += f.cost();
+        if let Some(old) = self.kept.insert(f.id, f) {
+            self.kept_bytes -= old.cost();
+        }
+        while self.kept.len() > cap || self.kept_bytes > max_bytes {
+            let kept = &self.kept;
+            let Some(gone) = Self::pop_earliest(&mut self.kept_expiry, |id, t| {
+                kept.get(&id).is_some_and(|f| f.expires == t)
             })
-            .and_then(|id| self.kept.remove(&id))
-            .is_none()
-            {
+            .and_then(|id| self.kept.remove(&id)) else {
                 break;
-            }
+            };
+            self.kept_bytes -= gone.cost();
         }
         Self::compact(&mut self.kept_expiry, self.kept.len());
     }
@@ -196,8 +212,9 @@ impl Core {
         if keep_for > 0 {
             if let Some(mut rec) = self.finished_record(id, outcome, result) {
                 rec.expires = self.now.saturating_add(keep_for);
-                let cap = self.policies.retention.max_kept;
-                self.retained.keep(rec, cap);
+                let r = &self.policies.retention;
+                let (cap, bytes) = (r.max_kept, r.max_kept_bytes);
+                self.retained.keep(rec, cap, bytes);
             }
         }
         self.remove_job(id);
@@ -257,7 +274,9 @@ impl Core {
             }
             r.kept_expiry.pop();
             if r.kept.get(&id).is_some_and(|f| f.expires == t) {
-                r.kept.remove(&id);
+                if let Some(gone) = r.kept.remove(&id) {
+                    r.kept_bytes -= gone.cost();
+                }
             }
         }
         while let Some(&Reverse((t, id))) = r.dead_expiry.peek() {

@@ -294,6 +294,7 @@ fn dead_jobs_expire_after_dead_ttl_and_are_capped() {
             dead_ttl: 10_000,
             max_kept: 10,
             max_dead: 2,
+            ..Retention::default()
         },
     });
     w.conns(&[1, 2]);
@@ -525,4 +526,30 @@ fn show_job_escapes_client_bytes_and_shows_live_jobs_without_a_policy() {
     let f = show_job(&mut w, &h);
     assert_eq!(value(&f, "state"), "running");
     assert_eq!(value(&f, "worker"), "-@127.0.0.1");
+}
+
+#[test]
+fn kept_results_are_bounded_in_bytes() {
+    let mut w = checked(World::new());
+    w.core.set_policies(Policies {
+        rules: vec![Rule {
+            pattern: "*".into(),
+            policy: Arc::new(policy(1, &[])),
+        }],
+        retention: Retention {
+            max_kept_bytes: 64 << 10,
+            ..Retention::default()
+        },
+    });
+    w.conns(&[1, 2]);
+    w.can_do(2, &["f"]);
+    let big = "r".repeat(10_000);
+    for _ in 0..50 {
+        w.bg(1, "f", "", "x");
+        let (h, _) = w.grab_job(2);
+        w.complete(2, &h, &big);
+        w.now += 1;
+    }
+    // Each costs its 10 000-byte result plus the record: 5 fit in 64 KiB.
+    assert_eq!(w.core.retained_counts(), (5, 0));
 }

@@ -7,6 +7,7 @@
 //! dead_ttl = "30d"            # how long a dead job is kept (default 30d)
 //! max_kept = 100000           # most finished jobs kept queryable (default 100000)
 //! max_dead = 100000           # most dead jobs kept (default 100000)
+//! max_kept_bytes = 268435456  # most bytes of kept results and records (default 256 MiB)
 //!
 //! [[function]]                # any number; the first whose `match` fits wins
 //! match = "resize_*"          # required: a glob, `*` any run of bytes, `?` one byte
@@ -244,6 +245,7 @@ struct RawRetention {
     dead_ttl: Option<Spanned<RawDuration>>,
     max_kept: Option<Spanned<Whole>>,
     max_dead: Option<Spanned<Whole>>,
+    max_kept_bytes: Option<Spanned<Whole>>,
 }
 
 #[derive(Deserialize)]
@@ -335,6 +337,9 @@ impl RawFile {
             }
             if let Some(v) = &r.max_dead {
                 retention.max_dead = count("max_dead", v)?;
+            }
+            if let Some(v) = &r.max_kept_bytes {
+                retention.max_kept_bytes = count("max_kept_bytes", v)?;
             }
         }
         let mut rules: Vec<(Rule, usize)> = Vec::with_capacity(self.function.len());
@@ -798,6 +803,7 @@ mod tests {
 dead_ttl = "7d"
 max_kept = 5000
 max_dead = 200
+max_kept_bytes = 1048576
 
 [[function]]
 match = "resize_*"
@@ -863,6 +869,7 @@ priority = "high"
                     dead_ttl: 7 * 86_400_000,
                     max_kept: 5000,
                     max_dead: 200,
+                    max_kept_bytes: 1 << 20,
                 },
             },
             schedules: vec![ScheduleDecl {
