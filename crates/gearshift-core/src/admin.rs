@@ -75,6 +75,8 @@ impl Core {
                 let n = self.drop_dead(&target, function.as_deref());
                 format!("OK {n}\r\n").into_bytes()
             }
+            AdminCommand::ShowSchedules => self.show_schedules(),
+            AdminCommand::DropSchedule(handle) => self.drop_schedule(&handle).to_vec(),
             AdminCommand::Pause(name) => self.pause(&name, true),
             AdminCommand::Resume(name) => self.pause(&name, false),
             AdminCommand::Reply(bytes) => {

@@ -23,6 +23,7 @@ impl Core {
     pub fn persisted(&mut self, ids: &[JobId], now: Millis) {
         for &id in ids {
             let Some(job) = self.jobs.get_mut(id) else {
+                self.schedule_persisted(id);
                 continue;
             };
             if job.persist != Persist::Pending {
@@ -48,6 +49,7 @@ impl Core {
     pub fn persist_failed(&mut self, ids: &[JobId], reason: &str) {
         for &id in ids {
             let Some(job) = self.jobs.get_mut(id) else {
+                self.schedule_failed(id, reason);
                 continue;
             };
             if job.persist != Persist::Pending {

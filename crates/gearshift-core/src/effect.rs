@@ -110,6 +110,11 @@ pub enum StoreOp {
         /// When it may run again.
         due_ms: Option<Millis>,
     },
+    /// Store a schedule, or its new next firing time (by id); answered with
+    /// [`crate::Core::persisted`] like a new job.
+    Schedule(StoredSchedule),
+    /// A schedule was dropped.
+    Unschedule(JobId),
     /// A stored job used all its attempts: kept as dead.
     Dead {
         /// Job id.
@@ -121,6 +126,31 @@ pub enum StoreOp {
         /// Its last error.
         error: Bytes,
     },
+}
+
+/// A recurring job as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSchedule {
+    /// Its number.
+    pub id: JobId,
+    /// Its handle.
+    pub handle: Bytes,
+    /// The five time fields, space-separated.
+    pub when: Bytes,
+    /// Day of week counts from Monday = 0 (SUBMIT_JOB_SCHED), else Sunday = 0.
+    pub monday_zero: bool,
+    /// Function of its jobs.
+    pub function: Bytes,
+    /// Their unique id.
+    pub unique: Bytes,
+    /// Their workload.
+    pub data: Bytes,
+    /// Their priority.
+    pub priority: Priority,
+    /// Next firing, if any.
+    pub next_ms: Option<Millis>,
+    /// Declared in the config file.
+    pub from_config: bool,
 }
 
 /// What the store kept of a dead job besides its record.

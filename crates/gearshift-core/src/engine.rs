@@ -32,6 +32,8 @@ pub(crate) enum Timer {
     Due(JobId),
     /// A CAN_DO_TIMEOUT runs out for the given assignment of a job.
     Timeout(JobId, u64),
+    /// A schedule fires (if this is still its next time).
+    Fire(JobId, Millis),
 }
 
 /// ERROR text for a new function name with a control byte.
@@ -75,6 +77,8 @@ pub struct Core {
     pub(crate) retained: Retained,
     /// The latest time an entry point was given.
     pub(crate) now: Millis,
+    /// Recurring jobs.
+    pub(crate) schedules: crate::schedule::Schedules,
 }
 
 impl Core {
@@ -106,6 +110,7 @@ impl Core {
             tracked: IdMap::default(),
             retained: Retained::default(),
             now: 0,
+            schedules: Default::default(),
         }
     }
 
@@ -239,6 +244,12 @@ impl Core {
         match req {
             Request::Echo(data) => self.send(conn, Response::EchoRes(data)),
             Request::Submit(s) => self.submit(conn, s, now),
+            Request::SubmitSched {
+                function,
+                unique,
+                when,
+                data,
+            } => self.submit_sched(conn, function, unique, when, data),
             Request::CanDo(f) => self.can_do(conn, f, None),
             Request::CanDoTimeout { function, timeout } => {
                 let value = gearshift_proto::request::parse_atoi(&timeout);
@@ -330,6 +341,7 @@ impl Core {
             match timer {
                 Timer::Due(job) => self.epoch_due(job),
                 Timer::Timeout(job, assignment) => self.job_timed_out(job, assignment),
+                Timer::Fire(id, at) => self.fire(id, at),
             }
         }
     }

@@ -22,12 +22,14 @@
 //! - [`lifecycle`]: how a run ends (result, retry, requeue, failure) and job history;
 //!   [`retained`]: kept results and the dead set; [`inspect`]: the admin
 //!   words that show them (`show job`, `show dead`, `show workers`).
+//! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]: their times.
 //! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
 pub mod admin;
 pub mod config;
 pub mod conn;
+pub mod cron;
 pub mod durable;
 pub mod effect;
 pub mod engine;
@@ -44,13 +46,14 @@ pub mod listing;
 pub mod order;
 pub mod policy;
 pub mod retained;
+pub mod schedule;
 pub mod submit;
 pub mod timefmt;
 pub mod worker;
 
 pub use config::CoreConfig;
 pub use conn::ConnInfo;
-pub use effect::{DeadInfo, Effect, Input, StoreOp, StoredJob};
+pub use effect::{DeadInfo, Effect, Input, StoreOp, StoredJob, StoredSchedule};
 pub use engine::Core;
 pub use ids::{ConnId, JobId};
 

@@ -81,6 +81,10 @@ pub enum AdminCommand {
     RetryDead(DeadTarget, Option<Bytes>),
     /// `drop dead H|all [F]` (Gearshift).
     DropDead(DeadTarget, Option<Bytes>),
+    /// `show schedules` (Gearshift): the recurring jobs.
+    ShowSchedules,
+    /// `drop schedule H` (Gearshift).
+    DropSchedule(Bytes),
     /// `pause F` (Gearshift): jobs are accepted and queued, not handed out.
     Pause(Bytes),
     /// `resume F` (Gearshift).
@@ -99,6 +103,12 @@ pub enum DeadTarget {
     /// Every dead job (of the function, if one is given).
     All,
 }
+
+/// Reply to `drop schedule H` for an unknown schedule.
+pub const ERR_UNKNOWN_SCHEDULE: &[u8] = b"ERR UNKNOWN_SCHEDULE no+such+schedule\r\n";
+/// Reply to `drop schedule H` for a schedule the config file declares.
+pub const ERR_SCHEDULE_IN_CONFIG: &[u8] =
+    b"ERR SCHEDULE_IN_CONFIG remove+it+from+the+config+file+and+reload\r\n";
 
 /// Reply to `show job H` for a handle the server does not know (or forgot).
 pub const ERR_UNKNOWN_JOB_SHOW: &[u8] = b"ERR UNKNOWN_JOB job+not+found+or+expired\r\n";
@@ -223,6 +233,8 @@ pub fn parse_admin(line: &[u8]) -> AdminCommand {
             AdminCommand::ShowDead((argc == 3).then(|| arg(2)))
         } else if argc == 2 && eq(words[1], "workers") {
             AdminCommand::ShowWorkers
+        } else if argc == 2 && eq(words[1], "schedules") {
+            AdminCommand::ShowSchedules
         } else {
             AdminCommand::Reply(Bytes::from_static(ERR_UNKNOWN_SHOW_ARGUMENTS))
         }
@@ -238,6 +250,8 @@ pub fn parse_admin(line: &[u8]) -> AdminCommand {
         } else if (argc == 3 || argc == 4) && eq(words[1], "dead") {
             let (target, function) = dead_args(words);
             AdminCommand::DropDead(target, function)
+        } else if argc == 3 && eq(words[1], "schedule") {
+            AdminCommand::DropSchedule(arg(2))
         } else {
             args_error(cmd)
         }

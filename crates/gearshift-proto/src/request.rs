@@ -209,6 +209,18 @@ pub enum Request {
     PreSleep,
     /// Any SUBMIT_* but SCHED.
     Submit(Submit),
+    /// SUBMIT_JOB_SCHED: a recurring background job (Gearshift; gearmand 1.1
+    /// refuses it).
+    SubmitSched {
+        /// Function name.
+        function: Bytes,
+        /// Unique id.
+        unique: Bytes,
+        /// Minute, hour, day of month, month, day of week (0 = Monday), as text.
+        when: [Bytes; 5],
+        /// Workload of every job it submits.
+        data: Bytes,
+    },
     /// GRAB_JOB, GRAB_JOB_UNIQ, GRAB_JOB_ALL.
     Grab(GrabKind),
     /// WORK_STATUS handle, numerator, denominator (raw text).
@@ -286,8 +298,9 @@ impl Request {
         }
         match kind {
             Unused | Noop | JobCreated | NoJob | JobAssign | EchoRes | Error | StatusRes
-            | AllYours | OptionRes | JobAssignUniq | SubmitJobSched | JobAssignAll
-            | StatusResUnique => return Err(RequestError::NotExpected(kind)),
+            | AllYours | OptionRes | JobAssignUniq | JobAssignAll | StatusResUnique => {
+                return Err(RequestError::NotExpected(kind))
+            }
             _ => {}
         }
         let mut args =
@@ -313,6 +326,17 @@ impl Request {
             },
             ResetAbilities => Request::ResetAbilities,
             PreSleep => Request::PreSleep,
+            SubmitJobSched => {
+                let function = next();
+                let unique = next();
+                let when = [next(), next(), next(), next(), next()];
+                Request::SubmitSched {
+                    function,
+                    unique,
+                    when,
+                    data: next(),
+                }
+            }
             GrabJob => Request::Grab(GrabKind::Plain),
             GrabJobUniq => Request::Grab(GrabKind::Uniq),
             GrabJobAll => Request::Grab(GrabKind::All),
@@ -409,6 +433,19 @@ impl Request {
                     encode_parts(m, kind, &[&s.function, &s.unique, &s.data], out)
                 }
             }
+            Request::SubmitSched {
+                function,
+                unique,
+                when,
+                data,
+            } => encode_parts(
+                m,
+                SubmitJobSched,
+                &[
+                    function, unique, &when[0], &when[1], &when[2], &when[3], &when[4], data,
+                ],
+                out,
+            ),
             Request::Grab(GrabKind::Plain) => encode_parts(m, GrabJob, &[], out),
             Request::Grab(GrabKind::Uniq) => encode_parts(m, GrabJobUniq, &[], out),
             Request::Grab(GrabKind::All) => encode_parts(m, GrabJobAll, &[], out),

@@ -184,7 +184,10 @@ fn argumentless_commands_ignore_extra_words() {
 fn show() {
     assert_eq!(p("show jobs"), AdminCommand::ShowJobs);
     assert_eq!(p("show unique jobs"), AdminCommand::ShowUniqueJobs);
-    assert_eq!(p("show workers"), reply(ERR_UNKNOWN_SHOW_ARGUMENTS));
+    // Gearshift's own words (gearmand answers them with the error below).
+    assert_eq!(p("show workers"), AdminCommand::ShowWorkers);
+    assert_eq!(p("show stuff"), reply(ERR_UNKNOWN_SHOW_ARGUMENTS));
+    assert_eq!(p("show workers now"), reply(ERR_UNKNOWN_SHOW_ARGUMENTS));
     assert_eq!(p("show unique"), reply(ERR_UNKNOWN_SHOW_ARGUMENTS));
     assert_eq!(p("show jobs unique"), reply(ERR_UNKNOWN_SHOW_ARGUMENTS));
     assert_eq!(p("show unique jobs now"), reply(ERR_UNKNOWN_SHOW_ARGUMENTS));

@@ -37,7 +37,7 @@ fn all_types() -> impl Iterator<Item = PacketType> {
 }
 
 /// Types only a server sends, or that no server implements.
-const NOT_FOR_SERVER: [PacketType; 14] = [
+const NOT_FOR_SERVER: [PacketType; 13] = [
     PacketType::Unused,
     PacketType::Noop,
     PacketType::JobCreated,
@@ -49,7 +49,6 @@ const NOT_FOR_SERVER: [PacketType; 14] = [
     PacketType::AllYours,
     PacketType::OptionRes,
     PacketType::JobAssignUniq,
-    PacketType::SubmitJobSched,
     PacketType::JobAssignAll,
     PacketType::StatusResUnique,
 ];

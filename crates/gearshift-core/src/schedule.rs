@@ -1,0 +1,454 @@
+//! Recurring jobs: SUBMIT_JOB_SCHED from clients (minute, hour, day of
+//! month, month, day of week with 0 = Monday, as the protocol reference
+//! says) and `[[schedule]]` sections of the config file (cron lines, 0 =
+//! Sunday). Each firing submits one background job; its unique id, if any,
+//! keeps a run that is still queued from being queued twice.
+//!
+//! A stored schedule keeps its next firing time; the firing's job and the
+//! schedule's new next time go to the store in the same batch, so a restart
+//! neither loses a firing nor repeats one. A firing missed while the server
+//! was down happens once at start, not once per missed time.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use bytes::Bytes;
+use gearshift_proto::admin as text;
+use gearshift_proto::escape::{self, Sep};
+use gearshift_proto::{Priority, Response};
+
+use crate::cron::{Cron, Weekdays};
+use crate::effect::{Effect, StoreOp, StoredSchedule};
+use crate::engine::{Core, Timer};
+use crate::ids::{ConnId, JobId};
+use crate::job::{ConnList, Job, JobState, Payload, Persist, UniqueKey};
+use crate::timefmt::write_rfc3339;
+use crate::Millis;
+
+/// A `[[schedule]]` section of the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleSpec {
+    /// Cron line (0 = Sunday).
+    pub cron: String,
+    /// Function of the jobs it submits.
+    pub function: Bytes,
+    /// Their unique id (empty: none).
+    pub unique: Bytes,
+    /// Their workload.
+    pub data: Bytes,
+    /// Their priority.
+    pub priority: Priority,
+}
+
+/// One recurring job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// Its number: its handle names it.
+    pub id: JobId,
+    /// The five fields as given, space-separated.
+    pub when: String,
+    /// How the day-of-week field counts.
+    pub weekdays: Weekdays,
+    cron: Cron,
+    /// Function of the jobs it submits.
+    pub function: Bytes,
+    /// Their unique id.
+    pub unique: Bytes,
+    /// Their workload.
+    pub data: Bytes,
+    /// Their priority.
+    pub priority: Priority,
+    /// Next firing; `None` if it never fires again.
+    pub next: Option<Millis>,
+    /// Declared in the config file (not droppable by admin; follows reloads).
+    pub from_config: bool,
+    /// Written to the store and confirmed.
+    pub stored: bool,
+}
+
+impl Schedule {
+    fn same_spec(&self, s: &ScheduleSpec) -> bool {
+        self.from_config
+            && self.when == s.cron
+            && self.function == s.function
+            && self.unique == s.unique
+            && self.data == s.data
+            && self.priority == s.priority
+    }
+
+    fn stored(&self, handle: Bytes) -> StoredSchedule {
+        StoredSchedule {
+            id: self.id,
+            handle,
+            when: Bytes::copy_from_slice(self.when.as_bytes()),
+            monday_zero: self.weekdays == Weekdays::MondayZero,
+            function: self.function.clone(),
+            unique: self.unique.clone(),
+            data: self.data.clone(),
+            priority: self.priority,
+            next_ms: self.next,
+            from_config: self.from_config,
+        }
+    }
+}
+
+/// Every schedule, by number.
+pub type Schedules = BTreeMap<JobId, Schedule>;
+
+impl Core {
+    /// SUBMIT_JOB_SCHED: answered with JOB_CREATED naming the schedule
+    /// (once stored, with a durable store), or ERROR for a bad time field.
+    pub(crate) fn submit_sched(
+        &mut self,
+        conn: ConnId,
+        function: Bytes,
+        unique: Bytes,
+        when: [Bytes; 5],
+        data: Bytes,
+    ) {
+        if unique.len() > crate::config::MAX_UNIQUE {
+            self.send(
+                conn,
+                Response::error("ARGUMENT_TOO_LARGE", "Unique value too large"),
+            );
+            return;
+        }
+        if self.function_from(conn, &function).is_none() {
+            return;
+        }
+        let fields: Vec<String> = when
+            .iter()
+            .map(|f| match String::from_utf8_lossy(f).trim() {
+                "" => "*".to_owned(),
+                t => t.to_owned(),
+            })
+            .collect();
+        let parts = [
+            &*fields[0],
+            &*fields[1],
+            &*fields[2],
+            &*fields[3],
+            &*fields[4],
+        ];
+        let cron = match Cron::parse(parts, Weekdays::MondayZero) {
+            Ok(c) => c,
+            Err(e) => {
+                let text = format!("Bad schedule: {e}");
+                self.send(conn, Response::error("INVALID_ARGUMENT", Bytes::from(text)));
+                return;
+            }
+        };
+        let id = self.next_job;
+        self.next_job = self.next_job.saturating_add(1);
+        self.reserve_ahead();
+        let s = Schedule {
+            id,
+            when: fields.join(" "),
+            weekdays: Weekdays::MondayZero,
+            next: cron.next_after(self.now),
+            cron,
+            function,
+            unique,
+            data,
+            priority: Priority::Normal,
+            from_config: false,
+            stored: false,
+        };
+        tracing::info!(handle = %self.handle_text(id), when = %s.when, "schedule added");
+        self.add_schedule(s);
+        if self.cfg.durable {
+            self.acks.entry(id).or_default().push(conn);
+            self.hold_ack(conn, id);
+        } else {
+            self.emit(conn, Effect::Created(conn, id));
+        }
+    }
+
+    fn add_schedule(&mut self, s: Schedule) {
+        if let Some(at) = s.next {
+            self.timers.push(Reverse((at, Timer::Fire(s.id, at))));
+        }
+        let id = s.id;
+        self.schedules.insert(id, s);
+        self.store_schedule(id);
+    }
+
+    /// Writes a schedule (new, or with a new next time) to the store.
+    fn store_schedule(&mut self, id: JobId) {
+        if !self.cfg.durable {
+            return;
+        }
+        let handle = self.handle_of(id);
+        if let Some(s) = self.schedules.get(&id) {
+            let rec = s.stored(handle);
+            self.effects.push(Effect::Store(StoreOp::Schedule(rec)));
+        }
+    }
+
+    /// The store confirmed a schedule: its submitter hears JOB_CREATED.
+    pub(crate) fn schedule_persisted(&mut self, id: JobId) -> bool {
+        let Some(s) = self.schedules.get_mut(&id) else {
+            return false;
+        };
+        s.stored = true;
+        if let Some(acks) = self.acks.remove(&id) {
+            let handle = self.handle_of(id);
+            for &c in &acks {
+                self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
+            }
+        }
+        true
+    }
+
+    /// The store could not record a schedule: it is dropped, and a waiting
+    /// submitter gets ERROR QUEUE_ERROR.
+    pub(crate) fn schedule_failed(&mut self, id: JobId, reason: &str) -> bool {
+        if !self.schedules.contains_key(&id) {
+            return false;
+        }
+        if let Some(acks) = self.acks.remove(&id) {
+            self.schedules.remove(&id);
+            let text = format!("Schedule could not be stored: {reason}");
+            for &c in &acks {
+                let r = Response::error("QUEUE_ERROR", Bytes::from(text.clone()));
+                self.resolve_ack(c, id, r);
+            }
+        }
+        true
+    }
+
+    /// A schedule's time came: one job, then the next time.
+    pub(crate) fn fire(&mut self, id: JobId, at: Millis) {
+        let Some(s) = self.schedules.get(&id) else {
+            return;
+        };
+        if s.next != Some(at) {
+            return;
+        }
+        let (function, unique, data, priority) = (
+            s.function.clone(),
+            s.unique.clone(),
+            s.data.clone(),
+            s.priority,
+        );
+        // The next time after this firing, or after now if the server was
+        // down or busy past several: a missed run happens once.
+        let mut next = s.cron.next_after(at);
+        if next.is_some_and(|n| n <= self.now) {
+            next = s.cron.next_after(self.now);
+        }
+        if let Some(s) = self.schedules.get_mut(&id) {
+            s.next = next;
+        }
+        if let Some(n) = next {
+            self.timers.push(Reverse((n, Timer::Fire(id, n))));
+        }
+        self.store_schedule(id);
+        match self.submit_internal(&function, unique, data, priority) {
+            Some(job) => {
+                tracing::debug!(schedule = %self.handle_text(id), job = %self.handle_text(job), "schedule fired")
+            }
+            None => {
+                tracing::info!(schedule = %self.handle_text(id), "schedule fired, but its last run is still queued or the queue is full")
+            }
+        }
+    }
+
+    /// A background job the server submits itself (a schedule's firing).
+    /// `None` when a job with its unique is still there, or the queue is full.
+    fn submit_internal(
+        &mut self,
+        function: &[u8],
+        unique: Bytes,
+        data: Bytes,
+        priority: Priority,
+    ) -> Option<JobId> {
+        let func = self.function_id(function);
+        match UniqueKey::of(&unique) {
+            UniqueKey::Named if self.jobs.find_named(Some(func), &unique).is_some() => return None,
+            UniqueKey::Data if self.jobs.find_data(func, &data).is_some() => return None,
+            _ => {}
+        }
+        let p = priority.index();
+        if let Some(f) = self.func(func) {
+            if f.max_queue[p] > 0 && i64::from(f.total) >= f.max_queue[p] {
+                return None;
+            }
+        }
+        let id = self.next_job;
+        self.next_job = self.next_job.saturating_add(1);
+        self.reserve_ahead();
+        let payload = Payload::new(unique, data);
+        self.jobs.insert(Job {
+            id,
+            payload: payload.bytes,
+            unique_len: payload.unique_len,
+            created: self.now,
+            clients: ConnList::Empty,
+            extra: None,
+            func: func as u32,
+            retries: 0,
+            priority,
+            background: true,
+            state: JobState::Pending,
+            persist: Persist::No,
+        });
+        if let Some(f) = self.func_mut(func) {
+            f.total += 1;
+        }
+        if self.func(func).is_some_and(|f| f.policy.is_some()) {
+            self.record(id, crate::lifecycle::Step::Queued);
+        }
+        if self.cfg.durable {
+            // Runnable once stored, like any background job.
+            self.store_add(id);
+        } else {
+            self.release(id, self.now);
+        }
+        Some(id)
+    }
+
+    /// Puts the config file's schedules in force: kept ones keep their next
+    /// time, new ones start, ones no longer declared stop.
+    pub fn set_config_schedules(&mut self, specs: Vec<ScheduleSpec>) -> Result<(), String> {
+        let mut parsed = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let cron = Cron::parse_line(&spec.cron)?;
+            parsed.push((spec, cron));
+        }
+        let mut keep = Vec::new();
+        for (spec, cron) in parsed {
+            if let Some(s) = self.schedules.values().find(|s| s.same_spec(&spec)) {
+                keep.push(s.id);
+                continue;
+            }
+            let id = self.next_job;
+            self.next_job = self.next_job.saturating_add(1);
+            self.reserve_ahead();
+            keep.push(id);
+            let s = Schedule {
+                id,
+                when: spec.cron.clone(),
+                weekdays: Weekdays::SundayZero,
+                next: cron.next_after(self.now),
+                cron,
+                function: spec.function,
+                unique: spec.unique,
+                data: spec.data,
+                priority: spec.priority,
+                from_config: true,
+                stored: false,
+            };
+            self.add_schedule(s);
+        }
+        let gone: Vec<JobId> = self
+            .schedules
+            .values()
+            .filter(|s| s.from_config && !keep.contains(&s.id))
+            .map(|s| s.id)
+            .collect();
+        for id in gone {
+            self.remove_schedule(id);
+        }
+        Ok(())
+    }
+
+    fn remove_schedule(&mut self, id: JobId) {
+        if self.schedules.remove(&id).is_some() && self.cfg.durable {
+            self.effects.push(Effect::Store(StoreOp::Unschedule(id)));
+        }
+    }
+
+    /// Rebuilds stored schedules after a restart; a firing missed while the
+    /// server was down happens at once (once).
+    pub fn restore_schedules(&mut self, stored: Vec<StoredSchedule>) {
+        for r in stored {
+            let weekdays = if r.monday_zero {
+                Weekdays::MondayZero
+            } else {
+                Weekdays::SundayZero
+            };
+            let when = String::from_utf8_lossy(&r.when).into_owned();
+            let fields: Vec<&str> = when.split_whitespace().collect();
+            let Ok(fields) = <[&str; 5]>::try_from(fields) else {
+                tracing::warn!(id = r.id, "stored schedule has no valid time; dropped");
+                continue;
+            };
+            let Ok(cron) = Cron::parse(fields, weekdays) else {
+                tracing::warn!(id = r.id, "stored schedule has no valid time; dropped");
+                continue;
+            };
+            self.next_job = self.next_job.max(r.id.saturating_add(1));
+            if !self.handles.is(&r.handle, r.id) {
+                self.foreign_handles.insert(r.handle.clone(), r.id);
+                self.foreign_ids.insert(r.id, r.handle.clone());
+            }
+            let next = r.next_ms.map(|n| n.max(self.now));
+            let s = Schedule {
+                id: r.id,
+                when,
+                weekdays,
+                cron,
+                function: r.function,
+                unique: r.unique,
+                data: r.data,
+                priority: r.priority,
+                next,
+                from_config: r.from_config,
+                stored: true,
+            };
+            if let Some(at) = next {
+                self.timers.push(Reverse((at, Timer::Fire(s.id, at))));
+            }
+            self.schedules.insert(s.id, s);
+        }
+        self.reserved = self.reserved.max(self.next_job);
+    }
+
+    /// `show schedules`: `HANDLE\tFUNCTION\tWHEN\tNEXT\tSOURCE\tUNIQUE` per
+    /// schedule; SOURCE is `client` (days of week from 0 = Monday) or
+    /// `config` (cron: 0 = Sunday); NEXT is `-` if it never fires again.
+    pub(crate) fn show_schedules(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for s in self.schedules.values() {
+            let mut h = Vec::new();
+            self.write_handle(&mut h, s.id);
+            escape::push_field(&mut out, &h, Sep::Tab);
+            out.push(b'\t');
+            escape::push_field(&mut out, &s.function, Sep::Tab);
+            out.push(b'\t');
+            escape::push_field(&mut out, s.when.as_bytes(), Sep::Tab);
+            out.push(b'\t');
+            match s.next {
+                Some(t) => write_rfc3339(&mut out, t),
+                None => out.push(b'-'),
+            }
+            let source = if s.from_config { "config" } else { "client" };
+            let _ = write!(out, "\t{source}\t");
+            escape::push_field(&mut out, &s.unique, Sep::Tab);
+            out.push(b'\n');
+        }
+        out.extend_from_slice(text::LIST_END);
+        out
+    }
+
+    /// `drop schedule H`.
+    pub(crate) fn drop_schedule(&mut self, handle: &[u8]) -> &'static [u8] {
+        let id = self
+            .foreign_handles
+            .get(handle)
+            .copied()
+            .or_else(|| self.handles.parse(handle));
+        match id.and_then(|id| self.schedules.get(&id)) {
+            None => text::ERR_UNKNOWN_SCHEDULE,
+            Some(s) if s.from_config => text::ERR_SCHEDULE_IN_CONFIG,
+            Some(s) => {
+                let id = s.id;
+                tracing::info!(handle = %String::from_utf8_lossy(handle), "schedule dropped by admin");
+                self.remove_schedule(id);
+                text::OK_CRLF
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Recurring jobs on virtual time: SUBMIT_JOB_SCHED and config schedules
+//! fire one job per firing, skip a firing while their last run is still
+//! queued (with a unique), survive a restart through the store without
+//! repeating or losing a firing, and are listed and dropped by admin.
+
+mod common;
+
+use bytes::Bytes;
+use common::{b, World};
+use gearshift_core::schedule::ScheduleSpec;
+use gearshift_core::{StoreOp, StoredSchedule};
+use gearshift_proto::{Priority, Request, Response};
+
+const MIN: u64 = 60_000;
+
+fn sched(w: &mut World, n: u64, function: &str, unique: &str, when: [&str; 5]) {
+    w.req(
+        n,
+        Request::SubmitSched {
+            function: b(function),
+            unique: b(unique),
+            when: when.map(b),
+            data: b("tick"),
+        },
+    );
+}
+
+fn created(w: &mut World, n: u64) -> Bytes {
+    match w.pop(n) {
+        Response::JobCreated(h) => h,
+        other => panic!("expected JOB_CREATED, got {other:?}"),
+    }
+}
+
+fn checked(mut w: World) -> World {
+    w.check = true;
+    w
+}
+
+#[test]
+fn a_client_schedule_fires_one_job_per_firing() {
+    let mut w = checked(World::new());
+    w.conns(&[1, 2]);
+    sched(&mut w, 1, "report", "", ["*/5", "", "", "", ""]);
+    let h = created(&mut w, 1);
+    assert_eq!(w.core.next_deadline(), Some(5 * MIN));
+    let listing = w.probe("show schedules");
+    assert_eq!(
+        listing,
+        format!(
+            "{}\treport\t*/5 * * * *\t1970-01-01T00:05:00.000Z\tclient\t\n.\n",
+            String::from_utf8_lossy(&h)
+        )
+    );
+    w.advance_to(5 * MIN - 1);
+    assert!(w.status_of("report").is_none_or(|s| s.0 == 0));
+    w.advance_to(5 * MIN);
+    assert_eq!(w.status_of("report").map(|s| s.0), Some(1));
+    w.advance_to(10 * MIN);
+    assert_eq!(w.status_of("report").map(|s| s.0), Some(2));
+    w.can_do(2, &["report"]);
+    assert_eq!(w.grab_data(2), "tick");
+    // Late by three periods: one job, then back on the grid.
+    w.advance_to(26 * MIN);
+    assert_eq!(w.status_of("report").map(|s| s.0), Some(3));
+    assert_eq!(w.core.next_deadline(), Some(30 * MIN));
+    assert_eq!(
+        w.probe(&format!("drop schedule {}", String::from_utf8_lossy(&h))),
+        "OK\r\n"
+    );
+    assert_eq!(w.probe("show schedules"), ".\n");
+    w.advance_to(60 * MIN);
+    assert_eq!(w.status_of("report").map(|s| s.0), Some(3));
+    assert!(w
+        .probe("drop schedule H:localhost:999")
+        .starts_with("ERR UNKNOWN_SCHEDULE "));
+}
+
+#[test]
+fn a_unique_keeps_a_queued_run_from_being_queued_twice() {
+    let mut w = checked(World::new());
+    w.conns(&[1]);
+    sched(&mut w, 1, "sync", "only-one", ["*", "*", "*", "*", "*"]);
+    created(&mut w, 1);
+    for t in 1..=5 {
+        w.advance_to(t * MIN);
+    }
+    assert_eq!(w.status_of("sync").map(|s| s.0), Some(1));
+}
+
+#[test]
+fn the_protocol_counts_days_from_monday_and_refuses_bad_fields() {
+    let mut w = checked(World::new());
+    w.conns(&[1]);
+    // 1970-01-01 was a Thursday: day 3 counting from Monday = 0.
+    sched(&mut w, 1, "f", "", ["0", "12", "", "", "3"]);
+    created(&mut w, 1);
+    assert_eq!(w.core.next_deadline(), Some(12 * 60 * MIN));
+    sched(&mut w, 1, "f", "", ["0", "12", "", "", "6"]);
+    created(&mut w, 1);
+    let listing = w.probe("show schedules");
+    assert!(listing.contains("1970-01-04T12:00:00.000Z"), "{listing}");
+    sched(&mut w, 1, "f", "", ["61", "", "", "", ""]);
+    match w.pop(1) {
+        Response::Error { code, text } => {
+            assert_eq!(code, b("INVALID_ARGUMENT"));
+            assert!(
+                String::from_utf8_lossy(&text).contains("minute"),
+                "{text:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn config_schedules_follow_reloads_and_cannot_be_dropped_by_admin() {
+    let mut w = checked(World::new());
+    w.conns(&[1]);
+    let spec = ScheduleSpec {
+        cron: "0 * * * *".into(),
+        function: b("hourly"),
+        unique: Bytes::new(),
+        data: b("x"),
+        priority: Priority::Low,
+    };
+    w.core
+        .set_config_schedules(vec![spec.clone()])
+        .expect("valid");
+    let first = w.probe("show schedules");
+    assert!(
+        first.contains("\thourly\t0 * * * *\t1970-01-01T01:00:00.000Z\tconfig\t"),
+        "{first}"
+    );
+    let handle = first.split('\t').next().unwrap_or("").to_owned();
+    assert_eq!(
+        w.probe(&format!("drop schedule {handle}")),
+        "ERR SCHEDULE_IN_CONFIG remove+it+from+the+config+file+and+reload\r\n"
+    );
+    // The same spec again (a reload): the same schedule.
+    w.core.set_config_schedules(vec![spec]).expect("valid");
+    assert_eq!(w.probe("show schedules"), first);
+    w.advance_to(60 * MIN);
+    // Low priority, as declared.
+    assert_eq!(w.probe("prioritystatus"), "hourly\t0\t0\t1\t0\n.\n");
+    w.core.set_config_schedules(vec![]).expect("valid");
+    assert_eq!(w.probe("show schedules"), ".\n");
+    assert!(w
+        .core
+        .set_config_schedules(vec![ScheduleSpec {
+            cron: "* * *".into(),
+            function: b("f"),
+            unique: Bytes::new(),
+            data: Bytes::new(),
+            priority: Priority::Normal,
+        }])
+        .is_err());
+}
+
+#[test]
+fn with_a_durable_store_a_firing_and_its_next_time_are_stored_together() {
+    let mut w = checked(World::durable());
+    w.conns(&[1]);
+    sched(&mut w, 1, "f", "", ["*/10", "", "", "", ""]);
+    w.quiet(1);
+    let ops = std::mem::take(&mut w.store_ops);
+    let rec = ops
+        .iter()
+        .find_map(|op| match op {
+            StoreOp::Schedule(s) => Some(s.clone()),
+            _ => None,
+        })
+        .expect("the schedule is stored");
+    assert_eq!(rec.next_ms, Some(10 * MIN));
+    assert!(rec.monday_zero);
+    w.persisted(&[rec.id]);
+    let h = created(&mut w, 1);
+    w.advance_to(10 * MIN);
+    let ops = std::mem::take(&mut w.store_ops);
+    let next: Vec<Option<u64>> = ops
+        .iter()
+        .filter_map(|op| match op {
+            StoreOp::Schedule(s) => Some(s.next_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(next, [Some(20 * MIN)]);
+    assert_eq!(
+        ops.iter()
+            .filter(|op| matches!(op, StoreOp::Add(_)))
+            .count(),
+        1
+    );
+    let _ = h;
+}
+
+#[test]
+fn a_restart_fires_a_missed_schedule_once_then_keeps_its_grid() {
+    let mut w = checked(World::durable());
+    w.now = 95 * MIN;
+    w.core.restore(Vec::new(), 1, w.now);
+    w.core.restore_schedules(vec![StoredSchedule {
+        id: 7,
+        handle: b("H:localhost:7"),
+        when: b("*/30 * * * *"),
+        monday_zero: false,
+        function: b("f"),
+        unique: Bytes::new(),
+        data: b("d"),
+        priority: Priority::Normal,
+        next_ms: Some(30 * MIN),
+        from_config: false,
+    }]);
+    w.store_ops.clear();
+    w.advance_to(95 * MIN);
+    let adds = w
+        .store_ops
+        .iter()
+        .filter(|op| matches!(op, StoreOp::Add(_)))
+        .count();
+    assert_eq!(adds, 1, "{:?}", w.store_ops);
+    assert_eq!(w.core.next_deadline(), Some(120 * MIN));
+    // New handles never reuse the schedule's number.
+    w.conns(&[1]);
+    w.req(
+        1,
+        Request::Submit(common::job_with("g", "", "x", Priority::Normal, true)),
+    );
+    assert!(w
+        .store_ops
+        .iter()
+        .any(|op| matches!(op, StoreOp::Add(j) if j.id > 7)));
+}
