@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use crate::{JobRecord, Store, StoreError, MAX_ID};
+use crate::{DeadMark, JobRecord, Replayed, Store, StoreError, MAX_ID};
 
 /// A test job: id, function, unique, priority, data.
 pub fn job(id: u64, function: &str, unique: &str, priority: u8, data: &[u8]) -> JobRecord {
@@ -37,11 +37,36 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     every_field_round_trips(fresh());
     many_flushes_keep_order(fresh());
     ids_past_the_largest_are_never_written(fresh());
+    retry_sets_attempts_and_due(fresh());
+    dead_jobs_are_kept_apart(fresh());
+    retry_revives_a_dead_job(fresh());
+    done_forgets_a_dead_job(fresh());
+    retries_and_deaths_survive_churn(fresh());
+}
+
+/// A test dead mark.
+pub fn mark(died_ms: u64, error: &str) -> DeadMark {
+    DeadMark {
+        died_ms,
+        error: Bytes::copy_from_slice(error.as_bytes()),
+    }
+}
+
+/// (id, attempts) of each job.
+type Counts = Vec<(u64, u32)>;
+
+/// (id, attempts) of the live and of the dead jobs.
+fn ids_and_attempts(r: &Replayed) -> (Counts, Counts) {
+    (
+        r.jobs.iter().map(|j| (j.id, j.attempts)).collect(),
+        r.dead.iter().map(|(j, _)| (j.id, j.attempts)).collect(),
+    )
 }
 
 fn empty_store<S: Store>(mut open: impl FnMut() -> S) {
     let r = open().replay().expect("replay of an empty store");
     assert!(r.jobs.is_empty(), "a new store holds no jobs");
+    assert!(r.dead.is_empty(), "a new store holds no dead jobs");
     assert!(r.next_id >= 1, "handle numbers start at 1 or later");
 }
 
@@ -151,6 +176,17 @@ fn ids_past_the_largest_are_never_written<S: Store>(mut open: impl FnMut() -> S)
         Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
         other => panic!("an id past MAX_ID must fail its flush, got {other:?}"),
     }
+    // A retry or death naming such an id is refused the same way.
+    s.retry(MAX_ID + 1, 1, None);
+    assert!(
+        matches!(s.flush(), Err(StoreError::IdOutOfRange(_))),
+        "a retry past MAX_ID fails its flush"
+    );
+    s.dead(MAX_ID + 1, 1, &mark(1, "e"));
+    assert!(
+        matches!(s.flush(), Err(StoreError::IdOutOfRange(_))),
+        "a death past MAX_ID fails its flush"
+    );
     s.add(&job(8, "f", "", 1, b"next batch"));
     s.flush()
         .expect("the refusal does not stick to later batches");
@@ -222,4 +258,221 @@ fn many_flushes_keep_order<S: Store>(mut open: impl FnMut() -> S) {
         got, expect,
         "interleaved adds, dones and flushes replay exactly"
     );
+}
+
+fn retry_sets_attempts_and_due<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    let mut epoch = job(2, "f", "", 1, b"y");
+    epoch.due_ms = Some(1_800_000_000_000);
+    s.add(&job(1, "f", "", 1, b"x"));
+    s.add(&epoch);
+    s.add(&job(3, "f", "", 1, b"z"));
+    s.flush().expect("flush");
+    s.retry(1, 1, Some(1_900_000_000_000));
+    s.retry(2, 4, None);
+    s.flush().expect("flush");
+    s.retry(1, 2, Some(1_900_000_000_500));
+    s.retry(99, 9, Some(5));
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    let got: Vec<(u64, u32, Option<u64>)> = r
+        .jobs
+        .iter()
+        .map(|j| (j.id, j.attempts, j.due_ms))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(1, 2, Some(1_900_000_000_500)), (2, 4, None), (3, 0, None)],
+        "retry sets attempts and due time (None clears it); an unknown id changes nothing"
+    );
+    assert!(r.dead.is_empty(), "a retry kills nothing");
+    let mut want = job(1, "f", "", 1, b"x");
+    want.attempts = 2;
+    want.due_ms = Some(1_900_000_000_500);
+    assert_eq!(r.jobs[0], want, "a retry changes nothing else");
+}
+
+fn dead_jobs_are_kept_apart<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    for id in 1..=4 {
+        s.add(&job(id, "f", "", 1, b"x"));
+    }
+    s.flush().expect("flush");
+    s.retry(2, 1, Some(1_900_000_000_000));
+    s.dead(2, 3, &mark(1_700_000_000_777, "first error"));
+    s.dead(4, 2, &mark(1_700_000_000_888, "boom"));
+    s.dead(99, 1, &mark(1, "no such job"));
+    s.flush().expect("flush");
+    // A dead job keeps the count it died with; dying again replaces the
+    // count and mark.
+    s.update(2, 50);
+    s.dead(2, 5, &mark(1_700_000_000_999, "last error"));
+    s.flush().expect("flush");
+    let again = s.replay().expect("a second replay on the same handle");
+    assert_eq!(
+        again.dead.len(),
+        2,
+        "replay reports dead jobs, however often asked"
+    );
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(
+        ids_and_attempts(&r),
+        (vec![(1, 0), (3, 0)], vec![(2, 5), (4, 2)]),
+        "dead jobs replay apart from live ones, in id order, with the attempts they died with"
+    );
+    let mut two = job(2, "f", "", 1, b"x");
+    two.attempts = 5;
+    two.due_ms = Some(1_900_000_000_000);
+    assert_eq!(
+        r.dead[0],
+        (two, mark(1_700_000_000_999, "last error")),
+        "a dead job keeps its record, last due time and latest mark"
+    );
+    assert_eq!(r.dead[1].1, mark(1_700_000_000_888, "boom"));
+    assert!(r.next_id > 4, "dead jobs' ids are not reused");
+}
+
+fn retry_revives_a_dead_job<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"x"));
+    s.add(&job(2, "f", "", 1, b"y"));
+    s.flush().expect("flush");
+    s.dead(1, 3, &mark(10, "gone"));
+    s.dead(2, 3, &mark(11, "gone too"));
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open();
+    let r = s.replay().expect("replay");
+    assert_eq!(ids_and_attempts(&r), (vec![], vec![(1, 3), (2, 3)]));
+    s.retry(1, 0, Some(1_950_000_000_000));
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(
+        ids_and_attempts(&r),
+        (vec![(1, 0)], vec![(2, 3)]),
+        "a retry brings a dead job back, its mark gone"
+    );
+    assert_eq!(r.jobs[0].due_ms, Some(1_950_000_000_000));
+    // Revived, it can die again.
+    let mut s = open();
+    s.replay().expect("replay");
+    s.dead(1, 1, &mark(12, "again"));
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(ids_and_attempts(&r), (vec![], vec![(1, 1), (2, 3)]));
+    assert_eq!(r.dead[0].1, mark(12, "again"));
+}
+
+fn done_forgets_a_dead_job<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    for id in 1..=3 {
+        s.add(&job(id, "f", "", 1, b"x"));
+    }
+    s.flush().expect("flush");
+    s.dead(1, 2, &mark(10, "e"));
+    s.dead(2, 2, &mark(10, "e"));
+    s.flush().expect("flush");
+    s.done(1);
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(
+        ids_and_attempts(&r),
+        (vec![(3, 0)], vec![(2, 2)]),
+        "done drops a dead job"
+    );
+    // Nor can a retry bring a dropped job back.
+    let mut s = open();
+    s.replay().expect("replay");
+    s.retry(1, 0, None);
+    s.done(2);
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(ids_and_attempts(&r), (vec![(3, 0)], vec![]));
+    assert!(r.next_id > 3, "ids of dropped dead jobs are not reused");
+}
+
+/// Retries and deaths among many jobs coming and going, over many flushes
+/// (for the log store with a small threshold: across compactions), checked
+/// against the expected outcome after every reopen.
+fn retries_and_deaths_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    let mut want_live: std::collections::BTreeMap<u64, JobRecord> = Default::default();
+    let mut want_dead: std::collections::BTreeMap<u64, (JobRecord, DeadMark)> = Default::default();
+    for id in 1..=300u64 {
+        let r = job(id, "f", "", 1, &[id as u8; 200]);
+        s.add(&r);
+        want_live.insert(id, r);
+        // A short-lived job beside each: the garbage that makes the log
+        // store (with a small threshold) compact after most flushes.
+        s.add(&job(1000 + id, "f", "", 1, &[0; 2000]));
+        s.done(1000 + id);
+        match id % 6 {
+            // Ends soon: the churn that makes compaction worth it.
+            0 | 1 => {
+                s.done(id);
+                want_live.remove(&id);
+            }
+            2 => {
+                s.retry(id, 2, Some(1_900_000_000_000 + id));
+                if let Some(r) = want_live.get_mut(&id) {
+                    r.attempts = 2;
+                    r.due_ms = Some(1_900_000_000_000 + id);
+                }
+            }
+            3 => {
+                s.retry(id, 1, Some(7));
+                let m = mark(1_700_000_000_000 + id, &format!("error {id}"));
+                s.dead(id, 4, &m);
+                if let Some(mut r) = want_live.remove(&id) {
+                    r.attempts = 4;
+                    r.due_ms = Some(7);
+                    want_dead.insert(id, (r, m));
+                }
+            }
+            _ => {}
+        }
+        // A dead job from a while ago is revived, one before is dropped.
+        if id % 12 == 3 && id > 30 {
+            let old = id - 24;
+            s.retry(old, 9, None);
+            if let Some((mut r, _)) = want_dead.remove(&old) {
+                r.attempts = 9;
+                r.due_ms = None;
+                want_live.insert(old, r);
+            }
+            s.done(old - 6);
+            want_live.remove(&(old - 6));
+            want_dead.remove(&(old - 6));
+        }
+        if id % 5 == 0 {
+            s.flush().expect("flush");
+        }
+        if id % 100 == 0 {
+            s.flush().expect("flush");
+            drop(s);
+            s = open();
+            let r = s.replay().expect("replay");
+            assert_eq!(
+                r.jobs,
+                want_live.values().cloned().collect::<Vec<_>>(),
+                "live jobs after {id} submissions"
+            );
+            assert_eq!(
+                r.dead,
+                want_dead.values().cloned().collect::<Vec<_>>(),
+                "dead jobs after {id} submissions"
+            );
+        }
+    }
 }

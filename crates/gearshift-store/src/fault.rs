@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::{JobRecord, Replayed, Store, StoreError};
+use crate::{DeadMark, JobRecord, Replayed, Store, StoreError};
 
 /// Fails flushes once `budget` buffered operations have been used up.
 #[derive(Debug)]
@@ -54,6 +54,16 @@ impl<S: Store> Store for FaultyStore<S> {
     fn update(&mut self, id: u64, attempts: u32) {
         self.pending += 1;
         self.inner.update(id, attempts);
+    }
+
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
+        self.pending += 1;
+        self.inner.retry(id, attempts, due_ms);
+    }
+
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
+        self.pending += 1;
+        self.inner.dead(id, attempts, mark);
     }
 
     fn reserve(&mut self, upto: u64) {

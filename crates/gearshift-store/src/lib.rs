@@ -1,10 +1,12 @@
 //! Durable job storage for Gearshift.
 //!
-//! A [`Store`] keeps the set of live background/epoch jobs and the handle
-//! counter's high-water mark. Writes are buffered by [`Store::add`],
-//! [`Store::done`], [`Store::update`] and [`Store::reserve`] and made durable
-//! together by one [`Store::flush`]: that is what lets the server group-commit
-//! every submission that arrived while the previous flush ran.
+//! A [`Store`] keeps the set of live background/epoch jobs, the dead ones
+//! (jobs that used all their attempts, kept until retried or dropped) and
+//! the handle counter's high-water mark. Writes are buffered by
+//! [`Store::add`], [`Store::done`], [`Store::update`], [`Store::retry`],
+//! [`Store::dead`] and [`Store::reserve`] and made durable together by one
+//! [`Store::flush`]: that is what lets the server group-commit every
+//! submission that arrived while the previous flush ran.
 //!
 //! - [`record`]: the persisted record type and its encoding (with the rule for
 //!   changing the format).
@@ -26,28 +28,43 @@ use std::collections::BTreeMap;
 pub use error::StoreError;
 pub use log::{Durability, LogOptions, LogStore};
 pub use memory::MemoryStore;
-pub use record::{JobRecord, Op, FORMAT_VERSION, MAX_ID};
+pub use record::{DeadMark, JobRecord, Op, FORMAT_VERSION, MAX_ID};
 
 /// What a store holds at startup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Replayed {
     /// Live jobs in id order (the order they were submitted).
     pub jobs: Vec<JobRecord>,
+    /// Dead jobs (used all their attempts) in id order, with why and when
+    /// they died; their records carry the attempts of the Dead op. Never in
+    /// `jobs`.
+    pub dead: Vec<(JobRecord, DeadMark)>,
     /// The first handle number that was never handed out.
     pub next_id: u64,
 }
 
 /// A durable set of jobs.
 pub trait Store: Send {
-    /// Every live job and the first unused handle number, as of the last flush.
+    /// Every live and dead job and the first unused handle number, as of
+    /// the last flush.
     fn replay(&mut self) -> Result<Replayed, StoreError>;
     /// Buffers a new job. An id beyond [`MAX_ID`] makes the next flush
     /// fail with [`StoreError::IdOutOfRange`], storing none of its batch.
     fn add(&mut self, job: &JobRecord);
-    /// Buffers the end of a job.
+    /// Buffers the end of a job, live or dead.
     fn done(&mut self, id: u64);
-    /// Buffers a changed attempt count.
+    /// Buffers a changed attempt count of a live job (a dead job keeps
+    /// the count it died with).
     fn update(&mut self, id: u64, attempts: u32);
+    /// Buffers a job going back to wait for a retry: its attempt count and
+    /// the time before which it must not run (`None`: at once; `u64::MAX`
+    /// counts as `None`). A dead job is revived: live again, its mark gone.
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>);
+    /// Buffers a live job's death: it leaves the live jobs and is kept as
+    /// dead with this attempt count and mark (a dead job's count and mark
+    /// are replaced). An id beyond [`MAX_ID`] fails the next flush, as in
+    /// [`Store::add`]; so does one in [`Store::retry`].
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark);
     /// Buffers a handle high-water mark: numbers below `upto` may be in use.
     /// Capped at `MAX_ID + 1`: no stored id can be larger.
     fn reserve(&mut self, upto: u64);
@@ -97,10 +114,16 @@ impl PastMax {
     }
 }
 
-/// Applies ops to an id-ordered live set; shared by backends that rebuild
-/// state from a sequence of ops. Returns the highest id and reservation seen.
+/// Dead jobs by id, with their marks.
+pub(crate) type DeadSet = BTreeMap<u64, (JobRecord, DeadMark)>;
+
+/// Applies ops to id-ordered live and dead sets; shared by backends that
+/// rebuild state from a sequence of ops. Raises `high` to the highest id + 1
+/// and reservation seen. Ops naming a job that is in neither set (or, for
+/// Update, not live) change nothing.
 pub(crate) fn apply_ops(
     live: &mut BTreeMap<u64, JobRecord>,
+    dead: &mut DeadSet,
     ops: impl IntoIterator<Item = Op>,
     high: &mut u64,
 ) {
@@ -108,17 +131,61 @@ pub(crate) fn apply_ops(
         match op {
             Op::Add(r) => {
                 *high = (*high).max(r.id.saturating_add(1));
+                // The same id twice (never written): the later one wins.
+                dead.remove(&r.id);
                 live.insert(r.id, r);
             }
             Op::Done(id) => {
                 live.remove(&id);
+                dead.remove(&id);
             }
             Op::Update { id, attempts } => {
                 if let Some(r) = live.get_mut(&id) {
                     r.attempts = attempts;
                 }
             }
+            Op::Retry {
+                id,
+                attempts,
+                due_ms,
+            } => {
+                let r = match dead.remove(&id) {
+                    Some((r, _mark)) => live.entry(id).or_insert(r),
+                    None => match live.get_mut(&id) {
+                        Some(r) => r,
+                        None => continue,
+                    },
+                };
+                r.attempts = attempts;
+                r.due_ms = due_ms.filter(|&d| d != u64::MAX);
+            }
+            Op::Dead { id, attempts, mark } => {
+                let Some(mut r) = live.remove(&id).or_else(|| dead.remove(&id).map(|d| d.0)) else {
+                    continue;
+                };
+                r.attempts = attempts;
+                dead.insert(id, (r, mark));
+            }
             Op::Reserve(upto) => *high = (*high).max(upto),
         }
+    }
+}
+
+/// What a backend holding live and dead sets replays: both in id order and
+/// the first handle number past every id and reservation.
+pub(crate) fn replayed(
+    jobs: Vec<JobRecord>,
+    dead: Vec<(JobRecord, DeadMark)>,
+    high: u64,
+) -> Replayed {
+    let past = |id: Option<u64>| id.map_or(1, |id| id.saturating_add(1));
+    let next_id = high
+        .max(past(jobs.last().map(|r| r.id)))
+        .max(past(dead.last().map(|(r, _)| r.id)))
+        .max(1);
+    Replayed {
+        jobs,
+        dead,
+        next_id,
     }
 }

@@ -4,11 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::{apply_ops, JobRecord, Op, PastMax, Replayed, Store, StoreError};
+use crate::{
+    apply_ops, replayed, DeadMark, DeadSet, JobRecord, Op, PastMax, Replayed, Store, StoreError,
+};
 
 #[derive(Debug, Default)]
 struct State {
     live: BTreeMap<u64, JobRecord>,
+    dead: DeadSet,
     high: u64,
 }
 
@@ -43,11 +46,11 @@ impl Store for MemoryStore {
             .shared
             .lock()
             .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
-        let max_live = s.live.keys().next_back().map_or(1, |id| id + 1);
-        Ok(Replayed {
-            jobs: s.live.values().cloned().collect(),
-            next_id: s.high.max(max_live).max(1),
-        })
+        Ok(replayed(
+            s.live.values().cloned().collect(),
+            s.dead.values().cloned().collect(),
+            s.high,
+        ))
     }
 
     fn add(&mut self, job: &JobRecord) {
@@ -61,6 +64,24 @@ impl Store for MemoryStore {
 
     fn update(&mut self, id: u64, attempts: u32) {
         self.pending.push(Op::Update { id, attempts });
+    }
+
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
+        self.refused.note(id);
+        self.pending.push(Op::Retry {
+            id,
+            attempts,
+            due_ms,
+        });
+    }
+
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
+        self.refused.note(id);
+        self.pending.push(Op::Dead {
+            id,
+            attempts,
+            mark: mark.clone(),
+        });
     }
 
     fn reserve(&mut self, upto: u64) {
@@ -81,8 +102,8 @@ impl Store for MemoryStore {
             .shared
             .lock()
             .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
-        let State { live, high } = &mut *s;
-        apply_ops(live, self.pending.drain(..), high);
+        let State { live, dead, high } = &mut *s;
+        apply_ops(live, dead, self.pending.drain(..), high);
         Ok(())
     }
 }

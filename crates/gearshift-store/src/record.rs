@@ -7,13 +7,21 @@
 //! decodes every version up to its own (keep the old decoder beside the new
 //! one) and refuses a newer file with [`StoreError::NewerFormat`] instead of
 //! guessing. Compaction always rewrites in the current version.
+//!
+//! ## Migrations
+//! - v1 -> v2: v2 only adds ops ([`Op::Retry`], code 5, and [`Op::Dead`],
+//!   code 6); every v1 op is encoded as before, so there is nothing to
+//!   convert. A v1 file is read as it is (an op code past 4 in it is
+//!   corruption); the store raises its header to 2 just before it first
+//!   appends a v2 op to it, so an older reader refuses the file as newer
+//!   instead of calling it corrupt. Compaction writes v2.
 
 use bytes::Bytes;
 
 use crate::error::StoreError;
 
 /// Version written into every log header.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The largest job id a store keeps: what a signed 64-bit integer holds
 /// (an SQL `BIGINT`), and far beyond any counter that starts at 1. A log
@@ -45,6 +53,15 @@ pub struct JobRecord {
     pub created_ms: u64,
 }
 
+/// Why and when a job died (used all its attempts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadMark {
+    /// When it died, Unix milliseconds.
+    pub died_ms: u64,
+    /// Its last error, as the worker reported it.
+    pub error: Bytes,
+}
+
 /// One change to the stored set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -61,13 +78,63 @@ pub enum Op {
     },
     /// Handle numbers up to (excluding) this value may have been handed out.
     Reserve(u64),
+    /// A job goes back to wait for a retry (or, for a dead job, is revived):
+    /// its attempt count and the time it may run again (None: at once).
+    /// Clears a dead mark. (Format version 2.)
+    Retry {
+        /// Job id.
+        id: u64,
+        /// New attempt count.
+        attempts: u32,
+        /// Not to run before this time, Unix milliseconds (`u64::MAX`
+        /// reads back as `None`, as in an Add).
+        due_ms: Option<u64>,
+    },
+    /// A job used all its attempts: kept as dead with its attempt count and
+    /// mark. (Format version 2.)
+    Dead {
+        /// Job id.
+        id: u64,
+        /// Its final attempt count.
+        attempts: u32,
+        /// Why and when it died.
+        mark: DeadMark,
+    },
 }
 
 const OP_ADD: u8 = 1;
 const OP_DONE: u8 = 2;
 const OP_UPDATE: u8 = 3;
 const OP_RESERVE: u8 = 4;
+const OP_RETRY: u8 = 5;
+const OP_DEAD: u8 = 6;
 const NO_DUE: u64 = u64::MAX;
+
+/// The highest op code a file of format `version` may hold: decoding a v1
+/// file refuses the v2 ops, which no v1 writer could have put there.
+fn last_op(version: u32) -> u8 {
+    if version >= 2 {
+        OP_DEAD
+    } else {
+        OP_RESERVE
+    }
+}
+
+/// The error for an op code outside what the file's version holds.
+fn unknown_op(code: u8, version: u32) -> StoreError {
+    if (OP_ADD..=OP_DEAD).contains(&code) {
+        StoreError::Corrupt(format!(
+            "op code {code} in a file of format version {version}, which has no such op"
+        ))
+    } else {
+        StoreError::Corrupt(format!("unknown op code {code}"))
+    }
+}
+
+/// A due time as stored: `NO_DUE` for none.
+fn due_word(due_ms: Option<u64>) -> u64 {
+    due_ms.unwrap_or(NO_DUE)
+}
 
 fn put_u32_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -95,8 +162,26 @@ impl Op {
                 out.push(OP_RESERVE);
                 out.extend_from_slice(&upto.to_le_bytes());
             }
+            Op::Retry {
+                id,
+                attempts,
+                due_ms,
+            } => {
+                out.push(OP_RETRY);
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&attempts.to_le_bytes());
+                out.extend_from_slice(&due_word(*due_ms).to_le_bytes());
+            }
+            Op::Dead { id, attempts, mark } => {
+                encode_dead(*id, *attempts, mark, out);
+            }
         }
         out.len() - start
+    }
+
+    /// Whether a file must be of format version 2 or later to hold this op.
+    pub fn needs_v2(&self) -> bool {
+        matches!(self, Op::Retry { .. } | Op::Dead { .. })
     }
 
     /// Decodes every op of a frame payload.
@@ -108,10 +193,21 @@ impl Op {
 
     /// Decodes the ops of a frame payload one at a time, handing each to
     /// `f` with the length of its encoding.
-    pub fn decode_each(payload: &Bytes, mut f: impl FnMut(Op, usize)) -> Result<(), StoreError> {
+    pub fn decode_each(payload: &Bytes, f: impl FnMut(Op, usize)) -> Result<(), StoreError> {
+        Op::decode_each_in(FORMAT_VERSION, payload, f)
+    }
+
+    /// [`Op::decode_each`] for a frame of a file of format `version`: the
+    /// ops that version does not have are corruption.
+    pub fn decode_each_in(
+        version: u32,
+        payload: &Bytes,
+        mut f: impl FnMut(Op, usize),
+    ) -> Result<(), StoreError> {
         let mut r = Reader {
             buf: payload,
             pos: 0,
+            version,
         };
         while r.pos < payload.len() {
             let start = r.pos;
@@ -142,9 +238,22 @@ pub fn encode_add(r: &JobRecord, out: &mut Vec<u8>) -> usize {
     out.len() - start
 }
 
+/// Appends a `Dead` op (without cloning the mark).
+pub fn encode_dead(id: u64, attempts: u32, mark: &DeadMark, out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.push(OP_DEAD);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&attempts.to_le_bytes());
+    out.extend_from_slice(&mark.died_ms.to_le_bytes());
+    put_u32_bytes(out, &mark.error);
+    out.len() - start
+}
+
 struct Reader<'a> {
     buf: &'a Bytes,
     pos: usize,
+    /// Format version of the file the payload comes from.
+    version: u32,
 }
 
 impl Reader<'_> {
@@ -191,7 +300,11 @@ impl Reader<'_> {
     }
 
     fn op(&mut self) -> Result<Op, StoreError> {
-        match self.u8()? {
+        let code = self.u8()?;
+        if code > last_op(self.version) {
+            return Err(unknown_op(code, self.version));
+        }
+        match code {
             OP_ADD => {
                 let id = self.id()?;
                 let created_ms = self.u64()?;
@@ -241,7 +354,29 @@ impl Reader<'_> {
                 }
                 Ok(Op::Reserve(upto))
             }
-            other => Err(StoreError::Corrupt(format!("unknown op code {other}"))),
+            OP_RETRY => {
+                let id = self.id()?;
+                let attempts = self.u32()?;
+                let due = self.u64()?;
+                Ok(Op::Retry {
+                    id,
+                    attempts,
+                    due_ms: (due != NO_DUE).then_some(due),
+                })
+            }
+            OP_DEAD => {
+                let id = self.id()?;
+                let attempts = self.u32()?;
+                let died_ms = self.u64()?;
+                let n = self.u32()? as usize;
+                let error = self.bytes(n)?;
+                Ok(Op::Dead {
+                    id,
+                    attempts,
+                    mark: DeadMark { died_ms, error },
+                })
+            }
+            other => Err(unknown_op(other, self.version)),
         }
     }
 }
@@ -268,15 +403,50 @@ pub enum RawOp<'a> {
     },
     /// A handle reservation.
     Reserve(u64),
+    /// A job back to wait for a retry, or revived.
+    Retry {
+        /// Job id.
+        id: u64,
+        /// New count.
+        attempts: u32,
+        /// Its new due time as stored (`u64::MAX`: none), ready to patch
+        /// into its Add at [`ADD_DUE_AT`].
+        due_word: u64,
+    },
+    /// A job that died.
+    Dead {
+        /// Job id.
+        id: u64,
+        /// Its final count.
+        attempts: u32,
+        /// When it died.
+        died_ms: u64,
+        /// Its last error (borrowed from the frame).
+        error: &'a [u8],
+    },
 }
+
+/// Where the due time (u64, little-endian, `u64::MAX` for none) sits in an
+/// encoded Add op: after the tag, id and creation time.
+pub const ADD_DUE_AT: usize = 1 + 8 + 8;
 
 /// Where the attempt count (u32, little-endian) sits in an encoded Add op:
 /// after the tag, id, creation and due times.
-pub const ADD_ATTEMPTS_AT: usize = 1 + 8 + 8 + 8;
+pub const ADD_ATTEMPTS_AT: usize = ADD_DUE_AT + 8;
 
 /// Walks the ops of a frame payload, handing each to `f` without decoding
 /// records (no allocation).
-pub fn scan_ops<'a>(payload: &'a [u8], mut f: impl FnMut(RawOp<'a>)) -> Result<(), StoreError> {
+pub fn scan_ops<'a>(payload: &'a [u8], f: impl FnMut(RawOp<'a>)) -> Result<(), StoreError> {
+    scan_ops_in(FORMAT_VERSION, payload, f)
+}
+
+/// [`scan_ops`] for a frame of a file of format `version`: the ops that
+/// version does not have are corruption, as in [`Op::decode_each_in`].
+pub fn scan_ops_in<'a>(
+    version: u32,
+    payload: &'a [u8],
+    mut f: impl FnMut(RawOp<'a>),
+) -> Result<(), StoreError> {
     let mut pos = 0;
     let short = || StoreError::Corrupt("op runs past the end of its frame".into());
     let take = |pos: &mut usize, n: usize| -> Result<&'a [u8], StoreError> {
@@ -301,6 +471,9 @@ pub fn scan_ops<'a>(payload: &'a [u8], mut f: impl FnMut(RawOp<'a>)) -> Result<(
     while pos < payload.len() {
         let start = pos;
         let tag = take(&mut pos, 1)?[0];
+        if tag > last_op(version) {
+            return Err(unknown_op(tag, version));
+        }
         match tag {
             OP_ADD => {
                 let id = u64_at(&mut pos)?;
@@ -323,7 +496,30 @@ pub fn scan_ops<'a>(payload: &'a [u8], mut f: impl FnMut(RawOp<'a>)) -> Result<(
                 f(RawOp::Update { id, attempts });
             }
             OP_RESERVE => f(RawOp::Reserve(u64_at(&mut pos)?)),
-            other => return Err(StoreError::Corrupt(format!("unknown op code {other}"))),
+            OP_RETRY => {
+                let id = u64_at(&mut pos)?;
+                let attempts = u32_at(&mut pos)?;
+                let due_word = u64_at(&mut pos)?;
+                f(RawOp::Retry {
+                    id,
+                    attempts,
+                    due_word,
+                });
+            }
+            OP_DEAD => {
+                let id = u64_at(&mut pos)?;
+                let attempts = u32_at(&mut pos)?;
+                let died_ms = u64_at(&mut pos)?;
+                let n = u32_at(&mut pos)? as usize;
+                let error = take(&mut pos, n)?;
+                f(RawOp::Dead {
+                    id,
+                    attempts,
+                    died_ms,
+                    error,
+                });
+            }
+            other => return Err(unknown_op(other, version)),
         }
     }
     Ok(())
@@ -355,6 +551,24 @@ mod raw_tests {
             Op::Add(record(1, "", None, 0)),
             Op::Update { id: 1, attempts: 3 },
             Op::Add(record(2, "u-2", Some("reduce"), 7)),
+            Op::Retry {
+                id: 2,
+                attempts: 8,
+                due_ms: Some(5678),
+            },
+            Op::Retry {
+                id: 2,
+                attempts: 9,
+                due_ms: None,
+            },
+            Op::Dead {
+                id: 2,
+                attempts: 10,
+                mark: DeadMark {
+                    died_ms: 77,
+                    error: Bytes::from_static(b"worker said no"),
+                },
+            },
             Op::Done(1),
         ];
         let mut payload = Vec::new();
@@ -369,14 +583,50 @@ mod raw_tests {
                 (RawOp::Add { id, bytes }, Op::Add(r)) => {
                     assert_eq!(*id, r.id);
                     // The raw bytes are exactly the op, and its attempt
-                    // count sits where compaction patches it.
+                    // count and due time sit where compaction patches them.
                     let mut copy = bytes.to_vec();
                     copy[ADD_ATTEMPTS_AT..ADD_ATTEMPTS_AT + 4]
                         .copy_from_slice(&42u32.to_le_bytes());
-                    let decoded = Op::decode_all(&Bytes::from(copy)).expect("decode");
+                    copy[ADD_DUE_AT..ADD_DUE_AT + 8].copy_from_slice(&4242u64.to_le_bytes());
+                    let decoded = Op::decode_all(&Bytes::from(copy.clone())).expect("decode");
                     let mut want = r.clone();
                     want.attempts = 42;
+                    want.due_ms = Some(4242);
+                    assert_eq!(decoded, vec![Op::Add(want.clone())]);
+                    copy[ADD_DUE_AT..ADD_DUE_AT + 8].copy_from_slice(&NO_DUE.to_le_bytes());
+                    want.due_ms = None;
+                    let decoded = Op::decode_all(&Bytes::from(copy)).expect("decode");
                     assert_eq!(decoded, vec![Op::Add(want)]);
+                }
+                (
+                    RawOp::Retry {
+                        id,
+                        attempts,
+                        due_word: d,
+                    },
+                    Op::Retry {
+                        id: i,
+                        attempts: a,
+                        due_ms,
+                    },
+                ) => {
+                    assert_eq!((id, attempts, *d), (i, a, due_word(*due_ms)));
+                }
+                (
+                    RawOp::Dead {
+                        id,
+                        attempts,
+                        died_ms,
+                        error,
+                    },
+                    Op::Dead {
+                        id: i,
+                        attempts: a,
+                        mark,
+                    },
+                ) => {
+                    assert_eq!((id, attempts, died_ms), (i, a, &mark.died_ms));
+                    assert_eq!(*error, &mark.error[..]);
                 }
                 (RawOp::Done(a), Op::Done(b)) => assert_eq!(a, b),
                 (RawOp::Update { id, attempts }, Op::Update { id: i, attempts: a }) => {
@@ -400,27 +650,59 @@ mod raw_tests {
         }
     }
 
-    /// The two readers of a frame's payload, on any bytes: whatever the
-    /// decoder accepts, the scanner (compaction's) accepts with the same
-    /// ops; decoded ops encode and decode back to themselves.
-    fn agree(payload: &[u8]) {
+    /// The two readers of a frame's payload, on any bytes and for either
+    /// format version: they accept or refuse alike (the decoder also checks
+    /// ids, so it may refuse what the scanner takes), with the same ops;
+    /// decoded ops encode and decode back to themselves.
+    fn agree(version: u32, payload: &[u8]) {
         let mut raw = Vec::new();
-        let scanned = scan_ops(payload, |op| raw.push(op));
+        let scanned = scan_ops_in(version, payload, |op| raw.push(op));
+        let decoded = Op::decode_each_in(version, &Bytes::copy_from_slice(payload), |_, _| {});
+        if scanned.is_err() {
+            assert!(decoded.is_err(), "scanned refused what the decoder took");
+        }
         let Ok(ops) = Op::decode_all(&Bytes::copy_from_slice(payload)) else {
             return;
         };
+        if version < 2 {
+            assert_eq!(
+                decoded.is_ok(),
+                !ops.iter().any(Op::needs_v2),
+                "a v1 file holds exactly the v1 ops"
+            );
+            return;
+        }
         assert!(scanned.is_ok(), "decoded but not scanned: {ops:?}");
         let ids = |op: &Op| match op {
-            Op::Add(r) => (1, r.id, 0),
-            Op::Done(id) => (2, *id, 0),
-            Op::Update { id, attempts } => (3, *id, *attempts),
-            Op::Reserve(upto) => (4, *upto, 0),
+            Op::Add(r) => (1, r.id, 0, 0, Vec::new()),
+            Op::Done(id) => (2, *id, 0, 0, Vec::new()),
+            Op::Update { id, attempts } => (3, *id, *attempts, 0, Vec::new()),
+            Op::Reserve(upto) => (4, *upto, 0, 0, Vec::new()),
+            Op::Retry {
+                id,
+                attempts,
+                due_ms,
+            } => (5, *id, *attempts, due_word(*due_ms), Vec::new()),
+            Op::Dead { id, attempts, mark } => {
+                (6, *id, *attempts, mark.died_ms, mark.error.to_vec())
+            }
         };
         let raw_ids = |op: &RawOp<'_>| match op {
-            RawOp::Add { id, .. } => (1, *id, 0),
-            RawOp::Done(id) => (2, *id, 0),
-            RawOp::Update { id, attempts } => (3, *id, *attempts),
-            RawOp::Reserve(upto) => (4, *upto, 0),
+            RawOp::Add { id, .. } => (1, *id, 0, 0, Vec::new()),
+            RawOp::Done(id) => (2, *id, 0, 0, Vec::new()),
+            RawOp::Update { id, attempts } => (3, *id, *attempts, 0, Vec::new()),
+            RawOp::Reserve(upto) => (4, *upto, 0, 0, Vec::new()),
+            RawOp::Retry {
+                id,
+                attempts,
+                due_word,
+            } => (5, *id, *attempts, *due_word, Vec::new()),
+            RawOp::Dead {
+                id,
+                attempts,
+                died_ms,
+                error,
+            } => (6, *id, *attempts, *died_ms, error.to_vec()),
         };
         let a: Vec<_> = ops.iter().map(ids).collect();
         let b: Vec<_> = raw.iter().map(raw_ids).collect();
@@ -432,19 +714,51 @@ mod raw_tests {
         assert_eq!(Op::decode_all(&Bytes::from(again)).expect("re-decode"), ops);
     }
 
+    #[test]
+    fn a_version_1_payload_refuses_the_version_2_ops() {
+        let dead = Op::Dead {
+            id: 1,
+            attempts: 3,
+            mark: DeadMark {
+                died_ms: 5,
+                error: Bytes::from_static(b"boom"),
+            },
+        };
+        let retry = Op::Retry {
+            id: 1,
+            attempts: 1,
+            due_ms: None,
+        };
+        for op in [retry, dead] {
+            let mut payload = Vec::new();
+            Op::Done(9).encode(&mut payload);
+            op.encode(&mut payload);
+            let bytes = Bytes::from(payload.clone());
+            assert!(Op::decode_each_in(2, &bytes, |_, _| {}).is_ok());
+            for err in [
+                Op::decode_each_in(1, &bytes, |_, _| {}).expect_err("decoder"),
+                scan_ops_in(1, &payload, |_| {}).expect_err("scanner"),
+            ] {
+                let msg = err.to_string();
+                assert!(msg.contains("format version 1"), "{msg}");
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
         #[test]
         fn decoder_and_scanner_agree_on_any_payload(
+            version in 1u32..=FORMAT_VERSION,
             payload in proptest::collection::vec(
                 proptest::prop_oneof![
-                    4 => 0u8..=5,
+                    4 => 0u8..=7,
                     1 => proptest::prelude::any::<u8>(),
                 ],
                 0..160,
             ),
         ) {
-            agree(&payload);
+            agree(version, &payload);
         }
     }
 }

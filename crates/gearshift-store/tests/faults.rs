@@ -15,7 +15,9 @@ use std::sync::Arc;
 use gearshift_store::conformance::job;
 use gearshift_store::fault::FaultyStore;
 use gearshift_store::log::FILE_NAME;
-use gearshift_store::{JobRecord, LogOptions, LogStore, MemoryStore, Replayed, Store, StoreError};
+use gearshift_store::{
+    DeadMark, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, Store, StoreError,
+};
 use tempfile::TempDir;
 
 fn ids(jobs: &[JobRecord]) -> Vec<u64> {
@@ -102,6 +104,12 @@ impl Store for CountingSync {
     }
     fn update(&mut self, id: u64, attempts: u32) {
         self.inner.update(id, attempts);
+    }
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
+        self.inner.retry(id, attempts, due_ms);
+    }
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
+        self.inner.dead(id, attempts, mark);
     }
     fn reserve(&mut self, upto: u64) {
         self.inner.reserve(upto);

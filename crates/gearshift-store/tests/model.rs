@@ -1,6 +1,6 @@
 //! Model-based test of the log store: random sequences of add, done,
-//! update, reserve, flush, discard, reopen and crash run against a
-//! `BTreeMap` model of what has been flushed.
+//! update, retry, dead, reserve, flush, discard, reopen and crash run
+//! against a `BTreeMap` model of what has been flushed (live and dead jobs).
 //!
 //! - After every reopen the replay equals the model's flushed state.
 //! - A crash tears the last flush: the file becomes what it was before that
@@ -24,7 +24,7 @@ use std::time::Duration;
 use gearshift_store::conformance::job;
 use gearshift_store::log::frame::{self, FRAME_HEADER, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
-use gearshift_store::{Durability, JobRecord, LogOptions, LogStore, Op, Store};
+use gearshift_store::{DeadMark, Durability, JobRecord, LogOptions, LogStore, Op, Store};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
@@ -39,6 +39,12 @@ enum Action {
     /// Done of any id ever handed out (may be gone already).
     DoneStale(usize),
     Update(usize, u32),
+    /// Retry of the n-th job (live or dead) of the current view, with this
+    /// count and due time.
+    Retry(usize, u32, Option<u64>),
+    /// Death of the n-th job (live or dead) of the current view, with this
+    /// count and an error this long.
+    Dead(usize, u32, usize),
     /// Reserves this many ids past the next one.
     Reserve(u64),
     Flush,
@@ -58,6 +64,9 @@ fn action() -> impl Strategy<Value = Action> {
         5 => any::<usize>().prop_map(Action::Done),
         1 => any::<usize>().prop_map(Action::DoneStale),
         2 => (any::<usize>(), 0u32..20).prop_map(|(i, n)| Action::Update(i, n)),
+        2 => (any::<usize>(), 0u32..20, prop::option::of(1_700_000_000_000u64..1_700_000_100_000))
+            .prop_map(|(i, n, due)| Action::Retry(i, n, due)),
+        2 => (any::<usize>(), 0u32..20, 0usize..300).prop_map(|(i, n, e)| Action::Dead(i, n, e)),
         1 => (0u64..40).prop_map(Action::Reserve),
         6 => Just(Action::Flush),
         1 => Just(Action::Discard),
@@ -102,6 +111,7 @@ fn frames_of(disk: &[u8], len: usize) -> Vec<u8> {
 #[derive(Debug, Clone, Default)]
 struct Flushed {
     live: BTreeMap<u64, JobRecord>,
+    dead: BTreeMap<u64, (JobRecord, DeadMark)>,
     /// Every acknowledged id + 1 and every acknowledged reservation.
     high: u64,
 }
@@ -116,15 +126,47 @@ impl Flushed {
                 }
                 Op::Done(id) => {
                     self.live.remove(id);
+                    self.dead.remove(id);
                 }
+                // A dead job keeps the count it died with.
                 Op::Update { id, attempts } => {
                     if let Some(r) = self.live.get_mut(id) {
                         r.attempts = *attempts;
                     }
                 }
+                Op::Retry {
+                    id,
+                    attempts,
+                    due_ms,
+                } => {
+                    if let Some((r, _)) = self.dead.remove(id) {
+                        self.live.insert(*id, r);
+                    }
+                    if let Some(r) = self.live.get_mut(id) {
+                        r.attempts = *attempts;
+                        r.due_ms = *due_ms;
+                    }
+                }
+                Op::Dead { id, attempts, mark } => {
+                    let r = self
+                        .live
+                        .remove(id)
+                        .or_else(|| self.dead.remove(id).map(|d| d.0));
+                    if let Some(mut r) = r {
+                        r.attempts = *attempts;
+                        self.dead.insert(*id, (r, mark.clone()));
+                    }
+                }
                 Op::Reserve(upto) => self.high = self.high.max(*upto),
             }
         }
+    }
+
+    /// Ids of every stored job, live or dead, in order.
+    fn stored(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.live.keys().chain(self.dead.keys()).copied().collect();
+        ids.sort_unstable();
+        ids
     }
 }
 
@@ -177,11 +219,12 @@ impl Harness {
         self.store.as_mut().expect("store is open")
     }
 
-    /// The flushed state with the buffered ops applied.
+    /// The flushed state with the buffered ops applied: ids of the live
+    /// and dead jobs.
     fn view(&self) -> Vec<u64> {
         let mut v = self.flushed.clone();
         v.apply(&self.pending);
-        v.live.into_keys().collect()
+        v.stored()
     }
 
     fn buffer(&mut self, op: Op) {
@@ -190,6 +233,12 @@ impl Harness {
             Op::Add(r) => store.add(r),
             Op::Done(id) => store.done(*id),
             Op::Update { id, attempts } => store.update(*id, *attempts),
+            Op::Retry {
+                id,
+                attempts,
+                due_ms,
+            } => store.retry(*id, *attempts, *due_ms),
+            Op::Dead { id, attempts, mark } => store.dead(*id, *attempts, mark),
             Op::Reserve(upto) => store.reserve(*upto),
         }
         self.pending.push(op);
@@ -227,6 +276,31 @@ impl Harness {
                     self.buffer(Op::Update {
                         id,
                         attempts: *attempts,
+                    });
+                }
+            }
+            Action::Retry(i, attempts, due_ms) => {
+                let view = self.view();
+                if !view.is_empty() {
+                    self.buffer(Op::Retry {
+                        id: view[i % view.len()],
+                        attempts: *attempts,
+                        due_ms: *due_ms,
+                    });
+                }
+            }
+            Action::Dead(i, attempts, error_len) => {
+                let view = self.view();
+                if !view.is_empty() {
+                    let id = view[i % view.len()];
+                    let error: Vec<u8> = (0..*error_len).map(|j| (j as u64 ^ id) as u8).collect();
+                    self.buffer(Op::Dead {
+                        id,
+                        attempts: *attempts,
+                        mark: DeadMark {
+                            died_ms: 1_700_000_200_000 + id,
+                            error: error.into(),
+                        },
                     });
                 }
             }
@@ -294,14 +368,30 @@ impl Harness {
     }
 
     /// Right after a flush the file is at most `compact_min_bytes`, or its
-    /// dead bytes do not exceed its live bytes, or it was just compacted.
+    /// obsolete bytes do not exceed its live bytes (what a compaction keeps:
+    /// the Adds of live and dead jobs, the dead ones' Dead ops), or it was
+    /// just compacted.
     fn check_size_bound(&self, len: u64) {
+        let size = |op: Op| op.encode(&mut Vec::new()) as u64;
         let live: u64 = self
             .flushed
             .live
             .values()
-            .map(|r| Op::Add(r.clone()).encode(&mut Vec::new()) as u64)
-            .sum();
+            .map(|r| size(Op::Add(r.clone())))
+            .sum::<u64>()
+            + self
+                .flushed
+                .dead
+                .values()
+                .map(|(r, mark)| {
+                    size(Op::Add(r.clone()))
+                        + size(Op::Dead {
+                            id: r.id,
+                            attempts: r.attempts,
+                            mark: mark.clone(),
+                        })
+                })
+                .sum::<u64>();
         let compacted = (HEADER_LEN + FRAME_HEADER + 9) as u64 + live;
         let bound = self.opts.compact_min_bytes.max(2 * live).max(compacted);
         assert!(
@@ -372,6 +462,8 @@ impl Harness {
         let r = store.replay().expect("replay");
         let want: Vec<JobRecord> = self.flushed.live.values().cloned().collect();
         assert_eq!(r.jobs, want, "{what}: replay equals the flushed state");
+        let want: Vec<(JobRecord, DeadMark)> = self.flushed.dead.values().cloned().collect();
+        assert_eq!(r.dead, want, "{what}: dead jobs equal the flushed state");
         assert!(
             r.next_id >= self.flushed.high,
             "{what}: next_id {} below acknowledged high-water {}",

@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_store::conformance::job;
+use gearshift_store::conformance::{job, mark};
 use gearshift_store::log::frame::{self, FRAME_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    Durability, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, Store, StoreError,
-    FORMAT_VERSION,
+    DeadMark, Durability, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, Store,
+    StoreError, FORMAT_VERSION,
 };
 use tempfile::TempDir;
 
@@ -71,15 +71,25 @@ fn write_history() -> History {
             Step::Done(2),
             Step::Update(3, 4),
             Step::Add(job(4, "g", "", 1, &[0xAB; 200])),
+            Step::Retry(1, 1, Some(1_900_000_000_123)),
         ],
-        vec![Step::Reserve(100), Step::Add(job(5, "f", "", 1, b"five"))],
+        vec![
+            Step::Reserve(100),
+            Step::Add(job(5, "f", "", 1, b"five")),
+            Step::Dead(4, 3, mark(1_700_000_000_500, "worker crashed")),
+        ],
         vec![
             Step::Done(1),
             Step::Add(job(6, "f", "", 1, &[6; 64])),
             Step::Add(job(7, "h", "seven", 0, b"")),
             Step::Update(5, 2),
+            Step::Dead(7, 1, mark(1_700_000_000_600, "")),
         ],
-        vec![Step::Done(6), Step::Add(job(101, "f", "", 1, &[8; 300]))],
+        vec![
+            Step::Done(6),
+            Step::Add(job(101, "f", "", 1, &[8; 300])),
+            Step::Retry(4, 0, None),
+        ],
     ];
     for batch in batches {
         for step in batch {
@@ -88,6 +98,8 @@ fn write_history() -> History {
                     Step::Add(r) => s.add(r),
                     Step::Done(id) => s.done(*id),
                     Step::Update(id, n) => s.update(*id, *n),
+                    Step::Retry(id, n, due) => s.retry(*id, *n, *due),
+                    Step::Dead(id, n, m) => s.dead(*id, *n, m),
                     Step::Reserve(upto) => s.reserve(*upto),
                 }
             }
@@ -111,6 +123,8 @@ enum Step {
     Add(JobRecord),
     Done(u64),
     Update(u64, u32),
+    Retry(u64, u32, Option<u64>),
+    Dead(u64, u32, DeadMark),
     Reserve(u64),
 }
 
@@ -489,6 +503,22 @@ fn ids_beyond_the_largest_a_store_keeps_are_corruption() {
             },
         ),
         ("a reservation", Op::Reserve(MAX_ID + 2)),
+        (
+            "a retried job",
+            Op::Retry {
+                id: MAX_ID + 1,
+                attempts: 1,
+                due_ms: None,
+            },
+        ),
+        (
+            "a dead job",
+            Op::Dead {
+                id: u64::MAX,
+                attempts: 1,
+                mark: mark(1, "e"),
+            },
+        ),
     ];
     for (what, op) in cases {
         let msg = scratch.expect_corrupt(&log_with(&[op]), what);
@@ -506,7 +536,7 @@ proptest::proptest! {
     fn any_payload_in_a_sealed_frame_opens_or_is_refused(
         payload in proptest::collection::vec(
             proptest::prop_oneof![
-                3 => 1u8..=4,
+                3 => 1u8..=6,
                 1 => proptest::prelude::any::<u8>(),
             ],
             0..200,

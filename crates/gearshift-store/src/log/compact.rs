@@ -1,15 +1,17 @@
-//! Compaction: rewriting the log with only its live jobs, on the store's
-//! thread or on one of its own while the store keeps appending.
+//! Compaction: rewriting the log with only its live and dead jobs, on the
+//! store's thread or on one of its own while the store keeps appending.
 //!
 //! A compaction reads a prefix of the log, `[0, end)`, which the store no
-//! longer changes: the jobs live at `end` (added and not yet done there) are
-//! copied as they lie, attempt counts patched, behind one reservation of the
-//! handle counter. Whatever the store appends after `end` meanwhile is
-//! copied after them frame for frame, so replaying the new file gives what
-//! replaying the old one gives: a Done or Update in the copied tail finds its
-//! job in the compacted prefix (or finds nothing, as it would have). The
-//! store swaps the new file in with a rename, after copying the last few
-//! frames itself, so no append is ever lost between the copy and the swap.
+//! longer changes: the jobs stored at `end` (added and not yet done there,
+//! live or dead) are copied as they lie, attempt counts and due times
+//! patched, each dead one followed by a Dead op with its mark, behind one
+//! reservation of the handle counter. Whatever the store appends after
+//! `end` meanwhile is copied after them frame for frame, so replaying the
+//! new file gives what replaying the old one gives: a Done, Update, Retry
+//! or Dead in the copied tail finds its job in the compacted prefix (or
+//! finds nothing, as it would have). The store swaps the new file in with a
+//! rename, after copying the last few frames itself, so no append is ever
+//! lost between the copy and the swap.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -21,10 +23,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use bytes::Bytes;
+
 use super::frame::{self, FrameReader};
 use super::IdHash;
-use crate::record::{scan_ops, Op, RawOp, ADD_ATTEMPTS_AT};
-use crate::StoreError;
+use crate::record::{encode_dead, scan_ops_in, Op, RawOp, ADD_ATTEMPTS_AT, ADD_DUE_AT};
+use crate::{DeadMark, StoreError};
 
 /// A background compaction stops copying the store's new frames once fewer
 /// than this many bytes are left; the store copies those itself at the swap.
@@ -119,11 +123,13 @@ pub(super) fn frames(log: &Path, end: u64) -> Result<FrameReader<impl Read>, Sto
 }
 
 /// Writes the compacted log to `tmp`: the handle reservation `high`, then
-/// every job live at `end` with its latest attempt count. Two streaming
-/// passes over `[0, end)`, a frame at a time (the first finds the live jobs
-/// and their attempt counts); live Adds are copied as they lie, never
-/// decoded, so memory stays at a frame or two plus a set of ids, whatever
-/// the file's size. With `progress` (a background compaction) the frames the
+/// every job stored at `end` with its latest attempt count and due time,
+/// a dead one followed by its Dead op. Two streaming passes over
+/// `[0, end)`, a frame at a time (the first finds the stored jobs, their
+/// changed counts and due times and the dead ones' marks); Adds are
+/// copied as they lie, never decoded, so memory stays at a frame or two
+/// plus a set of ids, the changes and the marks, whatever the file's
+/// size. With `progress` (a background compaction) the frames the
 /// store appends meanwhile are then copied too, until fewer than
 /// [`TAIL_LEFT_TO_SWAP`] bytes are left (or for [`CATCH_UP_ROUNDS`] rounds).
 /// The file is synced before this returns.
@@ -134,22 +140,59 @@ pub(super) fn compact(
     high: u64,
     progress: Option<&Progress>,
 ) -> Result<Compacted, StoreError> {
+    type ById<T> = HashMap<u64, T, BuildHasherDefault<IdHash>>;
+    // Every job stored (live or dead); the rest only for jobs whose Add
+    // must be patched or followed by a Dead op.
     let mut live: HashSet<u64, BuildHasherDefault<IdHash>> = HashSet::default();
-    let mut attempts: HashMap<u64, u32, BuildHasherDefault<IdHash>> = HashMap::default();
+    let mut attempts: ById<u32> = HashMap::default();
+    let mut due: ById<u64> = HashMap::default();
+    let mut dead: ById<DeadMark> = HashMap::default();
     let mut reader = frames(log, end)?;
+    let version = reader.version();
     while let Some(payload) = reader.next_payload()? {
         cancelled(progress)?;
-        scan_ops(payload, |op| match op {
+        scan_ops_in(version, payload, |op| match op {
             RawOp::Add { id, .. } => {
+                // The same id twice (never written): the later Add wins
+                // whole, as in replay.
                 live.insert(id);
+                attempts.remove(&id);
+                due.remove(&id);
+                dead.remove(&id);
             }
             RawOp::Done(id) => {
                 live.remove(&id);
                 attempts.remove(&id);
+                due.remove(&id);
+                dead.remove(&id);
             }
             RawOp::Update { id, attempts: a } => {
+                // A dead job keeps the count it died with.
+                if live.contains(&id) && !dead.contains_key(&id) {
+                    attempts.insert(id, a);
+                }
+            }
+            RawOp::Retry {
+                id,
+                attempts: a,
+                due_word,
+            } => {
                 if live.contains(&id) {
                     attempts.insert(id, a);
+                    due.insert(id, due_word);
+                    dead.remove(&id);
+                }
+            }
+            RawOp::Dead {
+                id,
+                attempts: a,
+                died_ms,
+                error,
+            } => {
+                if live.contains(&id) {
+                    attempts.insert(id, a);
+                    let error = Bytes::copy_from_slice(error);
+                    dead.insert(id, DeadMark { died_ms, error });
                 }
             }
             RawOp::Reserve(_) => {}
@@ -168,15 +211,24 @@ pub(super) fn compact(
     let mut reader = frames(log, end)?;
     while let Some(payload) = reader.next_payload()? {
         cancelled(progress)?;
-        scan_ops(payload, |op| {
+        scan_ops_in(version, payload, |op| {
             let RawOp::Add { id, bytes } = op else { return };
             if !live.contains(&id) {
                 return;
             }
-            let at = buf.len() + ADD_ATTEMPTS_AT;
+            let start = buf.len();
             buf.extend_from_slice(bytes);
-            if let Some(a) = attempts.get(&id) {
+            let a = attempts.get(&id);
+            if let Some(a) = a {
+                let at = start + ADD_ATTEMPTS_AT;
                 buf[at..at + 4].copy_from_slice(&a.to_le_bytes());
+            }
+            if let Some(d) = due.get(&id) {
+                let at = start + ADD_DUE_AT;
+                buf[at..at + 8].copy_from_slice(&d.to_le_bytes());
+            }
+            if let (Some(mark), Some(&a)) = (dead.get(&id), a) {
+                encode_dead(id, a, mark, &mut buf);
             }
         })?;
         if buf.len() > 1 << 20 {

@@ -98,6 +98,8 @@ pub struct FrameReader<R> {
     reader: R,
     left: u64,
     payload: Vec<u8>,
+    /// Format version in the file header: how to decode the payloads.
+    version: u32,
 }
 
 impl<R: std::io::Read> FrameReader<R> {
@@ -105,12 +107,19 @@ impl<R: std::io::Read> FrameReader<R> {
     pub fn new(mut reader: R, len: u64) -> Result<Self, StoreError> {
         let mut header = [0u8; HEADER_LEN];
         reader.read_exact(&mut header)?;
-        check_header(&header)?;
+        let version = check_header(&header)?;
         Ok(FrameReader {
             reader,
             left: len.saturating_sub(HEADER_LEN as u64),
             payload: Vec::new(),
+            version,
         })
+    }
+
+    /// The file's format version (decode payloads with
+    /// [`Op::decode_each_in`] or [`crate::record::scan_ops_in`]).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// The next frame's payload (checksum verified), or `None` after the
@@ -152,12 +161,12 @@ fn frame_at(file: &Bytes, pos: usize) -> Option<(Bytes, usize)> {
 /// Returns the length of the valid prefix (the caller cuts the rest). On
 /// an error `f` may have seen the ops of the frames before it.
 pub fn scan(file: &Bytes, mut f: impl FnMut(Op, usize)) -> Result<usize, StoreError> {
-    check_header(file)?;
+    let version = check_header(file)?;
     let mut pos = HEADER_LEN;
     while pos < file.len() {
         match frame_at(file, pos) {
             Some((payload, next)) => {
-                Op::decode_each(&payload, &mut f)?;
+                Op::decode_each_in(version, &payload, &mut f)?;
                 pos = next;
             }
             None => {

@@ -1,7 +1,9 @@
 //! The embedded default store: one append-only file of checksummed frames
 //! in the data directory, one frame per flush (so one `fsync` covers every
-//! job of a group commit), rewritten to only its live jobs when dead
-//! records outgrow live ones, so its size stays bounded.
+//! job of a group commit), rewritten to only its live and dead jobs when
+//! obsolete records outgrow them, so its size stays bounded. (A dead job is
+//! one that used all its attempts; it is kept, so its records count as
+//! live for the size rule.)
 
 mod compact;
 mod direct;
@@ -19,8 +21,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{encode_add, Op};
-use crate::{apply_ops, JobRecord, PastMax, Replayed, Store, StoreError};
+use crate::record::{encode_add, encode_dead, Op, FORMAT_VERSION};
+use crate::{
+    apply_ops, replayed, DeadMark, DeadSet, JobRecord, PastMax, Replayed, Store, StoreError,
+};
 use frame::FrameReader;
 
 /// Name of the log file inside the data directory.
@@ -90,8 +94,24 @@ impl Hasher for IdHash {
     }
 }
 
-/// Encoded size of each live job's Add op, by job id.
+/// Encoded size of ops a compaction keeps, by job id.
 type LiveSizes = HashMap<u64, u64, BuildHasherDefault<IdHash>>;
+
+/// Live jobs and dead ones (with their marks), each in id order.
+type Stored = (Vec<JobRecord>, Vec<(JobRecord, DeadMark)>);
+
+/// A buffered op's effect on the size bookkeeping, applied once flushed.
+#[derive(Debug, Clone, Copy)]
+enum Sizing {
+    /// A job's Add of this size.
+    Add(u64, u64),
+    /// A job ended.
+    Done(u64),
+    /// A job died with a Dead op of this size.
+    Dead(u64, u64),
+    /// A job was retried (a dead one revived: its Dead op is no longer kept).
+    Retry(u64),
+}
 
 /// Zeros written ahead of the frames at a time with `fsync` durability.
 pub const PREALLOC: u64 = 8 << 20;
@@ -108,7 +128,12 @@ pub struct LogStore {
     /// Room for a frame header, then the ops buffered since the last flush.
     pending: Vec<u8>,
     /// Ops buffered since the last flush, for the size bookkeeping.
-    pending_ops: Vec<(u64, i64)>,
+    pending_ops: Vec<Sizing>,
+    /// An op buffered since the last flush needs format version 2.
+    pending_v2: bool,
+    /// Format version in the file's header: 1 for an old file until a
+    /// version 2 op is first appended to it (or it is compacted).
+    version: u32,
     /// End of the last good frame: where the next flush writes.
     len: u64,
     /// Length of the file on disk: `len` plus zeros written ahead.
@@ -116,11 +141,15 @@ pub struct LogStore {
     /// Whether to write zeros ahead (off after a failure, until the next
     /// compaction).
     prealloc: bool,
-    /// Encoded size of each live job's Add op.
+    /// Encoded size of each live or dead job's Add op.
     live: LiveSizes,
+    /// Encoded size of each dead job's Dead op.
+    dead: LiveSizes,
+    /// What a compaction would keep: the sizes in `live` and `dead`.
     live_bytes: u64,
     high: u64,
-    replay: Option<Vec<JobRecord>>,
+    /// The live and dead jobs read at open, until the first replay.
+    replay: Option<Stored>,
     /// Set when the file handle can no longer be trusted; every flush fails.
     broken: Option<String>,
     /// An id beyond `MAX_ID` was added since the last flush: the flush
@@ -178,9 +207,12 @@ impl LogStore {
         let raw = Bytes::from(raw);
         let replay::Replay {
             jobs,
+            dead,
             sizes: live_sizes,
+            dead_sizes,
             high,
             valid_len,
+            version,
         } = replay::read(&raw)?;
         if valid_len < raw.len() {
             // Zeros are room written ahead (see `preallocate`); anything
@@ -196,7 +228,7 @@ impl LogStore {
             file.sync_all()?;
         }
         file.seek(SeekFrom::End(0))?;
-        let live_bytes = live_sizes.values().sum();
+        let live_bytes = live_sizes.values().sum::<u64>() + dead_sizes.values().sum::<u64>();
         let direct = open_direct(&path, &file, valid_len as u64, opts);
         Ok(LogStore {
             dir: dir.to_path_buf(),
@@ -205,13 +237,16 @@ impl LogStore {
             opts,
             pending: vec![0; frame::FRAME_HEADER],
             pending_ops: Vec::new(),
+            pending_v2: false,
+            version,
             len: valid_len as u64,
             allocated: valid_len as u64,
             prealloc: true,
             live: live_sizes,
+            dead: dead_sizes,
             live_bytes,
             high,
-            replay: Some(jobs),
+            replay: Some((jobs, dead)),
             broken: None,
             refused: PastMax::default(),
             compaction: None,
@@ -308,23 +343,88 @@ impl LogStore {
         Ok(())
     }
 
-    /// Reads the flushed file again, a frame at a time: its live jobs by id.
-    fn read_live(&self) -> Result<BTreeMap<u64, JobRecord>, StoreError> {
+    /// Reads the flushed file again, a frame at a time: its live and dead
+    /// jobs by id.
+    fn read_live(&self) -> Result<(BTreeMap<u64, JobRecord>, DeadSet), StoreError> {
         let mut live = BTreeMap::new();
+        let mut dead = DeadSet::new();
         let mut high = self.high;
         let mut frames = self.frames()?;
+        let version = frames.version();
         while let Some(payload) = frames.next_payload()? {
             // Decoded records keep slices of their frame: a copy of it.
-            let ops = Op::decode_all(&Bytes::copy_from_slice(payload))?;
-            apply_ops(&mut live, ops, &mut high);
+            let mut ops = Vec::new();
+            Op::decode_each_in(version, &Bytes::copy_from_slice(payload), |op, _| {
+                ops.push(op)
+            })?;
+            apply_ops(&mut live, &mut dead, ops, &mut high);
         }
-        Ok(live)
+        Ok((live, dead))
+    }
+
+    /// Format version in the file's header (see the migration notes in
+    /// [`crate::record`]).
+    pub fn format_version(&self) -> u32 {
+        self.version
+    }
+
+    /// Raises an older file's header to the current version before an op
+    /// that version lacks is first appended, synced whatever the
+    /// durability, so no crash leaves such an op behind an old header.
+    fn raise_version(&mut self) -> std::io::Result<()> {
+        self.file.write_all_at(&frame::file_header(), 0)?;
+        self.file.sync_data()?;
+        self.version = FORMAT_VERSION;
+        if self.direct.is_some() {
+            // The appender keeps a copy of the log's last block, which in a
+            // small file is the one holding the header.
+            self.direct = open_direct(&self.path(), &self.file, self.len, self.opts);
+        }
+        Ok(())
     }
 
     /// Reads the log's frames one at a time, from the start to the last
     /// flushed frame.
     fn frames(&self) -> Result<FrameReader<impl Read>, StoreError> {
         compact::frames(&self.path(), self.len)
+    }
+
+    /// Applies a flushed op to the sizes of what a compaction keeps, as
+    /// replay would: a Dead or Retry for a job not stored changes nothing.
+    fn account(&mut self, op: Sizing) {
+        match op {
+            Sizing::Add(id, size) => {
+                self.high = self.high.max(id + 1);
+                self.forget_dead(id);
+                // The same id twice (never written): the later one counts.
+                if let Some(old) = self.live.insert(id, size) {
+                    self.live_bytes -= old;
+                }
+                self.live_bytes += size;
+            }
+            Sizing::Done(id) => {
+                self.forget_dead(id);
+                if let Some(s) = self.live.remove(&id) {
+                    self.live_bytes -= s;
+                }
+            }
+            Sizing::Dead(id, size) => {
+                if self.live.contains_key(&id) {
+                    self.forget_dead(id);
+                    self.dead.insert(id, size);
+                    self.live_bytes += size;
+                }
+            }
+            Sizing::Retry(id) => self.forget_dead(id),
+        }
+    }
+
+    /// A dead job's Dead op is no longer kept (it was revived, ended or
+    /// died again).
+    fn forget_dead(&mut self, id: u64) {
+        if let Some(s) = self.dead.remove(&id) {
+            self.live_bytes -= s;
+        }
     }
 }
 
@@ -358,32 +458,50 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 impl Store for LogStore {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
-        let jobs = match self.replay.take() {
+        let (jobs, dead) = match self.replay.take() {
             // The jobs read at open, handed over once without a copy.
-            Some(jobs) => jobs,
+            Some(read) => read,
             // Asked again: read what is on disk now.
-            None => self.read_live()?.into_values().collect(),
+            None => {
+                let (live, dead) = self.read_live()?;
+                (live.into_values().collect(), dead.into_values().collect())
+            }
         };
-        let max_live = jobs.last().map_or(1, |r| r.id + 1);
-        Ok(Replayed {
-            jobs,
-            next_id: self.high.max(max_live).max(1),
-        })
+        Ok(replayed(jobs, dead, self.high))
     }
 
     fn add(&mut self, job: &JobRecord) {
         self.refused.note(job.id);
-        let n = encode_add(job, &mut self.pending) as i64;
-        self.pending_ops.push((job.id, n));
+        let n = encode_add(job, &mut self.pending) as u64;
+        self.pending_ops.push(Sizing::Add(job.id, n));
     }
 
     fn done(&mut self, id: u64) {
         Op::Done(id).encode(&mut self.pending);
-        self.pending_ops.push((id, -1));
+        self.pending_ops.push(Sizing::Done(id));
     }
 
     fn update(&mut self, id: u64, attempts: u32) {
         Op::Update { id, attempts }.encode(&mut self.pending);
+    }
+
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
+        self.refused.note(id);
+        Op::Retry {
+            id,
+            attempts,
+            due_ms,
+        }
+        .encode(&mut self.pending);
+        self.pending_ops.push(Sizing::Retry(id));
+        self.pending_v2 = true;
+    }
+
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
+        self.refused.note(id);
+        let n = encode_dead(id, attempts, mark, &mut self.pending) as u64;
+        self.pending_ops.push(Sizing::Dead(id, n));
+        self.pending_v2 = true;
     }
 
     fn reserve(&mut self, upto: u64) {
@@ -395,6 +513,7 @@ impl Store for LogStore {
     fn discard(&mut self) {
         self.pending.truncate(frame::FRAME_HEADER);
         self.pending_ops.clear();
+        self.pending_v2 = false;
         self.refused.clear();
     }
 
@@ -409,6 +528,12 @@ impl Store for LogStore {
         }
         if self.pending.len() == frame::FRAME_HEADER {
             return Ok(());
+        }
+        if self.pending_v2 && self.version < FORMAT_VERSION {
+            if let Err(e) = self.raise_version() {
+                self.discard();
+                return Err(e.into());
+            }
         }
         // The frame header goes into the room kept at the front: no copy.
         frame::seal(&mut self.pending);
@@ -425,15 +550,13 @@ impl Store for LogStore {
         }
         self.len += self.pending.len() as u64;
         self.pending.truncate(frame::FRAME_HEADER);
-        for (id, size) in self.pending_ops.drain(..) {
-            if size >= 0 {
-                self.high = self.high.max(id + 1);
-                self.live.insert(id, size as u64);
-                self.live_bytes += size as u64;
-            } else if let Some(s) = self.live.remove(&id) {
-                self.live_bytes -= s;
-            }
+        self.pending_v2 = false;
+        // Taken out and put back, so its allocation is reused.
+        let mut ops = std::mem::take(&mut self.pending_ops);
+        for op in ops.drain(..) {
+            self.account(op);
         }
+        self.pending_ops = ops;
         self.maybe_compact();
         Ok(())
     }

@@ -1,11 +1,13 @@
 //! Reading the log at startup: every op applied as its frame is read,
-//! into the live jobs in submission order, their Adds' sizes (for the
-//! compaction rule) and the handle counter's high-water mark.
+//! into the live jobs in submission order, the dead ones with their marks,
+//! the sizes of what a compaction would keep (for the compaction rule) and
+//! the handle counter's high-water mark.
 //!
 //! The live jobs go straight into the vector handed to the server: a job
 //! ended later in the file leaves an empty slot behind (found through an
 //! id index that lives only while reading), and the slots are squeezed out
-//! in place at the end. Holding every op of the file at once, or the live
+//! in place at the end (a dead job's slot is emptied into the dead list
+//! first; only its mark waits in a map meanwhile). Holding every op of the file at once, or the live
 //! set in an ordered map and then a copy of it, took a 160 MB log of a
 //! million jobs to 755 MB at startup.
 
@@ -15,30 +17,42 @@ use std::hash::BuildHasherDefault;
 use bytes::Bytes;
 
 use super::{frame, IdHash, LiveSizes};
-use crate::{JobRecord, Op, StoreError};
+use crate::{DeadMark, JobRecord, Op, StoreError};
 
 /// What a log holds.
 pub(super) struct Replay {
     /// Live jobs in id order.
     pub jobs: Vec<JobRecord>,
-    /// Encoded size of each live job's Add.
+    /// Dead jobs in id order, with their marks.
+    pub dead: Vec<(JobRecord, DeadMark)>,
+    /// Encoded size of each live or dead job's Add.
     pub sizes: LiveSizes,
+    /// Encoded size of each dead job's last Dead op.
+    pub dead_sizes: LiveSizes,
     /// Every id + 1 and reservation seen.
     pub high: u64,
     /// Length of the valid prefix (a torn tail starts here).
     pub valid_len: usize,
+    /// The file's format version.
+    pub version: u32,
 }
 
 /// Reads the log `raw` (header included); cuts nothing, refuses corruption.
 pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
+    let version = frame::check_header(raw)?;
     let mut slots: Vec<Option<JobRecord>> = Vec::new();
     let mut at: HashMap<u64, usize, BuildHasherDefault<IdHash>> = HashMap::default();
+    // Dead jobs stay in their slots until the end; their marks wait here.
+    let mut marks: HashMap<u64, DeadMark, BuildHasherDefault<IdHash>> = HashMap::default();
     let mut sizes = LiveSizes::default();
+    let mut dead_sizes = LiveSizes::default();
     let mut high = 1;
     let valid_len = frame::scan(raw, |op, size| match op {
         Op::Add(r) => {
             high = high.max(r.id.saturating_add(1));
             sizes.insert(r.id, size as u64);
+            marks.remove(&r.id);
+            dead_sizes.remove(&r.id);
             match at.get(&r.id) {
                 // The same id twice (never written): the later one wins.
                 Some(&i) => slots[i] = Some(r),
@@ -50,17 +64,53 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
         }
         Op::Done(id) => {
             sizes.remove(&id);
+            marks.remove(&id);
+            dead_sizes.remove(&id);
             if let Some(i) = at.remove(&id) {
                 slots[i] = None;
             }
         }
         Op::Update { id, attempts } => {
+            // A dead job keeps the count it died with.
+            if marks.contains_key(&id) {
+                return;
+            }
             if let Some(r) = at.get(&id).and_then(|&i| slots[i].as_mut()) {
                 r.attempts = attempts;
             }
         }
+        Op::Retry {
+            id,
+            attempts,
+            due_ms,
+        } => {
+            if let Some(r) = at.get(&id).and_then(|&i| slots[i].as_mut()) {
+                r.attempts = attempts;
+                r.due_ms = due_ms;
+                // A dead job is revived.
+                marks.remove(&id);
+                dead_sizes.remove(&id);
+            }
+        }
+        Op::Dead { id, attempts, mark } => {
+            if let Some(r) = at.get(&id).and_then(|&i| slots[i].as_mut()) {
+                r.attempts = attempts;
+                marks.insert(id, mark);
+                dead_sizes.insert(id, size as u64);
+            }
+        }
         Op::Reserve(upto) => high = high.max(upto),
     })?;
+    // Dead jobs leave their slots for the dead list, in id order.
+    let mut marks: Vec<(u64, DeadMark)> = marks.into_iter().collect();
+    marks.sort_unstable_by_key(|(id, _)| *id);
+    let dead: Vec<(JobRecord, DeadMark)> = marks
+        .into_iter()
+        .filter_map(|(id, mark)| {
+            let r = at.get(&id).and_then(|&i| slots[i].take())?;
+            Some((r, mark))
+        })
+        .collect();
     drop(at);
     // `filter_map`, not `flatten`: std collects it into the same buffer (an
     // `Option<JobRecord>` is a `JobRecord` with a niche), where `flatten`
@@ -74,8 +124,11 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
     }
     Ok(Replay {
         jobs,
+        dead,
         sizes,
+        dead_sizes,
         high,
         valid_len,
+        version,
     })
 }

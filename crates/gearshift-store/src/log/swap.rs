@@ -1,8 +1,9 @@
 //! When the log is compacted and how the compacted file takes its place:
 //! the store's side of compaction (`compact.rs` holds the copying). A
-//! compaction starts after a flush once dead records outweigh live ones,
-//! runs on its own thread (or inside the flush), and is swapped in between
-//! flushes with a rename, after the store copied the frames appended since.
+//! compaction starts after a flush once obsolete records outweigh the ones
+//! it keeps (live and dead jobs'), runs on its own thread (or inside the
+//! flush), and is swapped in between flushes with a rename, after the store
+//! copied the frames appended since.
 
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom};
@@ -13,11 +14,12 @@ use super::{compact, open_direct, sync_dir, LogStore, FILE_NAME};
 use crate::StoreError;
 
 impl LogStore {
-    /// Whether the file, past the size threshold, holds more dead bytes
-    /// than live ones.
+    /// Whether the file, past the size threshold, holds more obsolete
+    /// bytes than live ones (the records a compaction keeps, dead jobs'
+    /// included).
     fn should_compact(&self) -> bool {
-        let dead = self.len.saturating_sub(self.live_bytes);
-        self.len > self.opts.compact_min_bytes && dead > self.live_bytes
+        let obsolete = self.len.saturating_sub(self.live_bytes);
+        self.len > self.opts.compact_min_bytes && obsolete > self.live_bytes
     }
 
     /// Whether a compaction is running on its own thread.
@@ -37,7 +39,7 @@ impl LogStore {
 
     /// After a flush: swaps in a background compaction that has finished,
     /// and starts one (or, without background compaction, compacts here)
-    /// when dead records outweigh live ones. A failed compaction leaves the
+    /// when obsolete records outweigh live ones. A failed compaction leaves the
     /// log as it was; a later flush tries again.
     ///
     /// Should flushes outrun a background compaction (appending more than
@@ -176,6 +178,9 @@ impl LogStore {
         self.len = new_len;
         self.allocated = new_len;
         self.prealloc = true;
+        // Compaction writes the current format (the copied tail holds no op
+        // it lacks).
+        self.version = crate::FORMAT_VERSION;
         if self.direct.is_some() {
             self.direct = open_direct(&self.path(), &self.file, new_len, self.opts);
         }

@@ -1,0 +1,241 @@
+//! Files of format version 1 (written before retries and dead jobs): built
+//! here byte for byte, they open and replay; the store keeps appending v1
+//! ops to them as they are, raises the header to 2 just before the first
+//! v2 op, and compaction rewrites them as version 2. A v1 file holding a v2
+//! op is corrupt.
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gearshift_store::conformance::{job, mark};
+use gearshift_store::log::frame::{self, FILE_MAGIC, HEADER_LEN};
+use gearshift_store::log::FILE_NAME;
+use gearshift_store::{Durability, JobRecord, LogOptions, LogStore, Store, StoreError};
+use tempfile::TempDir;
+
+/// A v1 file header: magic, version 1, four reserved bytes.
+fn v1_header() -> Vec<u8> {
+    let mut h = FILE_MAGIC.to_vec();
+    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&[0; 4]);
+    assert_eq!(h.len(), HEADER_LEN);
+    h
+}
+
+fn field(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// A v1 Add op, laid out by hand: tag 1, id, created, due (`u64::MAX`:
+/// none), attempts, priority, has-reducer, then length-prefixed handle,
+/// function, unique, reducer (if any) and data.
+fn v1_add(r: &JobRecord) -> Vec<u8> {
+    let mut b = vec![1u8];
+    b.extend_from_slice(&r.id.to_le_bytes());
+    b.extend_from_slice(&r.created_ms.to_le_bytes());
+    b.extend_from_slice(&r.due_ms.unwrap_or(u64::MAX).to_le_bytes());
+    b.extend_from_slice(&r.attempts.to_le_bytes());
+    b.push(r.priority);
+    b.push(u8::from(r.reducer.is_some()));
+    field(&mut b, &r.handle);
+    field(&mut b, &r.function);
+    field(&mut b, &r.unique);
+    if let Some(red) = &r.reducer {
+        field(&mut b, red);
+    }
+    field(&mut b, &r.data);
+    b
+}
+
+fn v1_done(id: u64) -> Vec<u8> {
+    let mut b = vec![2u8];
+    b.extend_from_slice(&id.to_le_bytes());
+    b
+}
+
+fn v1_update(id: u64, attempts: u32) -> Vec<u8> {
+    let mut b = vec![3u8];
+    b.extend_from_slice(&id.to_le_bytes());
+    b.extend_from_slice(&attempts.to_le_bytes());
+    b
+}
+
+fn v1_reserve(upto: u64) -> Vec<u8> {
+    let mut b = vec![4u8];
+    b.extend_from_slice(&upto.to_le_bytes());
+    b
+}
+
+fn jobs() -> (JobRecord, JobRecord, JobRecord) {
+    let one = job(1, "resize", "u1", 1, b"one");
+    let mut two = job(2, "reduce", "", 0, b"bin\0ary");
+    two.reducer = Some(Bytes::from_static(b"sum"));
+    two.due_ms = Some(1_900_000_000_000);
+    two.attempts = 1;
+    let three = job(3, "f", "", 2, &[3; 100]);
+    (one, two, three)
+}
+
+/// A v1 log of two flushes, and the live jobs it holds: 1, and 2 with 4
+/// attempts; handles reserved up to 50.
+fn v1_log() -> (Vec<u8>, Vec<JobRecord>) {
+    let (one, two, three) = jobs();
+    let mut file = v1_header();
+    let first = [v1_add(&one), v1_add(&two), v1_add(&three)].concat();
+    frame::put_frame(&mut file, &first);
+    let second = [v1_update(2, 4), v1_done(3), v1_reserve(50)].concat();
+    frame::put_frame(&mut file, &second);
+    let mut two_now = two;
+    two_now.attempts = 4;
+    (file, vec![one, two_now])
+}
+
+fn header_version(dir: &Path) -> u32 {
+    let bytes = fs::read(dir.join(FILE_NAME)).expect("read log");
+    u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]])
+}
+
+fn no_compaction(durability: Durability, direct_io: bool) -> LogOptions {
+    LogOptions {
+        durability,
+        compact_min_bytes: u64::MAX,
+        background_compaction: false,
+        direct_io,
+    }
+}
+
+fn every_mode() -> Vec<LogOptions> {
+    vec![
+        no_compaction(Durability::Fsync, true),
+        no_compaction(Durability::Fsync, false),
+        no_compaction(Durability::Interval(Duration::from_secs(60)), false),
+    ]
+}
+
+fn written(bytes: &[u8]) -> TempDir {
+    let dir = TempDir::new().expect("tempdir");
+    fs::write(dir.path().join(FILE_NAME), bytes).expect("write v1 log");
+    dir
+}
+
+#[test]
+fn a_version_1_file_opens_and_compaction_rewrites_it_as_version_2() {
+    let (bytes, want) = v1_log();
+    let dir = written(&bytes);
+    let opts = no_compaction(Durability::Fsync, true);
+    let mut s = LogStore::open(dir.path(), opts).expect("a v1 file opens");
+    assert_eq!(s.format_version(), 1);
+    let r = s.replay().expect("replay");
+    assert_eq!(r.jobs, want, "the v1 file's jobs come back");
+    assert!(r.dead.is_empty(), "a v1 file has no dead jobs");
+    assert_eq!(r.next_id, 50, "its reservation too");
+    // v1 ops are appended to it as they are: it stays a v1 file.
+    let four = job(50, "f", "", 1, &[4; 3000]);
+    s.add(&four);
+    s.update(1, 2);
+    s.flush().expect("flush v1 ops");
+    assert_eq!(s.format_version(), 1);
+    drop(s);
+    assert_eq!(header_version(dir.path()), 1, "no v2 op, no new header");
+    assert_eq!(
+        &fs::read(dir.path().join(FILE_NAME)).expect("read")[..bytes.len()],
+        &bytes[..],
+        "the v1 frames are untouched"
+    );
+    // Ending the big job makes the file worth compacting.
+    let compacting = LogOptions {
+        compact_min_bytes: 0,
+        ..opts
+    };
+    let mut s = LogStore::open(dir.path(), compacting).expect("reopen");
+    let mut want = s.replay().expect("replay").jobs;
+    assert_eq!(want.len(), 3);
+    assert_eq!(want[0].attempts, 2);
+    s.done(50);
+    want.pop();
+    s.flush().expect("flush");
+    assert_eq!(s.compactions(), 1, "the flush compacted");
+    assert_eq!(s.format_version(), 2);
+    drop(s);
+    assert_eq!(header_version(dir.path()), 2, "compaction writes version 2");
+    let r = LogStore::open(dir.path(), opts)
+        .expect("reopen")
+        .replay()
+        .expect("replay");
+    assert_eq!(r.jobs, want, "the same jobs after the rewrite");
+    assert_eq!(r.next_id, 51);
+}
+
+#[test]
+fn the_first_version_2_op_raises_the_header_first() {
+    for opts in every_mode() {
+        let (bytes, mut want) = v1_log();
+        let dir = written(&bytes);
+        let mut s = LogStore::open(dir.path(), opts).expect("open v1");
+        s.replay().expect("replay");
+        // A v2 op that is discarded, or refused, raises nothing.
+        s.dead(1, 1, &mark(5, "discarded"));
+        s.discard();
+        s.add(&job(60, "f", "", 1, b"x"));
+        s.done(60);
+        s.flush().expect("flush v1 ops");
+        assert_eq!(header_version(dir.path()), 1, "{opts:?}: still v1");
+        s.retry(1, 3, Some(1_950_000_000_000));
+        s.flush().expect("flush a retry");
+        assert_eq!(s.format_version(), 2, "{opts:?}");
+        assert_eq!(header_version(dir.path()), 2, "{opts:?}: header raised");
+        // Later appends (a direct write rewrites the file's first block
+        // while the file is small) keep it raised.
+        s.dead(2, 6, &mark(1_700_000_000_001, "out of attempts"));
+        s.add(&job(61, "f", "", 1, b"y"));
+        s.flush().expect("flush");
+        drop(s);
+        assert_eq!(header_version(dir.path()), 2, "{opts:?}: still raised");
+        let r = LogStore::open(dir.path(), opts)
+            .expect("reopen")
+            .replay()
+            .expect("replay");
+        want[0].attempts = 3;
+        want[0].due_ms = Some(1_950_000_000_000);
+        let mut two = want.remove(1);
+        two.attempts = 6;
+        want.push(job(61, "f", "", 1, b"y"));
+        assert_eq!(r.jobs, want, "{opts:?}");
+        assert_eq!(
+            r.dead,
+            vec![(two, mark(1_700_000_000_001, "out of attempts"))],
+            "{opts:?}"
+        );
+    }
+}
+
+#[test]
+fn a_version_1_file_holding_a_version_2_op_is_corrupt() {
+    let (one, _, _) = jobs();
+    let mut retry = vec![5u8];
+    retry.extend_from_slice(&1u64.to_le_bytes());
+    retry.extend_from_slice(&2u32.to_le_bytes());
+    retry.extend_from_slice(&u64::MAX.to_le_bytes());
+    let mut file = v1_header();
+    frame::put_frame(&mut file, &[v1_add(&one), retry.clone()].concat());
+    frame::put_frame(&mut file, &v1_done(1));
+    let dir = written(&file);
+    match LogStore::open(dir.path(), no_compaction(Durability::Fsync, false)) {
+        Err(StoreError::Corrupt(msg)) => {
+            assert!(msg.contains("format version 1"), "{msg}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(fs::read(dir.path().join(FILE_NAME)).expect("read"), file);
+    // The same ops behind a v2 header are fine.
+    file[8..12].copy_from_slice(&2u32.to_le_bytes());
+    fs::write(dir.path().join(FILE_NAME), &file).expect("write");
+    let r = LogStore::open(dir.path(), no_compaction(Durability::Fsync, false))
+        .expect("open v2")
+        .replay()
+        .expect("replay");
+    assert!(r.jobs.is_empty() && r.dead.is_empty());
+}
