@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Run the interop, library and differential suites against the server under test.
+# Run the interop, library, differential and lifecycle suites against the server
+# under test. lifecycle.py tests Gearshift's policy file (--config): when
+# SERVER_CMD does not run gearshift it prints why it skips and counts nothing.
 #
 # usage: SERVER_CMD='<command with {port}>' [REF_CMD='...'] [GEARSHIFT_BIN=...] tests/interop/run.sh [name-substring ...]
 #   SERVER_CMD  default: gearmand 1.1.20 (see harness.py DEFAULT_GEARMAND), e.g.
@@ -20,7 +22,7 @@ total_passed=0
 total_failed=0
 rc=0
 start=$(date +%s)
-for suite in interop.py library.py differential.py; do
+for suite in interop.py library.py differential.py lifecycle.py; do
     log=$(mktemp)
     # Each suite bounds its own waits; the outer timeout is a last-resort guard.
     timeout -k 10 900 python3 "$HERE/$suite" "$@" 2>&1 | tee "$log"

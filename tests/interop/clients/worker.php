@@ -4,7 +4,8 @@
 // usage: php worker.php PORT MODE FUNC[,FUNC...] [COUNT] [LOGFILE] [GATEFILE]
 //   COUNT    exit after this many jobs (0 = run until killed)
 //   LOGFILE  file to append one line per job start ("<mode> <workload> <pid>")
-//   GATEFILE for modes "gated" and "stream": block until this file exists (bounded: 20 s)
+//   GATEFILE for modes "gated" and "stream": block until this file exists (bounded: 20 s);
+//            for modes "flaky" and "flakyexc": K, the failing runs per workload (default 2)
 // modes:
 //   rev      return strrev(workload)
 //   upper    return strtoupper(workload)
@@ -18,6 +19,13 @@
 //   hang     log, then sleep up to 60 s (to be killed mid-job)
 //   stream   sendData "part1\n", log, wait for GATEFILE, sendData "part2\n",
 //            return "end:<workload>"
+//   flaky    n = this run's number for this workload (counted in LOGFILE, which
+//            is required); log "<workload> <handle> <n>"; while n <= K:
+//            sendFail, report GEARMAN_WORK_FAIL; after: return "ok:<workload>:<n>"
+//   flakyexc as flaky, but the failing runs sendException("boom:<workload>:<n>")
+//            and report GEARMAN_WORK_EXCEPTION
+//   sleep    log "<workload> <handle> <n>", sleep (float)workload seconds (at most
+//            60), return "slept:<workload>"
 // Prints nothing on success; errors go to stderr with exit code 1.
 
 $port  = (int)$argv[1];
@@ -26,6 +34,25 @@ $funcs = explode(',', $argv[3]);
 $count = isset($argv[4]) ? (int)$argv[4] : 0;
 $log   = isset($argv[5]) && $argv[5] !== '' ? $argv[5] : null;
 $gate  = isset($argv[6]) ? $argv[6] : null;
+
+// Numbers this run of workload $w (1 = first) by the lines of $log whose first
+// field is $w, and appends "<w> <handle> <n>"; locked, so workers may share $log.
+function count_run($log, $w, $handle) {
+    $fh = fopen($log, 'a+');
+    flock($fh, LOCK_EX);
+    rewind($fh);
+    $n = 1;
+    while (($line = fgets($fh)) !== false) {
+        if (explode(' ', rtrim($line, "\n"), 2)[0] === $w) {
+            $n++;
+        }
+    }
+    fwrite($fh, "$w $handle $n\n");
+    fflush($fh);
+    flock($fh, LOCK_UN);
+    fclose($fh);
+    return $n;
+}
 
 function logline($log, $line) {
     if ($log !== null) {
@@ -82,6 +109,25 @@ $handler = function (GearmanJob $job) use ($mode, $log, $gate) {
         logline($log, "hang " . getmypid());
         sleep(60);
         return "hang:" . $w;
+    case 'flaky':
+    case 'flakyexc':
+        $k = ($gate === null || $gate === '') ? 2 : (int)$gate;
+        $n = count_run($log, $w, $job->handle());
+        if ($n > $k) {
+            return "ok:" . $w . ":" . $n;
+        }
+        if ($mode === 'flaky') {
+            $job->sendFail();
+            $job->setReturn(GEARMAN_WORK_FAIL);
+        } else {
+            $job->sendException("boom:" . $w . ":" . $n);
+            $job->setReturn(GEARMAN_WORK_EXCEPTION);
+        }
+        return null;
+    case 'sleep':
+        count_run($log, $w, $job->handle());
+        usleep((int)(min((float)$w, 60.0) * 1000000));
+        return "slept:" . $w;
     }
     fwrite(STDERR, "unknown mode $mode\n");
     exit(2);
