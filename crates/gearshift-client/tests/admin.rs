@@ -1,11 +1,22 @@
 //! The admin client against in-process Gearshift and gearmand 1.1.20:
 //! `status`, `prioritystatus`, `workers` and `show jobs` parse into types;
 //! the other commands answer; `ERR …` replies become typed errors.
+//! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
+//! dead`, `drop dead`, `pause`, `resume`) against an in-process Gearshift
+//! whose policy sends a failed background job to the dead set; gearmand
+//! answers them with typed errors.
 
 mod common;
 
-use common::{eventually, worker_for, Kind, RunningWorker, TestServer};
-use gearshift_client::{AdminErrorKind, Error, Priority, WorkError};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use common::{bounded, eventually, worker_for, Kind, RunningWorker, TestServer};
+use gearshift_client::admin::JobDetail;
+use gearshift_client::{AdminClient, AdminErrorKind, Client, Error, Priority, WorkError, Worker};
+use gearshift_core::policy::{Policies, Policy, Reason, Reasons, Rule};
+use gearshift_core::CoreConfig;
+use gearshift_server::{Server, ServerConfig};
 
 both!(admin_commands);
 
@@ -160,4 +171,189 @@ async fn admin_commands(kind: Kind) {
         ),
         Kind::Gearshift => admin.shutdown(true).await.expect("shutdown"),
     }
+}
+
+/// An in-process Gearshift where `lc_*` jobs run once, WORK_FAIL is final
+/// (a failed background job goes to the dead set) and results are kept.
+async fn start_with_policy() -> SocketAddr {
+    let policy = Policy {
+        max_attempts: 1,
+        retry_on: Reasons::of(&[Reason::Fail]),
+        keep_results: 3_600_000,
+        ..Policy::default()
+    };
+    let cfg = ServerConfig {
+        listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+        core: CoreConfig {
+            handle_prefix: "H:test".to_owned(),
+            pid: std::process::id(),
+            ..CoreConfig::default()
+        },
+        policies: Policies {
+            rules: vec![Rule {
+                pattern: "lc_*".to_owned(),
+                policy: Arc::new(policy),
+            }],
+            ..Policies::default()
+        },
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(cfg).await.expect("bind");
+    let addr = server.local_addrs()[0];
+    tokio::spawn(server.run(std::future::pending()));
+    addr
+}
+
+async fn dead_handles(addr: SocketAddr, function: Option<&str>) -> Vec<String> {
+    let mut admin = AdminClient::connect(addr).await.expect("admin");
+    let dead = admin.show_dead(function).await.expect("show dead");
+    dead.into_iter().map(|d| d.handle).collect()
+}
+
+async fn state_of(admin: &mut AdminClient, handle: &str) -> String {
+    admin.show_job(handle).await.expect("show job").state
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_words_gearshift() {
+    bounded(lifecycle_words()).await
+}
+
+async fn lifecycle_words() {
+    let addr = start_with_policy().await;
+    let client = Client::builder().server(addr).build().expect("client");
+    let submitted = client
+        .submit_background("lc_fail", "x")
+        .await
+        .expect("submit");
+    let handle = String::from_utf8_lossy(submitted.handle()).into_owned();
+    let _w = RunningWorker::spawn(
+        Worker::builder()
+            .server(addr)
+            .client_id("lc-worker")
+            .function("lc_fail", |_job| async { Err::<&str, _>(WorkError::Fail) })
+            .build()
+            .expect("worker"),
+    );
+    let h = handle.clone();
+    eventually("the job to be dead", || {
+        let h = h.clone();
+        async move { dead_handles(addr, None).await.contains(&h) }
+    })
+    .await;
+
+    let mut admin = AdminClient::connect(addr).await.expect("admin");
+    let dead = admin.show_dead(Some("lc_fail")).await.expect("show dead");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(
+        (dead[0].handle.as_str(), dead[0].function.as_str()),
+        (handle.as_str(), "lc_fail")
+    );
+    assert_eq!(dead[0].attempts, 1);
+    assert_eq!(dead[0].error.as_deref(), Some("fail"));
+    assert!(dead[0].died_at.ends_with('Z'), "{:?}", dead[0]);
+    assert!(admin
+        .show_dead(Some("lc_other"))
+        .await
+        .expect("dead")
+        .is_empty());
+
+    let job: JobDetail = admin.show_job(&handle).await.expect("show job");
+    assert_eq!(job.handle, handle);
+    assert_eq!(job.function, "lc_fail");
+    assert_eq!(job.unique, "");
+    assert_eq!(job.priority, Priority::Normal);
+    assert_eq!((job.state.as_str(), job.attempts), ("dead", 1));
+    assert_eq!(job.error.as_deref(), Some("fail"));
+    assert_eq!(job.worker.as_deref(), Some("lc-worker@127.0.0.1"));
+    assert!(job.started.is_some() && job.finished.is_some(), "{job:?}");
+    assert_eq!(job.result_size, 0);
+    let events: Vec<&str> = job.history.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(events, ["queued", "started", "failed", "dead"]);
+    assert_eq!(job.history[2].detail, "fail");
+    assert!(job.history.iter().all(|e| e.time.ends_with('Z')));
+
+    let workers = admin.show_workers().await.expect("show workers");
+    let w = workers
+        .iter()
+        .find(|w| w.client_id == "lc-worker")
+        .unwrap_or_else(|| panic!("no lc-worker in {workers:?}"));
+    assert_eq!(w.functions, ["lc_fail"]);
+    assert_eq!((w.done, w.failed), (0, 1));
+    assert!(w.held.is_empty(), "{w:?}");
+    assert_eq!(w.address, "127.0.0.1");
+
+    // Paused: retried, the job waits in its queue.
+    admin.pause("lc_fail").await.expect("pause");
+    assert_eq!(
+        admin
+            .retry_dead("all", Some("lc_other"))
+            .await
+            .expect("retry"),
+        0
+    );
+    assert_eq!(admin.retry_dead(&handle, None).await.expect("retry"), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(state_of(&mut admin, &handle).await, "queued");
+    admin.resume("lc_fail").await.expect("resume");
+    let h = handle.clone();
+    eventually("the retried job to die again", || {
+        let h = h.clone();
+        async move { dead_handles(addr, Some("lc_fail")).await.contains(&h) }
+    })
+    .await;
+
+    assert_eq!(
+        admin
+            .drop_dead("all", Some("lc_other"))
+            .await
+            .expect("drop"),
+        0
+    );
+    assert_eq!(admin.drop_dead(&handle, None).await.expect("drop"), 1);
+    assert_eq!(admin.retry_dead("all", None).await.expect("retry"), 0);
+    assert!(admin.show_dead(None).await.expect("dead").is_empty());
+    assert_eq!(
+        admin_kind(admin.show_job(&handle).await),
+        AdminErrorKind::UnknownJob
+    );
+    // Still usable after an ERR reply; arguments must be single words.
+    assert!(!admin.version().await.expect("version").is_empty());
+    for r in [
+        admin.show_job("a b").await.map(drop),
+        admin.pause("").await,
+        admin.drop_dead("all", Some("x y")).await.map(drop),
+    ] {
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_words_gearmand() {
+    bounded(async {
+        let server = TestServer::start(Kind::Gearmand).await;
+        let mut admin = server.admin().await;
+        assert_eq!(
+            admin_kind(admin.show_job("H:x:1").await),
+            AdminErrorKind::UnknownShowArguments
+        );
+        assert_eq!(
+            admin_kind(admin.show_dead(None).await),
+            AdminErrorKind::UnknownShowArguments
+        );
+        assert_eq!(
+            admin_kind(admin.show_workers().await),
+            AdminErrorKind::UnknownShowArguments
+        );
+        assert_eq!(
+            admin_kind(admin.retry_dead("all", None).await),
+            AdminErrorKind::UnknownCommand
+        );
+        assert_eq!(
+            admin_kind(admin.pause("f").await),
+            AdminErrorKind::UnknownCommand
+        );
+        assert!(!admin.version().await.expect("version").is_empty());
+    })
+    .await
 }

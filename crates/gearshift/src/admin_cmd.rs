@@ -6,14 +6,24 @@
 //! Every command goes to every `--server`; with several, tables gain a
 //! SERVER column. JSON is always an array of objects, each with its
 //! `"server"`, keys being the lowercased column names (`client_id`, …).
-//! `cancel` succeeds if any server knew the job.
+//! `cancel` and `job` succeed if any server knew the job.
+//!
+//! Gearshift's own words have their own subcommands: `job H` (`show job`,
+//! printed as `key  value` lines), `dead [F]` (`show dead`), `retry-dead`
+//! and `drop-dead H|all [F]` (`retry dead` / `drop dead`, printing the
+//! count), `pause F`, `resume F`, and `workers --all` (`show workers`, the
+//! worker registry). The dead-set ones are named `retry-dead` / `drop-dead`
+//! after the server words, as `drop-function` is after `drop function`: a
+//! bare `drop F` would read as dropping a function. Text fields are printed
+//! as the server escaped them (`\xNN` for control bytes).
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use gearshift_client::{AdminClient, AdminErrorKind, Error, ServerAddr};
+use gearshift_client::admin::HistoryEntry;
+use gearshift_client::{AdminClient, AdminErrorKind, Error, Priority, ServerAddr};
 use serde_json::{Map, Value};
 
 use crate::servers::{self, ServerArgs, EXIT_UNREACHABLE};
@@ -45,7 +55,14 @@ enum AdminCommand {
     #[command(alias = "priority-status")]
     Prioritystatus,
     /// Every connection (clients too) and the functions it can do.
-    Workers,
+    Workers {
+        /// The worker registry instead (Gearshift `show workers`): every
+        /// connection that registered a function or holds a job, with when
+        /// it connected and was last seen, jobs done and failed, and the
+        /// handles it runs.
+        #[arg(long)]
+        all: bool,
+    },
     /// Every job: handle, retries, flags.
     Jobs,
     /// The unique id of every job.
@@ -78,6 +95,42 @@ enum AdminCommand {
         #[arg(num_args = 1..=3, required = true, allow_negative_numbers = true)]
         limits: Vec<i64>,
     },
+    /// One job's state, times, worker, error and history (Gearshift), live
+    /// or kept after it ended (dead, or under `keep_results`).
+    Job {
+        /// Job handle, e.g. H:host:17.
+        handle: String,
+    },
+    /// The dead set: background jobs that failed for good under a policy (Gearshift).
+    Dead {
+        /// Only this function's.
+        function: Option<String>,
+    },
+    /// Queue dead jobs again; prints how many (Gearshift `retry dead`).
+    RetryDead {
+        /// A job handle, or `all`.
+        target: String,
+        /// Only if of this function (with `all`: only this function's).
+        function: Option<String>,
+    },
+    /// Forget dead jobs; prints how many (Gearshift `drop dead`).
+    DropDead {
+        /// A job handle, or `all`.
+        target: String,
+        /// Only if of this function (with `all`: only this function's).
+        function: Option<String>,
+    },
+    /// Stop handing a function's jobs to workers; they are still accepted
+    /// and queued (Gearshift).
+    Pause {
+        /// Function name.
+        function: String,
+    },
+    /// Hand a paused function's jobs out again (Gearshift).
+    Resume {
+        /// Function name.
+        function: String,
+    },
     /// Stop the server (Gearshift; gearmand 1.1 refuses it).
     Shutdown {
         /// Finish running jobs first.
@@ -92,6 +145,12 @@ enum Cell {
     Num(i64),
     Flag(bool),
     List(Vec<String>),
+    /// A list shown as `-` in a table when empty (a column that is not the last).
+    Words(Vec<String>),
+    /// No value: `-` in a table, `null` in JSON.
+    Null,
+    /// `show job` history: a line each in a table, objects in JSON.
+    History(Vec<HistoryEntry>),
 }
 
 impl Cell {
@@ -101,6 +160,10 @@ impl Cell {
             Cell::Num(n) => n.to_string(),
             Cell::Flag(b) => if *b { "yes" } else { "no" }.to_owned(),
             Cell::List(l) => l.join(" "),
+            Cell::Words(l) if l.is_empty() => "-".to_owned(),
+            Cell::Words(l) => l.join(" "),
+            Cell::Null => "-".to_owned(),
+            Cell::History(h) => history_lines(h).join("; "),
         }
     }
 
@@ -109,9 +172,39 @@ impl Cell {
             Cell::Text(s) => Value::String(s),
             Cell::Num(n) => Value::from(n),
             Cell::Flag(b) => Value::Bool(b),
-            Cell::List(l) => Value::from(l),
+            Cell::List(l) | Cell::Words(l) => Value::from(l),
+            Cell::Null => Value::Null,
+            Cell::History(h) => Value::Array(
+                h.into_iter()
+                    .map(|e| {
+                        let mut o = Map::new();
+                        o.insert("time".into(), Value::String(e.time));
+                        o.insert("event".into(), Value::String(e.event));
+                        o.insert("detail".into(), Value::String(e.detail));
+                        Value::Object(o)
+                    })
+                    .collect(),
+            ),
         }
     }
+}
+
+/// `TIME EVENT [DETAIL]` per history entry.
+fn history_lines(h: &[HistoryEntry]) -> Vec<String> {
+    h.iter()
+        .map(|e| {
+            let mut line = format!("{} {}", e.time, e.event);
+            if !e.detail.is_empty() {
+                line.push(' ');
+                line.push_str(&e.detail);
+            }
+            line
+        })
+        .collect()
+}
+
+fn text_or_null(v: Option<String>) -> Cell {
+    v.map_or(Cell::Null, Cell::Text)
 }
 
 /// A command's answer from one server: columns (name, right-aligned) and rows.
@@ -120,6 +213,8 @@ struct Reply {
     rows: Vec<Vec<Cell>>,
     /// A one-value answer (version, getpid, OK): printed bare for one server.
     scalar: bool,
+    /// One record (`job`): printed as `key  value` lines, not a table.
+    record: bool,
 }
 
 fn num(n: u64) -> Cell {
@@ -157,7 +252,11 @@ async fn run(args: AdminArgs, addrs: Vec<ServerAddr>) -> ExitCode {
         }
     }
     // A handle lives on one server: the others not knowing it is no error.
-    if matches!(args.command, AdminCommand::Cancel { .. }) && !answers.is_empty() {
+    if matches!(
+        args.command,
+        AdminCommand::Cancel { .. } | AdminCommand::Job { .. }
+    ) && !answers.is_empty()
+    {
         errors.retain(|(_, e)| {
             !matches!(
                 e,
@@ -205,6 +304,13 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
         columns: &[("RESULT", false)],
         rows: vec![vec![Cell::Text("OK".into())]],
         scalar: true,
+        record: false,
+    };
+    let count = |column: &'static [(&'static str, bool)], n: u64| Reply {
+        columns: column,
+        rows: vec![vec![num(n)]],
+        scalar: true,
+        record: false,
     };
     let reply = match command {
         AdminCommand::Status => Reply {
@@ -221,6 +327,7 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
                 })
                 .collect(),
             scalar: false,
+            record: false,
         },
         AdminCommand::Prioritystatus => Reply {
             columns: &[
@@ -237,8 +344,39 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
                 })
                 .collect(),
             scalar: false,
+            record: false,
         },
-        AdminCommand::Workers => Reply {
+        AdminCommand::Workers { all: true } => Reply {
+            columns: &[
+                ("FD", true),
+                ("ADDRESS", false),
+                ("CLIENT ID", false),
+                ("CONNECTED", false),
+                ("LAST SEEN", false),
+                ("DONE", true),
+                ("FAILED", true),
+                ("HELD", false),
+                ("FUNCTIONS", false),
+            ],
+            rows: (admin.show_workers().await?.into_iter())
+                .map(|w| {
+                    vec![
+                        Cell::Num(w.fd),
+                        Cell::Text(w.address),
+                        Cell::Text(w.client_id),
+                        Cell::Text(w.connected),
+                        Cell::Text(w.last_seen),
+                        num(w.done),
+                        num(w.failed),
+                        Cell::Words(w.held),
+                        Cell::Words(w.functions),
+                    ]
+                })
+                .collect(),
+            scalar: false,
+            record: false,
+        },
+        AdminCommand::Workers { all: false } => Reply {
             columns: &[
                 ("FD", true),
                 ("IP", false),
@@ -256,6 +394,7 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
                 })
                 .collect(),
             scalar: false,
+            record: false,
         },
         AdminCommand::Jobs => Reply {
             columns: &[
@@ -276,6 +415,7 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
                 })
                 .collect(),
             scalar: false,
+            record: false,
         },
         AdminCommand::UniqueJobs => Reply {
             columns: &[("UNIQUE", false)],
@@ -283,16 +423,19 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
                 .map(|u| vec![Cell::Text(u)])
                 .collect(),
             scalar: false,
+            record: false,
         },
         AdminCommand::Version => Reply {
             columns: &[("VERSION", false)],
             rows: vec![vec![Cell::Text(admin.version().await?)]],
             scalar: true,
+            record: false,
         },
         AdminCommand::Getpid => Reply {
             columns: &[("PID", true)],
             rows: vec![vec![Cell::Num(i64::from(admin.getpid().await?))]],
             scalar: true,
+            record: false,
         },
         AdminCommand::Cancel { handle } => {
             admin.cancel_job(handle).await?;
@@ -314,6 +457,81 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
             }
             done()
         }
+        AdminCommand::Job { handle } => {
+            let j = admin.show_job(handle).await?;
+            Reply {
+                columns: &[
+                    ("handle", false),
+                    ("function", false),
+                    ("unique", false),
+                    ("priority", false),
+                    ("state", false),
+                    ("attempts", true),
+                    ("created", false),
+                    ("started", false),
+                    ("finished", false),
+                    ("worker", false),
+                    ("error", false),
+                    ("result_size", true),
+                    ("history", false),
+                ],
+                rows: vec![vec![
+                    Cell::Text(j.handle),
+                    Cell::Text(j.function),
+                    Cell::Text(j.unique),
+                    Cell::Text(priority_word(j.priority).to_owned()),
+                    Cell::Text(j.state),
+                    num(j.attempts),
+                    Cell::Text(j.created),
+                    text_or_null(j.started),
+                    text_or_null(j.finished),
+                    text_or_null(j.worker),
+                    text_or_null(j.error),
+                    num(j.result_size),
+                    Cell::History(j.history),
+                ]],
+                scalar: false,
+                record: true,
+            }
+        }
+        AdminCommand::Dead { function } => Reply {
+            columns: &[
+                ("HANDLE", false),
+                ("FUNCTION", false),
+                ("ATTEMPTS", true),
+                ("DIED AT", false),
+                ("ERROR", false),
+            ],
+            rows: (admin.show_dead(function.as_deref()).await?.into_iter())
+                .map(|d| {
+                    vec![
+                        Cell::Text(d.handle),
+                        Cell::Text(d.function),
+                        num(d.attempts),
+                        Cell::Text(d.died_at),
+                        text_or_null(d.error),
+                    ]
+                })
+                .collect(),
+            scalar: false,
+            record: false,
+        },
+        AdminCommand::RetryDead { target, function } => count(
+            &[("RETRIED", true)],
+            admin.retry_dead(target, function.as_deref()).await?,
+        ),
+        AdminCommand::DropDead { target, function } => count(
+            &[("DROPPED", true)],
+            admin.drop_dead(target, function.as_deref()).await?,
+        ),
+        AdminCommand::Pause { function } => {
+            admin.pause(function).await?;
+            done()
+        }
+        AdminCommand::Resume { function } => {
+            admin.resume(function).await?;
+            done()
+        }
         AdminCommand::Shutdown { graceful } => {
             admin.shutdown(*graceful).await?;
             done()
@@ -331,6 +549,9 @@ fn table(answers: Vec<(String, Reply)>, several: bool) -> String {
         let rows = &answers[0].1.rows;
         return rows.iter().flatten().map(|c| c.text() + "\n").collect();
     }
+    if answers[0].1.record {
+        return records(answers, several);
+    }
     let mut t = Table::new(columns);
     let mut servers = Vec::new();
     for (server, reply) in answers {
@@ -343,6 +564,46 @@ fn table(answers: Vec<(String, Reply)>, several: bool) -> String {
         t = t.with_first_column("SERVER", servers);
     }
     t.render()
+}
+
+/// One-record answers as `key  value` lines (a `server` line first when
+/// there are several servers, a blank line between records); each history
+/// entry is a `history` line of its own.
+fn records(answers: Vec<(String, Reply)>, several: bool) -> String {
+    let mut out = String::new();
+    for (server, reply) in answers {
+        for row in reply.rows {
+            let mut t = Table::new(&[("KEY", false), ("VALUE", false)]);
+            if several {
+                t.row(vec!["server".into(), server.clone()]);
+            }
+            for (&(name, _), cell) in reply.columns.iter().zip(&row) {
+                match cell {
+                    Cell::History(h) => {
+                        for line in history_lines(h) {
+                            t.row(vec![name.into(), line]);
+                        }
+                    }
+                    cell => t.row(vec![name.into(), cell.text()]),
+                }
+            }
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            // The header row is not wanted here.
+            let text = t.render();
+            out.push_str(text.split_once('\n').map_or("", |(_, rest)| rest));
+        }
+    }
+    out
+}
+
+fn priority_word(p: Priority) -> &'static str {
+    match p {
+        Priority::High => "high",
+        Priority::Normal => "normal",
+        Priority::Low => "low",
+    }
 }
 
 /// The answers as a JSON array of row objects.

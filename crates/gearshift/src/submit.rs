@@ -5,7 +5,17 @@
 //! result; warnings go to stderr. Exit codes: 0 success, 1 WORK_FAIL,
 //! WORK_EXCEPTION (its text on stderr) or timeout, 2 usage or connection
 //! errors. A background job (`--background`, or `--at` for an epoch job)
-//! prints its handle.
+//! prints its handle; a foreground one prints it on stderr with
+//! `--verbose` (stdout stays the job's output, byte for byte).
+//!
+//! `--timeout` bounds the whole job, submission included, and applies to
+//! every job of `--lines`. `--wait-timeout` bounds only the wait for one
+//! foreground job's result, once the server has accepted it: past it the
+//! command says so, naming the handle, and exits 1. Leaving does not cancel
+//! the job: one a worker is already running runs to its end (and with a
+//! `keep_results` policy `gearshift admin job H` shows how it ended); one
+//! still queued is dropped by the server once no client waits for it, as
+//! gearmand does.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
@@ -47,6 +57,16 @@ pub struct SubmitArgs {
     /// Give up on a job after this long (30s, 500ms, 5m; default: wait forever).
     #[arg(long, value_name = "DURATION", value_parser = when::parse_timeout)]
     timeout: Option<Duration>,
+    /// Foreground: stop waiting for the result after this long (from when
+    /// the server accepted the job) and exit 1; a job a worker already runs
+    /// goes on without this client.
+    #[arg(long, value_name = "DURATION", value_parser = when::parse_timeout,
+          conflicts_with_all = ["background", "at", "lines"])]
+    wait_timeout: Option<Duration>,
+    /// Print the job handle of a foreground job on stderr (`handle: H`)
+    /// once the server accepted it.
+    #[arg(short = 'v', long, conflicts_with = "lines")]
+    verbose: bool,
     /// One job per input line (newline stripped, empty lines skipped),
     /// several in flight; results printed one per line in input order.
     #[arg(short = 'n', long)]
@@ -157,7 +177,11 @@ pub fn main(args: SubmitArgs) -> ExitCode {
             let concurrency = usize::try_from(args.concurrency).unwrap_or(1);
             crate::batch::run(&client, &opts, &addrs, &data, concurrency).await
         } else {
-            single(&client, &opts, &addrs, Bytes::from(data)).await
+            let wait = Wait {
+                limit: args.wait_timeout,
+                verbose: args.verbose,
+            };
+            single(&client, &opts, &addrs, Bytes::from(data), wait).await
         }
     })
 }
@@ -203,7 +227,22 @@ pub fn warn_line(prefix: &str, w: &[u8]) {
     }
 }
 
-async fn single(client: &Client, opts: &JobOpts, addrs: &[ServerAddr], data: Bytes) -> ExitCode {
+/// How a single foreground job is waited for.
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    /// `--wait-timeout`.
+    limit: Option<Duration>,
+    /// `--verbose`: the handle on stderr.
+    verbose: bool,
+}
+
+async fn single(
+    client: &Client,
+    opts: &JobOpts,
+    addrs: &[ServerAddr],
+    data: Bytes,
+    wait: Wait,
+) -> ExitCode {
     if opts.background {
         return match opts.builder(client, data).background().await {
             Ok(handle) => {
@@ -218,12 +257,33 @@ async fn single(client: &Client, opts: &JobOpts, addrs: &[ServerAddr], data: Byt
         Err(e) => return report(&e, addrs, opts).await,
     };
     let handle = job.handle().to_string();
+    if wait.verbose {
+        warn_line("handle: ", handle.as_bytes());
+    }
+    let deadline = wait.limit.map(|d| tokio::time::Instant::now() + d);
     // On a terminal, end the output with a newline so the prompt starts on
     // its own line; piped output stays byte for byte.
     let tty = std::io::stdout().is_terminal();
     let mut ends_in_newline = true;
     loop {
-        match job.next_event().await {
+        let event = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, job.next_event()).await {
+                Ok(event) => event,
+                Err(_) => {
+                    let limit = wait.limit.unwrap_or_default();
+                    return servers::fail(
+                        EXIT_FAILED,
+                        &format!(
+                            "gave up waiting for job {handle} after {limit:?} \
+                             (a worker already running it finishes it; \
+                             a job still queued is dropped)"
+                        ),
+                    );
+                }
+            },
+            None => job.next_event().await,
+        };
+        match event {
             Ok(Some(JobEvent::Data(d))) => {
                 if !d.is_empty() {
                     ends_in_newline = d.ends_with(b"\n");

@@ -4,7 +4,14 @@
 //!
 //! - [`AdminClient`] (this file): one connection, one command at a time.
 //! - `types`: [`FunctionStatus`], [`PriorityStatus`], [`WorkerInfo`],
-//!   [`JobInfo`] and their line parsers.
+//!   [`JobInfo`] and their line parsers; for Gearshift's own words
+//!   [`JobDetail`] (with [`HistoryEntry`]), [`DeadJob`] and [`WorkerEntry`].
+//!
+//! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
+//! dead`, `drop dead`, `pause`, `resume`) have methods here too; gearmand
+//! answers them with [`AdminErrorKind::UnknownCommand`] or
+//! [`AdminErrorKind::UnknownShowArguments`]. Their types are in this module
+//! (`gearshift_client::admin::JobDetail`, …), not at the crate root.
 
 mod types;
 
@@ -12,7 +19,10 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-pub use types::{FunctionStatus, JobInfo, PriorityStatus, WorkerInfo};
+pub use types::{
+    DeadJob, FunctionStatus, HistoryEntry, JobDetail, JobInfo, PriorityStatus, WorkerEntry,
+    WorkerInfo,
+};
 
 use crate::addr::ServerAddr;
 use crate::client::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
@@ -282,6 +292,130 @@ impl AdminClient {
         self.ok(line).await.map(drop)
     }
 
+    /// `show job H` (Gearshift): one job, live or kept after it ended (a
+    /// dead job, or a finished one under a `keep_results` policy), with its
+    /// history. A handle the server does not know (or no longer keeps) is
+    /// [`AdminErrorKind::UnknownJob`].
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// let job = admin.show_job("H:host:17").await?;
+    /// println!("{} after {} attempts: {:?}", job.state, job.attempts, job.error);
+    /// for h in &job.history {
+    ///     println!("{} {} {}", h.time, h.event, h.detail);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn show_job(&mut self, handle: &str) -> Result<JobDetail> {
+        let handle = word("handle", handle)?;
+        let lines = self.list(&format!("show job {handle}")).await?;
+        JobDetail::parse(&lines)
+    }
+
+    /// `show dead [F]` (Gearshift): the background jobs that failed for good
+    /// under a policy, all of them or one function's.
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// for d in admin.show_dead(Some("resize")).await? {
+    ///     println!("{} died at {} after {} attempts", d.handle, d.died_at, d.attempts);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn show_dead(&mut self, function: Option<&str>) -> Result<Vec<DeadJob>> {
+        let line = match function {
+            Some(f) => format!("show dead {}", word("function", f)?),
+            None => "show dead".to_owned(),
+        };
+        let lines = self.list(&line).await?;
+        lines.iter().map(|l| DeadJob::parse(l)).collect()
+    }
+
+    /// `show workers` (Gearshift): the worker registry, every connection
+    /// that registered a function or holds a job, with its counters.
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// for w in admin.show_workers().await? {
+    ///     println!("{} {}: {} done, {} failed, running {:?}", w.client_id, w.address, w.done, w.failed, w.held);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn show_workers(&mut self) -> Result<Vec<WorkerEntry>> {
+        let lines = self.list("show workers").await?;
+        lines.iter().map(|l| WorkerEntry::parse(l)).collect()
+    }
+
+    /// `retry dead H|all [F]` (Gearshift): queues dead jobs again, `target`
+    /// being a handle or `all` (narrowed to `function` if given); returns
+    /// how many went back to their queue (0 for a handle not in the dead set).
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// let n = admin.retry_dead("all", Some("resize")).await?;
+    /// println!("{n} jobs queued again");
+    /// # Ok(()) }
+    /// ```
+    pub async fn retry_dead(&mut self, target: &str, function: Option<&str>) -> Result<u64> {
+        self.dead_command("retry", target, function).await
+    }
+
+    /// `drop dead H|all [F]` (Gearshift): forgets dead jobs, `target` being
+    /// a handle or `all` (narrowed to `function` if given); returns how many.
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// let n = admin.drop_dead("H:host:17", None).await?;
+    /// assert!(n <= 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn drop_dead(&mut self, target: &str, function: Option<&str>) -> Result<u64> {
+        self.dead_command("drop", target, function).await
+    }
+
+    /// `pause F` (Gearshift): the function's jobs are still accepted and
+    /// queued, but not handed to workers until [`AdminClient::resume`]. A
+    /// function the server has not seen yet is created paused.
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// admin.pause("resize").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn pause(&mut self, function: &str) -> Result<()> {
+        let function = word("function", function)?;
+        self.ok(&format!("pause {function}")).await.map(drop)
+    }
+
+    /// `resume F` (Gearshift): hands the function's jobs out again.
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// admin.resume("resize").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn resume(&mut self, function: &str) -> Result<()> {
+        let function = word("function", function)?;
+        self.ok(&format!("resume {function}")).await.map(drop)
+    }
+
+    async fn dead_command(
+        &mut self,
+        verb: &str,
+        target: &str,
+        function: Option<&str>,
+    ) -> Result<u64> {
+        let mut line = format!("{verb} dead {}", word("target", target)?);
+        if let Some(f) = function {
+            line.push(' ');
+            line.push_str(word("function", f)?);
+        }
+        let text = self.ok(&line).await?;
+        text.trim()
+            .parse()
+            .map_err(|_| Error::protocol(format!("bad {verb} dead reply {text:?}")))
+    }
+
     /// Sends any command line and returns its one-line reply after `OK`
     /// (empty for a bare `OK`); `ERR …` becomes [`Error::Admin`].
     ///
@@ -370,6 +504,17 @@ impl AdminClient {
             lines.push(line);
         }
     }
+}
+
+/// One word of a command line: the server splits lines at spaces, so an
+/// argument may hold none (nor be empty).
+fn word<'a>(what: &str, value: &'a str) -> Result<&'a str> {
+    if value.is_empty() || value.contains(' ') {
+        return Err(Error::InvalidArgument(format!(
+            "the {what} {value:?} must be one word (non-empty, no spaces)"
+        )));
+    }
+    Ok(value)
 }
 
 fn text(line: BytesMut) -> String {

@@ -3,6 +3,12 @@
 //!
 //! Numeric columns are split from the right, so a function name holding a
 //! TAB still parses; an unparsable line is an [`Error::Protocol`].
+//!
+//! Gearshift's own words (`show job`, `show dead`, `show workers`) escape
+//! client-chosen bytes that could split a line or a column as `\xNN`; the
+//! types here keep those fields as the server wrote them (no unescaping).
+
+use gearshift_proto::Priority;
 
 use crate::error::{Error, Result};
 
@@ -175,6 +181,291 @@ impl JobInfo {
             retries,
             ignored: ignored != 0,
             queued: queued != 0,
+        })
+    }
+}
+
+/// `show job H` (Gearshift): one job, live, kept or dead, with its history.
+///
+/// The reply is `key: value` lines (`handle`, `function`, `unique`,
+/// `priority`, `state`, `attempts`, `created`, `started`, `finished`,
+/// `worker`, `error`, `result_size`), then one `history: TIME EVENT
+/// [DETAIL]` line per transition, then `.`. Times are RFC 3339 UTC with
+/// milliseconds (`2026-11-25T18:49:17.123Z`), kept as text; a `-` value is
+/// `None`. Text fields are kept as the server escaped them: control bytes
+/// arrive as `\xNN` (and a lone `.` as `\x2e`), every other byte as sent.
+/// (This type is not [`JobInfo`], which is one line of `show jobs`.)
+///
+/// ```
+/// use gearshift_client::admin::JobDetail;
+/// let lines = [
+///     "handle: H:vm:3", "function: resize", "unique: ", "priority: normal",
+///     "state: dead", "attempts: 1", "created: 2026-11-25T18:49:17.123Z",
+///     "started: 2026-11-25T18:49:17.200Z", "finished: 2026-11-25T18:49:17.250Z",
+///     "worker: w1@127.0.0.1", "error: fail", "result_size: 0",
+///     "history: 2026-11-25T18:49:17.123Z queued",
+///     "history: 2026-11-25T18:49:17.200Z started w1@127.0.0.1",
+/// ];
+/// let j = JobDetail::parse(&lines)?;
+/// assert_eq!((j.state.as_str(), j.attempts, j.result_size), ("dead", 1, 0));
+/// assert_eq!(j.unique, "");
+/// assert_eq!(j.error.as_deref(), Some("fail"));
+/// assert_eq!(j.history[1].event, "started");
+/// assert_eq!(j.history[1].detail, "w1@127.0.0.1");
+/// assert_eq!(j.history[0].detail, "");
+/// # Ok::<(), gearshift_client::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobDetail {
+    /// Job handle.
+    pub handle: String,
+    /// Function name.
+    pub function: String,
+    /// Unique id (empty for none).
+    pub unique: String,
+    /// Queue priority.
+    pub priority: Priority,
+    /// `queued`, `scheduled`, `retrying`, `running`, `cancelled` (live) or
+    /// `completed`, `failed`, `dead`, `cancelled` (ended, kept).
+    pub state: String,
+    /// Runs so far, the current one included.
+    pub attempts: u64,
+    /// When it was submitted.
+    pub created: String,
+    /// When its last run started.
+    pub started: Option<String>,
+    /// When it ended.
+    pub finished: Option<String>,
+    /// The worker of its last run (`CLIENT_ID@ADDRESS`).
+    pub worker: Option<String>,
+    /// Why its last run failed: the worker's text (an exception's payload),
+    /// or the reason word (`fail`, `exception`, `timeout`, `worker_lost`)
+    /// when it sent none.
+    pub error: Option<String>,
+    /// Bytes of its kept result.
+    pub result_size: u64,
+    /// Its transitions, oldest first.
+    pub history: Vec<HistoryEntry>,
+}
+
+/// One `history:` line of `show job`: `TIME EVENT [DETAIL]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// RFC 3339 UTC with milliseconds.
+    pub time: String,
+    /// `queued`, `started`, `failed`, `retry`, `requeued`, `completed`,
+    /// `cancelled`, `dead` or `revived`.
+    pub event: String,
+    /// The rest of the line (the worker, the failure, the retry time, the
+    /// result size…); empty when there is none.
+    pub detail: String,
+}
+
+impl JobDetail {
+    /// Parses the lines of a `show job` reply (without the final `.`).
+    ///
+    /// ```
+    /// assert!(gearshift_client::admin::JobDetail::parse(&["handle: H:1"]).is_err());
+    /// ```
+    pub fn parse<S: AsRef<str>>(lines: &[S]) -> Result<JobDetail> {
+        let bad = |what: &str| Error::protocol(format!("bad show job reply: {what}"));
+        let mut fields: Vec<(&str, &str)> = Vec::new();
+        let mut history = Vec::new();
+        for line in lines {
+            let line = line.as_ref();
+            let (key, value) = line
+                .split_once(": ")
+                .or_else(|| line.strip_suffix(':').map(|k| (k, "")))
+                .ok_or_else(|| bad(&format!("line {line:?}")))?;
+            if key == "history" {
+                history.push(HistoryEntry::parse(value)?);
+            } else {
+                fields.push((key, value));
+            }
+        }
+        let get = |key: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (*v).to_owned())
+                .ok_or_else(|| bad(&format!("no {key}")))
+        };
+        let opt = |key: &str| get(key).map(|v| (v != "-").then_some(v));
+        let number = |key: &str| {
+            let v = get(key)?;
+            v.parse::<u64>()
+                .map_err(|_| bad(&format!("{key} {v:?} is not a number")))
+        };
+        let priority = match get("priority")?.as_str() {
+            "high" => Priority::High,
+            "normal" => Priority::Normal,
+            "low" => Priority::Low,
+            other => return Err(bad(&format!("priority {other:?}"))),
+        };
+        Ok(JobDetail {
+            handle: get("handle")?,
+            function: get("function")?,
+            unique: get("unique")?,
+            priority,
+            state: get("state")?,
+            attempts: number("attempts")?,
+            created: get("created")?,
+            started: opt("started")?,
+            finished: opt("finished")?,
+            worker: opt("worker")?,
+            error: opt("error")?,
+            result_size: number("result_size")?,
+            history,
+        })
+    }
+}
+
+impl HistoryEntry {
+    /// Parses what follows `history: ` on a `show job` line.
+    ///
+    /// ```
+    /// use gearshift_client::admin::HistoryEntry;
+    /// let h = HistoryEntry::parse("2026-11-25T18:49:17.250Z failed fail: disk full")?;
+    /// assert_eq!((h.event.as_str(), h.detail.as_str()), ("failed", "fail: disk full"));
+    /// # Ok::<(), gearshift_client::Error>(())
+    /// ```
+    pub fn parse(text: &str) -> Result<HistoryEntry> {
+        let mut parts = text.splitn(3, ' ');
+        let time = parts.next().filter(|t| !t.is_empty());
+        let event = parts.next().filter(|e| !e.is_empty());
+        let (Some(time), Some(event)) = (time, event) else {
+            return Err(Error::protocol(format!("bad history line {text:?}")));
+        };
+        Ok(HistoryEntry {
+            time: time.to_owned(),
+            event: event.to_owned(),
+            detail: parts.next().unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+/// One line of `show dead [F]` (Gearshift):
+/// `HANDLE\tFUNCTION\tATTEMPTS\tDIED_AT\tERROR`. Text fields are kept as
+/// the server escaped them (`\xNN` for control bytes).
+///
+/// ```
+/// use gearshift_client::admin::DeadJob;
+/// let d = DeadJob::parse("H:vm:3\tresize\t3\t2026-11-25T18:49:17.250Z\tdisk full")?;
+/// assert_eq!((d.function.as_str(), d.attempts), ("resize", 3));
+/// assert_eq!(d.error.as_deref(), Some("disk full"));
+/// assert_eq!(DeadJob::parse("H:vm:4\tf\t1\t2026-11-25T18:49:17.250Z\t")?.error, None);
+/// # Ok::<(), gearshift_client::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadJob {
+    /// Job handle.
+    pub handle: String,
+    /// Function name.
+    pub function: String,
+    /// Runs it had.
+    pub attempts: u64,
+    /// When it entered the dead set (RFC 3339 UTC with milliseconds).
+    pub died_at: String,
+    /// Why its last run failed, as in [`JobDetail::error`] (`None` when
+    /// the server gave no reason).
+    pub error: Option<String>,
+}
+
+impl DeadJob {
+    /// Parses one `show dead` line.
+    ///
+    /// ```
+    /// assert!(gearshift_client::admin::DeadJob::parse("H:1\tf\tx\tt\te").is_err());
+    /// ```
+    pub fn parse(line: &str) -> Result<DeadJob> {
+        let bad = || Error::protocol(format!("bad show dead line {line:?}"));
+        let f: Vec<&str> = line.splitn(5, '\t').collect();
+        let [handle, function, attempts, died_at, error] = f[..] else {
+            return Err(bad());
+        };
+        Ok(DeadJob {
+            handle: handle.to_owned(),
+            function: function.to_owned(),
+            attempts: attempts.parse().map_err(|_| bad())?,
+            died_at: died_at.to_owned(),
+            error: (!error.is_empty()).then(|| error.to_owned()),
+        })
+    }
+}
+
+/// One line of `show workers` (Gearshift), the worker registry:
+/// `FD\tADDRESS\tCLIENT_ID\tCONNECTED\tLAST_SEEN\tDONE\tFAILED\tHELD\tFUNCTIONS`,
+/// HELD and FUNCTIONS space-separated (`-` for none). Only connections that
+/// registered a function or hold a job are listed. Text fields are kept as
+/// the server escaped them (`\xNN`; a space inside a held handle or a
+/// function name is `\x20`).
+///
+/// ```
+/// use gearshift_client::admin::WorkerEntry;
+/// let w = WorkerEntry::parse(
+///     "12\t127.0.0.1\tw1\t2026-11-25T18:49:17.123Z\t2026-11-25T18:49:20.000Z\t5\t1\tH:vm:9\tresize thumb",
+/// )?;
+/// assert_eq!((w.fd, w.done, w.failed), (12, 5, 1));
+/// assert_eq!(w.held, ["H:vm:9"]);
+/// assert_eq!(w.functions, ["resize", "thumb"]);
+/// let idle = WorkerEntry::parse("13\t::1\t-\tt0\tt1\t0\t0\t-\tresize")?;
+/// assert!(idle.held.is_empty());
+/// # Ok::<(), gearshift_client::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerEntry {
+    /// The server's file descriptor (or connection number) for it.
+    pub fd: i64,
+    /// Peer address.
+    pub address: String,
+    /// SET_CLIENT_ID value (`-` when unset).
+    pub client_id: String,
+    /// When it connected (RFC 3339 UTC with milliseconds).
+    pub connected: String,
+    /// When the server last heard from it.
+    pub last_seen: String,
+    /// Jobs it completed.
+    pub done: u64,
+    /// Jobs it failed.
+    pub failed: u64,
+    /// Handles of the jobs it is running.
+    pub held: Vec<String>,
+    /// Functions it registered.
+    pub functions: Vec<String>,
+}
+
+impl WorkerEntry {
+    /// Parses one `show workers` line.
+    ///
+    /// ```
+    /// assert!(gearshift_client::admin::WorkerEntry::parse("1\t::1\t-").is_err());
+    /// ```
+    pub fn parse(line: &str) -> Result<WorkerEntry> {
+        let bad = || Error::protocol(format!("bad show workers line {line:?}"));
+        let f: Vec<&str> = line.split('\t').collect();
+        let [fd, address, client_id, connected, last_seen, done, failed, held, functions] = f[..]
+        else {
+            return Err(bad());
+        };
+        let list = |s: &str| -> Vec<String> {
+            if s == "-" {
+                return Vec::new();
+            }
+            s.split(' ')
+                .filter(|x| !x.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        Ok(WorkerEntry {
+            fd: fd.parse().map_err(|_| bad())?,
+            address: address.to_owned(),
+            client_id: client_id.to_owned(),
+            connected: connected.to_owned(),
+            last_seen: last_seen.to_owned(),
+            done: done.parse().map_err(|_| bad())?,
+            failed: failed.parse().map_err(|_| bad())?,
+            held: list(held),
+            functions: list(functions),
         })
     }
 }
