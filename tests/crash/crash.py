@@ -2,7 +2,7 @@
 """Crash suite: SIGKILL the durable server under load, restart it, and check
 that no acknowledged background job is ever lost.
 
-Three scenarios, each on a fresh temporary data directory:
+Four scenarios, each on a fresh temporary data directory:
 
   fsync_kill_cycles     --durability fsync. Submitter threads pipeline
                         SUBMIT_JOB_BG over raw connections (payload
@@ -31,9 +31,46 @@ Three scenarios, each on a fresh temporary data directory:
                         compactions likely), one torn tail appended by hand
                         so the cut path is always taken; restarts must work
                         and every acknowledged job must come back intact.
+  retry_dead_kill       --durability fsync --config <policy>: crash_retry has
+                        max_attempts 3, retry_on fail, a fixed 100 ms backoff
+                        without jitter. Submitters (rate-limited, ~1-2k jobs
+                        in all) send `seq:<submitter>:<n>`; workers answer
+                        from k = n % 4: WORK_FAIL while the runs of that
+                        payload seen so far (this one included, counted over
+                        all workers and server generations) are <= k, then
+                        WORK_COMPLETE; k = 3 always fails. 5 SIGKILLs while
+                        submitting and while workers run; then workers run
+                        until `status` shows no job of crash_retry (a job
+                        waiting for its retry counts there) and:
+                        (a) every acknowledged job with k < 3 completed at
+                            least once and is not in `show dead`;
+                        (b) `show dead` holds every acknowledged k = 3 job
+                            once, function crash_retry, ATTEMPTS 3, and each
+                            ran at least 3 times (unacknowledged k = 3 jobs
+                            that were stored may be there too, counted).
+                            ATTEMPTS may legitimately differ from the runs
+                            the workers made: a Retry record is acknowledged
+                            to nobody, so a kill between a WORK_FAIL and the
+                            next group commit forgets that attempt and the
+                            job runs once more (the server still counts 3).
+                            ATTEMPTS above 3 is accepted only if the workers
+                            ran the job at least that often; below 3 fails:
+                            the server stops after its stored count of
+                            failures, so it must not report fewer;
+                        (c) nothing ran that was not submitted; runs after a
+                            completion (a kill lost the Done) are counted and
+                            printed, allowed; within one server process a job
+                            runs at most 3 times, never after its
+                            WORK_COMPLETE, and a retry comes >= 90 ms after
+                            the WORK_FAIL;
+                        (d) SIGTERM and a restart keep `show dead` byte for
+                            byte with nothing of crash_retry in `status`;
+                            `retry dead all crash_retry` answers `OK <count>`
+                            and every revived job runs exactly 3 more times
+                            (100 ms apart) and is dead again with ATTEMPTS 3.
 
-Decisions (kill delays, downtimes, windows, which kills hit draining workers)
-come from a seeded RNG printed at the start; CRASH_SEED=<n> replays them.
+Decisions (kill delays, downtimes, windows, which kills hit draining workers,
+submitter limits) come from a seeded RNG printed at the start; CRASH_SEED=<n> replays them.
 Thread interleavings are not deterministic, the plan is.
 
 usage: [GEARSHIFT_BIN=target/debug/gearshift] [CRASH_SEED=n] [CRASH_KEEP=1]
@@ -104,14 +141,14 @@ class CrashServer(H.Server):
     knows which process it talks to.
     """
 
-    def __init__(self, tmp, durability, label):
+    def __init__(self, tmp, durability, label, extra_args=""):
         self.tmp = tmp
         self.data_dir = os.path.join(tmp, "data")
         self.log_path = os.path.join(tmp, "server.log")
         self.stdout_path = os.path.join(tmp, "server.stdout")
         template = ("%s serve -L 127.0.0.1 -p {port} --data-dir %s --durability %s "
-                    "--log-file %s" % (shlex.quote(BINARY), shlex.quote(self.data_dir),
-                                       durability, shlex.quote(self.log_path)))
+                    "--log-file %s%s" % (shlex.quote(BINARY), shlex.quote(self.data_dir),
+                                         durability, shlex.quote(self.log_path), extra_args))
         super().__init__(template, label)
         self.generation = 0
         self.up = threading.Event()
@@ -265,16 +302,21 @@ class Submitter(threading.Thread):
     """Pipelines SUBMIT_JOB_BG over its own connection, `window` in flight.
 
     Every n is sent once (never resubmitted): jobs in flight when the
-    connection dies are "sent, not acknowledged".
+    connection dies are "sent, not acknowledged". With `limit` it sends no
+    more than that many jobs, with `rate` no more than that many a second.
     """
 
-    def __init__(self, idx, ctl, window, size, problems):
+    def __init__(self, idx, ctl, window, size, problems, func=FUNC, limit=None, rate=None):
         super().__init__(name="submitter-%d" % idx, daemon=True)
         self.idx = idx
         self.ctl = ctl
         self.window = window
         self.size = size
         self.problems = problems
+        self.func = func
+        self.limit = limit
+        self.rate = rate
+        self.next_send = 0.0    # monotonic time the next batch may go (with rate)
         self.stop_evt = threading.Event()
         self.next = 0           # payloads 0..next-1 were (at least partly) sent
         self.acked = {}         # n -> (handle, generation)
@@ -306,18 +348,26 @@ class Submitter(threading.Thread):
         out = deque()
         low = max(1, self.window // 2)
         while True:
-            if self.stop_evt.is_set():
+            if self.stop_evt.is_set() or (self.limit is not None and self.next >= self.limit):
                 if not out:
                     return True
             elif len(out) <= low:
-                batch = []
-                while len(out) < self.window:
-                    n = self.next
-                    self.next += 1
-                    out.append(n)
-                    batch.append(H.packet(H.SUBMIT_JOB_BG, FUNC, b"",
-                                          make_payload(self.size, self.idx, n)))
-                conn.send(b"".join(batch))
+                wait = self.next_send - time.monotonic()
+                if wait > 0 and not out:
+                    time.sleep(min(wait, 0.05))
+                    continue
+                if wait <= 0:
+                    batch = []
+                    while len(out) < self.window and (self.limit is None
+                                                      or self.next < self.limit):
+                        n = self.next
+                        self.next += 1
+                        out.append(n)
+                        batch.append(H.packet(H.SUBMIT_JOB_BG, self.func, b"",
+                                              make_payload(self.size, self.idx, n)))
+                    conn.send(b"".join(batch))
+                    if self.rate:
+                        self.next_send = time.monotonic() + len(batch) / self.rate
             magic, t, body = conn.read_pkt(timeout=15.0)
             n = out.popleft()
             if magic == H.RES and t == H.JOB_CREATED:
@@ -329,15 +379,19 @@ class Submitter(threading.Thread):
 
 class Worker(threading.Thread):
     """CAN_DO, keeps `grabs` GRAB_JOBs in flight, records every JOB_ASSIGN
-    (before its WORK_COMPLETE is sent), sleeps with PRE_SLEEP when idle."""
+    (before its answer is sent), sleeps with PRE_SLEEP when idle. The answer
+    is WORK_COMPLETE, or what `book` (a RunBook) decides: WORK_FAIL or
+    WORK_COMPLETE."""
 
-    def __init__(self, idx, ctl, grabs, size, problems):
+    def __init__(self, idx, ctl, grabs, size, problems, func=FUNC, book=None):
         super().__init__(name="worker-%d" % idx, daemon=True)
         self.idx = idx
         self.ctl = ctl
         self.grabs = grabs
         self.size = size
         self.problems = problems
+        self.func = func
+        self.book = book
         self.stop_evt = threading.Event()
         self.runs = []          # (handle, (i, n) or None, generation, monotonic time)
         self.bad = []           # payloads that are not ours (first bytes)
@@ -363,7 +417,7 @@ class Worker(threading.Thread):
 
     def _work(self, conn, gen):
         grab = H.packet(H.GRAB_JOB)
-        conn.send(H.packet(H.CAN_DO, FUNC) + grab * self.grabs)
+        conn.send(H.packet(H.CAN_DO, self.func) + grab * self.grabs)
         pending = self.grabs
         sleeping_since = None
         stop_deadline = None
@@ -392,10 +446,15 @@ class Worker(threading.Thread):
             if t == H.JOB_ASSIGN:
                 handle, func, data = body.split(b"\0", 2)
                 key = parse_payload(data, self.size)
-                self.runs.append((handle, key, gen, time.monotonic()))
-                if key is None or func != FUNC.encode():
+                now = time.monotonic()
+                self.runs.append((handle, key, gen, now))
+                if key is None or func != self.func.encode():
                     self.bad.append((handle, func, data[:80], len(data)))
-                done = H.packet(H.WORK_COMPLETE, handle, b"")
+                if self.book is not None and key is not None and not self.book.run(
+                        key, handle, gen, now):
+                    done = H.packet(H.WORK_FAIL, handle)
+                else:
+                    done = H.packet(H.WORK_COMPLETE, handle, b"")
                 if self.stop_evt.is_set():
                     conn.send(done)
                     pending -= 1
@@ -416,8 +475,9 @@ class Worker(threading.Thread):
 
 
 class Pool:
-    def __init__(self, ctl, n, grabs, size, problems, first_idx):
-        self.workers = [Worker(first_idx + k, ctl, grabs, size, problems) for k in range(n)]
+    def __init__(self, ctl, n, grabs, size, problems, first_idx, func=FUNC, book=None):
+        self.workers = [Worker(first_idx + k, ctl, grabs, size, problems, func, book)
+                        for k in range(n)]
         for w in self.workers:
             w.start()
 
@@ -431,8 +491,8 @@ class Pool:
                 raise H.TestFailure("%s did not stop within %.0fs" % (w.name, timeout))
 
 
-def queued(port):
-    return H.status(port).get(FUNC, (0, 0, 0))[0]
+def queued(port, func=FUNC):
+    return H.status(port).get(func, (0, 0, 0))[0]
 
 
 # --------------------------------------------------------------------------
@@ -441,8 +501,11 @@ def queued(port):
 
 class Scenario:
     def __init__(self, name, durability, submitters, windows, kills, delay, downtime,
-                 worker_kills, workers=4, grabs=16, size=0, inject_torn_after=None):
+                 worker_kills, workers=4, grabs=16, size=0, inject_torn_after=None,
+                 func=FUNC, config=None):
         self.name = name
+        self.func = func
+        self.book = None
         self.rng = random.Random("%d:%s" % (SEED, name))
         rng = self.rng
         self.durability = durability
@@ -459,7 +522,13 @@ class Scenario:
         self.subs = []
         self.all_workers = []
         self.tmp = tempfile.mkdtemp(prefix="crash-%s-" % name)
-        self.ctl = CrashServer(self.tmp, durability, name)
+        extra = ""
+        if config is not None:
+            path = os.path.join(self.tmp, "policy.toml")
+            with open(path, "w") as f:
+                f.write(config)
+            extra = " --config %s" % shlex.quote(path)
+        self.ctl = CrashServer(self.tmp, durability, name, extra)
         self.timeline = []
         self.kill_times = []
         self.t0 = None
@@ -476,7 +545,8 @@ class Scenario:
                    else "; torn frame appended after kill %d" % self.inject_torn_after))
 
     def pool(self, n):
-        p = Pool(self.ctl, n, self.grabs, self.size, self.problems, len(self.all_workers))
+        p = Pool(self.ctl, n, self.grabs, self.size, self.problems, len(self.all_workers),
+                 self.func, self.book)
         self.all_workers.extend(p.workers)
         return p
 
@@ -535,14 +605,14 @@ class Scenario:
         # Every Done must survive a clean stop: a restart comes back empty.
         self.ctl.stop_graceful()
         self.ctl.start()
-        left = queued(self.ctl.port)
+        left = queued(self.ctl.port, self.func)
         self.note("graceful restart: %d job(s) left" % left)
         H.check(left == 0, "after the drain, SIGTERM and a restart %d job(s) of %r came back"
-                % (left, FUNC))
+                % (left, self.func))
         self.ctl.close()
 
     def wait_drained(self, timeout):
-        """Poll `status` until no job of FUNC is queued or running."""
+        """Poll `status` until no job of the scenario's function is queued or running."""
         deadline = time.monotonic() + timeout
         left = None
         while True:
@@ -551,14 +621,14 @@ class Scenario:
                                     % self.ctl.proc.returncode)
             self.check_problems()
             try:
-                left = queued(self.ctl.port)
+                left = queued(self.ctl.port, self.func)
             except (OSError, H.TestFailure) as e:
                 left = "? (%s)" % e
             if left == 0:
                 return
             if time.monotonic() > deadline:
                 raise H.TestFailure("the final drain did not empty %r within %.0fs: %s left"
-                                    % (FUNC, timeout, left))
+                                    % (self.func, timeout, left))
             time.sleep(0.05)
 
     def check_problems(self):
@@ -693,6 +763,470 @@ class Scenario:
         return stats
 
 
+# --------------------------------------------------------------------------
+# Retries and the dead set under kill -9
+
+RETRY_FUNC = "crash_retry"
+RETRY_ATTEMPTS = 3
+RETRY_DELAY = 0.1  # seconds, the fixed backoff below
+RETRY_CONFIG = """\
+[[function]]
+match = "crash_retry"
+max_attempts = 3
+retry_on = ["fail"]
+backoff = "fixed"
+initial_delay = "100ms"
+max_delay = "100ms"
+jitter = false
+"""
+# The shortest time allowed from a WORK_FAIL sent to the next JOB_ASSIGN of
+# that job from the same server process (100 ms less slack for the server's
+# millisecond clock).
+MIN_RETRY_GAP = 0.09
+
+
+def planned_fails(key):
+    """k = n % 4 of seq:i:n: runs that fail before one completes (3: all fail)."""
+    return key[1] % 4
+
+
+def planned_runs(key):
+    k = planned_fails(key)
+    return RETRY_ATTEMPTS if k == 3 else k + 1
+
+
+class RunBook:
+    """Every run of every payload, shared by all the workers of a scenario
+    and all server generations: the count decides each run's answer."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.runs = {}       # key -> [(generation, monotonic time, completed, handle, phase)]
+        self.phase = "main"  # "revive" once the dead set was retried by the admin
+
+    def run(self, key, handle, gen, t):
+        """Records a run; True if the worker answers WORK_COMPLETE, False for WORK_FAIL."""
+        k = planned_fails(key)
+        with self.lock:
+            lst = self.runs.setdefault(key, [])
+            ok = k != 3 and len(lst) + 1 > k
+            lst.append((gen, t, ok, handle, self.phase))
+        return ok
+
+    def count(self):
+        with self.lock:
+            runs = [r for lst in self.runs.values() for r in lst]
+        return len(runs), sum(1 for r in runs if r[2])
+
+
+def parse_dead(text):
+    """`show dead` -> [(handle, function, attempts, died_at, error)] (strings)."""
+    rows = []
+    for line in text.split("\n"):
+        if not line or line == ".":
+            continue
+        parts = line.split("\t")
+        if len(parts) != 5:
+            raise H.TestFailure("`show dead` line with %d fields: %r" % (len(parts), line))
+        rows.append(tuple(parts))
+    return rows
+
+
+class RetryScenario(Scenario):
+    """retry_dead_kill: server-side retries and the dead set under SIGKILL.
+
+    Submitters pipeline SUBMIT_JOB_BG crash_retry (rate-limited, a few hundred
+    jobs each); the policy retries a WORK_FAIL after a fixed 100 ms, 3 runs
+    in all. Workers answer from the payload seq:i:n with k = n % 4: WORK_FAIL
+    while the runs of that payload seen so far (this one included, counted
+    over all workers and server generations) are <= k, then WORK_COMPLETE;
+    k = 3 always fails, so those jobs must end dead with 3 attempts. The
+    server is killed while submitters submit and workers run, restarted on
+    the same data dir each time; then workers run until `status` has no job of
+    crash_retry (a job waiting for its retry counts there) and the dead set
+    is read. A graceful restart must keep `show dead` byte for byte, and
+    `retry dead all crash_retry` must bring every dead job back for 3 more
+    runs and into the dead set again.
+    """
+
+    def __init__(self, name):
+        super().__init__(name, "fsync", submitters=4, windows=[2, 4, 8, 16], kills=5,
+                         delay=(0.3, 0.9), downtime=(0.0, 0.3), worker_kills=0,
+                         workers=3, grabs=8, func=RETRY_FUNC, config=RETRY_CONFIG)
+        rng = self.rng
+        self.book = RunBook()
+        self.limits = [rng.randrange(150, 451) for _ in self.windows]
+        self.rate = 200                             # jobs a second per submitter
+        self.workers_from = rng.choice([0, 1])      # the pool starts before this kill
+        self.submit_until = rng.choice([2, 3])      # submitters stop at this kill
+        self.dead_settled = ""      # `show dead` once everything ran
+        self.dead_restarted = ""    # the same after SIGTERM and a restart
+        self.status_restarted = None
+        self.retry_reply = ""
+        self.dead_revived = ""      # `show dead` once the revived jobs ran
+        self.job_views = []         # `show job` of suspicious jobs, for the report
+
+    def plan(self):
+        return ("seed=%d durability=%s submitters=%d windows=%s limits=%s rate=%d/s "
+                "kill delays=%s downtimes=%s workers from kill %d, submitters stop at kill %d"
+                % (SEED, self.durability, len(self.windows), self.windows, self.limits,
+                   self.rate, self.delays, self.downtimes, self.workers_from,
+                   self.submit_until))
+
+    def show_dead(self):
+        return H.admin(self.ctl.port, "show dead", timeout=10.0)
+
+    def wait_settled(self, timeout, dead=None):
+        """Poll until `status` shows no job of the function (queued, running
+        or waiting for a retry) twice, RETRY_DELAY apart, and, if `dead` is
+        given, `show dead` lists that many jobs."""
+        deadline = time.monotonic() + timeout
+        streak = 0
+        while True:
+            if self.ctl.proc.poll() is not None:
+                raise H.TestFailure("server exited with %s while jobs ran"
+                                    % self.ctl.proc.returncode)
+            self.check_problems()
+            try:
+                st = H.status(self.ctl.port).get(self.func, (0, 0, 0))
+                n_dead = len(parse_dead(self.show_dead())) if dead is not None else None
+            except (OSError, H.TestFailure) as e:
+                st, n_dead = "? (%s)" % e, None
+            if isinstance(st, tuple) and st[0] == 0 and n_dead == dead:
+                streak += 1
+                if streak >= 2:
+                    return
+            else:
+                streak = 0
+            if time.monotonic() > deadline:
+                raise H.TestFailure("%r did not settle within %.0fs: status %s, dead %s (want %s)"
+                                    % (self.func, timeout, st, n_dead, dead))
+            time.sleep(RETRY_DELAY * 1.5 if streak else 0.05)
+
+    def suspects(self, dead_text):
+        """Handles (a) or (b) will complain about, with `show job` while the
+        server still runs: acknowledged jobs with k < 3 that never completed
+        or are dead, acknowledged k = 3 jobs not dead, dead jobs whose
+        attempts are not RETRY_ATTEMPTS."""
+        acked = {(s.idx, n): h for s in self.subs for n, (h, _g) in s.acked.items()}
+        with self.book.lock:
+            completed = {k for k, lst in self.book.runs.items() if any(r[2] for r in lst)}
+        rows = parse_dead(dead_text)
+        dead = {r[0].encode() for r in rows}
+        handles = []
+        for key, h in sorted(acked.items()):
+            if planned_fails(key) < 3 and (key not in completed or h in dead):
+                handles.append(h)
+            elif planned_fails(key) == 3 and h not in dead:
+                handles.append(h)
+        handles += [r[0].encode() for r in rows if r[2] != str(RETRY_ATTEMPTS)]
+        for h in handles[:8]:
+            try:
+                text = H.admin(self.ctl.port, "show job %s" % h.decode(), timeout=5.0)
+            except (OSError, H.TestFailure) as e:
+                text = "? (%s)" % e
+            self.job_views.append("show job %s:\n      %s"
+                                  % (h.decode(), text.rstrip("\n").replace("\n", "\n      ")))
+
+    def run(self):
+        print("   [%s] plan: %s" % (self.name, self.plan()), flush=True)
+        self.t0 = time.monotonic()
+        self.ctl.start()
+        self.note("server gen 0 on port %d" % self.ctl.port)
+        self.subs = [Submitter(i, self.ctl, w, 0, self.problems, self.func, lim, self.rate)
+                     for i, (w, lim) in enumerate(zip(self.windows, self.limits))]
+        for s in self.subs:
+            s.start()
+        pool = None
+        for k in range(len(self.delays)):
+            if k == self.workers_from and pool is None:
+                pool = self.pool(self.workers)
+                self.note("workers start")
+            time.sleep(self.delays[k])
+            self.ctl.kill()
+            self.kill_times.append(time.monotonic())
+            runs, done = self.book.count()
+            self.note("SIGKILL %d (submitted %d, runs %d, completions %d)"
+                      % (k, sum(s.next for s in self.subs), runs, done))
+            if k == self.submit_until:
+                for s in self.subs:
+                    s.stop_evt.set()
+                self.note("submitters stop")
+            time.sleep(self.downtimes[k])
+            self.ctl.start()
+            self.note("server gen %d on port %d (%.2fs to listen)"
+                      % (self.ctl.generation, self.ctl.port, self.ctl.starts[-1][2]))
+        for s in self.subs:
+            s.join(20.0)
+            if s.is_alive():
+                raise H.TestFailure("%s did not stop" % s.name)
+        self.check_problems()
+        # Everything left runs on the last server: retries wait 100 ms each.
+        self.wait_settled(60.0)
+        self.dead_settled = self.show_dead()
+        self.note("settled: %d dead" % len(parse_dead(self.dead_settled)))
+        self.suspects(self.dead_settled)
+        pool.stop()
+        self.check_problems()
+        # (d) A graceful stop keeps the dead set; the admin revives it.
+        self.ctl.stop_graceful()
+        self.ctl.start()
+        self.dead_restarted = self.show_dead()
+        self.status_restarted = H.status(self.ctl.port).get(self.func, (0, 0, 0))
+        n = len(parse_dead(self.dead_restarted))
+        self.note("graceful restart: %d dead, status %s" % (n, self.status_restarted))
+        self.book.phase = "revive"
+        self.retry_reply = H.admin(self.ctl.port, "retry dead all %s" % self.func).strip()
+        self.note("retry dead all: %s" % self.retry_reply)
+        pool = self.pool(self.workers)
+        self.wait_settled(30.0, dead=n)
+        self.dead_revived = self.show_dead()
+        pool.stop()
+        self.note("revived jobs dead again: %d" % len(parse_dead(self.dead_revived)))
+        self.check_problems()
+        self.ctl.close()
+
+    def diagnostics(self):
+        views = ""
+        if self.job_views:
+            views = "\n  suspicious jobs:\n    " + "\n    ".join(self.job_views)
+        return views + super().diagnostics()
+
+    def verify(self):
+        """Checks (a)-(d) of retry_dead_kill; returns the statistics. Raises on failure."""
+        fails = []
+        notes = []
+        sent = {(s.idx, n) for s in self.subs for n in range(s.next)}
+        acked = {(s.idx, n): hg for s in self.subs for n, hg in s.acked.items()}
+        bad = [b for w in self.all_workers for b in w.bad]
+        with self.book.lock:
+            book = {k: list(v) for k, v in self.book.runs.items()}
+        main = {k: sorted((r for r in v if r[4] == "main"), key=lambda r: r[1])
+                for k, v in book.items()}
+        main = {k: v for k, v in main.items() if v}
+        revive = {k: sorted((r for r in v if r[4] == "revive"), key=lambda r: r[1])
+                  for k, v in book.items()}
+        revive = {k: v for k, v in revive.items() if v}
+
+        # Handles: the one a submitter got is the one every run sees; no
+        # handle names two jobs.
+        handle_of = {k: h for k, (h, _g) in acked.items()}
+        job_of = {}
+        for key, h in handle_of.items():
+            if job_of.setdefault(h, key) != key:
+                fails.append("handle %r given to two acknowledged jobs %r and %r"
+                             % (h, job_of[h], key))
+        for key, lst in book.items():
+            for _g, _t, _ok, h, _ph in lst:
+                if handle_of.setdefault(key, h) != h:
+                    fails.append("seq:%d:%d ran as %r, known as %r" % (key + (h, handle_of[key])))
+                if job_of.setdefault(h, key) != key:
+                    fails.append("handle %r ran for two jobs %r and %r" % (h, job_of[h], key))
+
+        # (c) nothing ran that was not submitted
+        not_sent = sorted(k for k in book if k not in sent)
+        if bad or not_sent:
+            fails.append("(c) %d run(s) of payloads never sent; e.g. %r %r"
+                         % (len(bad) + len(not_sent), bad[:3], not_sent[:3]))
+
+        # Within one server process: a job runs at most RETRY_ATTEMPTS times,
+        # never again after a WORK_COMPLETE, and a retry waits its 100 ms.
+        ran_after_complete = []
+        short_gaps = []
+        for key, lst in main.items():
+            per_gen = Counter(r[0] for r in lst)
+            over = {g: c for g, c in per_gen.items() if c > RETRY_ATTEMPTS}
+            if over:
+                fails.append("seq:%d:%d ran %s times in server generation(s) %s (at most %d)"
+                             % (key + (list(over.values()), list(over), RETRY_ATTEMPTS)))
+            done = None
+            prev = None
+            for gen, t, ok, _h, _ph in lst:
+                if done is not None:
+                    if gen == done:
+                        fails.append("seq:%d:%d ran again after its WORK_COMPLETE in server "
+                                     "generation %d" % (key + (gen,)))
+                    elif key not in ran_after_complete:
+                        ran_after_complete.append(key)
+                if prev is not None and prev[0] == gen and not prev[2] \
+                        and t - prev[1] < MIN_RETRY_GAP:
+                    short_gaps.append("seq:%d:%d %.3fs" % (key + (t - prev[1],)))
+                if ok and done is None:
+                    done = gen
+                prev = (gen, t, ok)
+        if short_gaps:
+            fails.append("%d retry(ies) came sooner than %.0f ms after the WORK_FAIL, e.g. %s"
+                         % (len(short_gaps), RETRY_DELAY * 1000, short_gaps[:5]))
+
+        # (a) acknowledged jobs with k < 3 completed and are not dead
+        try:
+            rows = parse_dead(self.dead_settled)
+        except H.TestFailure as e:
+            fails.append(str(e))
+            rows = []
+        dead = Counter(r[0].encode() for r in rows)
+        lost = []
+        dead_live = []
+        for key, (h, g) in sorted(acked.items()):
+            if planned_fails(key) == 3:
+                continue
+            if not any(r[2] for r in main.get(key, [])):
+                lost.append("seq:%d:%d %s (acked by gen %d, ran %d times)"
+                            % (key + (h.decode(), g, len(main.get(key, [])))))
+            if h in dead:
+                dead_live.append("seq:%d:%d %s" % (key + (h.decode(),)))
+        if lost:
+            fails.append("(a) %d acknowledged job(s) with k < 3 never completed, e.g. %s"
+                         % (len(lost), lost[:5]))
+        if dead_live:
+            fails.append("(a) %d job(s) with k < 3 in the dead set, e.g. %s"
+                         % (len(dead_live), dead_live[:5]))
+
+        # (b) the dead set is the acknowledged k = 3 jobs, once each, 3 attempts
+        twice = [h for h, c in dead.items() if c > 1]
+        if twice:
+            fails.append("(b) %d handle(s) twice in `show dead`, e.g. %r" % (len(twice), twice[:5]))
+        odd = []
+        fewer = []          # ATTEMPTS below RETRY_ATTEMPTS
+        more_than_runs = []  # ATTEMPTS above the runs the workers saw
+        dead_unacked = 0
+        for handle, func, attempts, died, error in rows:
+            key = job_of.get(handle.encode())
+            if key is None:
+                fails.append("(b) dead job %s was never seen by a submitter or a worker" % handle)
+                continue
+            if planned_fails(key) != 3:
+                continue  # reported by (a)
+            if key not in acked:
+                dead_unacked += 1
+            if func != self.func:
+                fails.append("(b) dead job %s has function %r" % (handle, func))
+            runs = len(main.get(key, []))
+            if runs < RETRY_ATTEMPTS:
+                fails.append("(b) dead job %s seq:%d:%d ran only %d time(s)"
+                             % ((handle,) + key + (runs,)))
+            try:
+                a = int(attempts)
+            except ValueError:
+                fails.append("(b) dead job %s: ATTEMPTS %r" % (handle, attempts))
+                continue
+            if a == RETRY_ATTEMPTS and runs >= a:
+                continue
+            line = ("%s seq:%d:%d ATTEMPTS %d, ran %d times (generations %s), died %s, error %r"
+                    % ((handle,) + key + (a, runs, [r[0] for r in main.get(key, [])], died,
+                                          error)))
+            odd.append(line)
+            if a > RETRY_ATTEMPTS and runs >= a:
+                notes.append("accepted: " + line)
+            elif runs < a:
+                more_than_runs.append(line)
+            else:
+                fewer.append(line)
+        if more_than_runs:
+            fails.append("(b) %d dead job(s) with more ATTEMPTS than runs, e.g. %s"
+                         % (len(more_than_runs), more_than_runs[:3]))
+        if fewer:
+            fails.append("(b) %d dead job(s) with ATTEMPTS below %d (the server decided on its "
+                         "stored count, yet reports fewer runs than it made), e.g. %s"
+                         % (len(fewer), RETRY_ATTEMPTS, fewer[:3]))
+        missing = ["seq:%d:%d %s" % (key + (h.decode(),)) for key, (h, _g) in sorted(acked.items())
+                   if planned_fails(key) == 3 and h not in dead]
+        if missing:
+            fails.append("(b) %d acknowledged k = 3 job(s) not in the dead set, e.g. %s"
+                         % (len(missing), missing[:5]))
+        if odd:
+            print("   [%s] dead jobs whose ATTEMPTS is not %d (%d):\n     %s"
+                  % (self.name, RETRY_ATTEMPTS, len(odd), "\n     ".join(odd[:20])), flush=True)
+        for n in notes[:20]:
+            print("   [%s] %s" % (self.name, n), flush=True)
+
+        # (d) graceful restart, then `retry dead all`
+        if self.dead_restarted != self.dead_settled:
+            a_lines = self.dead_settled.split("\n")
+            b_lines = self.dead_restarted.split("\n")
+            diff = [(x, y) for x, y in zip(a_lines, b_lines) if x != y][:3]
+            fails.append("(d) `show dead` changed across SIGTERM and restart: %d -> %d lines, "
+                         "e.g. %r" % (len(a_lines), len(b_lines), diff))
+        if self.status_restarted is None or self.status_restarted[0] != 0:
+            fails.append("(d) after the graceful restart `status` shows %r for %s"
+                         % (self.status_restarted, self.func))
+        if self.retry_reply != "OK %d" % len(rows):
+            fails.append("(d) `retry dead all %s` answered %r, expected 'OK %d'"
+                         % (self.func, self.retry_reply, len(rows)))
+        try:
+            rows2 = parse_dead(self.dead_revived)
+        except H.TestFailure as e:
+            fails.append(str(e))
+            rows2 = []
+        before = sorted(r[0] for r in rows)
+        after = sorted(r[0] for r in rows2)
+        if before != after:
+            fails.append("(d) revived jobs came back to the dead set as %d handles, %d before "
+                         "(missing %s, new %s)"
+                         % (len(after), len(before), sorted(set(before) - set(after))[:5],
+                            sorted(set(after) - set(before))[:5]))
+        wrong = [r for r in rows2 if r[1] != self.func or r[2] != str(RETRY_ATTEMPTS)]
+        if wrong:
+            fails.append("(d) %d revived dead job(s) without function %s and ATTEMPTS %d, e.g. %s"
+                         % (len(wrong), self.func, RETRY_ATTEMPTS, wrong[:5]))
+        revive_bad = []
+        for handle in before:
+            key = job_of.get(handle.encode())
+            lst = revive.get(key, [])
+            gaps = [b[1] - a[1] for a, b in zip(lst, lst[1:])]
+            if (len(lst) != RETRY_ATTEMPTS or any(r[2] for r in lst)
+                    or any(g < MIN_RETRY_GAP for g in gaps)):
+                revive_bad.append("%s: %d run(s), gaps %s"
+                                  % (handle, len(lst), ["%.3f" % g for g in gaps]))
+        stray = [k for k in revive if k is None or handle_of.get(k, b"").decode() not in before]
+        if revive_bad or stray:
+            fails.append("(d) revived jobs must run exactly %d times, %.0f ms apart, each: %s; "
+                         "runs of jobs not revived: %s"
+                         % (RETRY_ATTEMPTS, RETRY_DELAY * 1000, revive_bad[:5], stray[:5]))
+
+        extra = sum(max(0, len(v) - planned_runs(k)) for k, v in main.items())
+        stats = {
+            "submitted": len(sent),
+            "acked": len(acked),
+            "sent_not_acked": len(sent) - len(acked),
+            "runs": sum(len(v) for v in main.values()),
+            "runs_beyond_plan": extra,
+            "completed_jobs": sum(1 for v in main.values() if any(r[2] for r in v)),
+            "ran_after_complete": len(ran_after_complete),
+            "ran_without_ack": sum(1 for k in main if k not in acked),
+            "dead": len(rows),
+            "dead_without_ack": dead_unacked,
+            "attempts_not_3": len(odd),
+            "revived_runs": sum(len(v) for v in revive.values()),
+            "kills": self.ctl.kills,
+            "max_restart_s": round(max(t for _g, _p, t in self.ctl.starts), 2),
+        }
+        print("   [%s] %s" % (self.name, " ".join("%s=%s" % kv for kv in stats.items())),
+              flush=True)
+        print("   [%s] (c) ran again after completing (a kill lost the Done): %d, e.g. %s"
+              % (self.name, len(ran_after_complete),
+                 ["seq:%d:%d" % k for k in ran_after_complete[:5]]), flush=True)
+        if fails:
+            raise H.TestFailure("\n  ".join(fails[:20]))
+        return stats
+
+
+def retry_test():
+    sc = RetryScenario("retry_dead_kill")
+    ok = False
+    try:
+        sc.run()
+        stats = sc.verify()
+        H.check(stats["kills"] == len(sc.delays), "expected %d kills" % len(sc.delays))
+        H.check(stats["acked"] >= 300, "only %d jobs acknowledged" % stats["acked"])
+        H.check(stats["dead"] >= 50, "only %d dead jobs" % stats["dead"])
+        ok = True
+    except H.TestFailure as e:
+        raise H.TestFailure("%s%s" % (e, sc.diagnostics()))
+    finally:
+        sc.close(ok)
+
+
 def scenario_test(make, check):
     def test():
         sc = make()
@@ -748,6 +1282,7 @@ TESTS = [
     ("fsync_kill_cycles", scenario_test(fsync_scenario, fsync_check)),
     ("interval_kill_cycles", scenario_test(interval_scenario, interval_check)),
     ("large_payload_kill", scenario_test(large_scenario, large_check)),
+    ("retry_dead_kill", retry_test),
 ]
 
 
