@@ -1,9 +1,11 @@
 //! Any bytes as the payload of a log frame, read as either format version
 //! (the first byte picks it): the op decoder and the raw op scanner (used
 //! by compaction) never panic; whatever the decoder accepts, the scanner
-//! accepts too, with the same ops in the same order (Retry and Dead
-//! included), and it survives a round trip through the encoder. A version-1
-//! payload is accepted exactly when it holds no version-2 op.
+//! accepts too, with the same ops in the same order (Retry, Dead, Schedule
+//! and Unschedule included; a Schedule's raw bytes, which compaction copies
+//! as they lie, decode to the same record), and it survives a round trip
+//! through the encoder. A version-1 payload is accepted exactly when it
+//! holds no version-2 op.
 #![no_main]
 
 use bytes::Bytes;
@@ -68,6 +70,13 @@ fuzz_target!(|input: &[u8]| {
                 assert_eq!((id, attempts, &mark.died_ms), (i, n, died_ms));
                 assert_eq!(&mark.error[..], *error);
             }
+            (Op::Schedule(s), RawOp::Schedule { id, bytes }) => {
+                assert_eq!(s.id, *id);
+                let alone = Op::decode_all(&Bytes::copy_from_slice(bytes))
+                    .expect("a scanned Schedule decodes on its own");
+                assert_eq!(alone, vec![op.clone()]);
+            }
+            (Op::Unschedule(a), RawOp::Unschedule(b)) => assert_eq!(a, b),
             other => panic!("decoder and scanner disagree: {other:?}"),
         }
     }

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use crate::{DeadMark, JobRecord, Replayed, Store, StoreError, MAX_ID};
+use crate::{DeadMark, JobRecord, Replayed, ScheduleRecord, Store, StoreError, MAX_ID};
 
 /// A test job: id, function, unique, priority, data.
 pub fn job(id: u64, function: &str, unique: &str, priority: u8, data: &[u8]) -> JobRecord {
@@ -22,6 +22,23 @@ pub fn job(id: u64, function: &str, unique: &str, priority: u8, data: &[u8]) -> 
         due_ms: None,
         attempts: 0,
         created_ms: 1_700_000_000_000 + id,
+    }
+}
+
+/// A test schedule: id, time fields, next firing. Its flags and priority
+/// vary with the id, so every field is exercised.
+pub fn sched(id: u64, when: &str, next_ms: Option<u64>) -> ScheduleRecord {
+    ScheduleRecord {
+        id,
+        handle: Bytes::from(format!("H:test:{id}")),
+        when: Bytes::copy_from_slice(when.as_bytes()),
+        monday_zero: id.is_multiple_of(2),
+        function: Bytes::from_static(b"report"),
+        unique: Bytes::from(format!("sched-{id}")),
+        data: Bytes::from(format!("payload of {id}").into_bytes()),
+        priority: (id % 3) as u8,
+        next_ms,
+        from_config: id.is_multiple_of(3),
     }
 }
 
@@ -42,6 +59,12 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     retry_revives_a_dead_job(fresh());
     done_forgets_a_dead_job(fresh());
     retries_and_deaths_survive_churn(fresh());
+    schedules_are_replayed(fresh());
+    a_new_version_of_a_schedule_replaces_it(fresh());
+    unschedule_drops_a_schedule_and_done_does_not(fresh());
+    schedule_ids_raise_next_id(fresh());
+    schedule_ids_past_the_largest_are_refused(fresh());
+    schedules_survive_churn(fresh());
 }
 
 /// A test dead mark.
@@ -473,6 +496,222 @@ fn retries_and_deaths_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
                 want_dead.values().cloned().collect::<Vec<_>>(),
                 "dead jobs after {id} submissions"
             );
+        }
+    }
+}
+
+/// Ids of the replayed schedules.
+fn schedule_ids(r: &Replayed) -> Vec<u64> {
+    r.schedules.iter().map(|s| s.id).collect()
+}
+
+fn schedules_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    let r = s.replay().expect("replay");
+    assert!(r.schedules.is_empty(), "a new store holds no schedules");
+    let mut odd = sched(7, "0 3 * * 1-5", None);
+    odd.data = Bytes::from_static(b"bin\0ary\xff");
+    odd.unique = Bytes::new();
+    let all = [
+        sched(3, "*/5 * * * *", Some(1_900_000_000_000)),
+        sched(4, "0 0 1 1 *", Some(u64::MAX - 1)),
+        sched(6, "30 12 * * 0", Some(0)),
+        odd,
+    ];
+    s.add(&job(1, "f", "", 1, b"x"));
+    // Stored out of id order: replay sorts them.
+    for r in all.iter().rev() {
+        s.schedule(r);
+    }
+    s.flush().expect("flush");
+    let again = s.replay().expect("a second replay on the same handle");
+    assert_eq!(
+        again.schedules, all,
+        "replay reports schedules, however often asked"
+    );
+    drop(s);
+    let r = open().replay().expect("replay after reopen");
+    assert_eq!(
+        r.schedules, all,
+        "every field of every schedule survives, in id order"
+    );
+    assert_eq!(
+        r.jobs,
+        vec![job(1, "f", "", 1, b"x")],
+        "schedules are not jobs"
+    );
+    assert!(r.dead.is_empty(), "schedules are not dead jobs");
+}
+
+fn a_new_version_of_a_schedule_replaces_it<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.schedule(&sched(1, "0 * * * *", Some(1_000)));
+    s.schedule(&sched(2, "0 * * * *", Some(1_000)));
+    s.flush().expect("flush");
+    // A new next firing, then (same batch) a whole new definition.
+    s.schedule(&sched(1, "0 * * * *", Some(2_000)));
+    let mut changed = sched(1, "15 2 * * 6", None);
+    changed.data = Bytes::from_static(b"changed");
+    changed.from_config = !changed.from_config;
+    s.schedule(&changed);
+    s.flush().expect("flush");
+    s.schedule(&sched(2, "0 * * * *", Some(3_000)));
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(
+        r.schedules,
+        vec![changed, sched(2, "0 * * * *", Some(3_000))],
+        "the latest version of each schedule wins, once"
+    );
+}
+
+fn unschedule_drops_a_schedule_and_done_does_not<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    for id in 1..=4 {
+        s.schedule(&sched(id, "* * * * *", Some(id)));
+    }
+    s.flush().expect("flush");
+    s.unschedule(2);
+    s.unschedule(99);
+    s.done(3);
+    s.update(3, 5);
+    s.schedule(&sched(5, "* * * * *", None));
+    s.unschedule(5);
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open();
+    let r = s.replay().expect("replay");
+    assert_eq!(
+        schedule_ids(&r),
+        vec![1, 3, 4],
+        "unschedule drops one (an unknown id, nothing); done, update leave schedules alone"
+    );
+    assert_eq!(r.schedules[1], sched(3, "* * * * *", Some(3)));
+    s.unschedule(1);
+    s.unschedule(3);
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(schedule_ids(&r), vec![4]);
+}
+
+fn schedule_ids_raise_next_id<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"x"));
+    s.schedule(&sched(500, "* * * * *", None));
+    s.schedule(&sched(700, "* * * * *", None));
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open();
+    let r = s.replay().expect("replay");
+    assert!(
+        r.next_id > 700,
+        "next_id is past every schedule id (got {})",
+        r.next_id
+    );
+    s.unschedule(700);
+    s.unschedule(500);
+    s.done(1);
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert!(r.schedules.is_empty() && r.jobs.is_empty());
+    assert!(
+        r.next_id > 700,
+        "a dropped schedule's id is not handed out again (got {})",
+        r.next_id
+    );
+}
+
+fn schedule_ids_past_the_largest_are_refused<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.schedule(&sched(MAX_ID, "* * * * *", None));
+    s.flush().expect("the largest id is stored like any other");
+    s.add(&job(7, "f", "", 1, b"same batch"));
+    s.schedule(&sched(MAX_ID + 1, "* * * * *", None));
+    match s.flush() {
+        Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
+        other => panic!("a schedule id past MAX_ID must fail its flush, got {other:?}"),
+    }
+    // Dropping such an id drops nothing and harms nothing.
+    s.unschedule(MAX_ID + 1);
+    s.unschedule(u64::MAX);
+    s.add(&job(8, "f", "", 1, b"next batch"));
+    s.flush()
+        .expect("the refusal does not stick to later batches");
+    drop(s);
+    let r = open().replay().expect("what was written replays");
+    assert_eq!(schedule_ids(&r), vec![MAX_ID], "none of the refused batch");
+    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![8]);
+    assert_eq!(r.next_id, MAX_ID + 1);
+}
+
+/// Schedules changing among many jobs coming and going, over many flushes
+/// (for the log store with a small threshold: across compactions), checked
+/// after every reopen: each live schedule's latest version, none dropped.
+fn schedules_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    let mut want: std::collections::BTreeMap<u64, ScheduleRecord> = Default::default();
+    let mut next_id = 1u64;
+    for round in 1..=300u64 {
+        // Garbage: a short-lived job, so the log store compacts often.
+        s.add(&job(next_id, "f", "", 1, &[0; 1500]));
+        s.done(next_id);
+        next_id += 1;
+        if round % 4 == 1 {
+            let r = sched(next_id, "*/10 * * * *", Some(1_800_000_000_000 + round));
+            s.schedule(&r);
+            want.insert(r.id, r);
+            next_id += 1;
+        }
+        // Each live schedule fires now and then: a new next time.
+        let ids: Vec<u64> = want.keys().copied().collect();
+        for (i, id) in ids.iter().enumerate() {
+            if (round + i as u64).is_multiple_of(3) {
+                let mut r = want[id].clone();
+                r.next_ms = r.next_ms.map(|n| n + 600_000);
+                r.data = Bytes::from(vec![round as u8; 300]);
+                s.schedule(&r);
+                want.insert(*id, r);
+            }
+        }
+        // One is dropped now and then; another ends its firings.
+        if round % 10 == 0 {
+            if let Some(&id) = want.keys().nth(1) {
+                s.unschedule(id);
+                want.remove(&id);
+            }
+            if let Some(r) = want.values_mut().next() {
+                r.next_ms = None;
+                s.schedule(r);
+            }
+            // A Done of a schedule's id (never sent, but harmless).
+            if let Some(&id) = want.keys().last() {
+                s.done(id);
+            }
+        }
+        if round % 3 == 0 {
+            s.flush().expect("flush");
+        }
+        if round % 100 == 0 {
+            s.flush().expect("flush");
+            drop(s);
+            s = open();
+            let r = s.replay().expect("replay");
+            assert_eq!(
+                r.schedules,
+                want.values().cloned().collect::<Vec<_>>(),
+                "schedules after {round} rounds"
+            );
+            assert!(r.jobs.is_empty(), "after {round} rounds");
+            assert!(r.next_id >= next_id, "after {round} rounds");
         }
     }
 }

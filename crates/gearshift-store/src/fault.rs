@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::{DeadMark, JobRecord, Replayed, Store, StoreError};
+use crate::{DeadMark, JobRecord, Replayed, ScheduleRecord, Store, StoreError};
 
 /// Fails flushes once `budget` buffered operations have been used up.
 #[derive(Debug)]
@@ -64,6 +64,16 @@ impl<S: Store> Store for FaultyStore<S> {
     fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
         self.pending += 1;
         self.inner.dead(id, attempts, mark);
+    }
+
+    fn schedule(&mut self, s: &ScheduleRecord) {
+        self.pending += 1;
+        self.inner.schedule(s);
+    }
+
+    fn unschedule(&mut self, id: u64) {
+        self.pending += 1;
+        self.inner.unschedule(id);
     }
 
     fn reserve(&mut self, upto: u64) {

@@ -1,12 +1,14 @@
 //! Durable job storage for Gearshift.
 //!
 //! A [`Store`] keeps the set of live background/epoch jobs, the dead ones
-//! (jobs that used all their attempts, kept until retried or dropped) and
-//! the handle counter's high-water mark. Writes are buffered by
-//! [`Store::add`], [`Store::done`], [`Store::update`], [`Store::retry`],
-//! [`Store::dead`] and [`Store::reserve`] and made durable together by one
-//! [`Store::flush`]: that is what lets the server group-commit every
-//! submission that arrived while the previous flush ran.
+//! (jobs that used all their attempts, kept until retried or dropped), the
+//! recurring jobs (schedules) and the handle counter's high-water mark.
+//! Writes are buffered by [`Store::add`], [`Store::done`],
+//! [`Store::update`], [`Store::retry`], [`Store::dead`],
+//! [`Store::schedule`], [`Store::unschedule`] and [`Store::reserve`] and
+//! made durable together by one [`Store::flush`]: that is what lets the
+//! server group-commit every submission that arrived while the previous
+//! flush ran.
 //!
 //! - [`record`]: the persisted record type and its encoding (with the rule for
 //!   changing the format).
@@ -28,7 +30,7 @@ use std::collections::BTreeMap;
 pub use error::StoreError;
 pub use log::{Durability, LogOptions, LogStore};
 pub use memory::MemoryStore;
-pub use record::{DeadMark, JobRecord, Op, FORMAT_VERSION, MAX_ID};
+pub use record::{DeadMark, JobRecord, Op, ScheduleRecord, FORMAT_VERSION, MAX_ID};
 
 /// What a store holds at startup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,14 +41,17 @@ pub struct Replayed {
     /// they died; their records carry the attempts of the Dead op. Never in
     /// `jobs`.
     pub dead: Vec<(JobRecord, DeadMark)>,
-    /// The first handle number that was never handed out.
+    /// Live schedules in id order, each as its latest Schedule op left it.
+    pub schedules: Vec<ScheduleRecord>,
+    /// The first handle number that was never handed out (past every job
+    /// and schedule id ever stored, and every reservation).
     pub next_id: u64,
 }
 
 /// A durable set of jobs.
 pub trait Store: Send {
-    /// Every live and dead job and the first unused handle number, as of
-    /// the last flush.
+    /// Every live and dead job, every schedule and the first unused handle
+    /// number, as of the last flush.
     fn replay(&mut self) -> Result<Replayed, StoreError>;
     /// Buffers a new job. An id beyond [`MAX_ID`] makes the next flush
     /// fail with [`StoreError::IdOutOfRange`], storing none of its batch.
@@ -65,6 +70,13 @@ pub trait Store: Send {
     /// are replaced). An id beyond [`MAX_ID`] fails the next flush, as in
     /// [`Store::add`]; so does one in [`Store::retry`].
     fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark);
+    /// Buffers a schedule: new, or replacing the stored one with its id.
+    /// Its id counts toward the handle high-water mark (ids are shared
+    /// with jobs); one beyond [`MAX_ID`] fails the next flush, as in
+    /// [`Store::add`]. [`Store::done`] leaves schedules alone.
+    fn schedule(&mut self, s: &ScheduleRecord);
+    /// Buffers dropping a schedule; an unknown id changes nothing.
+    fn unschedule(&mut self, id: u64);
     /// Buffers a handle high-water mark: numbers below `upto` may be in use.
     /// Capped at `MAX_ID + 1`: no stored id can be larger.
     fn reserve(&mut self, upto: u64);
@@ -117,16 +129,43 @@ impl PastMax {
 /// Dead jobs by id, with their marks.
 pub(crate) type DeadSet = BTreeMap<u64, (JobRecord, DeadMark)>;
 
-/// Applies ops to id-ordered live and dead sets; shared by backends that
-/// rebuild state from a sequence of ops. Raises `high` to the highest id + 1
-/// and reservation seen. Ops naming a job that is in neither set (or, for
-/// Update, not live) change nothing.
-pub(crate) fn apply_ops(
-    live: &mut BTreeMap<u64, JobRecord>,
-    dead: &mut DeadSet,
-    ops: impl IntoIterator<Item = Op>,
-    high: &mut u64,
-) {
+/// Live schedules by id.
+pub(crate) type Schedules = BTreeMap<u64, ScheduleRecord>;
+
+/// What a backend that rebuilds state from ops holds: live jobs, dead jobs
+/// and schedules by id, and the highest id + 1 and reservation seen.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sets {
+    pub(crate) live: BTreeMap<u64, JobRecord>,
+    pub(crate) dead: DeadSet,
+    pub(crate) schedules: Schedules,
+    pub(crate) high: u64,
+}
+
+impl Sets {
+    /// The state as a replay hands it out.
+    pub(crate) fn replayed(&self) -> Replayed {
+        replayed(
+            self.live.values().cloned().collect(),
+            self.dead.values().cloned().collect(),
+            self.schedules.values().cloned().collect(),
+            self.high,
+        )
+    }
+}
+
+/// Applies ops to the id-ordered sets; shared by backends that rebuild
+/// state from a sequence of ops. Raises `high` to the highest job or
+/// schedule id + 1 and reservation seen. Ops naming a job that is in
+/// neither set (or, for Update, not live) change nothing; a Done leaves
+/// schedules alone.
+pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
+    let Sets {
+        live,
+        dead,
+        schedules,
+        high,
+    } = sets;
     for op in ops {
         match op {
             Op::Add(r) => {
@@ -166,26 +205,36 @@ pub(crate) fn apply_ops(
                 r.attempts = attempts;
                 dead.insert(id, (r, mark));
             }
+            Op::Schedule(s) => {
+                *high = (*high).max(s.id.saturating_add(1));
+                schedules.insert(s.id, s);
+            }
+            Op::Unschedule(id) => {
+                schedules.remove(&id);
+            }
             Op::Reserve(upto) => *high = (*high).max(upto),
         }
     }
 }
 
-/// What a backend holding live and dead sets replays: both in id order and
-/// the first handle number past every id and reservation.
+/// What a backend holding live and dead sets and schedules replays: each
+/// in id order and the first handle number past every id and reservation.
 pub(crate) fn replayed(
     jobs: Vec<JobRecord>,
     dead: Vec<(JobRecord, DeadMark)>,
+    schedules: Vec<ScheduleRecord>,
     high: u64,
 ) -> Replayed {
     let past = |id: Option<u64>| id.map_or(1, |id| id.saturating_add(1));
     let next_id = high
         .max(past(jobs.last().map(|r| r.id)))
         .max(past(dead.last().map(|(r, _)| r.id)))
+        .max(past(schedules.last().map(|s| s.id)))
         .max(1);
     Replayed {
         jobs,
         dead,
+        schedules,
         next_id,
     }
 }

@@ -1,24 +1,17 @@
 //! The in-memory backend: the store semantics with no disk. Clones share
 //! one state, so a test can "reopen" it and replay what was flushed.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    apply_ops, replayed, DeadMark, DeadSet, JobRecord, Op, PastMax, Replayed, Store, StoreError,
+    apply_ops, DeadMark, JobRecord, Op, PastMax, Replayed, ScheduleRecord, Sets, Store, StoreError,
+    MAX_ID,
 };
-
-#[derive(Debug, Default)]
-struct State {
-    live: BTreeMap<u64, JobRecord>,
-    dead: DeadSet,
-    high: u64,
-}
 
 /// A store that keeps flushed jobs in memory.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
-    shared: Arc<Mutex<State>>,
+    shared: Arc<Mutex<Sets>>,
     pending: Vec<Op>,
     /// An id beyond `MAX_ID` was added since the last flush.
     refused: PastMax,
@@ -46,11 +39,7 @@ impl Store for MemoryStore {
             .shared
             .lock()
             .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
-        Ok(replayed(
-            s.live.values().cloned().collect(),
-            s.dead.values().cloned().collect(),
-            s.high,
-        ))
+        Ok(s.replayed())
     }
 
     fn add(&mut self, job: &JobRecord) {
@@ -84,6 +73,19 @@ impl Store for MemoryStore {
         });
     }
 
+    fn schedule(&mut self, s: &ScheduleRecord) {
+        self.refused.note(s.id);
+        self.pending.push(Op::Schedule(s.clone()));
+    }
+
+    fn unschedule(&mut self, id: u64) {
+        // No stored schedule has an id past MAX_ID: nothing to drop (the
+        // log store could not write the op).
+        if id <= MAX_ID {
+            self.pending.push(Op::Unschedule(id));
+        }
+    }
+
     fn reserve(&mut self, upto: u64) {
         self.pending.push(Op::Reserve(PastMax::cap(upto)));
     }
@@ -102,8 +104,7 @@ impl Store for MemoryStore {
             .shared
             .lock()
             .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
-        let State { live, dead, high } = &mut *s;
-        apply_ops(live, dead, self.pending.drain(..), high);
+        apply_ops(&mut s, self.pending.drain(..));
         Ok(())
     }
 }

@@ -9,12 +9,14 @@
 //! guessing. Compaction always rewrites in the current version.
 //!
 //! ## Migrations
-//! - v1 -> v2: v2 only adds ops ([`Op::Retry`], code 5, and [`Op::Dead`],
-//!   code 6); every v1 op is encoded as before, so there is nothing to
-//!   convert. A v1 file is read as it is (an op code past 4 in it is
-//!   corruption); the store raises its header to 2 just before it first
-//!   appends a v2 op to it, so an older reader refuses the file as newer
-//!   instead of calling it corrupt. Compaction writes v2.
+//! - v1 -> v2: v2 only adds ops ([`Op::Retry`], code 5, [`Op::Dead`], code
+//!   6, [`Op::Schedule`], code 7, and [`Op::Unschedule`], code 8); every v1
+//!   op is encoded as before, so there is nothing to convert. A v1 file is
+//!   read as it is (an op code past 4 in it is corruption); the store raises
+//!   its header to 2 just before it first appends a v2 op to it, so an older
+//!   reader refuses the file as newer instead of calling it corrupt.
+//!   Compaction writes v2. (Ops 7 and 8 joined v2 before it was released,
+//!   so no v2 file lacks them.)
 
 use bytes::Bytes;
 
@@ -62,6 +64,50 @@ pub struct DeadMark {
     pub error: Bytes,
 }
 
+/// A recurring job (schedule) as stored. Its id comes from the same counter
+/// as job ids and is never reused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleRecord {
+    /// The store key, from the job id counter.
+    pub id: u64,
+    /// The full handle the client was given.
+    pub handle: Bytes,
+    /// The five time fields, space-separated.
+    pub when: Bytes,
+    /// Day of week counts from Monday = 0 (SUBMIT_JOB_SCHED), else Sunday = 0 (cron).
+    pub monday_zero: bool,
+    /// Function of its jobs.
+    pub function: Bytes,
+    /// Unique id of its jobs (may be empty).
+    pub unique: Bytes,
+    /// Workload of its jobs.
+    pub data: Bytes,
+    /// 0 high, 1 normal, 2 low.
+    pub priority: u8,
+    /// Next firing, Unix ms; None: never fires again (`u64::MAX` reads
+    /// back as `None`).
+    pub next_ms: Option<u64>,
+    /// Declared in the config file.
+    pub from_config: bool,
+}
+
+impl ScheduleRecord {
+    /// The record with its byte fields copied out of whatever buffer they
+    /// were decoded from: a schedule may live as long as the server, and
+    /// must not keep a whole log file's bytes alive with it.
+    pub(crate) fn detached(self) -> ScheduleRecord {
+        let own = |b: Bytes| Bytes::copy_from_slice(&b);
+        ScheduleRecord {
+            handle: own(self.handle),
+            when: own(self.when),
+            function: own(self.function),
+            unique: own(self.unique),
+            data: own(self.data),
+            ..self
+        }
+    }
+}
+
 /// One change to the stored set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -100,6 +146,12 @@ pub enum Op {
         /// Why and when it died.
         mark: DeadMark,
     },
+    /// A schedule, new or replacing the stored one with its id. A Done of
+    /// its id leaves it alone. (Format version 2.)
+    Schedule(ScheduleRecord),
+    /// A schedule was dropped; an unknown id changes nothing. (Format
+    /// version 2.)
+    Unschedule(u64),
 }
 
 const OP_ADD: u8 = 1;
@@ -108,13 +160,19 @@ const OP_UPDATE: u8 = 3;
 const OP_RESERVE: u8 = 4;
 const OP_RETRY: u8 = 5;
 const OP_DEAD: u8 = 6;
+const OP_SCHEDULE: u8 = 7;
+const OP_UNSCHEDULE: u8 = 8;
 const NO_DUE: u64 = u64::MAX;
+
+/// Flag bits of a Schedule op; the other bits are reserved (corruption).
+const SCHED_MONDAY_ZERO: u8 = 1;
+const SCHED_FROM_CONFIG: u8 = 2;
 
 /// The highest op code a file of format `version` may hold: decoding a v1
 /// file refuses the v2 ops, which no v1 writer could have put there.
 fn last_op(version: u32) -> u8 {
     if version >= 2 {
-        OP_DEAD
+        OP_UNSCHEDULE
     } else {
         OP_RESERVE
     }
@@ -122,7 +180,7 @@ fn last_op(version: u32) -> u8 {
 
 /// The error for an op code outside what the file's version holds.
 fn unknown_op(code: u8, version: u32) -> StoreError {
-    if (OP_ADD..=OP_DEAD).contains(&code) {
+    if (OP_ADD..=OP_UNSCHEDULE).contains(&code) {
         StoreError::Corrupt(format!(
             "op code {code} in a file of format version {version}, which has no such op"
         ))
@@ -175,13 +233,23 @@ impl Op {
             Op::Dead { id, attempts, mark } => {
                 encode_dead(*id, *attempts, mark, out);
             }
+            Op::Schedule(s) => {
+                encode_schedule(s, out);
+            }
+            Op::Unschedule(id) => {
+                out.push(OP_UNSCHEDULE);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
         }
         out.len() - start
     }
 
     /// Whether a file must be of format version 2 or later to hold this op.
     pub fn needs_v2(&self) -> bool {
-        matches!(self, Op::Retry { .. } | Op::Dead { .. })
+        matches!(
+            self,
+            Op::Retry { .. } | Op::Dead { .. } | Op::Schedule(_) | Op::Unschedule(_)
+        )
     }
 
     /// Decodes every op of a frame payload.
@@ -246,6 +314,29 @@ pub fn encode_dead(id: u64, attempts: u32, mark: &DeadMark, out: &mut Vec<u8>) -
     out.extend_from_slice(&attempts.to_le_bytes());
     out.extend_from_slice(&mark.died_ms.to_le_bytes());
     put_u32_bytes(out, &mark.error);
+    out.len() - start
+}
+
+/// Appends a `Schedule` op (without cloning the record): tag, id, next
+/// firing (`u64::MAX`: none), flags, priority, then the length-prefixed
+/// handle, time fields, function, unique and data.
+pub fn encode_schedule(s: &ScheduleRecord, out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.push(OP_SCHEDULE);
+    out.extend_from_slice(&s.id.to_le_bytes());
+    out.extend_from_slice(&due_word(s.next_ms).to_le_bytes());
+    let mut flags = 0;
+    if s.monday_zero {
+        flags |= SCHED_MONDAY_ZERO;
+    }
+    if s.from_config {
+        flags |= SCHED_FROM_CONFIG;
+    }
+    out.push(flags);
+    out.push(s.priority);
+    for field in [&s.handle, &s.when, &s.function, &s.unique, &s.data] {
+        put_u32_bytes(out, field);
+    }
     out.len() - start
 }
 
@@ -376,6 +467,39 @@ impl Reader<'_> {
                     mark: DeadMark { died_ms, error },
                 })
             }
+            OP_SCHEDULE => {
+                let id = self.id()?;
+                let next = self.u64()?;
+                let flags = self.u8()?;
+                if flags & !(SCHED_MONDAY_ZERO | SCHED_FROM_CONFIG) != 0 {
+                    return Err(StoreError::Corrupt(format!(
+                        "schedule {id} has unknown flags {flags:#04x}"
+                    )));
+                }
+                let priority = self.u8()?;
+                let mut field = || -> Result<Bytes, StoreError> {
+                    let n = self.u32()? as usize;
+                    self.bytes(n)
+                };
+                let handle = field()?;
+                let when = field()?;
+                let function = field()?;
+                let unique = field()?;
+                let data = field()?;
+                Ok(Op::Schedule(ScheduleRecord {
+                    id,
+                    handle,
+                    when,
+                    monday_zero: flags & SCHED_MONDAY_ZERO != 0,
+                    function,
+                    unique,
+                    data,
+                    priority,
+                    next_ms: (next != NO_DUE).then_some(next),
+                    from_config: flags & SCHED_FROM_CONFIG != 0,
+                }))
+            }
+            OP_UNSCHEDULE => Ok(Op::Unschedule(self.id()?)),
             other => Err(unknown_op(other, self.version)),
         }
     }
@@ -424,6 +548,15 @@ pub enum RawOp<'a> {
         /// Its last error (borrowed from the frame).
         error: &'a [u8],
     },
+    /// A schedule, new or replacing one: its id and its whole encoded op.
+    Schedule {
+        /// Schedule id.
+        id: u64,
+        /// The op's bytes, tag included.
+        bytes: &'a [u8],
+    },
+    /// A schedule dropped.
+    Unschedule(u64),
 }
 
 /// Where the due time (u64, little-endian, `u64::MAX` for none) sits in an
@@ -519,6 +652,20 @@ pub fn scan_ops_in<'a>(
                     error,
                 });
             }
+            OP_SCHEDULE => {
+                let id = u64_at(&mut pos)?;
+                // Next firing, flags, priority.
+                take(&mut pos, 8 + 1 + 1)?;
+                for _ in 0..5 {
+                    let n = u32_at(&mut pos)? as usize;
+                    take(&mut pos, n)?;
+                }
+                f(RawOp::Schedule {
+                    id,
+                    bytes: &payload[start..pos],
+                });
+            }
+            OP_UNSCHEDULE => f(RawOp::Unschedule(u64_at(&mut pos)?)),
             other => return Err(unknown_op(other, version)),
         }
     }
@@ -541,6 +688,26 @@ mod raw_tests {
             due_ms: id.is_multiple_of(2).then_some(1234),
             attempts,
             created_ms: 99,
+        }
+    }
+
+    fn sched(
+        id: u64,
+        next_ms: Option<u64>,
+        monday_zero: bool,
+        from_config: bool,
+    ) -> ScheduleRecord {
+        ScheduleRecord {
+            id,
+            handle: Bytes::from(format!("H:x:{id}")),
+            when: Bytes::from_static(b"*/5 * * * 1-5"),
+            monday_zero,
+            function: Bytes::from_static(b"report"),
+            unique: Bytes::from_static(b"nightly"),
+            data: Bytes::from_static(b"bin\0ary"),
+            priority: 2,
+            next_ms,
+            from_config,
         }
     }
 
@@ -569,6 +736,9 @@ mod raw_tests {
                     error: Bytes::from_static(b"worker said no"),
                 },
             },
+            Op::Schedule(sched(3, Some(1_900_000_000_000), true, false)),
+            Op::Schedule(sched(3, None, false, true)),
+            Op::Unschedule(3),
             Op::Done(1),
         ];
         let mut payload = Vec::new();
@@ -628,6 +798,13 @@ mod raw_tests {
                     assert_eq!((id, attempts, died_ms), (i, a, &mark.died_ms));
                     assert_eq!(*error, &mark.error[..]);
                 }
+                (RawOp::Schedule { id, bytes }, Op::Schedule(s)) => {
+                    assert_eq!(*id, s.id);
+                    // The raw bytes are exactly the op: compaction copies them.
+                    let decoded = Op::decode_all(&Bytes::copy_from_slice(bytes)).expect("decode");
+                    assert_eq!(decoded, vec![Op::Schedule(s.clone())]);
+                }
+                (RawOp::Unschedule(a), Op::Unschedule(b)) => assert_eq!(a, b),
                 (RawOp::Done(a), Op::Done(b)) => assert_eq!(a, b),
                 (RawOp::Update { id, attempts }, Op::Update { id: i, attempts: a }) => {
                     assert_eq!((id, attempts), (i, a));
@@ -686,6 +863,12 @@ mod raw_tests {
             Op::Dead { id, attempts, mark } => {
                 (6, *id, *attempts, mark.died_ms, mark.error.to_vec())
             }
+            Op::Schedule(s) => {
+                let mut bytes = Vec::new();
+                encode_schedule(s, &mut bytes);
+                (7, s.id, 0, 0, bytes)
+            }
+            Op::Unschedule(id) => (8, *id, 0, 0, Vec::new()),
         };
         let raw_ids = |op: &RawOp<'_>| match op {
             RawOp::Add { id, .. } => (1, *id, 0, 0, Vec::new()),
@@ -703,6 +886,8 @@ mod raw_tests {
                 died_ms,
                 error,
             } => (6, *id, *attempts, *died_ms, error.to_vec()),
+            RawOp::Schedule { id, bytes } => (7, *id, 0, 0, bytes.to_vec()),
+            RawOp::Unschedule(id) => (8, *id, 0, 0, Vec::new()),
         };
         let a: Vec<_> = ops.iter().map(ids).collect();
         let b: Vec<_> = raw.iter().map(raw_ids).collect();
@@ -729,7 +914,8 @@ mod raw_tests {
             attempts: 1,
             due_ms: None,
         };
-        for op in [retry, dead] {
+        let schedule = Op::Schedule(sched(2, None, false, false));
+        for op in [retry, dead, schedule, Op::Unschedule(2)] {
             let mut payload = Vec::new();
             Op::Done(9).encode(&mut payload);
             op.encode(&mut payload);
@@ -745,6 +931,27 @@ mod raw_tests {
         }
     }
 
+    #[test]
+    fn a_schedule_with_unknown_flags_or_an_id_past_max_is_corrupt() {
+        let mut payload = Vec::new();
+        encode_schedule(&sched(1, None, true, true), &mut payload);
+        // Flags sit after the tag, id and next firing.
+        let flags_at = 1 + 8 + 8;
+        assert_eq!(payload[flags_at], SCHED_MONDAY_ZERO | SCHED_FROM_CONFIG);
+        payload[flags_at] |= 4;
+        let err = Op::decode_all(&Bytes::from(payload)).expect_err("unknown flag");
+        assert!(err.to_string().contains("flags"), "{err}");
+        for op in [
+            Op::Schedule(sched(MAX_ID + 1, None, false, false)),
+            Op::Unschedule(u64::MAX),
+        ] {
+            let mut payload = Vec::new();
+            op.encode(&mut payload);
+            let err = Op::decode_all(&Bytes::from(payload)).expect_err("id past MAX_ID");
+            assert!(err.to_string().contains(&MAX_ID.to_string()), "{err}");
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
         #[test]
@@ -752,7 +959,7 @@ mod raw_tests {
             version in 1u32..=FORMAT_VERSION,
             payload in proptest::collection::vec(
                 proptest::prop_oneof![
-                    4 => 0u8..=7,
+                    4 => 0u8..=9,
                     1 => proptest::prelude::any::<u8>(),
                 ],
                 0..160,

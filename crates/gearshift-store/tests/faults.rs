@@ -16,7 +16,8 @@ use gearshift_store::conformance::job;
 use gearshift_store::fault::FaultyStore;
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    DeadMark, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, Store, StoreError,
+    DeadMark, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, ScheduleRecord, Store,
+    StoreError,
 };
 use tempfile::TempDir;
 
@@ -73,6 +74,37 @@ fn a_flush_past_the_budget_stores_nothing_and_healing_resumes() {
 }
 
 #[test]
+fn a_failed_flush_stores_none_of_its_schedule_ops() {
+    use gearshift_store::conformance::sched;
+    let dir = TempDir::new().expect("tempdir");
+    let opts = LogOptions::default();
+    let log = LogStore::open(dir.path(), opts).expect("open");
+    let mut s = FaultyStore::new(log, 2);
+    let budget = s.budget();
+    s.replay().expect("replay");
+    s.schedule(&sched(1, "* * * * *", Some(10)));
+    s.schedule(&sched(2, "* * * * *", Some(10)));
+    s.flush().expect("within budget");
+    // Three ops, none left: a new version, a drop and a new schedule.
+    s.schedule(&sched(1, "* * * * *", Some(20)));
+    s.unschedule(2);
+    s.schedule(&sched(3, "* * * * *", None));
+    assert!(matches!(s.flush(), Err(StoreError::Injected(_))));
+    budget.store(100, Ordering::SeqCst);
+    s.flush().expect("nothing left to write");
+    drop(s);
+    let r = replay_at(dir.path(), opts);
+    assert_eq!(
+        r.schedules,
+        vec![
+            sched(1, "* * * * *", Some(10)),
+            sched(2, "* * * * *", Some(10))
+        ],
+        "nothing of the failed batch is replayed"
+    );
+}
+
+#[test]
 fn a_failed_batch_never_leaks_into_the_next_flush_of_a_memory_store() {
     let base = MemoryStore::new();
     let mut s = FaultyStore::new(base.reopen(), 1);
@@ -110,6 +142,12 @@ impl Store for CountingSync {
     }
     fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
         self.inner.dead(id, attempts, mark);
+    }
+    fn schedule(&mut self, s: &ScheduleRecord) {
+        self.inner.schedule(s);
+    }
+    fn unschedule(&mut self, id: u64) {
+        self.inner.unschedule(id);
     }
     fn reserve(&mut self, upto: u64) {
         self.inner.reserve(upto);

@@ -1,18 +1,19 @@
-//! Files of format version 1 (written before retries and dead jobs): built
-//! here byte for byte, they open and replay; the store keeps appending v1
-//! ops to them as they are, raises the header to 2 just before the first
-//! v2 op, and compaction rewrites them as version 2. A v1 file holding a v2
-//! op is corrupt.
+//! Files of format version 1 (written before retries, dead jobs and
+//! schedules): built here byte for byte, they open and replay; the store
+//! keeps appending v1 ops to them as they are, raises the header to 2 just
+//! before the first v2 op (Retry, Dead, Schedule or Unschedule), and
+//! compaction rewrites them as version 2. A v1 file holding a v2 op is
+//! corrupt.
 
 use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_store::conformance::{job, mark};
+use gearshift_store::conformance::{job, mark, sched};
 use gearshift_store::log::frame::{self, FILE_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
-use gearshift_store::{Durability, JobRecord, LogOptions, LogStore, Store, StoreError};
+use gearshift_store::{Durability, JobRecord, LogOptions, LogStore, Op, Store, StoreError, MAX_ID};
 use tempfile::TempDir;
 
 /// A v1 file header: magic, version 1, four reserved bytes.
@@ -219,23 +220,90 @@ fn a_version_1_file_holding_a_version_2_op_is_corrupt() {
     retry.extend_from_slice(&1u64.to_le_bytes());
     retry.extend_from_slice(&2u32.to_le_bytes());
     retry.extend_from_slice(&u64::MAX.to_le_bytes());
-    let mut file = v1_header();
-    frame::put_frame(&mut file, &[v1_add(&one), retry.clone()].concat());
-    frame::put_frame(&mut file, &v1_done(1));
-    let dir = written(&file);
-    match LogStore::open(dir.path(), no_compaction(Durability::Fsync, false)) {
-        Err(StoreError::Corrupt(msg)) => {
-            assert!(msg.contains("format version 1"), "{msg}");
+    let mut schedule = Vec::new();
+    Op::Schedule(sched(9, "* * * * *", None)).encode(&mut schedule);
+    let mut unschedule = Vec::new();
+    Op::Unschedule(9).encode(&mut unschedule);
+    for (code, op) in [(5, retry), (7, schedule), (8, unschedule)] {
+        assert_eq!(op[0], code);
+        let mut file = v1_header();
+        frame::put_frame(&mut file, &[v1_add(&one), op].concat());
+        frame::put_frame(&mut file, &v1_done(1));
+        let dir = written(&file);
+        match LogStore::open(dir.path(), no_compaction(Durability::Fsync, false)) {
+            Err(StoreError::Corrupt(msg)) => {
+                assert!(msg.contains("format version 1"), "op {code}: {msg}");
+            }
+            other => panic!("op {code}: expected Corrupt, got {other:?}"),
         }
-        other => panic!("expected Corrupt, got {other:?}"),
+        assert_eq!(fs::read(dir.path().join(FILE_NAME)).expect("read"), file);
+        // The same ops behind a v2 header are fine.
+        file[8..12].copy_from_slice(&2u32.to_le_bytes());
+        fs::write(dir.path().join(FILE_NAME), &file).expect("write");
+        let r = LogStore::open(dir.path(), no_compaction(Durability::Fsync, false))
+            .expect("open v2")
+            .replay()
+            .expect("replay");
+        assert!(r.jobs.is_empty() && r.dead.is_empty(), "op {code}");
+        let want = if code == 7 {
+            vec![sched(9, "* * * * *", None)]
+        } else {
+            vec![]
+        };
+        assert_eq!(r.schedules, want, "op {code}");
     }
-    assert_eq!(fs::read(dir.path().join(FILE_NAME)).expect("read"), file);
-    // The same ops behind a v2 header are fine.
-    file[8..12].copy_from_slice(&2u32.to_le_bytes());
-    fs::write(dir.path().join(FILE_NAME), &file).expect("write");
-    let r = LogStore::open(dir.path(), no_compaction(Durability::Fsync, false))
-        .expect("open v2")
-        .replay()
-        .expect("replay");
-    assert!(r.jobs.is_empty() && r.dead.is_empty());
+}
+
+#[test]
+fn the_first_schedule_op_raises_the_header_first() {
+    // Either schedule op, alone, raises the header: an Unschedule too (even
+    // of an unknown id, which is written all the same).
+    for first_is_unschedule in [false, true] {
+        for opts in every_mode() {
+            let what = format!("{opts:?}, unschedule first: {first_is_unschedule}");
+            let (bytes, want) = v1_log();
+            let dir = written(&bytes);
+            let mut s = LogStore::open(dir.path(), opts).expect("open v1");
+            assert!(s.replay().expect("replay").schedules.is_empty());
+            // A schedule that is discarded, or refused, raises nothing.
+            s.schedule(&sched(60, "* * * * *", None));
+            s.discard();
+            s.schedule(&sched(MAX_ID + 1, "* * * * *", None));
+            assert!(matches!(s.flush(), Err(StoreError::IdOutOfRange(_))));
+            // Nor does an unschedule naming no storable id (nothing is written).
+            s.unschedule(MAX_ID + 1);
+            s.update(1, 2);
+            s.flush().expect("flush v1 ops");
+            assert_eq!(header_version(dir.path()), 1, "{what}: still v1");
+            assert_eq!(s.format_version(), 1, "{what}");
+            if first_is_unschedule {
+                s.unschedule(61);
+            } else {
+                s.schedule(&sched(61, "0 * * * *", Some(1_950_000_000_000)));
+            }
+            s.flush().expect("flush a schedule op");
+            assert_eq!(s.format_version(), 2, "{what}");
+            assert_eq!(header_version(dir.path()), 2, "{what}: header raised");
+            // Later appends keep it raised.
+            s.schedule(&sched(62, "15 * * * *", None));
+            s.add(&job(63, "f", "", 1, b"y"));
+            s.flush().expect("flush");
+            drop(s);
+            assert_eq!(header_version(dir.path()), 2, "{what}: still raised");
+            let r = LogStore::open(dir.path(), opts)
+                .expect("reopen")
+                .replay()
+                .expect("replay");
+            let mut jobs = want.clone();
+            jobs[0].attempts = 2;
+            jobs.push(job(63, "f", "", 1, b"y"));
+            assert_eq!(r.jobs, jobs, "{what}");
+            let mut scheds = vec![sched(62, "15 * * * *", None)];
+            if !first_is_unschedule {
+                scheds.insert(0, sched(61, "0 * * * *", Some(1_950_000_000_000)));
+            }
+            assert_eq!(r.schedules, scheds, "{what}");
+            assert_eq!(r.next_id, 64, "{what}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Model-based test of the log store: random sequences of add, done,
-//! update, retry, dead, reserve, flush, discard, reopen and crash run
-//! against a `BTreeMap` model of what has been flushed (live and dead jobs).
+//! update, retry, dead, schedule, unschedule, reserve, flush, discard,
+//! reopen and crash run against a `BTreeMap` model of what has been
+//! flushed (live and dead jobs, schedules).
 //!
 //! - After every reopen the replay equals the model's flushed state.
 //! - A crash tears the last flush: the file becomes what it was before that
@@ -9,7 +10,7 @@
 //!   state before that flush, or after it when the whole frame made it:
 //!   never anything else.
 //! - `next_id` never decreases across reopens and is at least every
-//!   acknowledged id + 1 and reservation.
+//!   acknowledged job or schedule id + 1 and reservation.
 //! - After every flush the file is exactly the old file plus one frame of the
 //!   buffered ops (or a compacted rewrite), `file_len()` is the real length,
 //!   and the size obeys the compaction rule.
@@ -21,10 +22,12 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gearshift_store::conformance::job;
+use gearshift_store::conformance::{job, sched};
 use gearshift_store::log::frame::{self, FRAME_HEADER, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
-use gearshift_store::{DeadMark, Durability, JobRecord, LogOptions, LogStore, Op, Store};
+use gearshift_store::{
+    DeadMark, Durability, JobRecord, LogOptions, LogStore, Op, ScheduleRecord, Store,
+};
 use proptest::prelude::*;
 use tempfile::TempDir;
 
@@ -45,6 +48,15 @@ enum Action {
     /// Death of the n-th job (live or dead) of the current view, with this
     /// count and an error this long.
     Dead(usize, u32, usize),
+    /// A new schedule (a new id from the job counter), its data this long.
+    Schedule(usize),
+    /// A new version of the n-th schedule of the current view: a new next
+    /// firing (none: it never fires again) and data this long.
+    Reschedule(usize, Option<u64>, usize),
+    /// Drops the n-th schedule of the current view.
+    Unschedule(usize),
+    /// Drops any id ever handed out (may be a job, or gone already).
+    UnscheduleStale(usize),
     /// Reserves this many ids past the next one.
     Reserve(u64),
     Flush,
@@ -67,6 +79,15 @@ fn action() -> impl Strategy<Value = Action> {
         2 => (any::<usize>(), 0u32..20, prop::option::of(1_700_000_000_000u64..1_700_000_100_000))
             .prop_map(|(i, n, due)| Action::Retry(i, n, due)),
         2 => (any::<usize>(), 0u32..20, 0usize..300).prop_map(|(i, n, e)| Action::Dead(i, n, e)),
+        1 => (0usize..300).prop_map(Action::Schedule),
+        2 => (
+            any::<usize>(),
+            prop::option::of(1_700_000_000_000u64..1_700_000_100_000),
+            0usize..300,
+        )
+            .prop_map(|(i, next, len)| Action::Reschedule(i, next, len)),
+        1 => any::<usize>().prop_map(Action::Unschedule),
+        1 => any::<usize>().prop_map(Action::UnscheduleStale),
         1 => (0u64..40).prop_map(Action::Reserve),
         6 => Just(Action::Flush),
         1 => Just(Action::Discard),
@@ -112,7 +133,9 @@ fn frames_of(disk: &[u8], len: usize) -> Vec<u8> {
 struct Flushed {
     live: BTreeMap<u64, JobRecord>,
     dead: BTreeMap<u64, (JobRecord, DeadMark)>,
-    /// Every acknowledged id + 1 and every acknowledged reservation.
+    schedules: BTreeMap<u64, ScheduleRecord>,
+    /// Every acknowledged job or schedule id + 1 and every acknowledged
+    /// reservation.
     high: u64,
 }
 
@@ -156,6 +179,14 @@ impl Flushed {
                         r.attempts = *attempts;
                         self.dead.insert(*id, (r, mark.clone()));
                     }
+                }
+                Op::Schedule(r) => {
+                    self.high = self.high.max(r.id + 1);
+                    self.schedules.insert(r.id, r.clone());
+                }
+                // Done leaves schedules alone; only this drops one.
+                Op::Unschedule(id) => {
+                    self.schedules.remove(id);
                 }
                 Op::Reserve(upto) => self.high = self.high.max(*upto),
             }
@@ -227,6 +258,13 @@ impl Harness {
         v.stored()
     }
 
+    /// The flushed state with the buffered ops applied: its schedules.
+    fn schedule_view(&self) -> Vec<ScheduleRecord> {
+        let mut v = self.flushed.clone();
+        v.apply(&self.pending);
+        v.schedules.into_values().collect()
+    }
+
     fn buffer(&mut self, op: Op) {
         let store = self.store.as_mut().expect("store is open");
         match &op {
@@ -239,6 +277,8 @@ impl Harness {
                 due_ms,
             } => store.retry(*id, *attempts, *due_ms),
             Op::Dead { id, attempts, mark } => store.dead(*id, *attempts, mark),
+            Op::Schedule(r) => store.schedule(r),
+            Op::Unschedule(id) => store.unschedule(*id),
             Op::Reserve(upto) => store.reserve(*upto),
         }
         self.pending.push(op);
@@ -302,6 +342,35 @@ impl Harness {
                             error: error.into(),
                         },
                     });
+                }
+            }
+            Action::Schedule(data_len) => {
+                let id = self.next;
+                self.next += 1;
+                self.handed_out.push(id);
+                let mut r = sched(id, "*/15 * * * *", Some(1_800_000_000_000 + id));
+                r.data = (0..*data_len).map(|i| (i as u64 ^ id) as u8).collect();
+                self.buffer(Op::Schedule(r));
+            }
+            Action::Reschedule(i, next_ms, data_len) => {
+                let view = self.schedule_view();
+                if !view.is_empty() {
+                    let mut r = view[i % view.len()].clone();
+                    r.next_ms = *next_ms;
+                    r.data = (0..*data_len).map(|j| (j as u64 ^ r.id) as u8).collect();
+                    self.buffer(Op::Schedule(r));
+                }
+            }
+            Action::Unschedule(i) => {
+                let view = self.schedule_view();
+                if !view.is_empty() {
+                    self.buffer(Op::Unschedule(view[i % view.len()].id));
+                }
+            }
+            Action::UnscheduleStale(i) => {
+                if !self.handed_out.is_empty() {
+                    let id = self.handed_out[i % self.handed_out.len()];
+                    self.buffer(Op::Unschedule(id));
                 }
             }
             Action::Reserve(ahead) => {
@@ -369,8 +438,8 @@ impl Harness {
 
     /// Right after a flush the file is at most `compact_min_bytes`, or its
     /// obsolete bytes do not exceed its live bytes (what a compaction keeps:
-    /// the Adds of live and dead jobs, the dead ones' Dead ops), or it was
-    /// just compacted.
+    /// the Adds of live and dead jobs, the dead ones' Dead ops, each
+    /// schedule's latest Schedule op), or it was just compacted.
     fn check_size_bound(&self, len: u64) {
         let size = |op: Op| op.encode(&mut Vec::new()) as u64;
         let live: u64 = self
@@ -391,6 +460,12 @@ impl Harness {
                             mark: mark.clone(),
                         })
                 })
+                .sum::<u64>()
+            + self
+                .flushed
+                .schedules
+                .values()
+                .map(|r| size(Op::Schedule(r.clone())))
                 .sum::<u64>();
         let compacted = (HEADER_LEN + FRAME_HEADER + 9) as u64 + live;
         let bound = self.opts.compact_min_bytes.max(2 * live).max(compacted);
@@ -464,6 +539,11 @@ impl Harness {
         assert_eq!(r.jobs, want, "{what}: replay equals the flushed state");
         let want: Vec<(JobRecord, DeadMark)> = self.flushed.dead.values().cloned().collect();
         assert_eq!(r.dead, want, "{what}: dead jobs equal the flushed state");
+        let want: Vec<ScheduleRecord> = self.flushed.schedules.values().cloned().collect();
+        assert_eq!(
+            r.schedules, want,
+            "{what}: schedules equal the flushed state"
+        );
         assert!(
             r.next_id >= self.flushed.high,
             "{what}: next_id {} below acknowledged high-water {}",

@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_store::conformance::{job, mark};
+use gearshift_store::conformance::{job, mark, sched};
 use gearshift_store::log::frame::{self, FRAME_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    DeadMark, Durability, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, Store,
-    StoreError, FORMAT_VERSION,
+    DeadMark, Durability, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, ScheduleRecord,
+    Store, StoreError, FORMAT_VERSION,
 };
 use tempfile::TempDir;
 
@@ -66,6 +66,7 @@ fn write_history() -> History {
             Step::Add(job(1, "f", "u1", 1, b"one")),
             Step::Add(job(2, "f", "", 2, b"two")),
             Step::Add(with_extras),
+            Step::Schedule(sched(8, "0 * * * *", Some(1_900_000_000_000))),
         ],
         vec![
             Step::Done(2),
@@ -77,6 +78,8 @@ fn write_history() -> History {
             Step::Reserve(100),
             Step::Add(job(5, "f", "", 1, b"five")),
             Step::Dead(4, 3, mark(1_700_000_000_500, "worker crashed")),
+            Step::Schedule(sched(8, "0 * * * *", Some(1_900_000_003_600))),
+            Step::Schedule(sched(102, "30 1 * * 0", None)),
         ],
         vec![
             Step::Done(1),
@@ -84,11 +87,14 @@ fn write_history() -> History {
             Step::Add(job(7, "h", "seven", 0, b"")),
             Step::Update(5, 2),
             Step::Dead(7, 1, mark(1_700_000_000_600, "")),
+            Step::Unschedule(102),
+            Step::Done(8),
         ],
         vec![
             Step::Done(6),
             Step::Add(job(101, "f", "", 1, &[8; 300])),
             Step::Retry(4, 0, None),
+            Step::Schedule(sched(103, "*/5 * * * 1-5", Some(1_900_000_000_300))),
         ],
     ];
     for batch in batches {
@@ -100,6 +106,8 @@ fn write_history() -> History {
                     Step::Update(id, n) => s.update(*id, *n),
                     Step::Retry(id, n, due) => s.retry(*id, *n, *due),
                     Step::Dead(id, n, m) => s.dead(*id, *n, m),
+                    Step::Schedule(r) => s.schedule(r),
+                    Step::Unschedule(id) => s.unschedule(*id),
                     Step::Reserve(upto) => s.reserve(*upto),
                 }
             }
@@ -125,6 +133,8 @@ enum Step {
     Update(u64, u32),
     Retry(u64, u32, Option<u64>),
     Dead(u64, u32, DeadMark),
+    Schedule(ScheduleRecord),
+    Unschedule(u64),
     Reserve(u64),
 }
 
@@ -519,6 +529,11 @@ fn ids_beyond_the_largest_a_store_keeps_are_corruption() {
                 mark: mark(1, "e"),
             },
         ),
+        (
+            "a schedule",
+            Op::Schedule(sched(MAX_ID + 1, "* * * * *", None)),
+        ),
+        ("a dropped schedule", Op::Unschedule(u64::MAX)),
     ];
     for (what, op) in cases {
         let msg = scratch.expect_corrupt(&log_with(&[op]), what);
@@ -536,7 +551,7 @@ proptest::proptest! {
     fn any_payload_in_a_sealed_frame_opens_or_is_refused(
         payload in proptest::collection::vec(
             proptest::prop_oneof![
-                3 => 1u8..=6,
+                3 => 1u8..=8,
                 1 => proptest::prelude::any::<u8>(),
             ],
             0..200,

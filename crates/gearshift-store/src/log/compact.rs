@@ -1,19 +1,22 @@
-//! Compaction: rewriting the log with only its live and dead jobs, on the
-//! store's thread or on one of its own while the store keeps appending.
+//! Compaction: rewriting the log with only its live and dead jobs and its
+//! schedules, on the store's thread or on one of its own while the store
+//! keeps appending.
 //!
 //! A compaction reads a prefix of the log, `[0, end)`, which the store no
-//! longer changes: the jobs stored at `end` (added and not yet done there,
-//! live or dead) are copied as they lie, attempt counts and due times
-//! patched, each dead one followed by a Dead op with its mark, behind one
-//! reservation of the handle counter. Whatever the store appends after
-//! `end` meanwhile is copied after them frame for frame, so replaying the
-//! new file gives what replaying the old one gives: a Done, Update, Retry
-//! or Dead in the copied tail finds its job in the compacted prefix (or
-//! finds nothing, as it would have). The store swaps the new file in with a
-//! rename, after copying the last few frames itself, so no append is ever
-//! lost between the copy and the swap.
+//! longer changes. Behind one reservation of the handle counter come the
+//! schedules stored at `end`, each its latest Schedule op as it lies, then
+//! the jobs stored there (added and not yet done, live or dead), copied as
+//! they lie, attempt counts and due times patched, each dead one followed
+//! by a Dead op with its mark. Whatever the store appends after `end`
+//! meanwhile is copied after them frame for frame, so replaying the new
+//! file gives what replaying the old one gives: a Done, Update, Retry,
+//! Dead, Schedule or Unschedule in the copied tail finds its job or
+//! schedule in the compacted prefix (or finds nothing, as it would have).
+//! The store swaps the new file in with a rename, after copying the last
+//! few frames itself, so no append is ever lost between the copy and the
+//! swap.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::hash::BuildHasherDefault;
 use std::io::{BufReader, Read, Write};
@@ -122,17 +125,18 @@ pub(super) fn frames(log: &Path, end: u64) -> Result<FrameReader<impl Read>, Sto
     FrameReader::new(BufReader::with_capacity(1 << 20, file), end)
 }
 
-/// Writes the compacted log to `tmp`: the handle reservation `high`, then
-/// every job stored at `end` with its latest attempt count and due time,
-/// a dead one followed by its Dead op. Two streaming passes over
-/// `[0, end)`, a frame at a time (the first finds the stored jobs, their
-/// changed counts and due times and the dead ones' marks); Adds are
-/// copied as they lie, never decoded, so memory stays at a frame or two
-/// plus a set of ids, the changes and the marks, whatever the file's
-/// size. With `progress` (a background compaction) the frames the
-/// store appends meanwhile are then copied too, until fewer than
-/// [`TAIL_LEFT_TO_SWAP`] bytes are left (or for [`CATCH_UP_ROUNDS`] rounds).
-/// The file is synced before this returns.
+/// Writes the compacted log to `tmp`: the handle reservation `high`, the
+/// latest Schedule op of every schedule stored at `end`, then every job
+/// stored there with its latest attempt count and due time, a dead one
+/// followed by its Dead op. Two streaming passes over `[0, end)`, a frame
+/// at a time (the first finds the stored jobs, their changed counts and
+/// due times, the dead ones' marks and the schedules); Adds are copied as
+/// they lie, never decoded, so memory stays at a frame or two plus a set
+/// of ids, the changes, the marks and the (few) schedules' latest ops,
+/// whatever the file's size. With `progress` (a background compaction)
+/// the frames the store appends meanwhile are then copied too, until fewer
+/// than [`TAIL_LEFT_TO_SWAP`] bytes are left (or for [`CATCH_UP_ROUNDS`]
+/// rounds). The file is synced before this returns.
 pub(super) fn compact(
     log: &Path,
     tmp: &Path,
@@ -147,6 +151,8 @@ pub(super) fn compact(
     let mut attempts: ById<u32> = HashMap::default();
     let mut due: ById<u64> = HashMap::default();
     let mut dead: ById<DeadMark> = HashMap::default();
+    // Each live schedule's latest op, encoded; in id order for the copy.
+    let mut schedules: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     let mut reader = frames(log, end)?;
     let version = reader.version();
     while let Some(payload) = reader.next_payload()? {
@@ -195,6 +201,16 @@ pub(super) fn compact(
                     dead.insert(id, DeadMark { died_ms, error });
                 }
             }
+            RawOp::Schedule { id, bytes } => {
+                // A new version replaces the old (its buffer reused).
+                let kept = schedules.entry(id).or_default();
+                kept.clear();
+                kept.extend_from_slice(bytes);
+            }
+            // A Done leaves schedules alone; only this drops one.
+            RawOp::Unschedule(id) => {
+                schedules.remove(&id);
+            }
             RawOp::Reserve(_) => {}
         })?;
     }
@@ -208,6 +224,10 @@ pub(super) fn compact(
     let mut total = frame::HEADER_LEN as u64;
     let mut buf = vec![0; frame::FRAME_HEADER];
     Op::Reserve(high).encode(&mut buf);
+    for op in schedules.values() {
+        buf.extend_from_slice(op);
+    }
+    drop(schedules);
     let mut reader = frames(log, end)?;
     while let Some(payload) = reader.next_payload()? {
         cancelled(progress)?;

@@ -1,9 +1,10 @@
 //! The embedded default store: one append-only file of checksummed frames
 //! in the data directory, one frame per flush (so one `fsync` covers every
-//! job of a group commit), rewritten to only its live and dead jobs when
-//! obsolete records outgrow them, so its size stays bounded. (A dead job is
-//! one that used all its attempts; it is kept, so its records count as
-//! live for the size rule.)
+//! job of a group commit), rewritten to only its live and dead jobs and
+//! its schedules when obsolete records outgrow them, so its size stays
+//! bounded. (A dead job is one that used all its attempts; it is kept, so
+//! its records count as live for the size rule. So does each schedule's
+//! latest Schedule op; its older versions are obsolete.)
 
 mod compact;
 mod direct;
@@ -11,7 +12,7 @@ pub mod frame;
 mod replay;
 mod swap;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -21,9 +22,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{encode_add, encode_dead, Op, FORMAT_VERSION};
+use crate::record::{encode_add, encode_dead, encode_schedule, Op, FORMAT_VERSION};
 use crate::{
-    apply_ops, replayed, DeadMark, DeadSet, JobRecord, PastMax, Replayed, Store, StoreError,
+    apply_ops, replayed, DeadMark, JobRecord, PastMax, Replayed, ScheduleRecord, Sets, Store,
+    StoreError, MAX_ID,
 };
 use frame::FrameReader;
 
@@ -97,8 +99,12 @@ impl Hasher for IdHash {
 /// Encoded size of ops a compaction keeps, by job id.
 type LiveSizes = HashMap<u64, u64, BuildHasherDefault<IdHash>>;
 
-/// Live jobs and dead ones (with their marks), each in id order.
-type Stored = (Vec<JobRecord>, Vec<(JobRecord, DeadMark)>);
+/// Live jobs, dead ones (with their marks) and schedules, each in id order.
+type Stored = (
+    Vec<JobRecord>,
+    Vec<(JobRecord, DeadMark)>,
+    Vec<ScheduleRecord>,
+);
 
 /// A buffered op's effect on the size bookkeeping, applied once flushed.
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +117,11 @@ enum Sizing {
     Dead(u64, u64),
     /// A job was retried (a dead one revived: its Dead op is no longer kept).
     Retry(u64),
+    /// A schedule's new version, a Schedule op of this size (the one it
+    /// replaces is no longer kept).
+    Schedule(u64, u64),
+    /// A schedule was dropped.
+    Unschedule(u64),
 }
 
 /// Zeros written ahead of the frames at a time with `fsync` durability.
@@ -145,10 +156,14 @@ pub struct LogStore {
     live: LiveSizes,
     /// Encoded size of each dead job's Dead op.
     dead: LiveSizes,
-    /// What a compaction would keep: the sizes in `live` and `dead`.
+    /// Encoded size of each live schedule's latest Schedule op.
+    schedules: LiveSizes,
+    /// What a compaction would keep: the sizes in `live`, `dead` and
+    /// `schedules`.
     live_bytes: u64,
     high: u64,
-    /// The live and dead jobs read at open, until the first replay.
+    /// The live and dead jobs and schedules read at open, until the first
+    /// replay.
     replay: Option<Stored>,
     /// Set when the file handle can no longer be trusted; every flush fails.
     broken: Option<String>,
@@ -208,8 +223,10 @@ impl LogStore {
         let replay::Replay {
             jobs,
             dead,
+            schedules,
             sizes: live_sizes,
             dead_sizes,
+            schedule_sizes,
             high,
             valid_len,
             version,
@@ -228,7 +245,9 @@ impl LogStore {
             file.sync_all()?;
         }
         file.seek(SeekFrom::End(0))?;
-        let live_bytes = live_sizes.values().sum::<u64>() + dead_sizes.values().sum::<u64>();
+        let live_bytes = live_sizes.values().sum::<u64>()
+            + dead_sizes.values().sum::<u64>()
+            + schedule_sizes.values().sum::<u64>();
         let direct = open_direct(&path, &file, valid_len as u64, opts);
         Ok(LogStore {
             dir: dir.to_path_buf(),
@@ -244,9 +263,10 @@ impl LogStore {
             prealloc: true,
             live: live_sizes,
             dead: dead_sizes,
+            schedules: schedule_sizes,
             live_bytes,
             high,
-            replay: Some((jobs, dead)),
+            replay: Some((jobs, dead, schedules)),
             broken: None,
             refused: PastMax::default(),
             compaction: None,
@@ -344,11 +364,12 @@ impl LogStore {
     }
 
     /// Reads the flushed file again, a frame at a time: its live and dead
-    /// jobs by id.
-    fn read_live(&self) -> Result<(BTreeMap<u64, JobRecord>, DeadSet), StoreError> {
-        let mut live = BTreeMap::new();
-        let mut dead = DeadSet::new();
-        let mut high = self.high;
+    /// jobs and its schedules by id.
+    fn read_live(&self) -> Result<Sets, StoreError> {
+        let mut sets = Sets {
+            high: self.high,
+            ..Sets::default()
+        };
         let mut frames = self.frames()?;
         let version = frames.version();
         while let Some(payload) = frames.next_payload()? {
@@ -357,9 +378,9 @@ impl LogStore {
             Op::decode_each_in(version, &Bytes::copy_from_slice(payload), |op, _| {
                 ops.push(op)
             })?;
-            apply_ops(&mut live, &mut dead, ops, &mut high);
+            apply_ops(&mut sets, ops);
         }
-        Ok((live, dead))
+        Ok(sets)
     }
 
     /// Format version in the file's header (see the migration notes in
@@ -416,6 +437,18 @@ impl LogStore {
                 }
             }
             Sizing::Retry(id) => self.forget_dead(id),
+            Sizing::Schedule(id, size) => {
+                self.high = self.high.max(id + 1);
+                if let Some(old) = self.schedules.insert(id, size) {
+                    self.live_bytes -= old;
+                }
+                self.live_bytes += size;
+            }
+            Sizing::Unschedule(id) => {
+                if let Some(s) = self.schedules.remove(&id) {
+                    self.live_bytes -= s;
+                }
+            }
         }
     }
 
@@ -458,16 +491,23 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 impl Store for LogStore {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
-        let (jobs, dead) = match self.replay.take() {
+        let (jobs, dead, schedules) = match self.replay.take() {
             // The jobs read at open, handed over once without a copy.
             Some(read) => read,
             // Asked again: read what is on disk now.
             None => {
-                let (live, dead) = self.read_live()?;
-                (live.into_values().collect(), dead.into_values().collect())
+                let sets = self.read_live()?;
+                (
+                    sets.live.into_values().collect(),
+                    sets.dead.into_values().collect(),
+                    sets.schedules
+                        .into_values()
+                        .map(ScheduleRecord::detached)
+                        .collect(),
+                )
             }
         };
-        Ok(replayed(jobs, dead, self.high))
+        Ok(replayed(jobs, dead, schedules, self.high))
     }
 
     fn add(&mut self, job: &JobRecord) {
@@ -501,6 +541,24 @@ impl Store for LogStore {
         self.refused.note(id);
         let n = encode_dead(id, attempts, mark, &mut self.pending) as u64;
         self.pending_ops.push(Sizing::Dead(id, n));
+        self.pending_v2 = true;
+    }
+
+    fn schedule(&mut self, s: &ScheduleRecord) {
+        self.refused.note(s.id);
+        let n = encode_schedule(s, &mut self.pending) as u64;
+        self.pending_ops.push(Sizing::Schedule(s.id, n));
+        self.pending_v2 = true;
+    }
+
+    fn unschedule(&mut self, id: u64) {
+        // No stored schedule has an id past MAX_ID, and replay would refuse
+        // the op as corrupt: nothing to write.
+        if id > MAX_ID {
+            return;
+        }
+        Op::Unschedule(id).encode(&mut self.pending);
+        self.pending_ops.push(Sizing::Unschedule(id));
         self.pending_v2 = true;
     }
 

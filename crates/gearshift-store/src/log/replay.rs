@@ -1,7 +1,8 @@
 //! Reading the log at startup: every op applied as its frame is read,
 //! into the live jobs in submission order, the dead ones with their marks,
-//! the sizes of what a compaction would keep (for the compaction rule) and
-//! the handle counter's high-water mark.
+//! the schedules (few: an ordered map of them), the sizes of what a
+//! compaction would keep (for the compaction rule) and the handle
+//! counter's high-water mark.
 //!
 //! The live jobs go straight into the vector handed to the server: a job
 //! ended later in the file leaves an empty slot behind (found through an
@@ -11,13 +12,13 @@
 //! set in an ordered map and then a copy of it, took a 160 MB log of a
 //! million jobs to 755 MB at startup.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
 use bytes::Bytes;
 
 use super::{frame, IdHash, LiveSizes};
-use crate::{DeadMark, JobRecord, Op, StoreError};
+use crate::{DeadMark, JobRecord, Op, ScheduleRecord, StoreError};
 
 /// What a log holds.
 pub(super) struct Replay {
@@ -25,10 +26,14 @@ pub(super) struct Replay {
     pub jobs: Vec<JobRecord>,
     /// Dead jobs in id order, with their marks.
     pub dead: Vec<(JobRecord, DeadMark)>,
+    /// Live schedules in id order, each its latest version.
+    pub schedules: Vec<ScheduleRecord>,
     /// Encoded size of each live or dead job's Add.
     pub sizes: LiveSizes,
     /// Encoded size of each dead job's last Dead op.
     pub dead_sizes: LiveSizes,
+    /// Encoded size of each live schedule's latest Schedule op.
+    pub schedule_sizes: LiveSizes,
     /// Every id + 1 and reservation seen.
     pub high: u64,
     /// Length of the valid prefix (a torn tail starts here).
@@ -46,6 +51,8 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
     let mut marks: HashMap<u64, DeadMark, BuildHasherDefault<IdHash>> = HashMap::default();
     let mut sizes = LiveSizes::default();
     let mut dead_sizes = LiveSizes::default();
+    let mut schedules: BTreeMap<u64, ScheduleRecord> = BTreeMap::new();
+    let mut schedule_sizes = LiveSizes::default();
     let mut high = 1;
     let valid_len = frame::scan(raw, |op, size| match op {
         Op::Add(r) => {
@@ -99,6 +106,16 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
                 dead_sizes.insert(id, size as u64);
             }
         }
+        Op::Schedule(s) => {
+            high = high.max(s.id.saturating_add(1));
+            schedule_sizes.insert(s.id, size as u64);
+            schedules.insert(s.id, s);
+        }
+        // A Done leaves schedules alone; only this drops one.
+        Op::Unschedule(id) => {
+            schedules.remove(&id);
+            schedule_sizes.remove(&id);
+        }
         Op::Reserve(upto) => high = high.max(upto),
     })?;
     // Dead jobs leave their slots for the dead list, in id order.
@@ -125,8 +142,13 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
     Ok(Replay {
         jobs,
         dead,
+        schedules: schedules
+            .into_values()
+            .map(ScheduleRecord::detached)
+            .collect(),
         sizes,
         dead_sizes,
+        schedule_sizes,
         high,
         valid_len,
         version,
