@@ -554,6 +554,8 @@ def session(name, sort=False, doc="", differs=None):
 # gearmand prints it, "+" = only Gearshift does), so the difference stays
 # the documented one and nothing else creeps in.
 GONE_AT_ONCE = "cancelled and orphaned jobs are removed at once, not reaped lazily"
+SCHED_ACCEPTED = "SUBMIT_JOB_SCHED makes a recurring schedule (docs/config.md)"
+FAIL_AFTER_EXCEPTION = "a WORK_FAIL right after the same worker's WORK_EXCEPTION for the job is the same failure (Perl Gearman::Worker sends both)"
 NO_LATE_RESULT = "a client told WORK_FAIL at cancel gets no WORK_COMPLETE after it"
 NOOP_CLEARED = "any packet from a NOOPed worker clears its NOOP state"
 
@@ -985,7 +987,10 @@ def _():
             P("c", OPTION_REQ, b"bogus"), P("c", OPTION_REQ, b"")]
 
 
-@session("submit_job_sched_rejected")
+@session("submit_job_sched_rejected", differs=(SCHED_ACCEPTED, [
+    ("-", "    c< RES ERROR 'INVALID_COMMAND' 'Command not expected'"),
+    ("+", "    c< RES JOB_CREATED 'H:X:1'"),
+    ("+", "    c< TEXT 'f\\t0\\t0\\t0\\n'")]))
 def _():
     return [P("c", SUBMIT_JOB_SCHED, b"f", b"", b"1", b"2", b"3", b"4", b"5", b"data"),
             T("c", "status\n")]
@@ -1146,6 +1151,23 @@ def _():
         submit("c", "exc", "", "x"),
         P("w", GRAB_JOB),
         P("w", WORK_EXCEPTION, Hd(1), b"it broke"),
+        P("c", ECHO_REQ, b"after"),
+        T("a", "status\n"),
+    ]
+
+
+@session("exception_then_fail_from_perl", differs=(FAIL_AFTER_EXCEPTION, [
+    ("-", "    w< RES ERROR 'JOB_NOT_FOUND' 'Job given in work result not found'")]))
+def _():
+    return [
+        P("c", OPTION_REQ, b"exceptions"),
+        can_do("w", "pl"),
+        submit("c", "pl", "", "x"),
+        P("w", GRAB_JOB),
+        # Back to back, as Gearman::Worker writes them (no sync marker between).
+        P("w", WORK_EXCEPTION, Hd(1), b"died", n=0),
+        P("w", WORK_FAIL, Hd(1)),
+        P("w", ECHO_REQ, b"alive"),
         P("c", ECHO_REQ, b"after"),
         T("a", "status\n"),
     ]

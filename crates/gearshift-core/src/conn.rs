@@ -59,6 +59,9 @@ pub struct Conn {
     pub jobs_done: u64,
     /// Runs that ended otherwise while it held them (fail, exception, timeout).
     pub jobs_failed: u64,
+    /// The job whose WORK_EXCEPTION this worker sent last, until its next
+    /// packet: a WORK_FAIL for it then is the second half of one failure.
+    pub after_exception: Option<JobId>,
 }
 
 impl Conn {
@@ -80,6 +83,7 @@ impl Conn {
             last_seen: now,
             jobs_done: 0,
             jobs_failed: 0,
+            after_exception: None,
         }
     }
 

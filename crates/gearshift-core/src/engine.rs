@@ -203,6 +203,11 @@ impl Core {
         if !self.heard_from(conn, settles) {
             return;
         }
+        if !matches!(input, Input::Request(Request::WorkFail { .. })) {
+            if let Some(c) = self.conns.get_mut(&conn.0) {
+                c.after_exception = None;
+            }
+        }
         match input {
             Input::Request(req) => self.request(conn, req, now),
             Input::Invalid(err) => {
@@ -218,6 +223,9 @@ impl Core {
     pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
         self.now = self.now.max(now);
         if self.heard_from(conn, false) {
+            if let Some(c) = self.conns.get_mut(&conn.0) {
+                c.after_exception = None;
+            }
             self.submit(conn, s, now);
         }
     }

@@ -386,6 +386,7 @@ impl Core {
         }
         let mut track = Track {
             history: rec.history,
+            error: rec.error,
             ..Track::default()
         };
         track.push(self.now, Step::Revived);

@@ -249,8 +249,11 @@ impl Core {
             w.extend_from_slice(c.info.ip.as_bytes());
             Bytes::from(w)
         });
+        // The run's number follows the job's stored count of ended runs, so
+        // it stays right across a restart that lost the in-memory record.
+        let attempt = self.jobs.get(id).map_or(1, |j| j.retries.saturating_add(1));
         if let Some(t) = self.track(id) {
-            t.attempts = t.attempts.saturating_add(1);
+            t.attempts = attempt;
             t.started = Some(now);
             t.retry_at = None;
             t.worker = worker.clone();
@@ -357,6 +360,11 @@ impl Core {
     }
 
     pub(crate) fn work_fail(&mut self, conn: ConnId, handle: Bytes) {
+        if self.follows_exception(conn, &handle) {
+            // Perl's Gearman::Worker sends WORK_FAIL after the WORK_EXCEPTION
+            // of a job that died; the run already ended (docs/compat.md).
+            return;
+        }
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job given in work result not found");
         };
@@ -372,7 +380,26 @@ impl Core {
             );
         };
         self.count_run(conn, false);
+        if let Some(c) = self.conns.get_mut(&conn.0) {
+            c.after_exception = Some(id);
+        }
         self.run_failed(id, Reason::Exception, data, handle);
+    }
+
+    /// Whether a WORK_FAIL names the job whose WORK_EXCEPTION this worker
+    /// sent just before (nothing else in between).
+    fn follows_exception(&mut self, conn: ConnId, handle: &[u8]) -> bool {
+        let Some(id) = self.conns.get(&conn.0).and_then(|c| c.after_exception) else {
+            return false;
+        };
+        let same = self.foreign_ids.get(&id).map_or_else(
+            || self.handles.parse(handle) == Some(id),
+            |h| h[..] == *handle,
+        );
+        if let Some(c) = self.conns.get_mut(&conn.0) {
+            c.after_exception = None;
+        }
+        same && self.running.get(&id).is_none_or(|r| r.worker != conn)
     }
 
     pub(crate) fn get_status(&mut self, conn: ConnId, handle: Bytes) {

@@ -553,3 +553,72 @@ fn kept_results_are_bounded_in_bytes() {
     // Each costs its 10 000-byte result plus the record: 5 fit in 64 KiB.
     assert_eq!(w.core.retained_counts(), (5, 0));
 }
+
+#[test]
+fn perls_fail_after_an_exception_is_taken_as_the_same_failure() {
+    // Gearman::Worker answers a job that died with WORK_EXCEPTION, then
+    // WORK_FAIL: the second must not get an ERROR (Perl workers exit on it).
+    for with_policy_too in [false, true] {
+        let mut w = checked(World::new());
+        if with_policy_too {
+            with_policy(&mut w, "f", policy(2, &[Reason::Exception]));
+        }
+        w.conns(&[1, 2]);
+        w.can_do(2, &["f"]);
+        let h = w.fg(1, "f", "", "x");
+        let (h1, _) = w.grab_job(2);
+        exception(&mut w, 2, &h1, "died");
+        w.fail(2, &h1);
+        w.quiet(2);
+        if with_policy_too {
+            w.quiet(1);
+            w.advance_to(1_000);
+            assert_eq!(w.grab_job(2).0, h);
+        } else {
+            w.expect(1, Response::WorkFail(h.clone()));
+            w.quiet(1);
+        }
+    }
+    // Anything else in between: a WORK_FAIL for a job it no longer holds
+    // is answered as gearmand does.
+    let mut w = checked(World::new());
+    w.conns(&[1, 2]);
+    w.can_do(2, &["f"]);
+    w.fg(1, "f", "", "x");
+    let (h1, _) = w.grab_job(2);
+    exception(&mut w, 2, &h1, "died");
+    w.req(2, Request::Echo(b("ping")));
+    w.expect(2, Response::EchoRes(b("ping")));
+    w.fail(2, &h1);
+    assert!(matches!(w.pop(2), Response::Error { .. }));
+}
+
+#[test]
+fn attempts_follow_the_stored_count_after_a_restart() {
+    let mut w = checked(World::durable());
+    with_policy(&mut w, "f", policy(3, &[Reason::Fail]));
+    // A job stored with two ended runs whose retry time has passed.
+    w.core.restore(
+        vec![gearshift_core::StoredJob {
+            id: 4,
+            handle: b("H:localhost:4"),
+            function: b("f"),
+            unique: Bytes::new(),
+            priority: Priority::Normal,
+            data: b("x"),
+            reducer: None,
+            due_ms: Some(0),
+            attempts: 2,
+            created_ms: 0,
+        }],
+        5,
+        1_000,
+    );
+    w.now = 1_000;
+    w.conns(&[2]);
+    w.can_do(2, &["f"]);
+    let (h, _) = w.grab_job(2);
+    w.fail(2, &h);
+    let dead = w.probe("show dead");
+    assert!(dead.starts_with("H:localhost:4\tf\t3\t"), "{dead}");
+}
