@@ -65,6 +65,7 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     schedule_ids_raise_next_id(fresh());
     schedule_ids_past_the_largest_are_refused(fresh());
     schedules_survive_churn(fresh());
+    ends_naming_ids_past_the_largest_change_nothing(fresh());
 }
 
 /// A test dead mark.
@@ -714,4 +715,33 @@ fn schedules_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
             assert!(r.next_id >= next_id, "after {round} rounds");
         }
     }
+}
+
+/// A Done, Update or Unschedule naming an id no store keeps (past
+/// [`MAX_ID`]) changes nothing, fails nothing, and leaves a store that
+/// opens again (a log never holds an op its replay refuses).
+fn ends_naming_ids_past_the_largest_change_nothing<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"x"));
+    s.schedule(&sched(2, "* * * * *", None));
+    s.flush().expect("flush");
+    for id in [MAX_ID + 1, u64::MAX] {
+        s.done(id);
+        s.update(id, 3);
+        s.unschedule(id);
+    }
+    s.update(1, 4);
+    s.flush()
+        .expect("ops naming no storable id do not fail the flush");
+    drop(s);
+    let r = open().replay().expect("the store opens again");
+    assert_eq!(
+        r.jobs
+            .iter()
+            .map(|j| (j.id, j.attempts))
+            .collect::<Vec<_>>(),
+        vec![(1, 4)]
+    );
+    assert_eq!(schedule_ids(&r), vec![2]);
 }

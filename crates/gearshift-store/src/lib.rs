@@ -56,10 +56,11 @@ pub trait Store: Send {
     /// Buffers a new job. An id beyond [`MAX_ID`] makes the next flush
     /// fail with [`StoreError::IdOutOfRange`], storing none of its batch.
     fn add(&mut self, job: &JobRecord);
-    /// Buffers the end of a job, live or dead.
+    /// Buffers the end of a job, live or dead (an id beyond [`MAX_ID`],
+    /// which no stored job has, changes nothing).
     fn done(&mut self, id: u64);
     /// Buffers a changed attempt count of a live job (a dead job keeps
-    /// the count it died with).
+    /// the count it died with; an id beyond [`MAX_ID`] changes nothing).
     fn update(&mut self, id: u64, attempts: u32);
     /// Buffers a job going back to wait for a retry: its attempt count and
     /// the time before which it must not run (`None`: at once; `u64::MAX`
@@ -75,7 +76,8 @@ pub trait Store: Send {
     /// with jobs); one beyond [`MAX_ID`] fails the next flush, as in
     /// [`Store::add`]. [`Store::done`] leaves schedules alone.
     fn schedule(&mut self, s: &ScheduleRecord);
-    /// Buffers dropping a schedule; an unknown id changes nothing.
+    /// Buffers dropping a schedule; an unknown id (or one beyond
+    /// [`MAX_ID`]) changes nothing.
     fn unschedule(&mut self, id: u64);
     /// Buffers a handle high-water mark: numbers below `upto` may be in use.
     /// Capped at `MAX_ID + 1`: no stored id can be larger.

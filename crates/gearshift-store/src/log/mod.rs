@@ -517,11 +517,20 @@ impl Store for LogStore {
     }
 
     fn done(&mut self, id: u64) {
+        // No stored job has an id past MAX_ID, and replay would refuse the
+        // op as corrupt (the store would not open): nothing to write.
+        if id > MAX_ID {
+            return;
+        }
         Op::Done(id).encode(&mut self.pending);
         self.pending_ops.push(Sizing::Done(id));
     }
 
     fn update(&mut self, id: u64, attempts: u32) {
+        // As in `done`.
+        if id > MAX_ID {
+            return;
+        }
         Op::Update { id, attempts }.encode(&mut self.pending);
     }
 
