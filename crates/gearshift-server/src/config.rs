@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use gearshift_core::policy::Policies;
+use gearshift_core::schedule::ScheduleSpec;
 use gearshift_core::CoreConfig;
 use gearshift_store::Durability;
 
@@ -49,6 +50,17 @@ pub struct ServerConfig {
     /// Per-function policies (`--config`); [`crate::Server::reloader`]
     /// replaces them while the server runs.
     pub policies: Policies,
+    /// Recurring jobs declared in the config file.
+    pub schedules: Vec<ScheduleSpec>,
+}
+
+/// What a config reload puts in force.
+#[derive(Debug, Clone, Default)]
+pub struct Reload {
+    /// Per-function policies.
+    pub policies: Policies,
+    /// The config file's schedules.
+    pub schedules: Vec<ScheduleSpec>,
 }
 
 /// Unwritten output past which a connection is closed. Its own requests
@@ -97,6 +109,7 @@ impl Default for ServerConfig {
             io_threads: 0,
             max_output: DEFAULT_MAX_OUTPUT,
             policies: Policies::default(),
+            schedules: Vec::new(),
         }
     }
 }

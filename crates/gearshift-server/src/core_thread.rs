@@ -7,7 +7,7 @@
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use gearshift_core::policy::Policies;
+use crate::config::Reload;
 use gearshift_core::ConnId;
 use tokio::sync::oneshot;
 
@@ -38,8 +38,8 @@ pub enum ToCore {
     Shutdown(bool),
     /// Finish the hub and the store, then say so.
     Finish(oneshot::Sender<()>),
-    /// New per-function policies.
-    Policies(Box<Policies>),
+    /// A config reload.
+    Reload(Arc<Reload>),
     /// End at once (the server was dropped).
     Stop,
 }
@@ -100,7 +100,7 @@ pub fn run(mut hub: Hub, inbox: mpsc::Receiver<ToCore>, links: IoLinks) {
                     let _ = done.send(());
                     return;
                 }
-                ToCore::Policies(p) => hub.set_policies(*p),
+                ToCore::Reload(r) => hub.reload(&r, &mut outboxes),
                 ToCore::Stop => return,
             }
             taken += 1;

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::config::Reload;
 use bytes::Bytes;
 use gearshift_core::listing::Listing;
-use gearshift_core::policy::Policies;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
 use gearshift_proto::{Request, Response, SubmitInPlace};
 use tokio::sync::{watch, Notify};
@@ -220,9 +220,14 @@ impl Hub {
         self.core.handle(id, input, now);
     }
 
-    /// New per-function policies (a reloaded config file).
-    pub fn set_policies(&mut self, policies: Policies) {
-        self.core.set_policies(policies);
+    /// A reloaded config file: new policies and schedules.
+    pub fn reload(&mut self, reload: &Reload, sink: &mut impl OutSink) {
+        self.core.set_now(self.clock.now());
+        self.core.set_policies(reload.policies.clone());
+        if let Err(e) = self.core.set_config_schedules(reload.schedules.clone()) {
+            tracing::error!("reload: keeping the schedules in force: {e}");
+        }
+        self.route(sink);
     }
 
     /// The store finished a group commit.

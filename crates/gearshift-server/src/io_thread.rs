@@ -19,7 +19,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
-use gearshift_core::policy::Policies;
+use crate::config::Reload;
 use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
 use tokio::net::TcpStream;
@@ -58,8 +58,8 @@ pub enum ToIo {
     /// Finish the hub, the connections and the store, then say so (single
     /// I/O thread).
     Finish(oneshot::Sender<()>),
-    /// New per-function policies (single I/O thread).
-    Policies(Box<Policies>),
+    /// A config reload (single I/O thread).
+    Reload(Arc<Reload>),
     /// Close every socket and end the thread.
     Stop,
 }
@@ -248,11 +248,12 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
             }
             let _ = done.send(());
         }
-        ToIo::Policies(p) => {
+        ToIo::Reload(r) => {
             let mut t = io.borrow_mut();
-            if let Route::Inline(hub) = &mut t.route {
-                hub.set_policies(*p);
+            if let Some((hub, peers)) = t.hub_and_sink() {
+                hub.reload(&r, peers);
             }
+            t.pump(None);
         }
         ToIo::Stop => return false,
     }

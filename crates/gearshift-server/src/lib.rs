@@ -36,13 +36,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gearshift_core::policy::Policies;
 use gearshift_core::{ConnId, Core, Effect, StoreOp};
 use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 
-pub use config::{ServerConfig, StoreConfig};
+pub use config::{Reload, ServerConfig, StoreConfig};
 use core_thread::{IoLinks, ToCore};
 use handoff::{Flow, OutSlot};
 use hub::{Hub, Signals};
@@ -80,21 +79,22 @@ pub struct Server {
     core: Core,
     store: Option<Box<dyn Store>>,
     /// New policies for the running server ([`Server::reloader`]).
-    reload: (
-        watch::Sender<Option<Arc<Policies>>>,
-        watch::Receiver<Option<Arc<Policies>>>,
-    ),
+    reload: (ReloadTx, watch::Receiver<Option<Arc<Reload>>>),
 }
 
 /// Puts new per-function policies in force in a running server (a config
 /// reload). Cheap to clone; does nothing once the server has stopped.
 #[derive(Clone)]
-pub struct Reloader(watch::Sender<Option<Arc<Policies>>>);
+pub struct Reloader(ReloadTx);
+
+/// The sending end of config reloads.
+type ReloadTx = watch::Sender<Option<Arc<Reload>>>;
 
 impl Reloader {
-    /// Replaces the policies; jobs already waiting for a retry keep their time.
-    pub fn reload(&self, policies: Policies) {
-        let _ = self.0.send(Some(Arc::new(policies)));
+    /// Replaces the policies and the config's schedules; jobs already
+    /// waiting for a retry keep their time, kept schedules their next firing.
+    pub fn reload(&self, reload: Reload) {
+        let _ = self.0.send(Some(Arc::new(reload)));
     }
 }
 
@@ -136,6 +136,7 @@ impl Server {
         let mut core_cfg = cfg.core.clone();
         core_cfg.durable = store.is_some();
         let mut core = Core::new(core_cfg);
+        core.set_now(clock::Clock::new().now());
         core.set_policies(cfg.policies.clone());
         if let Some(store) = store.as_mut() {
             let replayed = store.replay().map_err(store_err)?;
@@ -157,6 +158,15 @@ impl Server {
             if dead_count > 0 {
                 tracing::info!(jobs = dead_count, "restored dead jobs");
             }
+            core.restore_schedules(
+                replayed
+                    .schedules
+                    .into_iter()
+                    .map(store_task::from_schedule_record)
+                    .collect(),
+            );
+            core.set_config_schedules(cfg.schedules.clone())
+                .map_err(ServerError::Config)?;
             // The first handle reservation is on disk before any handle is
             // handed out, so no handle can repeat after a crash (and dead
             // jobs past the retention limits are dropped there too).
@@ -164,6 +174,10 @@ impl Server {
                 match effect {
                     Effect::Store(StoreOp::Reserve(upto)) => store.reserve(upto),
                     Effect::Store(StoreOp::Done(id)) => store.done(id),
+                    Effect::Store(StoreOp::Schedule(s)) => {
+                        store.schedule(&store_task::to_schedule_record(s))
+                    }
+                    Effect::Store(StoreOp::Unschedule(id)) => store.unschedule(id),
                     _ => {}
                 }
             }
@@ -171,6 +185,11 @@ impl Server {
             if count > 0 {
                 tracing::info!(jobs = count, "restored stored jobs");
             }
+        }
+        if store.is_none() {
+            core.set_config_schedules(cfg.schedules.clone())
+                .map_err(ServerError::Config)?;
+            let _ = core.take_effects();
         }
         let mut listeners = Vec::new();
         for &addr in &cfg.listen {
@@ -358,7 +377,7 @@ impl Server {
 
 /// Hands each reload of the policies to the thread that runs the hub.
 async fn forward_reloads(
-    mut rx: watch::Receiver<Option<Arc<Policies>>>,
+    mut rx: watch::Receiver<Option<Arc<Reload>>>,
     inline: Option<tokio::sync::mpsc::UnboundedSender<ToIo>>,
     core: std::sync::mpsc::Sender<ToCore>,
 ) {
@@ -366,13 +385,12 @@ async fn forward_reloads(
         let Some(p) = rx.borrow_and_update().clone() else {
             continue;
         };
-        let p = Box::new((*p).clone());
         match &inline {
             Some(io) => {
-                let _ = io.send(ToIo::Policies(p));
+                let _ = io.send(ToIo::Reload(p));
             }
             None => {
-                let _ = core.send(ToCore::Policies(p));
+                let _ = core.send(ToCore::Reload(p));
             }
         }
     }

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gearshift_core::{DeadInfo, JobId, StoreOp, StoredJob};
+use gearshift_core::{DeadInfo, JobId, StoreOp, StoredJob, StoredSchedule};
 use gearshift_proto::Priority;
-use gearshift_store::{DeadMark, JobRecord, Store};
+use gearshift_store::{DeadMark, JobRecord, ScheduleRecord, Store};
 
 /// A store plus the operations a failed flush could not write: ends,
 /// attempt counts and reservations refuse no submitter, so they are written
@@ -254,6 +254,14 @@ fn apply(
                 store.add(&to_record(job));
                 continue;
             }
+            StoreOp::Schedule(s) => {
+                // Like a new job: reported with the commit (its submitter
+                // waits for JOB_CREATED), not written again after a failure.
+                added.push(s.id);
+                store.schedule(&to_schedule_record(s));
+                continue;
+            }
+            StoreOp::Unschedule(id) => store.unschedule(id),
             StoreOp::Done(id) => store.done(id),
             StoreOp::Update { id, attempts } => store.update(id, attempts),
             StoreOp::Reserve(upto) => store.reserve(upto),
@@ -296,6 +304,46 @@ pub fn to_record(j: StoredJob) -> JobRecord {
     }
 }
 
+/// The core's view of a schedule → the store's record.
+pub fn to_schedule_record(s: StoredSchedule) -> ScheduleRecord {
+    ScheduleRecord {
+        id: s.id,
+        handle: s.handle,
+        when: s.when,
+        monday_zero: s.monday_zero,
+        function: s.function,
+        unique: s.unique,
+        data: s.data,
+        priority: s.priority.index() as u8,
+        next_ms: s.next_ms,
+        from_config: s.from_config,
+    }
+}
+
+/// A stored schedule → the core's view.
+pub fn from_schedule_record(r: ScheduleRecord) -> StoredSchedule {
+    StoredSchedule {
+        id: r.id,
+        handle: r.handle,
+        when: r.when,
+        monday_zero: r.monday_zero,
+        function: r.function,
+        unique: r.unique,
+        data: r.data,
+        priority: priority_of(r.priority),
+        next_ms: r.next_ms,
+        from_config: r.from_config,
+    }
+}
+
+fn priority_of(p: u8) -> Priority {
+    match p {
+        0 => Priority::High,
+        2 => Priority::Low,
+        _ => Priority::Normal,
+    }
+}
+
 /// A stored dead mark → the core's view.
 pub fn dead_info(m: DeadMark) -> DeadInfo {
     DeadInfo {
@@ -306,11 +354,7 @@ pub fn dead_info(m: DeadMark) -> DeadInfo {
 
 /// A stored record → the core's view (unknown priorities become normal).
 pub fn from_record(r: JobRecord) -> StoredJob {
-    let priority = match r.priority {
-        0 => Priority::High,
-        2 => Priority::Low,
-        _ => Priority::Normal,
-    };
+    let priority = priority_of(r.priority);
     StoredJob {
         id: r.id,
         handle: r.handle,

@@ -136,7 +136,6 @@ async fn server_only_packets_are_refused() {
         PacketType::JobAssign,
         PacketType::Unused,
         PacketType::AllYours,
-        PacketType::SubmitJobSched,
     ] {
         conn.send(&bare(kind)).await;
         let text = conn.expect_error("INVALID_COMMAND").await;

@@ -18,7 +18,9 @@ use common::{
 };
 use gearshift_proto::{PacketType, Priority, Request, Response, Submit};
 use gearshift_store::fault::FaultyStore;
-use gearshift_store::{Durability, JobRecord, MemoryStore, Replayed, Store, StoreError};
+use gearshift_store::{
+    DeadMark, Durability, JobRecord, MemoryStore, Replayed, ScheduleRecord, Store, StoreError,
+};
 
 // ---- a store whose flush the test holds ------------------------------------
 
@@ -102,6 +104,18 @@ impl Store for GatedStore {
     }
     fn reserve(&mut self, upto: u64) {
         self.inner.reserve(upto);
+    }
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
+        self.inner.retry(id, attempts, due_ms);
+    }
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
+        self.inner.dead(id, attempts, mark);
+    }
+    fn schedule(&mut self, s: &ScheduleRecord) {
+        self.inner.schedule(s);
+    }
+    fn unschedule(&mut self, id: u64) {
+        self.inner.unschedule(id);
     }
     fn discard(&mut self) {
         self.inner.discard();

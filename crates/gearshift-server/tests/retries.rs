@@ -160,7 +160,10 @@ async fn a_reload_puts_new_policies_in_force() {
     worker.send(&fail(&h)).await;
     client.expect(Response::WorkFail(h)).await;
 
-    server.reloader.reload(retry_policy("f", 2, 100));
+    server.reloader.reload(gearshift_server::Reload {
+        policies: retry_policy("f", 2, 100),
+        schedules: Vec::new(),
+    });
     // The reload reaches the core in order with other work: until it has,
     // a failure is still final.
     for _ in 0..100 {

@@ -9,8 +9,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use clap::Args;
+use gearshift_core::schedule::ScheduleSpec;
 use gearshift_core::CoreConfig;
-use gearshift_server::{policy_file, Reloader, Server, ServerConfig, StoreConfig};
+use gearshift_proto::Priority;
+use gearshift_server::{policy_file, Reload, Reloader, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
 use tracing_subscriber::filter::LevelFilter;
 
@@ -217,26 +219,22 @@ fn run(args: ServeArgs) -> Result<(), String> {
             durability: args.durability,
         },
     };
-    let policies = match &args.config {
+    let jobs = match &args.config {
         Some(path) => {
             let file = policy_file::load(path).map_err(|e| e.to_string())?;
-            if !file.schedules.is_empty() {
-                tracing::warn!(
-                    schedules = file.schedules.len(),
-                    "[[schedule]] sections are checked but not run yet: no recurring jobs will be submitted"
-                );
-            }
             tracing::info!(
                 rules = file.policies.rules.len(),
+                schedules = file.schedules.len(),
                 "policies loaded from {}",
                 path.display()
             );
-            file.policies
+            reload_of(file)
         }
-        None => Default::default(),
+        None => Reload::default(),
     };
     let cfg = ServerConfig {
-        policies,
+        policies: jobs.policies,
+        schedules: jobs.schedules,
         listen: listen_addrs(&args)?,
         max_packet_size: args.max_packet_size,
         max_connections: args.max_connections,
@@ -317,6 +315,29 @@ async fn shutdown_signal(pid_file: Option<String>) {
     });
 }
 
+/// What a loaded policy file puts in force.
+fn reload_of(file: policy_file::PolicyFile) -> Reload {
+    let schedules = file
+        .schedules
+        .into_iter()
+        .map(|d| ScheduleSpec {
+            cron: d.cron,
+            function: d.function.into(),
+            unique: d.unique.unwrap_or_default().into(),
+            data: d.workload.into(),
+            priority: match d.priority.as_str() {
+                "high" => Priority::High,
+                "low" => Priority::Low,
+                _ => Priority::Normal,
+            },
+        })
+        .collect();
+    Reload {
+        policies: file.policies,
+        schedules,
+    }
+}
+
 /// Reloads the policy file at each SIGHUP; a file that does not load
 /// leaves the policies in force, and the log says why.
 async fn reload_on_hangup(path: PathBuf, reloader: Reloader) {
@@ -330,10 +351,11 @@ async fn reload_on_hangup(path: PathBuf, reloader: Reloader) {
             Ok(file) => {
                 tracing::info!(
                     rules = file.policies.rules.len(),
+                    schedules = file.schedules.len(),
                     "SIGHUP: policies reloaded from {}",
                     path.display()
                 );
-                reloader.reload(file.policies);
+                reloader.reload(reload_of(file));
             }
             Err(e) => tracing::error!("SIGHUP: keeping the policies in force: {e}"),
         }
