@@ -82,6 +82,9 @@ pub struct World {
     /// Check the core's invariants after every step (costs a pass over
     /// every job, so off for the deep-queue scenarios).
     pub check: bool,
+    /// Play a durable store that confirms every write at once, within the
+    /// same step (the model test's durable mode).
+    pub auto_persist: bool,
 }
 
 impl Default for World {
@@ -107,6 +110,7 @@ impl World {
             next_probe: PROBE_BASE,
             plain_submits: 0,
             check: false,
+            auto_persist: false,
         }
     }
 
@@ -227,6 +231,29 @@ impl World {
     }
 
     fn collect(&mut self) {
+        let first = self.store_ops.len();
+        self.collect_once();
+        if self.auto_persist {
+            let mut from = first;
+            while from < self.store_ops.len() {
+                let ids: Vec<u64> = self.store_ops[from..]
+                    .iter()
+                    .filter_map(|op| match op {
+                        StoreOp::Add(j) => Some(j.id),
+                        StoreOp::Schedule(s) => Some(s.id),
+                        _ => None,
+                    })
+                    .collect();
+                from = self.store_ops.len();
+                if !ids.is_empty() {
+                    self.core.persisted(&ids, self.now);
+                    self.collect_once();
+                }
+            }
+        }
+    }
+
+    fn collect_once(&mut self) {
         if self.check {
             if let Err(e) = self.core.check_invariants() {
                 panic!("invariant broken: {e}");

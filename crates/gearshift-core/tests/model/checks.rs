@@ -94,6 +94,10 @@ impl Model {
 
     pub(crate) fn work(&mut self, slot: usize, what: Work, pick: usize, own: bool) {
         let c = self.slots[slot];
+        let after_exception = self
+            .conns
+            .get_mut(&c)
+            .and_then(|conn| conn.after_exception.take());
         self.touch(c);
         let held = &self.conns[&c].held;
         let h = if own && !held.is_empty() {
@@ -130,6 +134,15 @@ impl Model {
                 data: b("exc"),
             },
         };
+        if !mine && matches!(what, Work::Fail) && after_exception.as_ref() == Some(&h) {
+            // Perl's WORK_EXCEPTION + WORK_FAIL pair: one failure.
+            return self.w.req(c, req);
+        }
+        if matches!(what, Work::Exception) && mine {
+            if let Some(conn) = self.conns.get_mut(&c) {
+                conn.after_exception = Some(h.clone());
+            }
+        }
         if !mine {
             let text = match what {
                 Work::Data | Work::Warning => "Job does not exist on server",

@@ -18,8 +18,8 @@ use ops::{op, Op, Work};
 use proptest::prelude::*;
 use state::Model;
 
-fn run(job_retries: u32, exceptions: bool, ops: &[Op]) {
-    let mut m = Model::new(job_retries, exceptions);
+fn run(job_retries: u32, exceptions: bool, durable: bool, ops: &[Op]) {
+    let mut m = Model::new(job_retries, exceptions, durable);
     for op in ops {
         m.step(op);
         m.check();
@@ -34,9 +34,10 @@ proptest! {
     fn core_matches_the_model(
         job_retries in prop_oneof![Just(0u32), Just(1), Just(3)],
         exceptions in any::<bool>(),
+        durable in any::<bool>(),
         ops in prop::collection::vec(op(), 1..150),
     ) {
-        run(job_retries, exceptions, &ops);
+        run(job_retries, exceptions, durable, &ops);
     }
 }
 
@@ -82,5 +83,6 @@ fn model_smoke_sequence() {
             own: true,
         },
     ];
-    run(0, false, &ops);
+    run(0, false, false, &ops);
+    run(0, false, true, &ops);
 }

@@ -35,6 +35,9 @@ pub(crate) struct MConn {
     pub(crate) noop_sent: bool,
     pub(crate) exceptions: bool,
     pub(crate) held: Vec<u64>,
+    /// The handle of the job this worker's last packet was a WORK_EXCEPTION
+    /// for: a WORK_FAIL for it next is the same failure (no answer).
+    pub(crate) after_exception: Option<Bytes>,
 }
 
 impl MConn {
@@ -70,14 +73,16 @@ pub(crate) fn id_of(h: &Bytes) -> u64 {
 }
 
 impl Model {
-    pub(crate) fn new(job_retries: u32, exceptions: bool) -> Model {
+    pub(crate) fn new(job_retries: u32, exceptions: bool, durable: bool) -> Model {
         let mut w = World::with(CoreConfig {
             job_retries,
             exceptions,
+            durable,
             ..CoreConfig::default()
         });
         w.conn(ADMIN);
         w.check = true;
+        w.auto_persist = durable;
         let mut m = Model {
             w,
             exceptions_all: exceptions,
@@ -121,6 +126,7 @@ impl Model {
     pub(crate) fn touch(&mut self, c: u64) {
         if let Some(conn) = self.conns.get_mut(&c) {
             conn.noop_sent = false;
+            conn.after_exception = None;
         }
     }
 
