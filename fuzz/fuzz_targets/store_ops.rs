@@ -1,11 +1,11 @@
 //! Any bytes as the payload of a log frame, read as either format version
 //! (the first byte picks it): the op decoder and the raw op scanner (used
 //! by compaction) never panic; whatever the decoder accepts, the scanner
-//! accepts too, with the same ops in the same order (Retry, Dead, Schedule
-//! and Unschedule included; a Schedule's raw bytes, which compaction copies
-//! as they lie, decode to the same record), and it survives a round trip
-//! through the encoder. A version-1 payload is accepted exactly when it
-//! holds no version-2 op.
+//! accepts too, with the same ops in the same order (Retry, Dead, Schedule,
+//! Unschedule, Kept and Forget included; the raw bytes of a Schedule or a
+//! Kept, which compaction copies as they lie, decode to the same record),
+//! and it survives a round trip through the encoder. A version-1 payload is
+//! accepted exactly when it holds no version-2 op.
 #![no_main]
 
 use bytes::Bytes;
@@ -77,6 +77,13 @@ fuzz_target!(|input: &[u8]| {
                 assert_eq!(alone, vec![op.clone()]);
             }
             (Op::Unschedule(a), RawOp::Unschedule(b)) => assert_eq!(a, b),
+            (Op::Kept(k), RawOp::Kept { id, bytes }) => {
+                assert_eq!(k.id, *id);
+                let alone = Op::decode_all(&Bytes::copy_from_slice(bytes))
+                    .expect("a scanned Kept decodes on its own");
+                assert_eq!(alone, vec![op.clone()]);
+            }
+            (Op::Forget(a), RawOp::Forget(b)) => assert_eq!(a, b),
             other => panic!("decoder and scanner disagree: {other:?}"),
         }
     }

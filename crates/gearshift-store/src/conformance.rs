@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use crate::{DeadMark, JobRecord, Replayed, ScheduleRecord, Store, StoreError, MAX_ID};
+use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Store, StoreError, MAX_ID};
 
 /// A test job: id, function, unique, priority, data.
 pub fn job(id: u64, function: &str, unique: &str, priority: u8, data: &[u8]) -> JobRecord {
@@ -42,6 +42,36 @@ pub fn sched(id: u64, when: &str, next_ms: Option<u64>) -> ScheduleRecord {
     }
 }
 
+/// A test kept record: id, outcome (0 completed, 1 failed, 2 cancelled),
+/// result. The other fields vary with the id and outcome, so every one is
+/// exercised: a failed job has an error, every third id never started
+/// (and has no worker), even ids ran in the background.
+pub fn kept(id: u64, outcome: u8, result: &[u8]) -> KeptRecord {
+    let started = !id.is_multiple_of(3);
+    KeptRecord {
+        id,
+        handle: Bytes::from(format!("H:test:{id}")),
+        function: Bytes::from_static(b"resize"),
+        unique: Bytes::from(format!("kept-{id}")),
+        priority: (id % 3) as u8,
+        background: id.is_multiple_of(2),
+        outcome,
+        attempts: (id % 5) as u32,
+        created_ms: 1_700_000_000_000 + id,
+        started_ms: started.then_some(1_700_000_001_000 + id),
+        finished_ms: 1_700_000_002_000 + id,
+        expires_ms: 1_700_000_602_000 + id,
+        worker: if started {
+            Bytes::from(format!("worker-{}", id % 4))
+        } else {
+            Bytes::new()
+        },
+        error: (outcome == 1).then(|| Bytes::from(format!("error of {id}"))),
+        result: Bytes::copy_from_slice(result),
+        history: Bytes::from(format!("history of {id}").into_bytes()),
+    }
+}
+
 /// Runs every check against fresh storage locations from `fresh`.
 pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     empty_store(fresh());
@@ -66,6 +96,12 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     schedule_ids_past_the_largest_are_refused(fresh());
     schedules_survive_churn(fresh());
     ends_naming_ids_past_the_largest_change_nothing(fresh());
+    kept_records_are_replayed(fresh());
+    a_new_version_of_a_kept_record_replaces_it(fresh());
+    forget_drops_a_kept_record_and_done_does_not(fresh());
+    kept_ids_raise_next_id(fresh());
+    kept_ids_past_the_largest_are_refused(fresh());
+    kept_records_survive_churn(fresh());
 }
 
 /// A test dead mark.
@@ -91,6 +127,8 @@ fn empty_store<S: Store>(mut open: impl FnMut() -> S) {
     let r = open().replay().expect("replay of an empty store");
     assert!(r.jobs.is_empty(), "a new store holds no jobs");
     assert!(r.dead.is_empty(), "a new store holds no dead jobs");
+    assert!(r.schedules.is_empty(), "a new store holds no schedules");
+    assert!(r.kept.is_empty(), "a new store holds no kept records");
     assert!(r.next_id >= 1, "handle numbers start at 1 or later");
 }
 
@@ -717,7 +755,7 @@ fn schedules_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
     }
 }
 
-/// A Done, Update or Unschedule naming an id no store keeps (past
+/// A Done, Update, Unschedule or Forget naming an id no store keeps (past
 /// [`MAX_ID`]) changes nothing, fails nothing, and leaves a store that
 /// opens again (a log never holds an op its replay refuses).
 fn ends_naming_ids_past_the_largest_change_nothing<S: Store>(mut open: impl FnMut() -> S) {
@@ -725,11 +763,13 @@ fn ends_naming_ids_past_the_largest_change_nothing<S: Store>(mut open: impl FnMu
     s.replay().expect("replay");
     s.add(&job(1, "f", "", 1, b"x"));
     s.schedule(&sched(2, "* * * * *", None));
+    s.kept(&kept(3, 0, b"r"));
     s.flush().expect("flush");
     for id in [MAX_ID + 1, u64::MAX] {
         s.done(id);
         s.update(id, 3);
         s.unschedule(id);
+        s.forget(id);
     }
     s.update(1, 4);
     s.flush()
@@ -744,4 +784,247 @@ fn ends_naming_ids_past_the_largest_change_nothing<S: Store>(mut open: impl FnMu
         vec![(1, 4)]
     );
     assert_eq!(schedule_ids(&r), vec![2]);
+    assert_eq!(r.kept, vec![kept(3, 0, b"r")]);
+}
+
+/// Ids of the replayed kept records.
+fn kept_ids(r: &Replayed) -> Vec<u64> {
+    r.kept.iter().map(|k| k.id).collect()
+}
+
+fn kept_records_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"still running"));
+    s.add(&job(2, "f", "", 1, b"about to finish"));
+    s.flush().expect("flush");
+    // Odd values in every field: no start, no worker, an empty error,
+    // times at the ends of their range, empty and binary bytes.
+    let mut odd = kept(9, 1, b"");
+    odd.started_ms = Some(u64::MAX);
+    odd.created_ms = 0;
+    odd.finished_ms = u64::MAX;
+    odd.expires_ms = u64::MAX;
+    odd.error = Some(Bytes::new());
+    odd.history = Bytes::new();
+    odd.unique = Bytes::new();
+    odd.priority = 2;
+    odd.attempts = u32::MAX;
+    let mut never_ran = kept(12, 2, b"");
+    never_ran.started_ms = None;
+    never_ran.worker = Bytes::new();
+    let all = vec![
+        kept(2, 0, b"the result \0\xff"),
+        kept(4, 1, b"partial"),
+        kept(5, 0, &vec![5u8; 1 << 20]),
+        odd,
+        never_ran,
+    ];
+    // The core ends a job with a Done, then keeps it, in one batch; the
+    // rest are stored out of id order: replay sorts them.
+    s.done(2);
+    for k in all.iter().rev() {
+        s.kept(k);
+    }
+    s.flush().expect("flush");
+    let again = s.replay().expect("a second replay on the same handle");
+    assert_eq!(
+        again.kept, all,
+        "replay reports kept records, however often asked"
+    );
+    drop(s);
+    let r = open().replay().expect("replay after reopen");
+    assert_eq!(
+        r.kept, all,
+        "every field of every kept record survives, in id order"
+    );
+    assert_eq!(
+        r.jobs,
+        vec![job(1, "f", "", 1, b"still running")],
+        "a kept job is not live (its Done ended it), and kept records are not jobs"
+    );
+    assert!(r.dead.is_empty() && r.schedules.is_empty());
+}
+
+fn a_new_version_of_a_kept_record_replaces_it<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.kept(&kept(1, 0, b"first"));
+    s.kept(&kept(2, 1, b"second"));
+    s.flush().expect("flush");
+    // A longer life, then (same batch) a whole new record.
+    let mut longer = kept(1, 0, b"first");
+    longer.expires_ms += 3_600_000;
+    s.kept(&longer);
+    let mut changed = kept(1, 2, b"changed");
+    changed.history = Bytes::from_static(b"more history");
+    changed.background = !changed.background;
+    s.kept(&changed);
+    s.flush().expect("flush");
+    let mut two = kept(2, 1, b"second");
+    two.expires_ms += 1;
+    s.kept(&two);
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(
+        r.kept,
+        vec![changed, two],
+        "the latest version of each kept record wins, once"
+    );
+}
+
+fn forget_drops_a_kept_record_and_done_does_not<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    for id in 1..=4 {
+        s.kept(&kept(id, 0, b"r"));
+    }
+    s.flush().expect("flush");
+    s.forget(2);
+    s.forget(99);
+    s.done(3);
+    s.update(3, 5);
+    s.kept(&kept(5, 0, b"r"));
+    s.forget(5);
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open();
+    let r = s.replay().expect("replay");
+    assert_eq!(
+        kept_ids(&r),
+        vec![1, 3, 4],
+        "forget drops one (an unknown id, nothing); done, update leave kept records alone"
+    );
+    assert_eq!(r.kept[1], kept(3, 0, b"r"));
+    // Forgotten, then kept again (never sent, but well defined): back.
+    s.forget(1);
+    s.forget(3);
+    s.kept(&kept(3, 1, b"again"));
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert_eq!(r.kept, vec![kept(3, 1, b"again"), kept(4, 0, b"r")]);
+}
+
+fn kept_ids_raise_next_id<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"x"));
+    s.kept(&kept(500, 0, b"r"));
+    s.kept(&kept(700, 0, b"r"));
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open();
+    let r = s.replay().expect("replay");
+    assert!(
+        r.next_id > 700,
+        "next_id is past every kept id (got {})",
+        r.next_id
+    );
+    s.forget(700);
+    s.forget(500);
+    s.done(1);
+    s.flush().expect("flush");
+    drop(s);
+    let r = open().replay().expect("replay");
+    assert!(r.kept.is_empty() && r.jobs.is_empty());
+    assert!(
+        r.next_id > 700,
+        "a forgotten job's id is not handed out again (got {})",
+        r.next_id
+    );
+}
+
+fn kept_ids_past_the_largest_are_refused<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.kept(&kept(MAX_ID, 0, b"r"));
+    s.flush().expect("the largest id is stored like any other");
+    s.add(&job(7, "f", "", 1, b"same batch"));
+    s.kept(&kept(MAX_ID + 1, 0, b"r"));
+    match s.flush() {
+        Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
+        other => panic!("a kept id past MAX_ID must fail its flush, got {other:?}"),
+    }
+    // Forgetting such an id forgets nothing and harms nothing.
+    s.forget(MAX_ID + 1);
+    s.forget(u64::MAX);
+    s.add(&job(8, "f", "", 1, b"next batch"));
+    s.flush()
+        .expect("the refusal does not stick to later batches");
+    drop(s);
+    let r = open().replay().expect("what was written replays");
+    assert_eq!(kept_ids(&r), vec![MAX_ID], "none of the refused batch");
+    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![8]);
+    assert_eq!(r.next_id, MAX_ID + 1);
+}
+
+/// Jobs finishing into kept records among many jobs coming and going,
+/// records kept longer and forgotten, over many flushes (for the log
+/// store with a small threshold: across compactions), checked after every
+/// reopen: each kept record's latest version, none forgotten.
+fn kept_records_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    let mut want: std::collections::BTreeMap<u64, KeptRecord> = Default::default();
+    let mut want_live: std::collections::BTreeMap<u64, JobRecord> = Default::default();
+    let mut next_id = 1u64;
+    for round in 1..=300u64 {
+        // Garbage: a short-lived job, so the log store compacts often.
+        s.add(&job(next_id, "f", "", 1, &[0; 1500]));
+        s.done(next_id);
+        next_id += 1;
+        // A job that runs a while, then finishes and is kept.
+        let r = job(next_id, "f", "", 1, &[1; 200]);
+        s.add(&r);
+        want_live.insert(r.id, r);
+        next_id += 1;
+        if round % 2 == 0 {
+            if let Some((id, _)) = want_live.pop_first() {
+                let k = kept(id, (round % 3) as u8, &[round as u8; 300]);
+                s.done(id);
+                s.kept(&k);
+                want.insert(id, k);
+            }
+        }
+        // Now and then one is kept longer (a new version), the oldest
+        // expires (forgotten), and a Done names a kept id (harmless).
+        if round % 5 == 0 {
+            if let Some(k) = want.values_mut().last() {
+                k.expires_ms += 60_000;
+                k.history = Bytes::from(format!("read in round {round}").into_bytes());
+                s.kept(k);
+            }
+        }
+        if round % 7 == 0 {
+            if let Some((id, _)) = want.pop_first() {
+                s.forget(id);
+            }
+            if let Some(&id) = want.keys().next() {
+                s.done(id);
+            }
+        }
+        if round % 3 == 0 {
+            s.flush().expect("flush");
+        }
+        if round % 100 == 0 {
+            s.flush().expect("flush");
+            drop(s);
+            s = open();
+            let r = s.replay().expect("replay");
+            assert_eq!(
+                r.kept,
+                want.values().cloned().collect::<Vec<_>>(),
+                "kept records after {round} rounds"
+            );
+            assert_eq!(
+                r.jobs,
+                want_live.values().cloned().collect::<Vec<_>>(),
+                "live jobs after {round} rounds"
+            );
+            assert!(r.next_id >= next_id, "after {round} rounds");
+        }
+    }
 }

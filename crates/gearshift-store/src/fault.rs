@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::{DeadMark, JobRecord, Replayed, ScheduleRecord, Store, StoreError};
+use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Store, StoreError};
 
 /// Fails flushes once `budget` buffered operations have been used up.
 #[derive(Debug)]
@@ -74,6 +74,16 @@ impl<S: Store> Store for FaultyStore<S> {
     fn unschedule(&mut self, id: u64) {
         self.pending += 1;
         self.inner.unschedule(id);
+    }
+
+    fn kept(&mut self, r: &KeptRecord) {
+        self.pending += 1;
+        self.inner.kept(r);
+    }
+
+    fn forget(&mut self, id: u64) {
+        self.pending += 1;
+        self.inner.forget(id);
     }
 
     fn reserve(&mut self, upto: u64) {

@@ -2,10 +2,12 @@
 //!
 //! A [`Store`] keeps the set of live background/epoch jobs, the dead ones
 //! (jobs that used all their attempts, kept until retried or dropped), the
-//! recurring jobs (schedules) and the handle counter's high-water mark.
+//! recurring jobs (schedules), the finished jobs kept with their results
+//! (until they expire) and the handle counter's high-water mark.
 //! Writes are buffered by [`Store::add`], [`Store::done`],
 //! [`Store::update`], [`Store::retry`], [`Store::dead`],
-//! [`Store::schedule`], [`Store::unschedule`] and [`Store::reserve`] and
+//! [`Store::schedule`], [`Store::unschedule`], [`Store::kept`],
+//! [`Store::forget`] and [`Store::reserve`] and
 //! made durable together by one [`Store::flush`]: that is what lets the
 //! server group-commit every submission that arrived while the previous
 //! flush ran.
@@ -30,7 +32,7 @@ use std::collections::BTreeMap;
 pub use error::StoreError;
 pub use log::{Durability, LogOptions, LogStore};
 pub use memory::MemoryStore;
-pub use record::{DeadMark, JobRecord, Op, ScheduleRecord, FORMAT_VERSION, MAX_ID};
+pub use record::{DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, FORMAT_VERSION, MAX_ID};
 
 /// What a store holds at startup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,15 +45,18 @@ pub struct Replayed {
     pub dead: Vec<(JobRecord, DeadMark)>,
     /// Live schedules in id order, each as its latest Schedule op left it.
     pub schedules: Vec<ScheduleRecord>,
-    /// The first handle number that was never handed out (past every job
-    /// and schedule id ever stored, and every reservation).
+    /// Kept finished jobs in id order, each as its latest Kept op left it
+    /// (forgotten ones gone; expired ones are the caller's to forget).
+    pub kept: Vec<KeptRecord>,
+    /// The first handle number that was never handed out (past every job,
+    /// schedule and kept id ever stored, and every reservation).
     pub next_id: u64,
 }
 
 /// A durable set of jobs.
 pub trait Store: Send {
-    /// Every live and dead job, every schedule and the first unused handle
-    /// number, as of the last flush.
+    /// Every live and dead job, every schedule, every kept record and the
+    /// first unused handle number, as of the last flush.
     fn replay(&mut self) -> Result<Replayed, StoreError>;
     /// Buffers a new job. An id beyond [`MAX_ID`] makes the next flush
     /// fail with [`StoreError::IdOutOfRange`], storing none of its batch.
@@ -79,6 +84,15 @@ pub trait Store: Send {
     /// Buffers dropping a schedule; an unknown id (or one beyond
     /// [`MAX_ID`]) changes nothing.
     fn unschedule(&mut self, id: u64);
+    /// Buffers a finished job kept with its result: new, or replacing the
+    /// kept record with its id. Its id counts toward the handle
+    /// high-water mark; one beyond [`MAX_ID`] fails the next flush, as in
+    /// [`Store::add`]. [`Store::done`] leaves kept records alone (a job's
+    /// end is written as a Done, then its Kept).
+    fn kept(&mut self, r: &KeptRecord);
+    /// Buffers dropping a kept record; an unknown id (or one beyond
+    /// [`MAX_ID`]) changes nothing.
+    fn forget(&mut self, id: u64);
     /// Buffers a handle high-water mark: numbers below `upto` may be in use.
     /// Capped at `MAX_ID + 1`: no stored id can be larger.
     fn reserve(&mut self, upto: u64);
@@ -134,13 +148,18 @@ pub(crate) type DeadSet = BTreeMap<u64, (JobRecord, DeadMark)>;
 /// Live schedules by id.
 pub(crate) type Schedules = BTreeMap<u64, ScheduleRecord>;
 
-/// What a backend that rebuilds state from ops holds: live jobs, dead jobs
-/// and schedules by id, and the highest id + 1 and reservation seen.
+/// Kept finished jobs by id.
+pub(crate) type KeptSet = BTreeMap<u64, KeptRecord>;
+
+/// What a backend that rebuilds state from ops holds: live jobs, dead
+/// jobs, schedules and kept records by id, and the highest id + 1 and
+/// reservation seen.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sets {
     pub(crate) live: BTreeMap<u64, JobRecord>,
     pub(crate) dead: DeadSet,
     pub(crate) schedules: Schedules,
+    pub(crate) kept: KeptSet,
     pub(crate) high: u64,
 }
 
@@ -151,21 +170,23 @@ impl Sets {
             self.live.values().cloned().collect(),
             self.dead.values().cloned().collect(),
             self.schedules.values().cloned().collect(),
+            self.kept.values().cloned().collect(),
             self.high,
         )
     }
 }
 
 /// Applies ops to the id-ordered sets; shared by backends that rebuild
-/// state from a sequence of ops. Raises `high` to the highest job or
-/// schedule id + 1 and reservation seen. Ops naming a job that is in
-/// neither set (or, for Update, not live) change nothing; a Done leaves
-/// schedules alone.
+/// state from a sequence of ops. Raises `high` to the highest job,
+/// schedule or kept id + 1 and reservation seen. Ops naming a job that is
+/// in neither set (or, for Update, not live) change nothing; a Done leaves
+/// schedules and kept records alone.
 pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
     let Sets {
         live,
         dead,
         schedules,
+        kept,
         high,
     } = sets;
     for op in ops {
@@ -214,17 +235,26 @@ pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
             Op::Unschedule(id) => {
                 schedules.remove(&id);
             }
+            Op::Kept(k) => {
+                *high = (*high).max(k.id.saturating_add(1));
+                kept.insert(k.id, k);
+            }
+            Op::Forget(id) => {
+                kept.remove(&id);
+            }
             Op::Reserve(upto) => *high = (*high).max(upto),
         }
     }
 }
 
-/// What a backend holding live and dead sets and schedules replays: each
-/// in id order and the first handle number past every id and reservation.
+/// What a backend holding live and dead sets, schedules and kept records
+/// replays: each in id order and the first handle number past every id and
+/// reservation.
 pub(crate) fn replayed(
     jobs: Vec<JobRecord>,
     dead: Vec<(JobRecord, DeadMark)>,
     schedules: Vec<ScheduleRecord>,
+    kept: Vec<KeptRecord>,
     high: u64,
 ) -> Replayed {
     let past = |id: Option<u64>| id.map_or(1, |id| id.saturating_add(1));
@@ -232,11 +262,13 @@ pub(crate) fn replayed(
         .max(past(jobs.last().map(|r| r.id)))
         .max(past(dead.last().map(|(r, _)| r.id)))
         .max(past(schedules.last().map(|s| s.id)))
+        .max(past(kept.last().map(|k| k.id)))
         .max(1);
     Replayed {
         jobs,
         dead,
         schedules,
+        kept,
         next_id,
     }
 }

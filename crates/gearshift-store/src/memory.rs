@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    apply_ops, DeadMark, JobRecord, Op, PastMax, Replayed, ScheduleRecord, Sets, Store, StoreError,
-    MAX_ID,
+    apply_ops, DeadMark, JobRecord, KeptRecord, Op, PastMax, Replayed, ScheduleRecord, Sets, Store,
+    StoreError, MAX_ID,
 };
 
 /// A store that keeps flushed jobs in memory.
@@ -83,6 +83,18 @@ impl Store for MemoryStore {
         // log store could not write the op).
         if id <= MAX_ID {
             self.pending.push(Op::Unschedule(id));
+        }
+    }
+
+    fn kept(&mut self, r: &KeptRecord) {
+        self.refused.note(r.id);
+        self.pending.push(Op::Kept(r.clone()));
+    }
+
+    fn forget(&mut self, id: u64) {
+        // As in `unschedule`.
+        if id <= MAX_ID {
+            self.pending.push(Op::Forget(id));
         }
     }
 

@@ -10,13 +10,14 @@
 //!
 //! ## Migrations
 //! - v1 -> v2: v2 only adds ops ([`Op::Retry`], code 5, [`Op::Dead`], code
-//!   6, [`Op::Schedule`], code 7, and [`Op::Unschedule`], code 8); every v1
-//!   op is encoded as before, so there is nothing to convert. A v1 file is
-//!   read as it is (an op code past 4 in it is corruption); the store raises
-//!   its header to 2 just before it first appends a v2 op to it, so an older
-//!   reader refuses the file as newer instead of calling it corrupt.
-//!   Compaction writes v2. (Ops 7 and 8 joined v2 before it was released,
-//!   so no v2 file lacks them.)
+//!   6, [`Op::Schedule`], code 7, [`Op::Unschedule`], code 8, [`Op::Kept`],
+//!   code 9, and [`Op::Forget`], code 10); every v1 op is encoded as before,
+//!   so there is nothing to convert. A v1 file is read as it is (an op code
+//!   past 4 in it is corruption); the store raises its header to 2 just
+//!   before it first appends a v2 op to it, so an older reader refuses the
+//!   file as newer instead of calling it corrupt. Compaction writes v2.
+//!   (Ops 7 to 10 joined v2 before it was released, so no v2 file lacks
+//!   them.)
 
 use bytes::Bytes;
 
@@ -108,6 +109,63 @@ impl ScheduleRecord {
     }
 }
 
+/// A finished job kept queryable with its result (its function keeps
+/// results) until it expires. Its id is the job's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptRecord {
+    /// The store key: the finished job's id.
+    pub id: u64,
+    /// The full handle the client was given.
+    pub handle: Bytes,
+    /// Function name.
+    pub function: Bytes,
+    /// Unique id as submitted (may be empty).
+    pub unique: Bytes,
+    /// 0 high, 1 normal, 2 low.
+    pub priority: u8,
+    /// Submitted as a background job.
+    pub background: bool,
+    /// 0 completed, 1 failed, 2 cancelled (others: corrupt).
+    pub outcome: u8,
+    /// Times the job was tried.
+    pub attempts: u32,
+    /// Submission time, Unix milliseconds.
+    pub created_ms: u64,
+    /// When its last run started, Unix milliseconds (None: never ran).
+    pub started_ms: Option<u64>,
+    /// When it finished, Unix milliseconds.
+    pub finished_ms: u64,
+    /// When it may be forgotten, Unix milliseconds.
+    pub expires_ms: u64,
+    /// Worker of the last run (empty: none).
+    pub worker: Bytes,
+    /// Its last error, if any.
+    pub error: Option<Bytes>,
+    /// The result bytes.
+    pub result: Bytes,
+    /// The job's history, encoded by the core; opaque to the store.
+    pub history: Bytes,
+}
+
+impl KeptRecord {
+    /// The record with its byte fields copied out of the buffer they were
+    /// decoded from (see [`ScheduleRecord::detached`]): a kept record lives
+    /// for its TTL, and must not pin a whole log file's bytes meanwhile.
+    pub(crate) fn detached(self) -> KeptRecord {
+        let own = |b: Bytes| Bytes::copy_from_slice(&b);
+        KeptRecord {
+            handle: own(self.handle),
+            function: own(self.function),
+            unique: own(self.unique),
+            worker: own(self.worker),
+            error: self.error.map(own),
+            result: own(self.result),
+            history: own(self.history),
+            ..self
+        }
+    }
+}
+
 /// One change to the stored set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -152,6 +210,13 @@ pub enum Op {
     /// A schedule was dropped; an unknown id changes nothing. (Format
     /// version 2.)
     Unschedule(u64),
+    /// A finished job kept with its result, new or replacing the kept
+    /// record with its id. A Done of its id leaves it alone. (Format
+    /// version 2.)
+    Kept(KeptRecord),
+    /// A kept record was dropped (expired, or removed by an admin); an
+    /// unknown id changes nothing. (Format version 2.)
+    Forget(u64),
 }
 
 const OP_ADD: u8 = 1;
@@ -162,17 +227,28 @@ const OP_RETRY: u8 = 5;
 const OP_DEAD: u8 = 6;
 const OP_SCHEDULE: u8 = 7;
 const OP_UNSCHEDULE: u8 = 8;
+const OP_KEPT: u8 = 9;
+const OP_FORGET: u8 = 10;
 const NO_DUE: u64 = u64::MAX;
 
 /// Flag bits of a Schedule op; the other bits are reserved (corruption).
 const SCHED_MONDAY_ZERO: u8 = 1;
 const SCHED_FROM_CONFIG: u8 = 2;
 
+/// Flag bits of a Kept op; the other bits are reserved (corruption). The
+/// start time and the error are in the op only when their bit is set.
+const KEPT_BACKGROUND: u8 = 1;
+const KEPT_STARTED: u8 = 2;
+const KEPT_ERROR: u8 = 4;
+
+/// The largest outcome a Kept op may hold (2: cancelled).
+const KEPT_LAST_OUTCOME: u8 = 2;
+
 /// The highest op code a file of format `version` may hold: decoding a v1
 /// file refuses the v2 ops, which no v1 writer could have put there.
 fn last_op(version: u32) -> u8 {
     if version >= 2 {
-        OP_UNSCHEDULE
+        OP_FORGET
     } else {
         OP_RESERVE
     }
@@ -180,7 +256,7 @@ fn last_op(version: u32) -> u8 {
 
 /// The error for an op code outside what the file's version holds.
 fn unknown_op(code: u8, version: u32) -> StoreError {
-    if (OP_ADD..=OP_UNSCHEDULE).contains(&code) {
+    if (OP_ADD..=OP_FORGET).contains(&code) {
         StoreError::Corrupt(format!(
             "op code {code} in a file of format version {version}, which has no such op"
         ))
@@ -240,6 +316,13 @@ impl Op {
                 out.push(OP_UNSCHEDULE);
                 out.extend_from_slice(&id.to_le_bytes());
             }
+            Op::Kept(k) => {
+                encode_kept(k, out);
+            }
+            Op::Forget(id) => {
+                out.push(OP_FORGET);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
         }
         out.len() - start
     }
@@ -248,7 +331,12 @@ impl Op {
     pub fn needs_v2(&self) -> bool {
         matches!(
             self,
-            Op::Retry { .. } | Op::Dead { .. } | Op::Schedule(_) | Op::Unschedule(_)
+            Op::Retry { .. }
+                | Op::Dead { .. }
+                | Op::Schedule(_)
+                | Op::Unschedule(_)
+                | Op::Kept(_)
+                | Op::Forget(_)
         )
     }
 
@@ -337,6 +425,46 @@ pub fn encode_schedule(s: &ScheduleRecord, out: &mut Vec<u8>) -> usize {
     for field in [&s.handle, &s.when, &s.function, &s.unique, &s.data] {
         put_u32_bytes(out, field);
     }
+    out.len() - start
+}
+
+/// Appends a `Kept` op (without cloning the record): tag, id, outcome,
+/// flags, priority, attempts, creation time, start time (only with
+/// [`KEPT_STARTED`]), finish and expiry times, then the length-prefixed
+/// handle, function, unique, worker, error (only with [`KEPT_ERROR`]),
+/// result and history.
+pub fn encode_kept(k: &KeptRecord, out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    out.push(OP_KEPT);
+    out.extend_from_slice(&k.id.to_le_bytes());
+    out.push(k.outcome);
+    let mut flags = 0;
+    if k.background {
+        flags |= KEPT_BACKGROUND;
+    }
+    if k.started_ms.is_some() {
+        flags |= KEPT_STARTED;
+    }
+    if k.error.is_some() {
+        flags |= KEPT_ERROR;
+    }
+    out.push(flags);
+    out.push(k.priority);
+    out.extend_from_slice(&k.attempts.to_le_bytes());
+    out.extend_from_slice(&k.created_ms.to_le_bytes());
+    if let Some(t) = k.started_ms {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out.extend_from_slice(&k.finished_ms.to_le_bytes());
+    out.extend_from_slice(&k.expires_ms.to_le_bytes());
+    for field in [&k.handle, &k.function, &k.unique, &k.worker] {
+        put_u32_bytes(out, field);
+    }
+    if let Some(e) = &k.error {
+        put_u32_bytes(out, e);
+    }
+    put_u32_bytes(out, &k.result);
+    put_u32_bytes(out, &k.history);
     out.len() - start
 }
 
@@ -500,6 +628,65 @@ impl Reader<'_> {
                 }))
             }
             OP_UNSCHEDULE => Ok(Op::Unschedule(self.id()?)),
+            OP_KEPT => {
+                let id = self.id()?;
+                let outcome = self.u8()?;
+                if outcome > KEPT_LAST_OUTCOME {
+                    return Err(StoreError::Corrupt(format!(
+                        "kept job {id} has unknown outcome {outcome}"
+                    )));
+                }
+                let flags = self.u8()?;
+                if flags & !(KEPT_BACKGROUND | KEPT_STARTED | KEPT_ERROR) != 0 {
+                    return Err(StoreError::Corrupt(format!(
+                        "kept job {id} has unknown flags {flags:#04x}"
+                    )));
+                }
+                let priority = self.u8()?;
+                let attempts = self.u32()?;
+                let created_ms = self.u64()?;
+                let started_ms = if flags & KEPT_STARTED != 0 {
+                    Some(self.u64()?)
+                } else {
+                    None
+                };
+                let finished_ms = self.u64()?;
+                let expires_ms = self.u64()?;
+                let mut field = || -> Result<Bytes, StoreError> {
+                    let n = self.u32()? as usize;
+                    self.bytes(n)
+                };
+                let handle = field()?;
+                let function = field()?;
+                let unique = field()?;
+                let worker = field()?;
+                let error = if flags & KEPT_ERROR != 0 {
+                    Some(field()?)
+                } else {
+                    None
+                };
+                let result = field()?;
+                let history = field()?;
+                Ok(Op::Kept(KeptRecord {
+                    id,
+                    handle,
+                    function,
+                    unique,
+                    priority,
+                    background: flags & KEPT_BACKGROUND != 0,
+                    outcome,
+                    attempts,
+                    created_ms,
+                    started_ms,
+                    finished_ms,
+                    expires_ms,
+                    worker,
+                    error,
+                    result,
+                    history,
+                }))
+            }
+            OP_FORGET => Ok(Op::Forget(self.id()?)),
             other => Err(unknown_op(other, self.version)),
         }
     }
@@ -557,6 +744,15 @@ pub enum RawOp<'a> {
     },
     /// A schedule dropped.
     Unschedule(u64),
+    /// A kept record, new or replacing one: its id and its whole encoded op.
+    Kept {
+        /// Kept record id.
+        id: u64,
+        /// The op's bytes, tag included.
+        bytes: &'a [u8],
+    },
+    /// A kept record dropped.
+    Forget(u64),
 }
 
 /// Where the due time (u64, little-endian, `u64::MAX` for none) sits in an
@@ -666,6 +862,26 @@ pub fn scan_ops_in<'a>(
                 });
             }
             OP_UNSCHEDULE => f(RawOp::Unschedule(u64_at(&mut pos)?)),
+            OP_KEPT => {
+                let id = u64_at(&mut pos)?;
+                // Outcome, flags, priority.
+                let head = take(&mut pos, 3)?;
+                let flags = head[1];
+                // Attempts, creation time, start time if any, finish and
+                // expiry times.
+                let started = if flags & KEPT_STARTED != 0 { 8 } else { 0 };
+                take(&mut pos, 4 + 8 + started + 8 + 8)?;
+                let fields = if flags & KEPT_ERROR != 0 { 7 } else { 6 };
+                for _ in 0..fields {
+                    let n = u32_at(&mut pos)? as usize;
+                    take(&mut pos, n)?;
+                }
+                f(RawOp::Kept {
+                    id,
+                    bytes: &payload[start..pos],
+                });
+            }
+            OP_FORGET => f(RawOp::Forget(u64_at(&mut pos)?)),
             other => return Err(unknown_op(other, version)),
         }
     }
@@ -711,6 +927,33 @@ mod raw_tests {
         }
     }
 
+    fn kept(
+        id: u64,
+        outcome: u8,
+        started_ms: Option<u64>,
+        error: Option<&'static [u8]>,
+        background: bool,
+    ) -> KeptRecord {
+        KeptRecord {
+            id,
+            handle: Bytes::from(format!("H:x:{id}")),
+            function: Bytes::from_static(b"resize"),
+            unique: Bytes::from_static(b"u"),
+            priority: 0,
+            background,
+            outcome,
+            attempts: 3,
+            created_ms: 10,
+            started_ms,
+            finished_ms: 30,
+            expires_ms: 40,
+            worker: Bytes::from_static(b"worker-1"),
+            error: error.map(Bytes::from_static),
+            result: Bytes::from_static(b"res\0ult"),
+            history: Bytes::from_static(b"\x01\x02history"),
+        }
+    }
+
     #[test]
     fn scan_ops_agrees_with_the_encoder_and_decoder() {
         let ops = vec![
@@ -740,6 +983,10 @@ mod raw_tests {
             Op::Schedule(sched(3, None, false, true)),
             Op::Unschedule(3),
             Op::Done(1),
+            Op::Kept(kept(1, 0, Some(20), None, true)),
+            Op::Kept(kept(1, 1, None, Some(b"it broke"), false)),
+            Op::Kept(kept(4, 2, Some(u64::MAX), Some(b""), true)),
+            Op::Forget(1),
         ];
         let mut payload = Vec::new();
         for op in &ops {
@@ -805,6 +1052,13 @@ mod raw_tests {
                     assert_eq!(decoded, vec![Op::Schedule(s.clone())]);
                 }
                 (RawOp::Unschedule(a), Op::Unschedule(b)) => assert_eq!(a, b),
+                (RawOp::Kept { id, bytes }, Op::Kept(k)) => {
+                    assert_eq!(*id, k.id);
+                    // The raw bytes are exactly the op: compaction copies them.
+                    let decoded = Op::decode_all(&Bytes::copy_from_slice(bytes)).expect("decode");
+                    assert_eq!(decoded, vec![Op::Kept(k.clone())]);
+                }
+                (RawOp::Forget(a), Op::Forget(b)) => assert_eq!(a, b),
                 (RawOp::Done(a), Op::Done(b)) => assert_eq!(a, b),
                 (RawOp::Update { id, attempts }, Op::Update { id: i, attempts: a }) => {
                     assert_eq!((id, attempts), (i, a));
@@ -869,6 +1123,12 @@ mod raw_tests {
                 (7, s.id, 0, 0, bytes)
             }
             Op::Unschedule(id) => (8, *id, 0, 0, Vec::new()),
+            Op::Kept(k) => {
+                let mut bytes = Vec::new();
+                encode_kept(k, &mut bytes);
+                (9, k.id, 0, 0, bytes)
+            }
+            Op::Forget(id) => (10, *id, 0, 0, Vec::new()),
         };
         let raw_ids = |op: &RawOp<'_>| match op {
             RawOp::Add { id, .. } => (1, *id, 0, 0, Vec::new()),
@@ -888,6 +1148,8 @@ mod raw_tests {
             } => (6, *id, *attempts, *died_ms, error.to_vec()),
             RawOp::Schedule { id, bytes } => (7, *id, 0, 0, bytes.to_vec()),
             RawOp::Unschedule(id) => (8, *id, 0, 0, Vec::new()),
+            RawOp::Kept { id, bytes } => (9, *id, 0, 0, bytes.to_vec()),
+            RawOp::Forget(id) => (10, *id, 0, 0, Vec::new()),
         };
         let a: Vec<_> = ops.iter().map(ids).collect();
         let b: Vec<_> = raw.iter().map(raw_ids).collect();
@@ -915,7 +1177,15 @@ mod raw_tests {
             due_ms: None,
         };
         let schedule = Op::Schedule(sched(2, None, false, false));
-        for op in [retry, dead, schedule, Op::Unschedule(2)] {
+        let kept = Op::Kept(kept(3, 0, None, None, false));
+        for op in [
+            retry,
+            dead,
+            schedule,
+            Op::Unschedule(2),
+            kept,
+            Op::Forget(3),
+        ] {
             let mut payload = Vec::new();
             Op::Done(9).encode(&mut payload);
             op.encode(&mut payload);
@@ -952,6 +1222,38 @@ mod raw_tests {
         }
     }
 
+    #[test]
+    fn a_kept_record_with_unknown_flags_or_outcome_or_an_id_past_max_is_corrupt() {
+        let mut payload = Vec::new();
+        encode_kept(&kept(1, 2, Some(5), Some(b"e"), true), &mut payload);
+        // Outcome and flags sit after the tag and id.
+        let (outcome_at, flags_at) = (1 + 8, 1 + 8 + 1);
+        assert_eq!(
+            payload[flags_at],
+            KEPT_BACKGROUND | KEPT_STARTED | KEPT_ERROR
+        );
+        assert!(Op::decode_all(&Bytes::from(payload.clone())).is_ok());
+        let mut bad = payload.clone();
+        bad[flags_at] |= 8;
+        let err = Op::decode_all(&Bytes::from(bad)).expect_err("unknown flag");
+        assert!(err.to_string().contains("flags"), "{err}");
+        for outcome in [3, 9, 255] {
+            let mut bad = payload.clone();
+            bad[outcome_at] = outcome;
+            let err = Op::decode_all(&Bytes::from(bad)).expect_err("unknown outcome");
+            assert!(err.to_string().contains("outcome"), "{err}");
+        }
+        for op in [
+            Op::Kept(kept(MAX_ID + 1, 0, None, None, false)),
+            Op::Forget(u64::MAX),
+        ] {
+            let mut payload = Vec::new();
+            op.encode(&mut payload);
+            let err = Op::decode_all(&Bytes::from(payload)).expect_err("id past MAX_ID");
+            assert!(err.to_string().contains(&MAX_ID.to_string()), "{err}");
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
         #[test]
@@ -959,7 +1261,7 @@ mod raw_tests {
             version in 1u32..=FORMAT_VERSION,
             payload in proptest::collection::vec(
                 proptest::prop_oneof![
-                    4 => 0u8..=9,
+                    4 => 0u8..=11,
                     1 => proptest::prelude::any::<u8>(),
                 ],
                 0..160,

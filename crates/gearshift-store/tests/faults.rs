@@ -16,8 +16,8 @@ use gearshift_store::conformance::job;
 use gearshift_store::fault::FaultyStore;
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    DeadMark, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, ScheduleRecord, Store,
-    StoreError,
+    DeadMark, JobRecord, KeptRecord, LogOptions, LogStore, MemoryStore, Replayed, ScheduleRecord,
+    Store, StoreError,
 };
 use tempfile::TempDir;
 
@@ -105,6 +105,37 @@ fn a_failed_flush_stores_none_of_its_schedule_ops() {
 }
 
 #[test]
+fn a_failed_flush_stores_none_of_its_kept_ops() {
+    use gearshift_store::conformance::kept;
+    let dir = TempDir::new().expect("tempdir");
+    let opts = LogOptions::default();
+    let log = LogStore::open(dir.path(), opts).expect("open");
+    let mut s = FaultyStore::new(log, 3);
+    let budget = s.budget();
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"x"));
+    s.kept(&kept(2, 0, b"two"));
+    s.kept(&kept(3, 1, b"three"));
+    s.flush().expect("within budget");
+    // Four ops, none left: a job's end and keeping, a new version, a drop.
+    s.done(1);
+    s.kept(&kept(1, 0, b"one"));
+    s.kept(&kept(2, 0, b"two, kept longer"));
+    s.forget(3);
+    assert!(matches!(s.flush(), Err(StoreError::Injected(_))));
+    budget.store(100, Ordering::SeqCst);
+    s.flush().expect("nothing left to write");
+    drop(s);
+    let r = replay_at(dir.path(), opts);
+    assert_eq!(ids(&r.jobs), vec![1]);
+    assert_eq!(
+        r.kept,
+        vec![kept(2, 0, b"two"), kept(3, 1, b"three")],
+        "nothing of the failed batch is replayed"
+    );
+}
+
+#[test]
 fn a_failed_batch_never_leaks_into_the_next_flush_of_a_memory_store() {
     let base = MemoryStore::new();
     let mut s = FaultyStore::new(base.reopen(), 1);
@@ -148,6 +179,12 @@ impl Store for CountingSync {
     }
     fn unschedule(&mut self, id: u64) {
         self.inner.unschedule(id);
+    }
+    fn kept(&mut self, r: &KeptRecord) {
+        self.inner.kept(r);
+    }
+    fn forget(&mut self, id: u64) {
+        self.inner.forget(id);
     }
     fn reserve(&mut self, upto: u64) {
         self.inner.reserve(upto);

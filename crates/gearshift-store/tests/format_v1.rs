@@ -1,16 +1,16 @@
-//! Files of format version 1 (written before retries, dead jobs and
-//! schedules): built here byte for byte, they open and replay; the store
-//! keeps appending v1 ops to them as they are, raises the header to 2 just
-//! before the first v2 op (Retry, Dead, Schedule or Unschedule), and
-//! compaction rewrites them as version 2. A v1 file holding a v2 op is
-//! corrupt.
+//! Files of format version 1 (written before retries, dead jobs,
+//! schedules and kept results): built here byte for byte, they open and
+//! replay; the store keeps appending v1 ops to them as they are, raises the
+//! header to 2 just before the first v2 op (Retry, Dead, Schedule,
+//! Unschedule, Kept or Forget), and compaction rewrites them as version 2.
+//! A v1 file holding a v2 op is corrupt.
 
 use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_store::conformance::{job, mark, sched};
+use gearshift_store::conformance::{job, kept, mark, sched};
 use gearshift_store::log::frame::{self, FILE_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{Durability, JobRecord, LogOptions, LogStore, Op, Store, StoreError, MAX_ID};
@@ -224,7 +224,17 @@ fn a_version_1_file_holding_a_version_2_op_is_corrupt() {
     Op::Schedule(sched(9, "* * * * *", None)).encode(&mut schedule);
     let mut unschedule = Vec::new();
     Op::Unschedule(9).encode(&mut unschedule);
-    for (code, op) in [(5, retry), (7, schedule), (8, unschedule)] {
+    let mut keep = Vec::new();
+    Op::Kept(kept(10, 1, b"result")).encode(&mut keep);
+    let mut forget = Vec::new();
+    Op::Forget(10).encode(&mut forget);
+    for (code, op) in [
+        (5, retry),
+        (7, schedule),
+        (8, unschedule),
+        (9, keep),
+        (10, forget),
+    ] {
         assert_eq!(op[0], code);
         let mut file = v1_header();
         frame::put_frame(&mut file, &[v1_add(&one), op].concat());
@@ -251,6 +261,12 @@ fn a_version_1_file_holding_a_version_2_op_is_corrupt() {
             vec![]
         };
         assert_eq!(r.schedules, want, "op {code}");
+        let want = if code == 9 {
+            vec![kept(10, 1, b"result")]
+        } else {
+            vec![]
+        };
+        assert_eq!(r.kept, want, "op {code}");
     }
 }
 
@@ -303,6 +319,68 @@ fn the_first_schedule_op_raises_the_header_first() {
                 scheds.insert(0, sched(61, "0 * * * *", Some(1_950_000_000_000)));
             }
             assert_eq!(r.schedules, scheds, "{what}");
+            assert_eq!(r.next_id, 64, "{what}");
+        }
+    }
+}
+
+#[test]
+fn the_first_kept_op_raises_the_header_first() {
+    // Either kept op, alone, raises the header: a Forget too (even of an
+    // unknown id, which is written all the same).
+    for first_is_forget in [false, true] {
+        for opts in every_mode() {
+            let what = format!("{opts:?}, forget first: {first_is_forget}");
+            let (bytes, want) = v1_log();
+            let dir = written(&bytes);
+            let mut s = LogStore::open(dir.path(), opts).expect("open v1");
+            assert!(s.replay().expect("replay").kept.is_empty());
+            // A kept record that is discarded, or refused, raises nothing.
+            s.kept(&kept(60, 0, b"discarded"));
+            s.discard();
+            s.kept(&kept(MAX_ID + 1, 0, b"refused"));
+            assert!(matches!(s.flush(), Err(StoreError::IdOutOfRange(_))));
+            // Nor does a forget naming no storable id (nothing is written).
+            s.forget(MAX_ID + 1);
+            s.update(1, 2);
+            s.flush().expect("flush v1 ops");
+            assert_eq!(header_version(dir.path()), 1, "{what}: still v1");
+            assert_eq!(s.format_version(), 1, "{what}");
+            // A job of the v1 file ends and is kept, as the core writes it
+            // (or an unknown id is forgotten).
+            if first_is_forget {
+                s.forget(61);
+            } else {
+                s.done(1);
+                s.kept(&kept(1, 0, b"one's result"));
+            }
+            s.flush().expect("flush a kept op");
+            assert_eq!(s.format_version(), 2, "{what}");
+            assert_eq!(header_version(dir.path()), 2, "{what}: header raised");
+            // Later appends keep it raised.
+            s.kept(&kept(2, 1, b"two failed"));
+            s.done(2);
+            s.add(&job(63, "f", "", 1, b"y"));
+            s.flush().expect("flush");
+            drop(s);
+            assert_eq!(header_version(dir.path()), 2, "{what}: still raised");
+            let r = LogStore::open(dir.path(), opts)
+                .expect("reopen")
+                .replay()
+                .expect("replay");
+            let mut jobs = want.clone();
+            jobs[0].attempts = 2;
+            jobs.remove(1);
+            if !first_is_forget {
+                jobs.remove(0);
+            }
+            jobs.push(job(63, "f", "", 1, b"y"));
+            assert_eq!(r.jobs, jobs, "{what}");
+            let mut kepts = vec![kept(2, 1, b"two failed")];
+            if !first_is_forget {
+                kepts.insert(0, kept(1, 0, b"one's result"));
+            }
+            assert_eq!(r.kept, kepts, "{what}");
             assert_eq!(r.next_id, 64, "{what}");
         }
     }

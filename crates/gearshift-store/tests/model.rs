@@ -1,7 +1,7 @@
 //! Model-based test of the log store: random sequences of add, done,
-//! update, retry, dead, schedule, unschedule, reserve, flush, discard,
-//! reopen and crash run against a `BTreeMap` model of what has been
-//! flushed (live and dead jobs, schedules).
+//! update, retry, dead, schedule, unschedule, kept, forget, reserve,
+//! flush, discard, reopen and crash run against a `BTreeMap` model of what
+//! has been flushed (live and dead jobs, schedules, kept records).
 //!
 //! - After every reopen the replay equals the model's flushed state.
 //! - A crash tears the last flush: the file becomes what it was before that
@@ -10,7 +10,7 @@
 //!   state before that flush, or after it when the whole frame made it:
 //!   never anything else.
 //! - `next_id` never decreases across reopens and is at least every
-//!   acknowledged job or schedule id + 1 and reservation.
+//!   acknowledged job, schedule or kept id + 1 and reservation.
 //! - After every flush the file is exactly the old file plus one frame of the
 //!   buffered ops (or a compacted rewrite), `file_len()` is the real length,
 //!   and the size obeys the compaction rule.
@@ -22,11 +22,11 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gearshift_store::conformance::{job, sched};
+use gearshift_store::conformance::{job, kept, sched};
 use gearshift_store::log::frame::{self, FRAME_HEADER, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    DeadMark, Durability, JobRecord, LogOptions, LogStore, Op, ScheduleRecord, Store,
+    DeadMark, Durability, JobRecord, KeptRecord, LogOptions, LogStore, Op, ScheduleRecord, Store,
 };
 use proptest::prelude::*;
 use tempfile::TempDir;
@@ -57,6 +57,17 @@ enum Action {
     Unschedule(usize),
     /// Drops any id ever handed out (may be a job, or gone already).
     UnscheduleStale(usize),
+    /// The n-th job (live or dead) of the current view ends and is kept
+    /// (a Done, then a Kept, as the core writes them), with this outcome
+    /// and a result this long.
+    Finish(usize, u8, usize),
+    /// A new version of the n-th kept record of the current view: a later
+    /// expiry and a result this long.
+    Rekeep(usize, usize),
+    /// Forgets the n-th kept record of the current view.
+    Forget(usize),
+    /// Forgets any id ever handed out (may be a job, or gone already).
+    ForgetStale(usize),
     /// Reserves this many ids past the next one.
     Reserve(u64),
     Flush,
@@ -88,6 +99,11 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(i, next, len)| Action::Reschedule(i, next, len)),
         1 => any::<usize>().prop_map(Action::Unschedule),
         1 => any::<usize>().prop_map(Action::UnscheduleStale),
+        3 => (any::<usize>(), 0u8..3, 0usize..300)
+            .prop_map(|(i, outcome, len)| Action::Finish(i, outcome, len)),
+        1 => (any::<usize>(), 0usize..300).prop_map(|(i, len)| Action::Rekeep(i, len)),
+        1 => any::<usize>().prop_map(Action::Forget),
+        1 => any::<usize>().prop_map(Action::ForgetStale),
         1 => (0u64..40).prop_map(Action::Reserve),
         6 => Just(Action::Flush),
         1 => Just(Action::Discard),
@@ -134,8 +150,9 @@ struct Flushed {
     live: BTreeMap<u64, JobRecord>,
     dead: BTreeMap<u64, (JobRecord, DeadMark)>,
     schedules: BTreeMap<u64, ScheduleRecord>,
-    /// Every acknowledged job or schedule id + 1 and every acknowledged
-    /// reservation.
+    kept: BTreeMap<u64, KeptRecord>,
+    /// Every acknowledged job, schedule or kept id + 1 and every
+    /// acknowledged reservation.
     high: u64,
 }
 
@@ -187,6 +204,14 @@ impl Flushed {
                 // Done leaves schedules alone; only this drops one.
                 Op::Unschedule(id) => {
                     self.schedules.remove(id);
+                }
+                Op::Kept(k) => {
+                    self.high = self.high.max(k.id + 1);
+                    self.kept.insert(k.id, k.clone());
+                }
+                // Done leaves kept records alone too.
+                Op::Forget(id) => {
+                    self.kept.remove(id);
                 }
                 Op::Reserve(upto) => self.high = self.high.max(*upto),
             }
@@ -265,6 +290,13 @@ impl Harness {
         v.schedules.into_values().collect()
     }
 
+    /// The flushed state with the buffered ops applied: its kept records.
+    fn kept_view(&self) -> Vec<KeptRecord> {
+        let mut v = self.flushed.clone();
+        v.apply(&self.pending);
+        v.kept.into_values().collect()
+    }
+
     fn buffer(&mut self, op: Op) {
         let store = self.store.as_mut().expect("store is open");
         match &op {
@@ -279,6 +311,8 @@ impl Harness {
             Op::Dead { id, attempts, mark } => store.dead(*id, *attempts, mark),
             Op::Schedule(r) => store.schedule(r),
             Op::Unschedule(id) => store.unschedule(*id),
+            Op::Kept(k) => store.kept(k),
+            Op::Forget(id) => store.forget(*id),
             Op::Reserve(upto) => store.reserve(*upto),
         }
         self.pending.push(op);
@@ -373,6 +407,36 @@ impl Harness {
                     self.buffer(Op::Unschedule(id));
                 }
             }
+            Action::Finish(i, outcome, result_len) => {
+                let view = self.view();
+                if !view.is_empty() {
+                    let id = view[i % view.len()];
+                    let result: Vec<u8> = (0..*result_len).map(|j| (j as u64 ^ id) as u8).collect();
+                    self.buffer(Op::Done(id));
+                    self.buffer(Op::Kept(kept(id, *outcome, &result)));
+                }
+            }
+            Action::Rekeep(i, result_len) => {
+                let view = self.kept_view();
+                if !view.is_empty() {
+                    let mut k = view[i % view.len()].clone();
+                    k.expires_ms += 60_000;
+                    k.result = (0..*result_len).map(|j| (j as u64 ^ k.id) as u8).collect();
+                    self.buffer(Op::Kept(k));
+                }
+            }
+            Action::Forget(i) => {
+                let view = self.kept_view();
+                if !view.is_empty() {
+                    self.buffer(Op::Forget(view[i % view.len()].id));
+                }
+            }
+            Action::ForgetStale(i) => {
+                if !self.handed_out.is_empty() {
+                    let id = self.handed_out[i % self.handed_out.len()];
+                    self.buffer(Op::Forget(id));
+                }
+            }
             Action::Reserve(ahead) => {
                 let upto = self.next + ahead;
                 self.buffer(Op::Reserve(upto));
@@ -439,7 +503,8 @@ impl Harness {
     /// Right after a flush the file is at most `compact_min_bytes`, or its
     /// obsolete bytes do not exceed its live bytes (what a compaction keeps:
     /// the Adds of live and dead jobs, the dead ones' Dead ops, each
-    /// schedule's latest Schedule op), or it was just compacted.
+    /// schedule's latest Schedule op, each kept record's latest Kept op),
+    /// or it was just compacted.
     fn check_size_bound(&self, len: u64) {
         let size = |op: Op| op.encode(&mut Vec::new()) as u64;
         let live: u64 = self
@@ -466,6 +531,12 @@ impl Harness {
                 .schedules
                 .values()
                 .map(|r| size(Op::Schedule(r.clone())))
+                .sum::<u64>()
+            + self
+                .flushed
+                .kept
+                .values()
+                .map(|k| size(Op::Kept(k.clone())))
                 .sum::<u64>();
         let compacted = (HEADER_LEN + FRAME_HEADER + 9) as u64 + live;
         let bound = self.opts.compact_min_bytes.max(2 * live).max(compacted);
@@ -544,6 +615,8 @@ impl Harness {
             r.schedules, want,
             "{what}: schedules equal the flushed state"
         );
+        let want: Vec<KeptRecord> = self.flushed.kept.values().cloned().collect();
+        assert_eq!(r.kept, want, "{what}: kept records equal the flushed state");
         assert!(
             r.next_id >= self.flushed.high,
             "{what}: next_id {} below acknowledged high-water {}",

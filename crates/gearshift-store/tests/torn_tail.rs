@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_store::conformance::{job, mark, sched};
+use gearshift_store::conformance::{job, kept, mark, sched};
 use gearshift_store::log::frame::{self, FRAME_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    DeadMark, Durability, JobRecord, LogOptions, LogStore, MemoryStore, Replayed, ScheduleRecord,
-    Store, StoreError, FORMAT_VERSION,
+    DeadMark, Durability, JobRecord, KeptRecord, LogOptions, LogStore, MemoryStore, Replayed,
+    ScheduleRecord, Store, StoreError, FORMAT_VERSION,
 };
 use tempfile::TempDir;
 
@@ -70,6 +70,7 @@ fn write_history() -> History {
         ],
         vec![
             Step::Done(2),
+            Step::Kept(kept(2, 0, b"two's result")),
             Step::Update(3, 4),
             Step::Add(job(4, "g", "", 1, &[0xAB; 200])),
             Step::Retry(1, 1, Some(1_900_000_000_123)),
@@ -89,12 +90,17 @@ fn write_history() -> History {
             Step::Dead(7, 1, mark(1_700_000_000_600, "")),
             Step::Unschedule(102),
             Step::Done(8),
+            Step::Kept(kept(2, 0, b"two's result, kept longer")),
+            Step::Done(6),
+            Step::Kept(kept(6, 1, b"")),
         ],
         vec![
-            Step::Done(6),
+            Step::Forget(2),
             Step::Add(job(101, "f", "", 1, &[8; 300])),
             Step::Retry(4, 0, None),
             Step::Schedule(sched(103, "*/5 * * * 1-5", Some(1_900_000_000_300))),
+            Step::Done(5),
+            Step::Kept(kept(5, 2, &[5; 100])),
         ],
     ];
     for batch in batches {
@@ -108,6 +114,8 @@ fn write_history() -> History {
                     Step::Dead(id, n, m) => s.dead(*id, *n, m),
                     Step::Schedule(r) => s.schedule(r),
                     Step::Unschedule(id) => s.unschedule(*id),
+                    Step::Kept(k) => s.kept(k),
+                    Step::Forget(id) => s.forget(*id),
                     Step::Reserve(upto) => s.reserve(*upto),
                 }
             }
@@ -135,6 +143,8 @@ enum Step {
     Dead(u64, u32, DeadMark),
     Schedule(ScheduleRecord),
     Unschedule(u64),
+    Kept(KeptRecord),
+    Forget(u64),
     Reserve(u64),
 }
 
@@ -534,6 +544,8 @@ fn ids_beyond_the_largest_a_store_keeps_are_corruption() {
             Op::Schedule(sched(MAX_ID + 1, "* * * * *", None)),
         ),
         ("a dropped schedule", Op::Unschedule(u64::MAX)),
+        ("a kept job", Op::Kept(kept(MAX_ID + 1, 0, b"r"))),
+        ("a forgotten job", Op::Forget(u64::MAX)),
     ];
     for (what, op) in cases {
         let msg = scratch.expect_corrupt(&log_with(&[op]), what);
@@ -551,7 +563,7 @@ proptest::proptest! {
     fn any_payload_in_a_sealed_frame_opens_or_is_refused(
         payload in proptest::collection::vec(
             proptest::prop_oneof![
-                3 => 1u8..=8,
+                3 => 1u8..=10,
                 1 => proptest::prelude::any::<u8>(),
             ],
             0..200,

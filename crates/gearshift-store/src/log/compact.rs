@@ -1,17 +1,19 @@
-//! Compaction: rewriting the log with only its live and dead jobs and its
-//! schedules, on the store's thread or on one of its own while the store
-//! keeps appending.
+//! Compaction: rewriting the log with only its live and dead jobs, its
+//! schedules and its kept records, on the store's thread or on one of its
+//! own while the store keeps appending.
 //!
 //! A compaction reads a prefix of the log, `[0, end)`, which the store no
 //! longer changes. Behind one reservation of the handle counter come the
-//! schedules stored at `end`, each its latest Schedule op as it lies, then
-//! the jobs stored there (added and not yet done, live or dead), copied as
-//! they lie, attempt counts and due times patched, each dead one followed
-//! by a Dead op with its mark. Whatever the store appends after `end`
-//! meanwhile is copied after them frame for frame, so replaying the new
-//! file gives what replaying the old one gives: a Done, Update, Retry,
-//! Dead, Schedule or Unschedule in the copied tail finds its job or
-//! schedule in the compacted prefix (or finds nothing, as it would have).
+//! schedules stored at `end`, each its latest Schedule op as it lies, then,
+//! in the order they lie, the jobs stored there (added and not yet done,
+//! live or dead), copied as they lie, attempt counts and due times patched,
+//! each dead one followed by a Dead op with its mark, and the latest Kept
+//! op of each kept record, copied as it lies. Whatever the store appends
+//! after `end` meanwhile is copied after them frame for frame, so
+//! replaying the new file gives what replaying the old one gives: a Done,
+//! Update, Retry, Dead, Schedule, Unschedule, Kept or Forget in the copied
+//! tail finds its job, schedule or kept record in the compacted prefix (or
+//! finds nothing, as it would have).
 //! The store swaps the new file in with a rename, after copying the last
 //! few frames itself, so no append is ever lost between the copy and the
 //! swap.
@@ -128,15 +130,18 @@ pub(super) fn frames(log: &Path, end: u64) -> Result<FrameReader<impl Read>, Sto
 /// Writes the compacted log to `tmp`: the handle reservation `high`, the
 /// latest Schedule op of every schedule stored at `end`, then every job
 /// stored there with its latest attempt count and due time, a dead one
-/// followed by its Dead op. Two streaming passes over `[0, end)`, a frame
-/// at a time (the first finds the stored jobs, their changed counts and
-/// due times, the dead ones' marks and the schedules); Adds are copied as
-/// they lie, never decoded, so memory stays at a frame or two plus a set
-/// of ids, the changes, the marks and the (few) schedules' latest ops,
-/// whatever the file's size. With `progress` (a background compaction)
-/// the frames the store appends meanwhile are then copied too, until fewer
-/// than [`TAIL_LEFT_TO_SWAP`] bytes are left (or for [`CATCH_UP_ROUNDS`]
-/// rounds). The file is synced before this returns.
+/// followed by its Dead op, and the latest Kept op of every kept record
+/// stored there (jobs and kept records in the order they lie). Two
+/// streaming passes over `[0, end)`, a frame at a time (the first finds
+/// the stored jobs, their changed counts and due times, the dead ones'
+/// marks, the schedules and which Kept op is each kept record's latest);
+/// Adds and Kept ops are copied as they lie, never decoded, so memory
+/// stays at a frame or two plus sets of ids, the changes, the marks and
+/// the (few) schedules' latest ops, whatever the file's size (kept
+/// records, which carry results, are never held). With `progress` (a
+/// background compaction) the frames the store appends meanwhile are then
+/// copied too, until fewer than [`TAIL_LEFT_TO_SWAP`] bytes are left (or
+/// for [`CATCH_UP_ROUNDS`] rounds). The file is synced before this returns.
 pub(super) fn compact(
     log: &Path,
     tmp: &Path,
@@ -153,6 +158,11 @@ pub(super) fn compact(
     let mut dead: ById<DeadMark> = HashMap::default();
     // Each live schedule's latest op, encoded; in id order for the copy.
     let mut schedules: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    // Each kept record's latest Kept op, by its place among the prefix's
+    // Kept ops (counted alike in both passes): the second pass copies
+    // those.
+    let mut kept: ById<u64> = HashMap::default();
+    let mut kept_ops = 0u64;
     let mut reader = frames(log, end)?;
     let version = reader.version();
     while let Some(payload) = reader.next_payload()? {
@@ -211,6 +221,15 @@ pub(super) fn compact(
             RawOp::Unschedule(id) => {
                 schedules.remove(&id);
             }
+            RawOp::Kept { id, .. } => {
+                // A new version replaces the old.
+                kept.insert(id, kept_ops);
+                kept_ops += 1;
+            }
+            // A Done leaves kept records alone too.
+            RawOp::Forget(id) => {
+                kept.remove(&id);
+            }
             RawOp::Reserve(_) => {}
         })?;
     }
@@ -229,10 +248,21 @@ pub(super) fn compact(
     }
     drop(schedules);
     let mut reader = frames(log, end)?;
+    let mut kept_ops = 0u64;
     while let Some(payload) = reader.next_payload()? {
         cancelled(progress)?;
         scan_ops_in(version, payload, |op| {
-            let RawOp::Add { id, bytes } = op else { return };
+            let (id, bytes) = match op {
+                RawOp::Add { id, bytes } => (id, bytes),
+                RawOp::Kept { id, bytes } => {
+                    if kept.get(&id) == Some(&kept_ops) {
+                        buf.extend_from_slice(bytes);
+                    }
+                    kept_ops += 1;
+                    return;
+                }
+                _ => return,
+            };
             if !live.contains(&id) {
                 return;
             }

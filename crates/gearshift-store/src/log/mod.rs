@@ -1,10 +1,11 @@
 //! The embedded default store: one append-only file of checksummed frames
 //! in the data directory, one frame per flush (so one `fsync` covers every
-//! job of a group commit), rewritten to only its live and dead jobs and
-//! its schedules when obsolete records outgrow them, so its size stays
-//! bounded. (A dead job is one that used all its attempts; it is kept, so
-//! its records count as live for the size rule. So does each schedule's
-//! latest Schedule op; its older versions are obsolete.)
+//! job of a group commit), rewritten to only its live and dead jobs, its
+//! schedules and its kept records when obsolete records outgrow them, so
+//! its size stays bounded. (A dead job is one that used all its attempts;
+//! it is kept, so its records count as live for the size rule. So does
+//! each schedule's and each kept record's latest op; their older versions
+//! are obsolete.)
 
 mod compact;
 mod direct;
@@ -22,10 +23,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{encode_add, encode_dead, encode_schedule, Op, FORMAT_VERSION};
+use crate::record::{encode_add, encode_dead, encode_kept, encode_schedule, Op, FORMAT_VERSION};
 use crate::{
-    apply_ops, replayed, DeadMark, JobRecord, PastMax, Replayed, ScheduleRecord, Sets, Store,
-    StoreError, MAX_ID,
+    apply_ops, replayed, DeadMark, JobRecord, KeptRecord, PastMax, Replayed, ScheduleRecord, Sets,
+    Store, StoreError, MAX_ID,
 };
 use frame::FrameReader;
 
@@ -99,12 +100,15 @@ impl Hasher for IdHash {
 /// Encoded size of ops a compaction keeps, by job id.
 type LiveSizes = HashMap<u64, u64, BuildHasherDefault<IdHash>>;
 
-/// Live jobs, dead ones (with their marks) and schedules, each in id order.
-type Stored = (
-    Vec<JobRecord>,
-    Vec<(JobRecord, DeadMark)>,
-    Vec<ScheduleRecord>,
-);
+/// What a replay hands out: live jobs, dead ones (with their marks),
+/// schedules and kept records, each in id order.
+#[derive(Debug)]
+struct Stored {
+    jobs: Vec<JobRecord>,
+    dead: Vec<(JobRecord, DeadMark)>,
+    schedules: Vec<ScheduleRecord>,
+    kept: Vec<KeptRecord>,
+}
 
 /// A buffered op's effect on the size bookkeeping, applied once flushed.
 #[derive(Debug, Clone, Copy)]
@@ -122,6 +126,11 @@ enum Sizing {
     Schedule(u64, u64),
     /// A schedule was dropped.
     Unschedule(u64),
+    /// A kept record's new version, a Kept op of this size (the one it
+    /// replaces is no longer kept).
+    Kept(u64, u64),
+    /// A kept record was dropped.
+    Forget(u64),
 }
 
 /// Zeros written ahead of the frames at a time with `fsync` durability.
@@ -158,12 +167,14 @@ pub struct LogStore {
     dead: LiveSizes,
     /// Encoded size of each live schedule's latest Schedule op.
     schedules: LiveSizes,
-    /// What a compaction would keep: the sizes in `live`, `dead` and
-    /// `schedules`.
+    /// Encoded size of each kept record's latest Kept op.
+    kept: LiveSizes,
+    /// What a compaction would keep: the sizes in `live`, `dead`,
+    /// `schedules` and `kept`.
     live_bytes: u64,
     high: u64,
-    /// The live and dead jobs and schedules read at open, until the first
-    /// replay.
+    /// The live and dead jobs, schedules and kept records read at open,
+    /// until the first replay.
     replay: Option<Stored>,
     /// Set when the file handle can no longer be trusted; every flush fails.
     broken: Option<String>,
@@ -224,9 +235,11 @@ impl LogStore {
             jobs,
             dead,
             schedules,
+            kept,
             sizes: live_sizes,
             dead_sizes,
             schedule_sizes,
+            kept_sizes,
             high,
             valid_len,
             version,
@@ -247,7 +260,8 @@ impl LogStore {
         file.seek(SeekFrom::End(0))?;
         let live_bytes = live_sizes.values().sum::<u64>()
             + dead_sizes.values().sum::<u64>()
-            + schedule_sizes.values().sum::<u64>();
+            + schedule_sizes.values().sum::<u64>()
+            + kept_sizes.values().sum::<u64>();
         let direct = open_direct(&path, &file, valid_len as u64, opts);
         Ok(LogStore {
             dir: dir.to_path_buf(),
@@ -264,9 +278,15 @@ impl LogStore {
             live: live_sizes,
             dead: dead_sizes,
             schedules: schedule_sizes,
+            kept: kept_sizes,
             live_bytes,
             high,
-            replay: Some((jobs, dead, schedules)),
+            replay: Some(Stored {
+                jobs,
+                dead,
+                schedules,
+                kept,
+            }),
             broken: None,
             refused: PastMax::default(),
             compaction: None,
@@ -364,7 +384,7 @@ impl LogStore {
     }
 
     /// Reads the flushed file again, a frame at a time: its live and dead
-    /// jobs and its schedules by id.
+    /// jobs, its schedules and its kept records by id.
     fn read_live(&self) -> Result<Sets, StoreError> {
         let mut sets = Sets {
             high: self.high,
@@ -449,6 +469,18 @@ impl LogStore {
                     self.live_bytes -= s;
                 }
             }
+            Sizing::Kept(id, size) => {
+                self.high = self.high.max(id + 1);
+                if let Some(old) = self.kept.insert(id, size) {
+                    self.live_bytes -= old;
+                }
+                self.live_bytes += size;
+            }
+            Sizing::Forget(id) => {
+                if let Some(s) = self.kept.remove(&id) {
+                    self.live_bytes -= s;
+                }
+            }
         }
     }
 
@@ -491,23 +523,31 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 impl Store for LogStore {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
-        let (jobs, dead, schedules) = match self.replay.take() {
+        let read = match self.replay.take() {
             // The jobs read at open, handed over once without a copy.
             Some(read) => read,
             // Asked again: read what is on disk now.
             None => {
                 let sets = self.read_live()?;
-                (
-                    sets.live.into_values().collect(),
-                    sets.dead.into_values().collect(),
-                    sets.schedules
+                Stored {
+                    jobs: sets.live.into_values().collect(),
+                    dead: sets.dead.into_values().collect(),
+                    schedules: sets
+                        .schedules
                         .into_values()
                         .map(ScheduleRecord::detached)
                         .collect(),
-                )
+                    kept: sets.kept.into_values().map(KeptRecord::detached).collect(),
+                }
             }
         };
-        Ok(replayed(jobs, dead, schedules, self.high))
+        Ok(replayed(
+            read.jobs,
+            read.dead,
+            read.schedules,
+            read.kept,
+            self.high,
+        ))
     }
 
     fn add(&mut self, job: &JobRecord) {
@@ -568,6 +608,23 @@ impl Store for LogStore {
         }
         Op::Unschedule(id).encode(&mut self.pending);
         self.pending_ops.push(Sizing::Unschedule(id));
+        self.pending_v2 = true;
+    }
+
+    fn kept(&mut self, r: &KeptRecord) {
+        self.refused.note(r.id);
+        let n = encode_kept(r, &mut self.pending) as u64;
+        self.pending_ops.push(Sizing::Kept(r.id, n));
+        self.pending_v2 = true;
+    }
+
+    fn forget(&mut self, id: u64) {
+        // As in `unschedule`.
+        if id > MAX_ID {
+            return;
+        }
+        Op::Forget(id).encode(&mut self.pending);
+        self.pending_ops.push(Sizing::Forget(id));
         self.pending_v2 = true;
     }
 

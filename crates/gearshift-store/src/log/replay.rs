@@ -1,7 +1,8 @@
 //! Reading the log at startup: every op applied as its frame is read,
 //! into the live jobs in submission order, the dead ones with their marks,
-//! the schedules (few: an ordered map of them), the sizes of what a
-//! compaction would keep (for the compaction rule) and the handle
+//! the schedules (few: an ordered map of them), the kept records (an
+//! ordered map too: each id's versions replace one another), the sizes of
+//! what a compaction would keep (for the compaction rule) and the handle
 //! counter's high-water mark.
 //!
 //! The live jobs go straight into the vector handed to the server: a job
@@ -18,7 +19,7 @@ use std::hash::BuildHasherDefault;
 use bytes::Bytes;
 
 use super::{frame, IdHash, LiveSizes};
-use crate::{DeadMark, JobRecord, Op, ScheduleRecord, StoreError};
+use crate::{DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, StoreError};
 
 /// What a log holds.
 pub(super) struct Replay {
@@ -28,12 +29,16 @@ pub(super) struct Replay {
     pub dead: Vec<(JobRecord, DeadMark)>,
     /// Live schedules in id order, each its latest version.
     pub schedules: Vec<ScheduleRecord>,
+    /// Kept records in id order, each its latest version.
+    pub kept: Vec<KeptRecord>,
     /// Encoded size of each live or dead job's Add.
     pub sizes: LiveSizes,
     /// Encoded size of each dead job's last Dead op.
     pub dead_sizes: LiveSizes,
     /// Encoded size of each live schedule's latest Schedule op.
     pub schedule_sizes: LiveSizes,
+    /// Encoded size of each kept record's latest Kept op.
+    pub kept_sizes: LiveSizes,
     /// Every id + 1 and reservation seen.
     pub high: u64,
     /// Length of the valid prefix (a torn tail starts here).
@@ -53,6 +58,8 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
     let mut dead_sizes = LiveSizes::default();
     let mut schedules: BTreeMap<u64, ScheduleRecord> = BTreeMap::new();
     let mut schedule_sizes = LiveSizes::default();
+    let mut kept: BTreeMap<u64, KeptRecord> = BTreeMap::new();
+    let mut kept_sizes = LiveSizes::default();
     let mut high = 1;
     let valid_len = frame::scan(raw, |op, size| match op {
         Op::Add(r) => {
@@ -116,6 +123,16 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
             schedules.remove(&id);
             schedule_sizes.remove(&id);
         }
+        Op::Kept(k) => {
+            high = high.max(k.id.saturating_add(1));
+            kept_sizes.insert(k.id, size as u64);
+            kept.insert(k.id, k);
+        }
+        // A Done leaves kept records alone too.
+        Op::Forget(id) => {
+            kept.remove(&id);
+            kept_sizes.remove(&id);
+        }
         Op::Reserve(upto) => high = high.max(upto),
     })?;
     // Dead jobs leave their slots for the dead list, in id order.
@@ -146,9 +163,11 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
             .into_values()
             .map(ScheduleRecord::detached)
             .collect(),
+        kept: kept.into_values().map(KeptRecord::detached).collect(),
         sizes,
         dead_sizes,
         schedule_sizes,
+        kept_sizes,
         high,
         valid_len,
         version,

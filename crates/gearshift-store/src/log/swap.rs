@@ -1,9 +1,10 @@
 //! When the log is compacted and how the compacted file takes its place:
 //! the store's side of compaction (`compact.rs` holds the copying). A
 //! compaction starts after a flush once obsolete records outweigh the ones
-//! it keeps (live and dead jobs', each schedule's latest), runs on its own
-//! thread (or inside the flush), and is swapped in between flushes with a
-//! rename, after the store copied the frames appended since.
+//! it keeps (live and dead jobs', each schedule's and kept record's
+//! latest), runs on its own thread (or inside the flush), and is swapped
+//! in between flushes with a rename, after the store copied the frames
+//! appended since.
 
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom};
@@ -16,7 +17,7 @@ use crate::StoreError;
 impl LogStore {
     /// Whether the file, past the size threshold, holds more obsolete
     /// bytes than live ones (the records a compaction keeps, dead jobs'
-    /// and each schedule's latest included).
+    /// and each schedule's and kept record's latest included).
     fn should_compact(&self) -> bool {
         let obsolete = self.len.saturating_sub(self.live_bytes);
         self.len > self.opts.compact_min_bytes && obsolete > self.live_bytes
@@ -190,6 +191,7 @@ impl LogStore {
             after = self.len,
             copied_at_swap = tail,
             live = self.live.len(),
+            kept = self.kept.len(),
             "compacted the queue file"
         );
         Ok(())
