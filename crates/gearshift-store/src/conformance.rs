@@ -101,6 +101,7 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     forget_drops_a_kept_record_and_done_does_not(fresh());
     kept_ids_raise_next_id(fresh());
     kept_ids_past_the_largest_are_refused(fresh());
+    kept_records_with_unknown_outcomes_are_refused(fresh());
     kept_records_survive_churn(fresh());
 }
 
@@ -959,6 +960,41 @@ fn kept_ids_past_the_largest_are_refused<S: Store>(mut open: impl FnMut() -> S) 
     let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
     assert_eq!(ids, vec![8]);
     assert_eq!(r.next_id, MAX_ID + 1);
+}
+
+/// A kept record whose outcome replay would refuse as corrupt fails its
+/// flush, storing none of its batch; the store opens again.
+fn kept_records_with_unknown_outcomes_are_refused<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = open();
+    s.replay().expect("replay");
+    s.kept(&kept(1, 2, b"cancelled is the last outcome"));
+    s.flush().expect("flush");
+    for outcome in [3, u8::MAX] {
+        s.add(&job(7, "f", "", 1, b"same batch"));
+        s.forget(1);
+        s.kept(&kept(2, outcome, b"r"));
+        match s.flush() {
+            Err(StoreError::InvalidRecord(msg)) => {
+                assert!(msg.contains(&format!("outcome {outcome}")), "{msg}")
+            }
+            other => panic!("outcome {outcome} must fail its flush, got {other:?}"),
+        }
+    }
+    // An id past MAX_ID in the same batch: the first refusal is reported.
+    s.kept(&kept(MAX_ID + 1, 0, b"r"));
+    s.kept(&kept(3, 9, b"r"));
+    assert!(
+        matches!(s.flush(), Err(StoreError::IdOutOfRange(_))),
+        "the first refusal of a batch is the one reported"
+    );
+    s.add(&job(8, "f", "", 1, b"next batch"));
+    s.flush()
+        .expect("the refusal does not stick to later batches");
+    drop(s);
+    let r = open().replay().expect("what was written replays");
+    assert_eq!(r.kept, vec![kept(1, 2, b"cancelled is the last outcome")]);
+    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![8], "none of the refused batches is stored");
 }
 
 /// Jobs finishing into kept records among many jobs coming and going,

@@ -31,6 +31,10 @@ pub enum StoreError {
         max = crate::MAX_ID
     )]
     IdOutOfRange(u64),
+    /// A record the store could not read back (a kept job's outcome past
+    /// 2): the batch is refused, as for [`StoreError::IdOutOfRange`].
+    #[error("{0}: refused, as the store could not read it back")]
+    InvalidRecord(String),
     /// A fault injected by a test.
     #[error("injected fault: {0}")]
     Injected(String),

@@ -87,8 +87,9 @@ pub trait Store: Send {
     /// Buffers a finished job kept with its result: new, or replacing the
     /// kept record with its id. Its id counts toward the handle
     /// high-water mark; one beyond [`MAX_ID`] fails the next flush, as in
-    /// [`Store::add`]. [`Store::done`] leaves kept records alone (a job's
-    /// end is written as a Done, then its Kept).
+    /// [`Store::add`], and an outcome past 2 fails it with
+    /// [`StoreError::InvalidRecord`]. [`Store::done`] leaves kept records
+    /// alone (a job's end is written as a Done, then its Kept).
     fn kept(&mut self, r: &KeptRecord);
     /// Buffers dropping a kept record; an unknown id (or one beyond
     /// [`MAX_ID`]) changes nothing.
@@ -113,16 +114,35 @@ pub trait Store: Send {
     }
 }
 
-/// What every backend keeps of the id bound between flushes: the first id
-/// past [`MAX_ID`] added since the last flush, which fails that flush.
+/// What every backend keeps between flushes of what the next flush must
+/// refuse, so no store ever writes what its replay would refuse: the first
+/// id past [`MAX_ID`] stored since the last flush, or kept record with an
+/// outcome no store keeps, whichever came first.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PastMax(Option<u64>);
+pub(crate) struct Refusal(Option<Refused>);
 
-impl PastMax {
-    /// Notes an added job's id.
+/// Why a batch is refused.
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    /// An id past [`MAX_ID`].
+    Id(u64),
+    /// A kept record's outcome (id, outcome) past the last one.
+    Outcome(u64, u8),
+}
+
+impl Refusal {
+    /// Notes a stored job's, schedule's or kept record's id.
     pub(crate) fn note(&mut self, id: u64) {
         if id > MAX_ID {
-            self.0.get_or_insert(id);
+            self.0.get_or_insert(Refused::Id(id));
+        }
+    }
+
+    /// Notes a kept record: its id, and its outcome, which replay checks.
+    pub(crate) fn note_kept(&mut self, r: &KeptRecord) {
+        self.note(r.id);
+        if r.outcome > record::KEPT_LAST_OUTCOME {
+            self.0.get_or_insert(Refused::Outcome(r.id, r.outcome));
         }
     }
 
@@ -133,13 +153,19 @@ impl PastMax {
 
     /// The error the next flush must return, if any.
     pub(crate) fn refusal(&self) -> Option<StoreError> {
-        self.0.map(StoreError::IdOutOfRange)
+        self.0.map(|r| match r {
+            Refused::Id(id) => StoreError::IdOutOfRange(id),
+            Refused::Outcome(id, outcome) => StoreError::InvalidRecord(format!(
+                "kept job {id} has outcome {outcome}; the last one a store keeps is {}",
+                record::KEPT_LAST_OUTCOME
+            )),
+        })
     }
+}
 
-    /// A reservation as stored: never past `MAX_ID + 1`.
-    pub(crate) fn cap(upto: u64) -> u64 {
-        upto.min(MAX_ID + 1)
-    }
+/// A reservation as stored: never past `MAX_ID + 1`.
+pub(crate) fn capped(upto: u64) -> u64 {
+    upto.min(MAX_ID + 1)
 }
 
 /// Dead jobs by id, with their marks.

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    apply_ops, DeadMark, JobRecord, KeptRecord, Op, PastMax, Replayed, ScheduleRecord, Sets, Store,
-    StoreError, MAX_ID,
+    apply_ops, capped, DeadMark, JobRecord, KeptRecord, Op, Refusal, Replayed, ScheduleRecord,
+    Sets, Store, StoreError, MAX_ID,
 };
 
 /// A store that keeps flushed jobs in memory.
@@ -13,8 +13,8 @@ use crate::{
 pub struct MemoryStore {
     shared: Arc<Mutex<Sets>>,
     pending: Vec<Op>,
-    /// An id beyond `MAX_ID` was added since the last flush.
-    refused: PastMax,
+    /// What the next flush must refuse (an id beyond `MAX_ID`, ...).
+    refused: Refusal,
 }
 
 impl MemoryStore {
@@ -28,7 +28,7 @@ impl MemoryStore {
         MemoryStore {
             shared: self.shared.clone(),
             pending: Vec::new(),
-            refused: PastMax::default(),
+            refused: Refusal::default(),
         }
     }
 }
@@ -87,7 +87,7 @@ impl Store for MemoryStore {
     }
 
     fn kept(&mut self, r: &KeptRecord) {
-        self.refused.note(r.id);
+        self.refused.note_kept(r);
         self.pending.push(Op::Kept(r.clone()));
     }
 
@@ -99,7 +99,7 @@ impl Store for MemoryStore {
     }
 
     fn reserve(&mut self, upto: u64) {
-        self.pending.push(Op::Reserve(PastMax::cap(upto)));
+        self.pending.push(Op::Reserve(capped(upto)));
     }
 
     fn discard(&mut self) {

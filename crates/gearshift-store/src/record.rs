@@ -242,7 +242,7 @@ const KEPT_STARTED: u8 = 2;
 const KEPT_ERROR: u8 = 4;
 
 /// The largest outcome a Kept op may hold (2: cancelled).
-const KEPT_LAST_OUTCOME: u8 = 2;
+pub(crate) const KEPT_LAST_OUTCOME: u8 = 2;
 
 /// The highest op code a file of format `version` may hold: decoding a v1
 /// file refuses the v2 ops, which no v1 writer could have put there.

@@ -25,8 +25,8 @@ use bytes::Bytes;
 
 use crate::record::{encode_add, encode_dead, encode_kept, encode_schedule, Op, FORMAT_VERSION};
 use crate::{
-    apply_ops, replayed, DeadMark, JobRecord, KeptRecord, PastMax, Replayed, ScheduleRecord, Sets,
-    Store, StoreError, MAX_ID,
+    apply_ops, capped, replayed, DeadMark, JobRecord, KeptRecord, Refusal, Replayed,
+    ScheduleRecord, Sets, Store, StoreError, MAX_ID,
 };
 use frame::FrameReader;
 
@@ -178,9 +178,10 @@ pub struct LogStore {
     replay: Option<Stored>,
     /// Set when the file handle can no longer be trusted; every flush fails.
     broken: Option<String>,
-    /// An id beyond `MAX_ID` was added since the last flush: the flush
-    /// refuses the batch, so the log never holds what replay refuses.
-    refused: PastMax,
+    /// Something replay would refuse (an id beyond `MAX_ID`, a kept
+    /// record's unknown outcome) was buffered since the last flush: the
+    /// flush refuses the batch, so the log never holds what replay refuses.
+    refused: Refusal,
     /// A compaction running on its own thread.
     compaction: Option<compact::Background>,
     /// Compactions swapped in since the store was opened.
@@ -288,7 +289,7 @@ impl LogStore {
                 kept,
             }),
             broken: None,
-            refused: PastMax::default(),
+            refused: Refusal::default(),
             compaction: None,
             compactions: 0,
             _lock: lock,
@@ -612,7 +613,7 @@ impl Store for LogStore {
     }
 
     fn kept(&mut self, r: &KeptRecord) {
-        self.refused.note(r.id);
+        self.refused.note_kept(r);
         let n = encode_kept(r, &mut self.pending) as u64;
         self.pending_ops.push(Sizing::Kept(r.id, n));
         self.pending_v2 = true;
@@ -629,7 +630,7 @@ impl Store for LogStore {
     }
 
     fn reserve(&mut self, upto: u64) {
-        let upto = PastMax::cap(upto);
+        let upto = capped(upto);
         Op::Reserve(upto).encode(&mut self.pending);
         self.high = self.high.max(upto);
     }
