@@ -115,6 +115,10 @@ pub enum StoreOp {
     Schedule(StoredSchedule),
     /// A schedule was dropped.
     Unschedule(JobId),
+    /// Keep a finished job's record and result (replaces one with its id).
+    Kept(Box<StoredKept>),
+    /// A kept record expired or was pushed out by the retention cap.
+    Forget(JobId),
     /// A stored job used all its attempts: kept as dead.
     Dead {
         /// Job id.
@@ -151,6 +155,43 @@ pub struct StoredSchedule {
     pub next_ms: Option<Millis>,
     /// Declared in the config file.
     pub from_config: bool,
+}
+
+/// A finished job kept queryable, as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredKept {
+    /// Handle number.
+    pub id: JobId,
+    /// Its handle.
+    pub handle: Bytes,
+    /// Function name.
+    pub function: Bytes,
+    /// Unique id.
+    pub unique: Bytes,
+    /// Priority.
+    pub priority: Priority,
+    /// Submitted in the background.
+    pub background: bool,
+    /// 0 completed, 1 failed, 2 cancelled.
+    pub outcome: u8,
+    /// Runs it had.
+    pub attempts: u32,
+    /// Submission time.
+    pub created_ms: Millis,
+    /// Start of its last run.
+    pub started_ms: Option<Millis>,
+    /// End time.
+    pub finished_ms: Millis,
+    /// When it is forgotten.
+    pub expires_ms: Millis,
+    /// Worker of the last run (empty: none).
+    pub worker: Bytes,
+    /// Last failure's text.
+    pub error: Option<Bytes>,
+    /// WORK_COMPLETE's data.
+    pub result: Bytes,
+    /// Its history ([`crate::lifecycle::encode_history`]).
+    pub history: Bytes,
 }
 
 /// What the store kept of a dead job besides its record.

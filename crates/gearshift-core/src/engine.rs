@@ -200,13 +200,9 @@ impl Core {
     pub fn handle(&mut self, conn: ConnId, input: Input, now: Millis) {
         let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
         self.now = self.now.max(now);
-        if !self.heard_from(conn, settles) {
+        let fail = matches!(input, Input::Request(Request::WorkFail { .. }));
+        if !self.heard_from(conn, settles, fail) {
             return;
-        }
-        if !matches!(input, Input::Request(Request::WorkFail { .. })) {
-            if let Some(c) = self.conns.get_mut(&conn.0) {
-                c.after_exception = None;
-            }
         }
         match input {
             Input::Request(req) => self.request(conn, req, now),
@@ -222,10 +218,7 @@ impl Core {
     /// that request (most of a busy server's packets are these).
     pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
         self.now = self.now.max(now);
-        if self.heard_from(conn, false) {
-            if let Some(c) = self.conns.get_mut(&conn.0) {
-                c.after_exception = None;
-            }
+        if self.heard_from(conn, false, false) {
             self.submit(conn, s, now);
         }
     }
@@ -234,11 +227,15 @@ impl Core {
     /// unknown. Any packet proves a worker is alive: if it still sleeps
     /// (it sent something other than GRAB or PRE_SLEEP, which `settles`
     /// the sleep state itself) it may be woken again.
-    fn heard_from(&mut self, conn: ConnId, settles: bool) -> bool {
+    fn heard_from(&mut self, conn: ConnId, settles: bool, work_fail: bool) -> bool {
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return false;
         };
         c.last_seen = self.now;
+        if !work_fail {
+            // Only a WORK_FAIL right after it pairs with a WORK_EXCEPTION.
+            c.after_exception = None;
+        }
         if c.noop_sent {
             c.noop_sent = false;
             if c.sleeping && !settles {

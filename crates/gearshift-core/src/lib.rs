@@ -53,7 +53,7 @@ pub mod worker;
 
 pub use config::CoreConfig;
 pub use conn::ConnInfo;
-pub use effect::{DeadInfo, Effect, Input, StoreOp, StoredJob, StoredSchedule};
+pub use effect::{DeadInfo, Effect, Input, StoreOp, StoredJob, StoredKept, StoredSchedule};
 pub use engine::Core;
 pub use ids::{ConnId, JobId};
 

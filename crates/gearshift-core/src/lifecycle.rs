@@ -64,6 +64,105 @@ impl Step {
     }
 }
 
+/// The fixed reasons a job is requeued, for decoding stored history.
+const REQUEUE_WHYS: [&str; 4] = [
+    "worker disconnected",
+    "worker gave up the function",
+    "worker timeout reached on job",
+    "retry delay passed",
+];
+
+/// Encodes a history for the store: per event its time, a tag and its detail.
+pub fn encode_history(history: &[Event]) -> Bytes {
+    let mut out = Vec::with_capacity(history.len() * 16);
+    let bytes = |out: &mut Vec<u8>, b: &[u8]| {
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(b);
+    };
+    for e in history {
+        out.extend_from_slice(&e.at.to_le_bytes());
+        match &e.step {
+            Step::Queued => out.push(0),
+            Step::Started(w) => {
+                out.push(1);
+                bytes(&mut out, w);
+            }
+            Step::Failed(r, d) => {
+                out.push(2);
+                out.push(*r as u8);
+                bytes(&mut out, d);
+            }
+            Step::RetryAt(t) => {
+                out.push(3);
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+            Step::Requeued(why) => {
+                out.push(4);
+                bytes(&mut out, why.as_bytes());
+            }
+            Step::Completed(n) => {
+                out.push(5);
+                out.extend_from_slice(&(*n as u64).to_le_bytes());
+            }
+            Step::Cancelled => out.push(6),
+            Step::Dead => out.push(7),
+            Step::Revived => out.push(8),
+        }
+    }
+    Bytes::from(out)
+}
+
+/// Decodes [`encode_history`]'s bytes; a damaged tail is dropped.
+pub fn decode_history(mut b: &[u8]) -> Vec<Event> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = (b.get(..n)?, b.get(n..)?);
+        *b = tail;
+        Some(head)
+    }
+    fn u64_of(b: &mut &[u8]) -> Option<u64> {
+        take(b, 8)
+            .and_then(|s| s.try_into().ok())
+            .map(u64::from_le_bytes)
+    }
+    fn bytes_of(b: &mut &[u8]) -> Option<Bytes> {
+        let n = take(b, 4)
+            .and_then(|s| s.try_into().ok())
+            .map(u32::from_le_bytes)?;
+        take(b, n as usize).map(Bytes::copy_from_slice)
+    }
+    let reasons = [
+        Reason::Fail,
+        Reason::Exception,
+        Reason::Timeout,
+        Reason::WorkerLost,
+    ];
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let Some(at) = u64_of(&mut b) else { break };
+        let Some(&[tag]) = take(&mut b, 1) else { break };
+        let step = match tag {
+            0 => Some(Step::Queued),
+            1 => bytes_of(&mut b).map(Step::Started),
+            2 => take(&mut b, 1)
+                .and_then(|r| reasons.get(r[0] as usize).copied())
+                .and_then(|r| bytes_of(&mut b).map(|d| Step::Failed(r, d))),
+            3 => u64_of(&mut b).map(Step::RetryAt),
+            4 => bytes_of(&mut b).map(|why| {
+                let known = REQUEUE_WHYS.iter().find(|w| w.as_bytes() == &why[..]);
+                Step::Requeued(known.copied().unwrap_or("requeued"))
+            }),
+            5 => u64_of(&mut b).map(|n| Step::Completed(n as usize)),
+            6 => Some(Step::Cancelled),
+            7 => Some(Step::Dead),
+            8 => Some(Step::Revived),
+            _ => None,
+        };
+        let Some(step) = step else { break };
+        out.push(Event { at, step });
+    }
+    out
+}
+
 /// A transition and when it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -103,6 +202,10 @@ impl Track {
 impl Core {
     /// The policy of a job's function, if any.
     pub(crate) fn policy_of_job(&self, id: JobId) -> Option<Arc<Policy>> {
+        if self.policies.rules.is_empty() {
+            // No config: gearmand's rules, and nothing to look up per job.
+            return None;
+        }
         let job = self.jobs.get(id)?;
         self.func(job.func())?.policy.clone()
     }
@@ -310,5 +413,56 @@ impl Core {
                 c.jobs_failed += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_round_trips_and_a_damaged_tail_is_dropped() {
+        let history = vec![
+            Event {
+                at: 1,
+                step: Step::Queued,
+            },
+            Event {
+                at: 2,
+                step: Step::Started(Bytes::from_static(b"w@127.0.0.1")),
+            },
+            Event {
+                at: 3,
+                step: Step::Failed(Reason::Exception, Bytes::from_static(b"boom")),
+            },
+            Event {
+                at: 4,
+                step: Step::RetryAt(1_004),
+            },
+            Event {
+                at: 1_004,
+                step: Step::Requeued("retry delay passed"),
+            },
+            Event {
+                at: 1_005,
+                step: Step::Completed(42),
+            },
+            Event {
+                at: 6,
+                step: Step::Cancelled,
+            },
+            Event {
+                at: 7,
+                step: Step::Dead,
+            },
+            Event {
+                at: 8,
+                step: Step::Revived,
+            },
+        ];
+        let bytes = encode_history(&history);
+        assert_eq!(decode_history(&bytes), history);
+        assert_eq!(decode_history(&bytes[..bytes.len() - 1]), history[..8]);
+        assert_eq!(decode_history(&[0xff; 3]), []);
     }
 }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use gearshift_proto::admin::DeadTarget;
 use gearshift_proto::Priority;
 
-use crate::effect::{Effect, StoreOp};
+use crate::effect::{Effect, StoreOp, StoredKept};
 use crate::engine::Core;
 use crate::ids::{IdMap, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
@@ -92,6 +92,32 @@ pub struct Finished {
 }
 
 impl Finished {
+    /// The record as the store keeps it (kept jobs, not dead ones).
+    fn to_stored(&self) -> StoredKept {
+        StoredKept {
+            id: self.id,
+            handle: self.handle.clone(),
+            function: self.function.clone(),
+            unique: self.unique.clone(),
+            priority: self.priority,
+            background: self.background,
+            outcome: match self.outcome {
+                Outcome::Completed => 0,
+                Outcome::Cancelled => 2,
+                Outcome::Failed | Outcome::Dead => 1,
+            },
+            attempts: self.attempts,
+            created_ms: self.created,
+            started_ms: self.started,
+            finished_ms: self.finished,
+            expires_ms: self.expires,
+            worker: self.worker.clone().unwrap_or_default(),
+            error: self.error.clone(),
+            result: self.result.clone(),
+            history: crate::lifecycle::encode_history(&self.history),
+        }
+    }
+
     /// Bytes it holds, for the retention cap.
     pub fn cost(&self) -> usize {
         RECORD_COST + self.result.len() + self.data.len() + self.unique.len()
@@ -122,12 +148,14 @@ impl Retained {
         }
     }
 
-    fn keep(&mut self, f: Box<Finished>, cap: usize, max_bytes: usize) {
+    /// Keeps a record; returns the ids the caps pushed out.
+    fn keep(&mut self, f: Box<Finished>, cap: usize, max_bytes: usize) -> Vec<JobId> {
         self.kept_expiry.push(Reverse((f.expires, f.id)));
         self.kept_bytes += f.cost();
         if let Some(old) = self.kept.insert(f.id, f) {
             self.kept_bytes -= old.cost();
         }
+        let mut pushed_out = Vec::new();
         while self.kept.len() > cap || self.kept_bytes > max_bytes {
             let kept = &self.kept;
             let Some(gone) = Self::pop_earliest(&mut self.kept_expiry, |id, t| {
@@ -137,8 +165,10 @@ impl Retained {
                 break;
             };
             self.kept_bytes -= gone.cost();
+            pushed_out.push(gone.id);
         }
         Self::compact(&mut self.kept_expiry, self.kept.len());
+        pushed_out
     }
 
     /// Pops the earliest heap entry that still names a live record.
@@ -212,12 +242,69 @@ impl Core {
         if keep_for > 0 {
             if let Some(mut rec) = self.finished_record(id, outcome, result) {
                 rec.expires = self.now.saturating_add(keep_for);
-                let r = &self.policies.retention;
-                let (cap, bytes) = (r.max_kept, r.max_kept_bytes);
-                self.retained.keep(rec, cap, bytes);
+                self.keep_record(rec);
             }
         }
         self.remove_job(id);
+    }
+
+    /// Keeps a finished record (and writes it to a durable store).
+    fn keep_record(&mut self, rec: Box<Finished>) {
+        if self.cfg.durable {
+            let stored = rec.to_stored();
+            self.effects
+                .push(Effect::Store(StoreOp::Kept(Box::new(stored))));
+        }
+        let r = &self.policies.retention;
+        let (cap, bytes) = (r.max_kept, r.max_kept_bytes);
+        for id in self.retained.keep(rec, cap, bytes) {
+            if self.cfg.durable {
+                self.effects.push(Effect::Store(StoreOp::Forget(id)));
+            }
+        }
+    }
+
+    /// Rebuilds kept records after a restart; expired ones are forgotten.
+    pub fn restore_kept(&mut self, kept: Vec<StoredKept>) {
+        for s in kept {
+            self.next_job = self.next_job.max(s.id.saturating_add(1));
+            if s.expires_ms <= self.now {
+                self.effects.push(Effect::Store(StoreOp::Forget(s.id)));
+                continue;
+            }
+            let outcome = match s.outcome {
+                0 => Outcome::Completed,
+                2 => Outcome::Cancelled,
+                _ => Outcome::Failed,
+            };
+            let rec = Box::new(Finished {
+                id: s.id,
+                handle: s.handle,
+                function: s.function,
+                unique: s.unique,
+                priority: s.priority,
+                background: s.background,
+                outcome,
+                attempts: s.attempts,
+                created: s.created_ms,
+                started: s.started_ms,
+                finished: s.finished_ms,
+                worker: (!s.worker.is_empty()).then_some(s.worker),
+                error: s.error,
+                result: s.result,
+                history: crate::lifecycle::decode_history(&s.history),
+                data: Bytes::new(),
+                reducer: None,
+                stored: true,
+                expires: s.expires_ms,
+            });
+            let r = &self.policies.retention;
+            let (cap, bytes) = (r.max_kept, r.max_kept_bytes);
+            for id in self.retained.keep(rec, cap, bytes) {
+                self.effects.push(Effect::Store(StoreOp::Forget(id)));
+            }
+        }
+        self.reserved = self.reserved.max(self.next_job);
     }
 
     /// Moves a background job that failed for good into the dead set,
@@ -276,6 +363,9 @@ impl Core {
             if r.kept.get(&id).is_some_and(|f| f.expires == t) {
                 if let Some(gone) = r.kept.remove(&id) {
                     r.kept_bytes -= gone.cost();
+                    if self.cfg.durable {
+                        self.effects.push(Effect::Store(StoreOp::Forget(id)));
+                    }
                 }
             }
         }

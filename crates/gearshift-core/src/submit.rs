@@ -92,9 +92,6 @@ impl Core {
         let Some(func) = self.function_id_for(conn, s.function()) else {
             return;
         };
-        if self.no_worker_refused(conn, func) {
-            return;
-        }
         let key = UniqueKey::of(s.unique());
         if let Some(existing) = self.find_duplicate(func, key, &s) {
             self.join(conn, existing, s.background());
@@ -102,11 +99,19 @@ impl Core {
         }
         let (priority, background) = (s.priority(), s.background());
         let p = priority.index();
+        let mut policy = false;
         if let Some(f) = self.func(func) {
             let limit = f.max_queue[p];
             if limit > 0 && i64::from(f.total) >= limit {
                 self.send(conn, Response::error("QUEUE_ERROR", "Job queue is full"));
                 return;
+            }
+            if let Some(pol) = &f.policy {
+                if pol.require_worker && f.workers == 0 {
+                    self.refuse_no_worker(conn, func);
+                    return;
+                }
+                policy = true;
             }
         }
         let id = self.next_job;
@@ -153,13 +158,13 @@ impl Core {
                 c.waiting.insert(id);
             }
         }
-        if self.func(func).is_some_and(|f| f.policy.is_some()) {
+        if policy {
             self.record(id, Step::Queued);
         }
         let mut sleepers = false;
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
-            sleepers = !f.sleepers.is_empty();
+            sleepers = !f.sleepers.is_empty() && !f.paused;
             match state {
                 JobState::Queued => {
                     f.queues[p].push_back(id);
@@ -179,7 +184,7 @@ impl Core {
         self.emit(conn, Effect::Created(conn, id));
         match (state, due) {
             (JobState::Scheduled, Some(at)) => self.timers.push(Reverse((at, Timer::Due(id)))),
-            _ if sleepers && self.func(func).is_some_and(|f| !f.paused) => self.wake_sleepers(func),
+            _ if sleepers => self.wake_sleepers(func),
             _ => {}
         }
     }
@@ -301,20 +306,18 @@ impl Core {
     }
 
     /// `require_worker`: a submission to a function no connected worker can
-    /// run is refused at once (ERROR NO_WORKER) instead of waiting.
-    fn no_worker_refused(&mut self, conn: ConnId, func: FuncId) -> bool {
+    /// run is refused at once (ERROR NO_WORKER) instead of waiting. (A
+    /// submission that joins an existing job by its unique is not refused:
+    /// that job waits anyway.)
+    fn refuse_no_worker(&mut self, conn: ConnId, func: FuncId) {
         let Some(f) = self.func(func) else {
-            return false;
+            return;
         };
-        if f.workers > 0 || !f.policy.as_ref().is_some_and(|p| p.require_worker) {
-            return false;
-        }
         let text = format!(
             "No worker can run function {}",
             String::from_utf8_lossy(&f.name).escape_debug()
         );
         self.send(conn, Response::error("NO_WORKER", Bytes::from(text)));
-        true
     }
 
     /// NOOPs up to `--worker-wakeup` sleeping workers of `func` (0 = all).

@@ -206,7 +206,9 @@ impl Core {
                 timeout = Some(t);
             }
         }
-        if self.tracked.contains_key(&id) || self.func(func).is_some_and(|f| f.policy.is_some()) {
+        if (!self.tracked.is_empty() && self.tracked.contains_key(&id))
+            || self.func(func).is_some_and(|f| f.policy.is_some())
+        {
             self.note_start(id, conn, now);
         }
         let response = match (kind, reducer) {

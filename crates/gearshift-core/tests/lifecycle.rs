@@ -622,3 +622,52 @@ fn attempts_follow_the_stored_count_after_a_restart() {
     let dead = w.probe("show dead");
     assert!(dead.starts_with("H:localhost:4\tf\t3\t"), "{dead}");
 }
+
+#[test]
+fn kept_results_go_to_the_store_and_come_back_after_a_restart() {
+    let mut w = checked(World::durable());
+    with_policy(&mut w, "f", policy(2, &[Reason::Fail]));
+    w.conns(&[1, 2]);
+    w.can_do(2, &["f"]);
+    let h = w.fg(1, "f", "", "x");
+    let (h1, _) = w.grab_job(2);
+    w.fail(2, &h1);
+    w.advance_to(1_000);
+    let (h2, _) = w.grab_job(2);
+    w.complete(2, &h2, "result");
+    let before = w.probe(&format!("show job {}", String::from_utf8_lossy(&h)));
+    let kept: Vec<gearshift_core::StoredKept> = w
+        .store_ops
+        .iter()
+        .filter_map(|op| match op {
+            StoreOp::Kept(k) => Some((**k).clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].result, b("result"));
+    assert_eq!(kept[0].expires_ms, 1_000 + 3_600_000);
+
+    // A new server on the same store: the same answer, until it expires.
+    let mut w2 = checked(World::durable());
+    with_policy(&mut w2, "f", policy(2, &[Reason::Fail]));
+    w2.now = 2_000;
+    w2.core.set_now(2_000);
+    w2.core.restore_kept(kept.clone());
+    assert_eq!(
+        w2.probe(&format!("show job {}", String::from_utf8_lossy(&h))),
+        before
+    );
+    w2.store_ops.clear();
+    w2.advance_to(1_000 + 3_600_000);
+    assert_eq!(w2.store_ops, [StoreOp::Forget(kept[0].id)]);
+    // Already expired at start: forgotten at once.
+    let mut w3 = checked(World::durable());
+    w3.core.set_now(5_000_000);
+    w3.core.restore_kept(kept.clone());
+    assert_eq!(w3.core.retained_counts(), (0, 0));
+    assert_eq!(
+        w3.core.take_effects(),
+        [gearshift_core::Effect::Store(StoreOp::Forget(kept[0].id))]
+    );
+}

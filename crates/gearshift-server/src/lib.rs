@@ -167,6 +167,13 @@ impl Server {
             );
             core.set_config_schedules(cfg.schedules.clone())
                 .map_err(ServerError::Config)?;
+            core.restore_kept(
+                replayed
+                    .kept
+                    .into_iter()
+                    .map(store_task::from_kept_record)
+                    .collect(),
+            );
             // The first handle reservation is on disk before any handle is
             // handed out, so no handle can repeat after a crash (and dead
             // jobs past the retention limits are dropped there too).
@@ -178,6 +185,7 @@ impl Server {
                         store.schedule(&store_task::to_schedule_record(s))
                     }
                     Effect::Store(StoreOp::Unschedule(id)) => store.unschedule(id),
+                    Effect::Store(StoreOp::Forget(id)) => store.forget(id),
                     _ => {}
                 }
             }

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gearshift_core::{DeadInfo, JobId, StoreOp, StoredJob, StoredSchedule};
+use gearshift_core::{DeadInfo, JobId, StoreOp, StoredJob, StoredKept, StoredSchedule};
 use gearshift_proto::Priority;
-use gearshift_store::{DeadMark, JobRecord, ScheduleRecord, Store};
+use gearshift_store::{DeadMark, JobRecord, KeptRecord, ScheduleRecord, Store};
 
 /// A store plus the operations a failed flush could not write: ends,
 /// attempt counts and reservations refuse no submitter, so they are written
@@ -262,6 +262,8 @@ fn apply(
                 continue;
             }
             StoreOp::Unschedule(id) => store.unschedule(id),
+            StoreOp::Kept(ref k) => store.kept(&to_kept_record(k)),
+            StoreOp::Forget(id) => store.forget(id),
             StoreOp::Done(id) => store.done(id),
             StoreOp::Update { id, attempts } => store.update(id, attempts),
             StoreOp::Reserve(upto) => store.reserve(upto),
@@ -341,6 +343,50 @@ fn priority_of(p: u8) -> Priority {
         0 => Priority::High,
         2 => Priority::Low,
         _ => Priority::Normal,
+    }
+}
+
+/// The core's kept record → the store's.
+pub fn to_kept_record(k: &StoredKept) -> KeptRecord {
+    KeptRecord {
+        id: k.id,
+        handle: k.handle.clone(),
+        function: k.function.clone(),
+        unique: k.unique.clone(),
+        priority: k.priority.index() as u8,
+        background: k.background,
+        outcome: k.outcome,
+        attempts: k.attempts,
+        created_ms: k.created_ms,
+        started_ms: k.started_ms,
+        finished_ms: k.finished_ms,
+        expires_ms: k.expires_ms,
+        worker: k.worker.clone(),
+        error: k.error.clone(),
+        result: k.result.clone(),
+        history: k.history.clone(),
+    }
+}
+
+/// A stored kept record → the core's view.
+pub fn from_kept_record(r: KeptRecord) -> StoredKept {
+    StoredKept {
+        id: r.id,
+        handle: r.handle,
+        function: r.function,
+        unique: r.unique,
+        priority: priority_of(r.priority),
+        background: r.background,
+        outcome: r.outcome,
+        attempts: r.attempts,
+        created_ms: r.created_ms,
+        started_ms: r.started_ms,
+        finished_ms: r.finished_ms,
+        expires_ms: r.expires_ms,
+        worker: r.worker,
+        error: r.error,
+        result: r.result,
+        history: r.history,
     }
 }
 

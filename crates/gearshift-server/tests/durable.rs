@@ -19,7 +19,8 @@ use common::{
 use gearshift_proto::{PacketType, Priority, Request, Response, Submit};
 use gearshift_store::fault::FaultyStore;
 use gearshift_store::{
-    DeadMark, Durability, JobRecord, MemoryStore, Replayed, ScheduleRecord, Store, StoreError,
+    DeadMark, Durability, JobRecord, KeptRecord, MemoryStore, Replayed, ScheduleRecord, Store,
+    StoreError,
 };
 
 // ---- a store whose flush the test holds ------------------------------------
@@ -116,6 +117,12 @@ impl Store for GatedStore {
     }
     fn unschedule(&mut self, id: u64) {
         self.inner.unschedule(id);
+    }
+    fn kept(&mut self, r: &KeptRecord) {
+        self.inner.kept(r);
+    }
+    fn forget(&mut self, id: u64) {
+        self.inner.forget(id);
     }
     fn discard(&mut self) {
         self.inner.discard();

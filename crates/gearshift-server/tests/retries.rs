@@ -144,6 +144,8 @@ async fn retries_and_dead_jobs_survive_restarts() {
     let mut admin = server.connect().await;
     assert_eq!(admin.admin_list("status").await, ".\n");
     assert_eq!(admin.admin_list("show dead").await, ".\n");
+    // The kept result and its history came back with the store.
+    assert_eq!(admin.admin_list(&format!("show job {hs}")).await, shown);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
