@@ -125,6 +125,8 @@ pub struct Server {
     pub addr: String,
     pub port: u16,
     pub proc: Proc,
+    /// Its log file, removed with it.
+    pub log: Option<tempfile::TempPath>,
 }
 
 impl Server {
@@ -133,20 +135,41 @@ impl Server {
         Server::gearshift_with(&["--store", "memory"])
     }
 
-    /// `gearshift serve` with these extra flags on a free port.
+    /// `gearshift serve` with these extra flags on port 0: the port it got
+    /// is read from its log, so tests running side by side never race for
+    /// a port.
     pub fn gearshift_with(flags: &[&str]) -> Server {
-        let port = free_port();
+        let log = tempfile::NamedTempFile::new()
+            .expect("log file")
+            .into_temp_path();
         let child = Command::new(BIN)
-            .args(["serve", "-L", "127.0.0.1", "-p"])
-            .arg(port.to_string())
-            .args(["--log-file", "none", "--job-handle-prefix", "H:test"])
+            .args(["serve", "-L", "127.0.0.1", "-p", "0", "--log-file"])
+            .arg(&*log)
+            .args(["--verbose", "INFO", "--job-handle-prefix", "H:test"])
             .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn gearshift serve");
-        Server::ready(port, child)
+        let mut proc = Proc { child };
+        let mut port = 0;
+        eventually("the server to log its address", || {
+            if let Ok(Some(status)) = proc.child.try_wait() {
+                panic!("gearshift serve exited at start: {status}");
+            }
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            port = text
+                .split("listening on 127.0.0.1:")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+            port != 0
+        });
+        let mut server = Server::ready(port, proc);
+        server.log = Some(log);
+        server
     }
 
     /// gearmand 1.1 on a free port.
@@ -161,15 +184,16 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn gearmand (is gearman-job-server installed?)");
-        Server::ready(port, child)
+        Server::ready(port, Proc { child })
     }
 
-    fn ready(port: u16, child: Child) -> Server {
+    fn ready(port: u16, proc: Proc) -> Server {
         let addr = format!("127.0.0.1:{port}");
         let server = Server {
             addr: addr.clone(),
             port,
-            proc: Proc { child },
+            proc,
+            log: None,
         };
         eventually("the server to accept connections", || {
             TcpStream::connect(&addr).is_ok()
