@@ -129,6 +129,10 @@ impl Error {
 /// use gearshift_client::AdminErrorKind;
 /// assert_eq!(AdminErrorKind::classify("function not found"), AdminErrorKind::FunctionNotFound);
 /// assert_eq!(AdminErrorKind::classify("UNKNOWN_JOB"), AdminErrorKind::UnknownJob);
+/// assert_eq!(
+///     AdminErrorKind::classify("SCHEDULE_IN_CONFIG remove+it+from+the+config+file+and+reload"),
+///     AdminErrorKind::ScheduleInConfig
+/// );
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -147,6 +151,12 @@ pub enum AdminErrorKind {
     FunctionBusy,
     /// `ERR PERMISSION_DENIED …`: e.g. `shutdown` from a remote peer.
     PermissionDenied,
+    /// `ERR UNKNOWN_SCHEDULE …` (Gearshift): `drop schedule` with a handle
+    /// that names no schedule.
+    UnknownSchedule,
+    /// `ERR SCHEDULE_IN_CONFIG …` (Gearshift): `drop schedule` of a
+    /// `[[schedule]]` from the config file (remove it there and reload).
+    ScheduleInConfig,
     /// Any other `ERR` reply (`UNKNOWN_ERROR`, …).
     Other,
 }
@@ -167,6 +177,8 @@ impl AdminErrorKind {
             "UNKNOWN_SHOW_ARGUMENTS" => AdminErrorKind::UnknownShowArguments,
             "UNKNOWN_JOB" => AdminErrorKind::UnknownJob,
             "PERMISSION_DENIED" => AdminErrorKind::PermissionDenied,
+            "UNKNOWN_SCHEDULE" => AdminErrorKind::UnknownSchedule,
+            "SCHEDULE_IN_CONFIG" => AdminErrorKind::ScheduleInConfig,
             _ if message.starts_with("function not found") => AdminErrorKind::FunctionNotFound,
             _ if message.starts_with("there are still") => AdminErrorKind::FunctionBusy,
             _ => AdminErrorKind::Other,

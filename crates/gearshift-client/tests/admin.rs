@@ -3,20 +3,28 @@
 //! the other commands answer; `ERR …` replies become typed errors.
 //! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
 //! dead`, `drop dead`, `pause`, `resume`) against an in-process Gearshift
-//! whose policy sends a failed background job to the dead set; gearmand
-//! answers them with typed errors.
+//! whose policy sends a failed background job to the dead set, and `show
+//! schedules` / `drop schedule` against schedules a raw SUBMIT_JOB_SCHED
+//! made (the library has no call for it); gearmand answers them with typed
+//! errors.
 
 mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use common::{bounded, eventually, worker_for, Kind, RunningWorker, TestServer};
-use gearshift_client::admin::JobDetail;
+use bytes::BytesMut;
+use common::{bounded, eventually, within, worker_for, Kind, RunningWorker, TestServer};
+use gearshift_client::admin::{JobDetail, ScheduleEntry};
 use gearshift_client::{AdminClient, AdminErrorKind, Client, Error, Priority, WorkError, Worker};
 use gearshift_core::policy::{Policies, Policy, Reason, Reasons, Rule};
+use gearshift_core::schedule::ScheduleSpec;
 use gearshift_core::CoreConfig;
+use gearshift_proto::frame::encode_parts;
+use gearshift_proto::{decode_frame, Frame, Magic, PacketType};
 use gearshift_server::{Server, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 both!(admin_commands);
 
@@ -352,6 +360,174 @@ async fn lifecycle_words_gearmand() {
         assert_eq!(
             admin_kind(admin.pause("f").await),
             AdminErrorKind::UnknownCommand
+        );
+        assert!(!admin.version().await.expect("version").is_empty());
+    })
+    .await
+}
+
+/// Sends SUBMIT_JOB_SCHED (`function\0unique\0minute\0hour\0dom\0month\0dow\0data`)
+/// on a connection of its own and returns the handle JOB_CREATED names.
+async fn submit_sched(addr: SocketAddr, function: &str, unique: &str, when: [&str; 5]) -> String {
+    let mut parts: Vec<&[u8]> = vec![function.as_bytes(), unique.as_bytes()];
+    parts.extend(when.iter().map(|w| w.as_bytes()));
+    parts.push(b"tick");
+    let mut out = BytesMut::new();
+    encode_parts(Magic::Req, PacketType::SubmitJobSched, &parts, &mut out);
+    let mut conn = TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(&out).await.expect("send SUBMIT_JOB_SCHED");
+    let mut buf = BytesMut::new();
+    within("JOB_CREATED", async {
+        loop {
+            match decode_frame(&mut buf, 1 << 20).expect("a frame") {
+                Some(Frame::Packet(p)) if p.kind == PacketType::JobCreated => {
+                    return String::from_utf8_lossy(&p.body).into_owned();
+                }
+                Some(other) => panic!("expected JOB_CREATED, got {other:?}"),
+                None => {
+                    let n = conn.read_buf(&mut buf).await.expect("read");
+                    assert!(n > 0, "the server closed the connection");
+                }
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_words_gearshift() {
+    bounded(async {
+        let server = TestServer::start(Kind::Gearshift).await;
+        let nightly =
+            submit_sched(server.addr, "sc_nightly", "sc-n", ["0", "3", "", "", "0"]).await;
+        // February 30th: accepted, never fires.
+        let never = submit_sched(server.addr, "sc_never", "", ["0", "0", "30", "2", ""]).await;
+        assert!(nightly.starts_with("H:test:"), "{nightly}");
+
+        let mut admin = server.admin().await;
+        let listed = admin.show_schedules().await.expect("show schedules");
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        let of = |h: &str| -> ScheduleEntry {
+            listed
+                .iter()
+                .find(|s| s.handle == h)
+                .cloned()
+                .unwrap_or_else(|| panic!("no {h} in {listed:?}"))
+        };
+        let n = of(&nightly);
+        assert_eq!(
+            (
+                n.function.as_str(),
+                n.when.as_str(),
+                n.source.as_str(),
+                n.unique.as_str()
+            ),
+            ("sc_nightly", "0 3 * * 0", "client", "sc-n")
+        );
+        // Day of week 0 is Monday for SUBMIT_JOB_SCHED.
+        assert!(
+            n.next
+                .as_deref()
+                .is_some_and(|t| t.ends_with("T03:00:00.000Z")),
+            "{n:?}"
+        );
+        let e = of(&never);
+        assert_eq!(
+            (e.function.as_str(), e.when.as_str(), e.next.as_deref()),
+            ("sc_never", "0 0 30 2 *", None)
+        );
+        assert_eq!((e.source.as_str(), e.unique.as_str()), ("client", ""));
+
+        admin.drop_schedule(&nightly).await.expect("drop schedule");
+        let left: Vec<String> = (admin.show_schedules().await.expect("show schedules"))
+            .into_iter()
+            .map(|s| s.handle)
+            .collect();
+        assert_eq!(left, [never.as_str()]);
+        assert_eq!(
+            admin_kind(admin.drop_schedule(&nightly).await),
+            AdminErrorKind::UnknownSchedule
+        );
+        assert_eq!(
+            admin_kind(admin.drop_schedule("H:nosuch:1").await),
+            AdminErrorKind::UnknownSchedule
+        );
+        // Still usable after an ERR reply; the handle must be one word.
+        admin.drop_schedule(&never).await.expect("drop schedule");
+        assert!(admin
+            .show_schedules()
+            .await
+            .expect("show schedules")
+            .is_empty());
+        let r = admin.drop_schedule("a b").await;
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    })
+    .await
+}
+
+/// A `[[schedule]]` of the config file is listed as such and refuses `drop schedule`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_schedule_refuses_drop() {
+    bounded(async {
+        let cfg = ServerConfig {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+            core: CoreConfig {
+                handle_prefix: "H:test".to_owned(),
+                ..CoreConfig::default()
+            },
+            schedules: vec![ScheduleSpec {
+                cron: "*/5 * * * *".into(),
+                function: bytes::Bytes::from_static(b"report"),
+                unique: bytes::Bytes::new(),
+                data: bytes::Bytes::from_static(b"x"),
+                priority: Priority::Normal,
+            }],
+            ..ServerConfig::default()
+        };
+        let server = Server::bind(cfg).await.expect("bind");
+        let addr = server.local_addrs()[0];
+        tokio::spawn(server.run(std::future::pending()));
+        let mut admin = AdminClient::connect(addr).await.expect("admin");
+        let listed = admin.show_schedules().await.expect("show schedules");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let s = &listed[0];
+        assert_eq!(
+            (
+                s.function.as_str(),
+                s.when.as_str(),
+                s.source.as_str(),
+                s.unique.as_str()
+            ),
+            ("report", "*/5 * * * *", "config", "")
+        );
+        assert!(
+            s.next.as_deref().is_some_and(|t| t.ends_with(":00.000Z")),
+            "{s:?}"
+        );
+        assert_eq!(
+            admin_kind(admin.drop_schedule(&s.handle).await),
+            AdminErrorKind::ScheduleInConfig
+        );
+        assert_eq!(
+            admin.show_schedules().await.expect("show schedules"),
+            listed
+        );
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_words_gearmand() {
+    bounded(async {
+        let server = TestServer::start(Kind::Gearmand).await;
+        let mut admin = server.admin().await;
+        assert_eq!(
+            admin_kind(admin.show_schedules().await),
+            AdminErrorKind::UnknownShowArguments
+        );
+        assert_eq!(
+            admin_kind(admin.drop_schedule("H:x:1").await),
+            AdminErrorKind::InvalidArguments
         );
         assert!(!admin.version().await.expect("version").is_empty());
     })

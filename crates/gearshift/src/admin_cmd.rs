@@ -6,13 +6,15 @@
 //! Every command goes to every `--server`; with several, tables gain a
 //! SERVER column. JSON is always an array of objects, each with its
 //! `"server"`, keys being the lowercased column names (`client_id`, …).
-//! `cancel` and `job` succeed if any server knew the job.
+//! `cancel` and `job` succeed if any server knew the job, `drop-schedule`
+//! if any knew the schedule.
 //!
 //! Gearshift's own words have their own subcommands: `job H` (`show job`,
 //! printed as `key  value` lines), `dead [F]` (`show dead`), `retry-dead`
 //! and `drop-dead H|all [F]` (`retry dead` / `drop dead`, printing the
-//! count), `pause F`, `resume F`, and `workers --all` (`show workers`, the
-//! worker registry). The dead-set ones are named `retry-dead` / `drop-dead`
+//! count), `pause F`, `resume F`, `workers --all` (`show workers`, the
+//! worker registry), `schedules` (`show schedules`) and `drop-schedule H`
+//! (`drop schedule`). The dead-set ones are named `retry-dead` / `drop-dead`
 //! after the server words, as `drop-function` is after `drop function`: a
 //! bare `drop F` would read as dropping a function. Text fields are printed
 //! as the server escaped them (`\xNN` for control bytes).
@@ -130,6 +132,16 @@ enum AdminCommand {
     Resume {
         /// Function name.
         function: String,
+    },
+    /// Recurring jobs: handle, function, time fields, next firing, source
+    /// (`client`: SUBMIT_JOB_SCHED, `config`: a `[[schedule]]`) and unique
+    /// (Gearshift `show schedules`).
+    Schedules,
+    /// Remove a schedule a client submitted (Gearshift `drop schedule`);
+    /// one from the config file is refused.
+    DropSchedule {
+        /// Schedule handle, as `schedules` lists it.
+        handle: String,
     },
     /// Stop the server (Gearshift; gearmand 1.1 refuses it).
     Shutdown {
@@ -252,20 +264,13 @@ async fn run(args: AdminArgs, addrs: Vec<ServerAddr>) -> ExitCode {
         }
     }
     // A handle lives on one server: the others not knowing it is no error.
-    if matches!(
-        args.command,
-        AdminCommand::Cancel { .. } | AdminCommand::Job { .. }
-    ) && !answers.is_empty()
-    {
-        errors.retain(|(_, e)| {
-            !matches!(
-                e,
-                Error::Admin {
-                    kind: AdminErrorKind::UnknownJob,
-                    ..
-                }
-            )
-        });
+    let unknown = match args.command {
+        AdminCommand::Cancel { .. } | AdminCommand::Job { .. } => Some(AdminErrorKind::UnknownJob),
+        AdminCommand::DropSchedule { .. } => Some(AdminErrorKind::UnknownSchedule),
+        _ => None,
+    };
+    if let Some(unknown) = unknown.filter(|_| !answers.is_empty()) {
+        errors.retain(|(_, e)| !matches!(e, Error::Admin { kind, .. } if *kind == unknown));
     }
     if !answers.is_empty() {
         let text = if args.json {
@@ -530,6 +535,34 @@ async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Re
         }
         AdminCommand::Resume { function } => {
             admin.resume(function).await?;
+            done()
+        }
+        AdminCommand::Schedules => Reply {
+            columns: &[
+                ("HANDLE", false),
+                ("FUNCTION", false),
+                ("WHEN", false),
+                ("NEXT", false),
+                ("SOURCE", false),
+                ("UNIQUE", false),
+            ],
+            rows: (admin.show_schedules().await?.into_iter())
+                .map(|s| {
+                    vec![
+                        Cell::Text(s.handle),
+                        Cell::Text(s.function),
+                        Cell::Text(s.when),
+                        text_or_null(s.next),
+                        Cell::Text(s.source),
+                        Cell::Text(s.unique),
+                    ]
+                })
+                .collect(),
+            scalar: false,
+            record: false,
+        },
+        AdminCommand::DropSchedule { handle } => {
+            admin.drop_schedule(handle).await?;
             done()
         }
         AdminCommand::Shutdown { graceful } => {

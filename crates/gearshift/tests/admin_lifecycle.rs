@@ -2,13 +2,20 @@
 //! `drop-dead`, `pause`, `resume`, `workers --all`) and `gearshift submit
 //! --wait-timeout` / `--verbose`, end to end against a `gearshift serve
 //! --store memory --config FILE` child whose policy sends a failed
-//! background job straight to the dead set.
+//! background job straight to the dead set; `schedules` and
+//! `drop-schedule` against one whose config declares a `[[schedule]]`,
+//! with a client's schedule sent as a raw SUBMIT_JOB_SCHED.
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use bytes::BytesMut;
 use common::{eventually, Server};
+use gearshift_proto::frame::encode_parts;
+use gearshift_proto::{Magic, PacketType};
 use serde_json::Value;
 
 /// One run, no retry on WORK_FAIL, finished jobs kept an hour.
@@ -249,4 +256,125 @@ fn submit_wait_timeout_gives_up_and_the_running_job_stays() {
         b"",
     );
     assert_eq!(out.code(), 2, "{out:?}");
+}
+
+/// A config with one schedule (cron: every five minutes).
+const SCHEDULE: &str = "[[schedule]]\ncron = \"*/5 * * * *\"\nfunction = \"report\"\n\
+                        workload = \"x\"\n";
+
+/// Sends SUBMIT_JOB_SCHED (`gearshift submit` has no schedule) and returns
+/// the handle JOB_CREATED names.
+fn submit_sched(s: &Server, function: &str, unique: &str, when: [&str; 5]) -> String {
+    let mut parts: Vec<&[u8]> = vec![function.as_bytes(), unique.as_bytes()];
+    parts.extend(when.iter().map(|w| w.as_bytes()));
+    parts.push(b"tick");
+    let mut out = BytesMut::new();
+    encode_parts(Magic::Req, PacketType::SubmitJobSched, &parts, &mut out);
+    let mut conn = TcpStream::connect(&s.addr).expect("connect");
+    conn.set_read_timeout(Some(common::WAIT)).expect("timeout");
+    conn.write_all(&out).expect("send SUBMIT_JOB_SCHED");
+    let mut header = [0u8; 12];
+    conn.read_exact(&mut header).expect("a reply");
+    let kind = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+    let len = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+    let mut body = vec![0u8; len as usize];
+    conn.read_exact(&mut body).expect("its body");
+    assert_eq!(
+        kind,
+        PacketType::JobCreated.as_u32(),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+#[test]
+fn schedules_listed_a_clients_dropped_a_configs_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gearshift.toml");
+    std::fs::write(&path, SCHEDULE).expect("write config");
+    let p = path.to_string_lossy().into_owned();
+    let s = Server::gearshift_with(&["--store", "memory", "--config", &p]);
+
+    let rows = s.admin_json(&["schedules"]);
+    let rows = rows.as_array().expect("an array").clone();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let config = &rows[0];
+    assert_eq!(config["function"], "report");
+    assert_eq!(config["when"], "*/5 * * * *");
+    assert_eq!(config["source"], "config");
+    assert_eq!(config["unique"], "");
+    assert_eq!(config["server"], s.addr.as_str());
+    assert!(
+        config["next"]
+            .as_str()
+            .is_some_and(|t| t.ends_with(":00.000Z")),
+        "{config}"
+    );
+    let config_handle = config["handle"].as_str().expect("a handle").to_owned();
+
+    // A client's schedule (day of week 0 = Monday), and one that never fires.
+    let nightly = submit_sched(&s, "nightly", "n1", ["0", "3", "", "", "0"]);
+    let never = submit_sched(&s, "never", "", ["0", "0", "30", "2", ""]);
+    let rows = s.admin_json(&["schedules"]);
+    let row = |h: &str| {
+        rows.as_array()
+            .and_then(|a| a.iter().find(|r| r["handle"] == h))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {h} in {rows}"))
+    };
+    let n = row(&nightly);
+    assert_eq!(
+        (&n["function"], &n["when"], &n["source"], &n["unique"]),
+        (
+            &Value::from("nightly"),
+            &Value::from("0 3 * * 0"),
+            &Value::from("client"),
+            &Value::from("n1")
+        ),
+        "{n}"
+    );
+    assert_eq!(row(&never)["next"], Value::Null);
+
+    let table = admin(&s, &["schedules"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        ["HANDLE", "FUNCTION", "WHEN", "NEXT", "SOURCE", "UNIQUE"],
+        "{table}"
+    );
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&format!("{never} ")))
+        .unwrap_or_else(|| panic!("no {never} in {table}"));
+    assert!(line.contains(" - "), "{table}");
+    assert!(line.trim_end().ends_with("client"), "{table}");
+
+    assert_eq!(admin(&s, &["drop-schedule", &nightly]), "OK\n");
+    let dropped = s.admin_json(&["drop-schedule", &never]);
+    assert_eq!(dropped[0]["ok"], true, "{dropped}");
+    let rows = s.admin_json(&["schedules"]);
+    let handles: Vec<&str> = (rows.as_array().expect("an array").iter())
+        .filter_map(|r| r["handle"].as_str())
+        .collect();
+    assert_eq!(handles, [config_handle.as_str()]);
+
+    // Refused with exit 1: gone, or from the config file.
+    let out = s.run(&["admin", "drop-schedule", &nightly], b"");
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains("UNKNOWN_SCHEDULE"), "{}", out.stderr);
+    let out = s.run(&["admin", "drop-schedule", &config_handle], b"");
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains("SCHEDULE_IN_CONFIG"), "{}", out.stderr);
+    // Still listed.
+    assert_eq!(s.admin_json(&["schedules"]), rows);
 }

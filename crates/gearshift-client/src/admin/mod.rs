@@ -5,12 +5,15 @@
 //! - [`AdminClient`] (this file): one connection, one command at a time.
 //! - `types`: [`FunctionStatus`], [`PriorityStatus`], [`WorkerInfo`],
 //!   [`JobInfo`] and their line parsers; for Gearshift's own words
-//!   [`JobDetail`] (with [`HistoryEntry`]), [`DeadJob`] and [`WorkerEntry`].
+//!   [`JobDetail`] (with [`HistoryEntry`]), [`DeadJob`], [`WorkerEntry`]
+//!   and [`ScheduleEntry`].
 //!
 //! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
-//! dead`, `drop dead`, `pause`, `resume`) have methods here too; gearmand
-//! answers them with [`AdminErrorKind::UnknownCommand`] or
-//! [`AdminErrorKind::UnknownShowArguments`]. Their types are in this module
+//! dead`, `drop dead`, `pause`, `resume`, `show schedules`, `drop
+//! schedule`) have methods here too; gearmand answers them with
+//! [`AdminErrorKind::UnknownCommand`],
+//! [`AdminErrorKind::UnknownShowArguments`] or (`drop schedule`)
+//! [`AdminErrorKind::InvalidArguments`]. Their types are in this module
 //! (`gearshift_client::admin::JobDetail`, …), not at the crate root.
 
 mod types;
@@ -20,8 +23,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 pub use types::{
-    DeadJob, FunctionStatus, HistoryEntry, JobDetail, JobInfo, PriorityStatus, WorkerEntry,
-    WorkerInfo,
+    DeadJob, FunctionStatus, HistoryEntry, JobDetail, JobInfo, PriorityStatus, ScheduleEntry,
+    WorkerEntry, WorkerInfo,
 };
 
 use crate::addr::ServerAddr;
@@ -397,6 +400,37 @@ impl AdminClient {
     pub async fn resume(&mut self, function: &str) -> Result<()> {
         let function = word("function", function)?;
         self.ok(&format!("resume {function}")).await.map(drop)
+    }
+
+    /// `show schedules` (Gearshift): every recurring job, submitted by a
+    /// client (SUBMIT_JOB_SCHED) or declared in the config file, with its
+    /// next firing.
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// for s in admin.show_schedules().await? {
+    ///     println!("{} {} [{}] next {:?} ({})", s.handle, s.function, s.when, s.next, s.source);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn show_schedules(&mut self) -> Result<Vec<ScheduleEntry>> {
+        let lines = self.list("show schedules").await?;
+        lines.iter().map(|l| ScheduleEntry::parse(l)).collect()
+    }
+
+    /// `drop schedule H` (Gearshift): removes a schedule a client submitted;
+    /// no job it already submitted is touched. A handle naming no schedule
+    /// is [`AdminErrorKind::UnknownSchedule`]; one from the config file is
+    /// [`AdminErrorKind::ScheduleInConfig`] (remove it there and reload).
+    ///
+    /// ```no_run
+    /// # async fn f(mut admin: gearshift_client::AdminClient) -> gearshift_client::Result<()> {
+    /// admin.drop_schedule("H:host:17").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn drop_schedule(&mut self, handle: &str) -> Result<()> {
+        let handle = word("handle", handle)?;
+        self.ok(&format!("drop schedule {handle}")).await.map(drop)
     }
 
     async fn dead_command(

@@ -4,9 +4,10 @@
 //! Numeric columns are split from the right, so a function name holding a
 //! TAB still parses; an unparsable line is an [`Error::Protocol`].
 //!
-//! Gearshift's own words (`show job`, `show dead`, `show workers`) escape
-//! client-chosen bytes that could split a line or a column as `\xNN`; the
-//! types here keep those fields as the server wrote them (no unescaping).
+//! Gearshift's own words (`show job`, `show dead`, `show workers`, `show
+//! schedules`) escape client-chosen bytes that could split a line or a
+//! column as `\xNN`; the types here keep those fields as the server wrote
+//! them (no unescaping).
 
 use gearshift_proto::Priority;
 
@@ -466,6 +467,63 @@ impl WorkerEntry {
             failed: failed.parse().map_err(|_| bad())?,
             held: list(held),
             functions: list(functions),
+        })
+    }
+}
+
+/// One line of `show schedules` (Gearshift):
+/// `HANDLE\tFUNCTION\tWHEN\tNEXT\tSOURCE\tUNIQUE`. Text fields are kept as
+/// the server escaped them (`\xNN` for control bytes).
+///
+/// ```
+/// use gearshift_client::admin::ScheduleEntry;
+/// let s = ScheduleEntry::parse("H:vm:7\tnightly\t0 3 * * *\t2026-11-26T03:00:00.000Z\tclient\tn1")?;
+/// assert_eq!((s.function.as_str(), s.when.as_str()), ("nightly", "0 3 * * *"));
+/// assert_eq!(s.next.as_deref(), Some("2026-11-26T03:00:00.000Z"));
+/// assert_eq!((s.source.as_str(), s.unique.as_str()), ("client", "n1"));
+/// let never = ScheduleEntry::parse("H:vm:8\treport\t0 0 30 2 *\t-\tconfig\t")?;
+/// assert_eq!((never.next, never.unique.as_str()), (None, ""));
+/// # Ok::<(), gearshift_client::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleEntry {
+    /// The schedule's handle (what `drop schedule` takes).
+    pub handle: String,
+    /// Function name of the jobs it submits.
+    pub function: String,
+    /// The five time fields (minute, hour, day of month, month, day of
+    /// week), space-separated, `*` for any.
+    pub when: String,
+    /// Its next firing (RFC 3339 UTC with milliseconds); `None` if it never
+    /// fires again.
+    pub next: Option<String>,
+    /// `client` (SUBMIT_JOB_SCHED: day of week 0 = Monday) or `config` (a
+    /// `[[schedule]]` of the config file: cron, 0 = Sunday; `drop schedule`
+    /// refuses it).
+    pub source: String,
+    /// Unique id of the jobs it submits (empty for none).
+    pub unique: String,
+}
+
+impl ScheduleEntry {
+    /// Parses one `show schedules` line.
+    ///
+    /// ```
+    /// assert!(gearshift_client::admin::ScheduleEntry::parse("H:1\tf\t* * * * *\t-").is_err());
+    /// ```
+    pub fn parse(line: &str) -> Result<ScheduleEntry> {
+        let bad = || Error::protocol(format!("bad show schedules line {line:?}"));
+        let f: Vec<&str> = line.splitn(6, '\t').collect();
+        let [handle, function, when, next, source, unique] = f[..] else {
+            return Err(bad());
+        };
+        Ok(ScheduleEntry {
+            handle: handle.to_owned(),
+            function: function.to_owned(),
+            when: when.to_owned(),
+            next: (next != "-").then(|| next.to_owned()),
+            source: source.to_owned(),
+            unique: unique.to_owned(),
         })
     }
 }
