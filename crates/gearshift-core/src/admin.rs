@@ -198,10 +198,10 @@ impl Core {
         let running = job.state == JobState::Running;
         let stored = job.persist != Persist::No;
         if running {
-            job.state = JobState::Cancelled;
             // Gone from the store now, not when the worker reports: a crash
             // in between must not bring a cancelled job back.
             job.persist = Persist::No;
+            self.set_state(id, JobState::Cancelled);
             // Reaped only when its worker reports; meanwhile a resubmission
             // of its unique must make a new job, not wait on this dead one.
             self.jobs.unindex_unique(id);

@@ -105,7 +105,7 @@ impl Core {
             // record replaces the earlier, as it always has.
             let _ = self.jobs.remove(s.id);
             let payload = Payload::new(s.unique, s.data);
-            self.jobs.insert(Job {
+            self.insert_job(Job {
                 id: s.id,
                 payload: payload.bytes,
                 unique_len: payload.unique_len,
@@ -119,9 +119,6 @@ impl Core {
                 state: JobState::Pending,
                 persist: Persist::Yes,
             });
-            if let Some(f) = self.func_mut(func) {
-                f.total += 1;
-            }
             let retry_at = s.due_ms.filter(|&d| d > now && s.attempts > 0);
             self.release(s.id, now);
             if let Some(at) = retry_at {

@@ -462,19 +462,7 @@ impl Core {
 
     /// Forgets a job entirely: indexes, counters, holders and waiters.
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
-        let job = self.jobs.remove(id)?;
-        if let Some(f) = self.funcs.get_mut(job.func()).and_then(Option::as_mut) {
-            f.total = f.total.saturating_sub(1);
-            match job.state {
-                JobState::Queued => {
-                    let p = job.priority.index();
-                    f.queued[p] = f.queued[p].saturating_sub(1);
-                }
-                JobState::Scheduled => f.scheduled = f.scheduled.saturating_sub(1),
-                JobState::Pending => {}
-                JobState::Running | JobState::Cancelled => f.running = f.running.saturating_sub(1),
-            }
-        }
+        let job = self.take_job(id)?;
         if let Some(run) = self.running.remove(&id) {
             if let Some(c) = self.conns.get_mut(&run.worker.0) {
                 c.held.retain(|&j| j != id);

@@ -23,6 +23,7 @@
 //!   [`retained`]: kept results and the dead set; [`inspect`]: the admin
 //!   words that show them (`show job`, `show dead`, `show workers`).
 //! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]: their times.
+//! - [`state`]: the one place a job enters, changes state or leaves, with its counts.
 //! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
@@ -47,6 +48,7 @@ pub mod order;
 pub mod policy;
 pub mod retained;
 pub mod schedule;
+pub mod state;
 pub mod submit;
 pub mod timefmt;
 pub mod worker;

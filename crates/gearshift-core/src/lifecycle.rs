@@ -302,12 +302,9 @@ impl Core {
             return;
         };
         job.retries = job.retries.saturating_add(1);
-        job.state = JobState::Scheduled;
         job.extra.get_or_insert_with(Box::<JobExtra>::default).due = Some(at);
-        let (func, attempts, stored) = (job.func(), job.retries, job.persist != Persist::No);
-        if let Some(f) = self.func_mut(func) {
-            f.scheduled += 1;
-        }
+        let (attempts, stored) = (job.retries, job.persist != Persist::No);
+        self.set_state(id, JobState::Scheduled);
         self.timers.push(Reverse((at, Timer::Due(id))));
         if stored {
             self.effects.push(Effect::Store(StoreOp::Retry {
@@ -324,19 +321,13 @@ impl Core {
     }
 
     /// A job leaves its worker (not its queue or its clients): the worker's
-    /// held list, the running table and the function's running count.
+    /// held list and the running table. Its state, and so the function's
+    /// counts, change with the caller's next step ([`Core::set_state`]).
     pub(crate) fn release_worker(&mut self, id: JobId) {
         if let Some(run) = self.running.remove(&id) {
             if let Some(c) = self.conns.get_mut(&run.worker.0) {
                 c.held.retain(|&j| j != id);
             }
-        }
-        let func = match self.jobs.get(id) {
-            Some(j) if matches!(j.state, JobState::Running | JobState::Cancelled) => j.func(),
-            _ => return,
-        };
-        if let Some(f) = self.func_mut(func) {
-            f.running = f.running.saturating_sub(1);
         }
     }
 

@@ -446,7 +446,7 @@ impl Core {
                 due: None,
             })
         });
-        self.jobs.insert(Job {
+        self.insert_job(Job {
             id,
             payload: payload.bytes,
             unique_len: payload.unique_len,
@@ -464,9 +464,6 @@ impl Core {
                 Persist::No
             },
         });
-        if let Some(f) = self.func_mut(func) {
-            f.total += 1;
-        }
         if rec.stored {
             self.effects.push(Effect::Store(StoreOp::Retry {
                 id,

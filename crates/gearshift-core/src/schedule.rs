@@ -280,7 +280,7 @@ impl Core {
         self.next_job = self.next_job.saturating_add(1);
         self.reserve_ahead();
         let payload = Payload::new(unique, data);
-        self.jobs.insert(Job {
+        self.insert_job(Job {
             id,
             payload: payload.bytes,
             unique_len: payload.unique_len,
@@ -294,9 +294,6 @@ impl Core {
             state: JobState::Pending,
             persist: Persist::No,
         });
-        if let Some(f) = self.func_mut(func) {
-            f.total += 1;
-        }
         if self.func(func).is_some_and(|f| f.policy.is_some()) {
             self.record(id, crate::lifecycle::Step::Queued);
         }

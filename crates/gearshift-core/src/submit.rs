@@ -135,7 +135,7 @@ impl Core {
         } else {
             JobState::Queued
         };
-        self.jobs.insert(Job {
+        self.insert_job(Job {
             id,
             payload: payload.bytes,
             unique_len: payload.unique_len,
@@ -163,15 +163,9 @@ impl Core {
         }
         let mut sleepers = false;
         if let Some(f) = self.func_mut(func) {
-            f.total += 1;
             sleepers = !f.sleepers.is_empty() && !f.paused;
-            match state {
-                JobState::Queued => {
-                    f.queues[p].push_back(id);
-                    f.queued[p] += 1;
-                }
-                JobState::Scheduled => f.scheduled += 1,
-                _ => {}
+            if state == JobState::Queued {
+                f.queues[p].push_back(id);
             }
         }
         if durable {
@@ -194,13 +188,9 @@ impl Core {
         let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
-        let func = job.func();
         match job.due().filter(|&d| d > now) {
             Some(at) => {
-                job.state = JobState::Scheduled;
-                if let Some(f) = self.func_mut(func) {
-                    f.scheduled += 1;
-                }
+                self.set_state(id, JobState::Scheduled);
                 self.timers.push(Reverse((at, Timer::Due(id))));
             }
             None => self.enqueue(id, false),
@@ -258,11 +248,11 @@ impl Core {
     /// at its place in line by handle number, so before every later job)
     /// and wakes sleepers.
     pub(crate) fn enqueue(&mut self, id: JobId, front: bool) {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.jobs.get(id) else {
             return;
         };
-        job.state = JobState::Queued;
         let (func, p) = (job.func(), job.priority.index());
+        self.set_state(id, JobState::Queued);
         let Some(f) = self.func_mut(func) else {
             return;
         };
@@ -276,7 +266,6 @@ impl Core {
         } else {
             f.queues[p].push_back(id);
         }
-        f.queued[p] += 1;
         if !f.paused {
             self.wake_sleepers(func);
         }
@@ -289,10 +278,6 @@ impl Core {
         };
         if job.state != JobState::Scheduled {
             return;
-        }
-        let func = job.func();
-        if let Some(f) = self.func_mut(func) {
-            f.scheduled = f.scheduled.saturating_sub(1);
         }
         let retried = self
             .tracked

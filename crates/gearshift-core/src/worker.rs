@@ -158,8 +158,7 @@ impl Core {
                 j.state == JobState::Queued && j.func() == func && j.priority.index() == p
             });
             if live {
-                let f = self.func_mut(func)?;
-                f.queued[p] = f.queued[p].saturating_sub(1);
+                // Counted as queued until assign moves it to Running.
                 return Some(id);
             }
         }
@@ -173,17 +172,17 @@ impl Core {
         timeout: Option<u64>,
         now: Millis,
     ) {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.jobs.get(id) else {
             self.send(conn, Response::NoJob);
             return;
         };
-        job.state = JobState::Running;
         let func = job.func();
         let (data, unique) = (job.data_bytes(), job.unique_bytes());
         let reducer = match kind {
             GrabKind::All => job.reducer().cloned(),
             _ => None,
         };
+        self.set_state(id, JobState::Running);
         self.next_assignment += 1;
         let assignment = self.next_assignment;
         self.running.insert(
@@ -198,8 +197,7 @@ impl Core {
         let handle = self.handle_of(id);
         let mut function = Bytes::new();
         let mut timeout = timeout;
-        if let Some(f) = self.func_mut(func) {
-            f.running += 1;
+        if let Some(f) = self.func(func) {
             function = f.name.clone();
             if let Some(t) = f.policy.as_ref().and_then(|p| p.timeout) {
                 // The server's limit wins over the worker's CAN_DO_TIMEOUT.
