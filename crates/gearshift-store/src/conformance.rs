@@ -5,6 +5,8 @@
 //!
 //! Every check panics with a message naming the broken rule.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 
 use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Store, StoreError, MAX_ID};
@@ -92,15 +94,15 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     schedules_are_replayed(fresh());
     a_new_version_of_a_schedule_replaces_it(fresh());
     unschedule_drops_a_schedule_and_done_does_not(fresh());
-    schedule_ids_raise_next_id(fresh());
-    schedule_ids_past_the_largest_are_refused(fresh());
+    ids_raise_next_id(fresh(), Kind::Schedule);
+    ids_past_the_largest_are_refused(fresh(), Kind::Schedule);
     schedules_survive_churn(fresh());
     ends_naming_ids_past_the_largest_change_nothing(fresh());
     kept_records_are_replayed(fresh());
     a_new_version_of_a_kept_record_replaces_it(fresh());
     forget_drops_a_kept_record_and_done_does_not(fresh());
-    kept_ids_raise_next_id(fresh());
-    kept_ids_past_the_largest_are_refused(fresh());
+    ids_raise_next_id(fresh(), Kind::Kept);
+    ids_past_the_largest_are_refused(fresh(), Kind::Kept);
     kept_records_with_unknown_outcomes_are_refused(fresh());
     kept_records_survive_churn(fresh());
 }
@@ -124,6 +126,91 @@ fn ids_and_attempts(r: &Replayed) -> (Counts, Counts) {
     )
 }
 
+/// The ids of the live jobs a replay returned, in its order.
+fn job_ids(r: &Replayed) -> Vec<u64> {
+    r.jobs.iter().map(|j| j.id).collect()
+}
+
+/// The values of `want`, in key order.
+fn values<T: Clone>(want: &BTreeMap<u64, T>) -> Vec<T> {
+    want.values().cloned().collect()
+}
+
+/// A store from `open`, replayed: where most checks start.
+fn opened<S: Store>(open: &mut impl FnMut() -> S) -> S {
+    let mut s = open();
+    s.replay().expect("replay");
+    s
+}
+
+/// Flushes `s` and closes it; the store opened anew, and its replay.
+fn reopen<S: Store>(mut s: S, open: &mut impl FnMut() -> S) -> (S, Replayed) {
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open();
+    let r = s.replay().expect("replay after reopen");
+    (s, r)
+}
+
+/// Flushes `s` and closes it; what the store opened anew replays.
+fn reopened<S: Store>(s: S, open: &mut impl FnMut() -> S) -> Replayed {
+    reopen(s, open).1
+}
+
+/// Flushes `s`, then what it replays twice: on the same handle, and once
+/// closed and opened anew.
+fn replayed_twice<S: Store>(mut s: S, open: &mut impl FnMut() -> S) -> (Replayed, Replayed) {
+    s.flush().expect("flush");
+    let again = s.replay().expect("a second replay on the same handle");
+    drop(s);
+    (again, open().replay().expect("replay after reopen"))
+}
+
+/// Flushes a batch holding an id past [`MAX_ID`] (of `what`): the flush
+/// fails, naming that id.
+fn flush_refuses_past_max_id<S: Store>(s: &mut S, what: &str) {
+    match s.flush() {
+        Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
+        other => panic!("{what} past MAX_ID must fail its flush, got {other:?}"),
+    }
+}
+
+/// After a refused batch, the next one (job 8) is stored: what the store,
+/// closed and opened anew, replays then.
+fn next_batch_stored<S: Store>(mut s: S, open: &mut impl FnMut() -> S) -> Replayed {
+    s.add(&job(8, "f", "", 1, b"next batch"));
+    s.flush()
+        .expect("the refusal does not stick to later batches");
+    drop(s);
+    open().replay().expect("what was written replays")
+}
+
+/// A job added and ended at once: the garbage that makes the log store
+/// (with a small threshold) compact often.
+fn short_lived<S: Store>(s: &mut S, id: u64, size: usize) {
+    s.add(&job(id, "f", "", 1, &vec![0; size]));
+    s.done(id);
+}
+
+/// The end of round `round` of a churn: a flush after every
+/// `flush_every`th round, and after every hundredth the store closed and
+/// opened anew, with its replay to check.
+fn end_of_round<S: Store>(
+    mut s: S,
+    open: &mut impl FnMut() -> S,
+    round: u64,
+    flush_every: u64,
+) -> (S, Option<Replayed>) {
+    if round.is_multiple_of(flush_every) {
+        s.flush().expect("flush");
+    }
+    if !round.is_multiple_of(100) {
+        return (s, None);
+    }
+    let (s, r) = reopen(s, open);
+    (s, Some(r))
+}
+
 fn empty_store<S: Store>(mut open: impl FnMut() -> S) {
     let r = open().replay().expect("replay of an empty store");
     assert!(r.jobs.is_empty(), "a new store holds no jobs");
@@ -134,23 +221,18 @@ fn empty_store<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn flushed_jobs_survive_reopen<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     for id in [3, 1, 2] {
         s.add(&job(id, "f", &format!("u{id}"), 1, b"x"));
     }
-    s.flush().expect("flush");
-    let again = s.replay().expect("a second replay on the same handle");
+    let (again, r) = replayed_twice(s, &mut open);
     assert_eq!(
         again.jobs.len(),
         3,
         "replay reports every flushed job, however often asked"
     );
-    drop(s);
-    let r = open().replay().expect("replay after reopen");
-    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
     assert_eq!(
-        ids,
+        job_ids(&r),
         vec![1, 2, 3],
         "replay returns every flushed job, in id order"
     );
@@ -158,21 +240,18 @@ fn flushed_jobs_survive_reopen<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn unflushed_ops_are_lost<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(1, "f", "", 1, b"kept"));
     s.flush().expect("flush");
     s.add(&job(2, "f", "", 1, b"never flushed"));
     s.done(1);
     drop(s);
     let r = open().replay().expect("replay");
-    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
-    assert_eq!(ids, vec![1], "only flushed operations count");
+    assert_eq!(job_ids(&r), vec![1], "only flushed operations count");
 }
 
 fn done_and_update<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     for id in 1..=4 {
         s.add(&job(id, "f", "", 1, b"x"));
     }
@@ -181,12 +260,9 @@ fn done_and_update<S: Store>(mut open: impl FnMut() -> S) {
     s.update(3, 7);
     s.flush().expect("flush");
     s.done(4);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
-    let got: Vec<(u64, u32)> = r.jobs.iter().map(|j| (j.id, j.attempts)).collect();
+    let r = reopened(s, &mut open);
     assert_eq!(
-        got,
+        ids_and_attempts(&r).0,
         vec![(1, 0), (3, 7)],
         "done removes, update sets attempts"
     );
@@ -194,15 +270,12 @@ fn done_and_update<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn empty_uniques_never_collide<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(1, "f", "", 0, b"high"));
     s.add(&job(2, "f", "", 2, b"low"));
     s.add(&job(3, "f", "same", 1, b"a"));
     s.add(&job(4, "f", "same", 1, b"b"));
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(
         r.jobs.len(),
         4,
@@ -211,15 +284,12 @@ fn empty_uniques_never_collide<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn handle_counter_never_goes_back<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(10, "f", "", 1, b"x"));
     s.reserve(1000);
     s.flush().expect("flush");
     s.done(10);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert!(r.jobs.is_empty());
     assert!(
         r.next_id >= 1000,
@@ -228,17 +298,13 @@ fn handle_counter_never_goes_back<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn ids_past_the_largest_are_never_written<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(MAX_ID, "f", "", 1, b"last"));
     s.reserve(u64::MAX);
     s.flush().expect("the largest id is stored like any other");
     s.add(&job(7, "f", "", 1, b"same batch"));
     s.add(&job(MAX_ID + 1, "f", "", 1, b"one too far"));
-    match s.flush() {
-        Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
-        other => panic!("an id past MAX_ID must fail its flush, got {other:?}"),
-    }
+    flush_refuses_past_max_id(&mut s, "an id");
     // A retry or death naming such an id is refused the same way.
     s.retry(MAX_ID + 1, 1, None);
     assert!(
@@ -250,32 +316,26 @@ fn ids_past_the_largest_are_never_written<S: Store>(mut open: impl FnMut() -> S)
         matches!(s.flush(), Err(StoreError::IdOutOfRange(_))),
         "a death past MAX_ID fails its flush"
     );
-    s.add(&job(8, "f", "", 1, b"next batch"));
-    s.flush()
-        .expect("the refusal does not stick to later batches");
-    drop(s);
-    let r = open().replay().expect("what was written replays");
-    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
-    assert_eq!(ids, vec![8, MAX_ID], "none of the refused batch is stored");
+    let r = next_batch_stored(s, &mut open);
+    assert_eq!(
+        job_ids(&r),
+        vec![8, MAX_ID],
+        "none of the refused batch is stored"
+    );
     assert_eq!(r.next_id, MAX_ID + 1, "reservations stop at MAX_ID + 1");
 }
 
 fn discard_drops_buffered_ops<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(1, "f", "", 1, b"x"));
     s.discard();
     s.add(&job(2, "f", "", 1, b"y"));
-    s.flush().expect("flush");
-    drop(s);
-    let ids: Vec<u64> = open()
-        .replay()
-        .expect("replay")
-        .jobs
-        .iter()
-        .map(|j| j.id)
-        .collect();
-    assert_eq!(ids, vec![2], "discarded operations are never written");
+    let r = reopened(s, &mut open);
+    assert_eq!(
+        job_ids(&r),
+        vec![2],
+        "discarded operations are never written"
+    );
 }
 
 fn every_field_round_trips<S: Store>(mut open: impl FnMut() -> S) {
@@ -284,13 +344,10 @@ fn every_field_round_trips<S: Store>(mut open: impl FnMut() -> S) {
     full.due_ms = Some(1_900_000_000_000);
     full.attempts = 3;
     let big = job(6, "big", "", 1, &vec![7u8; 1 << 20]);
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&full);
     s.add(&big);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(
         r.jobs,
         vec![full, big],
@@ -299,8 +356,7 @@ fn every_field_round_trips<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn many_flushes_keep_order<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     for id in 1..=500u64 {
         s.add(&job(id, "f", "", (id % 3) as u8, &id.to_le_bytes()));
         if id % 7 == 0 {
@@ -310,22 +366,19 @@ fn many_flushes_keep_order<S: Store>(mut open: impl FnMut() -> S) {
             s.done(id - 2);
         }
     }
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     let expect: Vec<u64> = (1..=500u64)
         .filter(|id| (id + 2) % 5 != 0 || *id > 498)
         .collect();
-    let got: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
     assert_eq!(
-        got, expect,
+        job_ids(&r),
+        expect,
         "interleaved adds, dones and flushes replay exactly"
     );
 }
 
 fn retry_sets_attempts_and_due<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     let mut epoch = job(2, "f", "", 1, b"y");
     epoch.due_ms = Some(1_800_000_000_000);
     s.add(&job(1, "f", "", 1, b"x"));
@@ -337,9 +390,7 @@ fn retry_sets_attempts_and_due<S: Store>(mut open: impl FnMut() -> S) {
     s.flush().expect("flush");
     s.retry(1, 2, Some(1_900_000_000_500));
     s.retry(99, 9, Some(5));
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     let got: Vec<(u64, u32, Option<u64>)> = r
         .jobs
         .iter()
@@ -358,8 +409,7 @@ fn retry_sets_attempts_and_due<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn dead_jobs_are_kept_apart<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     for id in 1..=4 {
         s.add(&job(id, "f", "", 1, b"x"));
     }
@@ -373,15 +423,12 @@ fn dead_jobs_are_kept_apart<S: Store>(mut open: impl FnMut() -> S) {
     // count and mark.
     s.update(2, 50);
     s.dead(2, 5, &mark(1_700_000_000_999, "last error"));
-    s.flush().expect("flush");
-    let again = s.replay().expect("a second replay on the same handle");
+    let (again, r) = replayed_twice(s, &mut open);
     assert_eq!(
         again.dead.len(),
         2,
         "replay reports dead jobs, however often asked"
     );
-    drop(s);
-    let r = open().replay().expect("replay");
     assert_eq!(
         ids_and_attempts(&r),
         (vec![(1, 0), (3, 0)], vec![(2, 5), (4, 2)]),
@@ -400,22 +447,16 @@ fn dead_jobs_are_kept_apart<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn retry_revives_a_dead_job<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(1, "f", "", 1, b"x"));
     s.add(&job(2, "f", "", 1, b"y"));
     s.flush().expect("flush");
     s.dead(1, 3, &mark(10, "gone"));
     s.dead(2, 3, &mark(11, "gone too"));
-    s.flush().expect("flush");
-    drop(s);
-    let mut s = open();
-    let r = s.replay().expect("replay");
+    let (mut s, r) = reopen(s, &mut open);
     assert_eq!(ids_and_attempts(&r), (vec![], vec![(1, 3), (2, 3)]));
     s.retry(1, 0, Some(1_950_000_000_000));
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(
         ids_and_attempts(&r),
         (vec![(1, 0)], vec![(2, 3)]),
@@ -423,19 +464,15 @@ fn retry_revives_a_dead_job<S: Store>(mut open: impl FnMut() -> S) {
     );
     assert_eq!(r.jobs[0].due_ms, Some(1_950_000_000_000));
     // Revived, it can die again.
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.dead(1, 1, &mark(12, "again"));
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(ids_and_attempts(&r), (vec![], vec![(1, 1), (2, 3)]));
     assert_eq!(r.dead[0].1, mark(12, "again"));
 }
 
 fn done_forgets_a_dead_job<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     for id in 1..=3 {
         s.add(&job(id, "f", "", 1, b"x"));
     }
@@ -444,22 +481,17 @@ fn done_forgets_a_dead_job<S: Store>(mut open: impl FnMut() -> S) {
     s.dead(2, 2, &mark(10, "e"));
     s.flush().expect("flush");
     s.done(1);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(
         ids_and_attempts(&r),
         (vec![(3, 0)], vec![(2, 2)]),
         "done drops a dead job"
     );
     // Nor can a retry bring a dropped job back.
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.retry(1, 0, None);
     s.done(2);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(ids_and_attempts(&r), (vec![(3, 0)], vec![]));
     assert!(r.next_id > 3, "ids of dropped dead jobs are not reused");
 }
@@ -468,18 +500,16 @@ fn done_forgets_a_dead_job<S: Store>(mut open: impl FnMut() -> S) {
 /// (for the log store with a small threshold: across compactions), checked
 /// against the expected outcome after every reopen.
 fn retries_and_deaths_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    let mut want_live: std::collections::BTreeMap<u64, JobRecord> = Default::default();
-    let mut want_dead: std::collections::BTreeMap<u64, (JobRecord, DeadMark)> = Default::default();
+    let mut s = opened(&mut open);
+    let mut want_live: BTreeMap<u64, JobRecord> = BTreeMap::new();
+    let mut want_dead: BTreeMap<u64, (JobRecord, DeadMark)> = BTreeMap::new();
     for id in 1..=300u64 {
         let r = job(id, "f", "", 1, &[id as u8; 200]);
         s.add(&r);
         want_live.insert(id, r);
         // A short-lived job beside each: the garbage that makes the log
         // store (with a small threshold) compact after most flushes.
-        s.add(&job(1000 + id, "f", "", 1, &[0; 2000]));
-        s.done(1000 + id);
+        short_lived(&mut s, 1000 + id, 2000);
         match id % 6 {
             // Ends soon: the churn that makes compaction worth it.
             0 | 1 => {
@@ -518,24 +548,12 @@ fn retries_and_deaths_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
             want_live.remove(&(old - 6));
             want_dead.remove(&(old - 6));
         }
-        if id % 5 == 0 {
-            s.flush().expect("flush");
-        }
-        if id % 100 == 0 {
-            s.flush().expect("flush");
-            drop(s);
-            s = open();
-            let r = s.replay().expect("replay");
-            assert_eq!(
-                r.jobs,
-                want_live.values().cloned().collect::<Vec<_>>(),
-                "live jobs after {id} submissions"
-            );
-            assert_eq!(
-                r.dead,
-                want_dead.values().cloned().collect::<Vec<_>>(),
-                "dead jobs after {id} submissions"
-            );
+        let r;
+        (s, r) = end_of_round(s, &mut open, id, 5);
+        if let Some(r) = r {
+            let after = format!("after {id} submissions");
+            assert_eq!(r.jobs, values(&want_live), "live jobs {after}");
+            assert_eq!(r.dead, values(&want_dead), "dead jobs {after}");
         }
     }
 }
@@ -563,14 +581,11 @@ fn schedules_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
     for r in all.iter().rev() {
         s.schedule(r);
     }
-    s.flush().expect("flush");
-    let again = s.replay().expect("a second replay on the same handle");
+    let (again, r) = replayed_twice(s, &mut open);
     assert_eq!(
         again.schedules, all,
         "replay reports schedules, however often asked"
     );
-    drop(s);
-    let r = open().replay().expect("replay after reopen");
     assert_eq!(
         r.schedules, all,
         "every field of every schedule survives, in id order"
@@ -584,8 +599,7 @@ fn schedules_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn a_new_version_of_a_schedule_replaces_it<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.schedule(&sched(1, "0 * * * *", Some(1_000)));
     s.schedule(&sched(2, "0 * * * *", Some(1_000)));
     s.flush().expect("flush");
@@ -597,9 +611,7 @@ fn a_new_version_of_a_schedule_replaces_it<S: Store>(mut open: impl FnMut() -> S
     s.schedule(&changed);
     s.flush().expect("flush");
     s.schedule(&sched(2, "0 * * * *", Some(3_000)));
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(
         r.schedules,
         vec![changed, sched(2, "0 * * * *", Some(3_000))],
@@ -608,102 +620,24 @@ fn a_new_version_of_a_schedule_replaces_it<S: Store>(mut open: impl FnMut() -> S
 }
 
 fn unschedule_drops_a_schedule_and_done_does_not<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    for id in 1..=4 {
-        s.schedule(&sched(id, "* * * * *", Some(id)));
-    }
-    s.flush().expect("flush");
-    s.unschedule(2);
-    s.unschedule(99);
-    s.done(3);
-    s.update(3, 5);
-    s.schedule(&sched(5, "* * * * *", None));
-    s.unschedule(5);
-    s.flush().expect("flush");
-    drop(s);
-    let mut s = open();
-    let r = s.replay().expect("replay");
-    assert_eq!(
-        schedule_ids(&r),
-        vec![1, 3, 4],
-        "unschedule drops one (an unknown id, nothing); done, update leave schedules alone"
-    );
+    let (mut s, r) = ending_drops_one_and_done_does_not(&mut open, Kind::Schedule);
     assert_eq!(r.schedules[1], sched(3, "* * * * *", Some(3)));
     s.unschedule(1);
     s.unschedule(3);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(schedule_ids(&r), vec![4]);
-}
-
-fn schedule_ids_raise_next_id<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    s.add(&job(1, "f", "", 1, b"x"));
-    s.schedule(&sched(500, "* * * * *", None));
-    s.schedule(&sched(700, "* * * * *", None));
-    s.flush().expect("flush");
-    drop(s);
-    let mut s = open();
-    let r = s.replay().expect("replay");
-    assert!(
-        r.next_id > 700,
-        "next_id is past every schedule id (got {})",
-        r.next_id
-    );
-    s.unschedule(700);
-    s.unschedule(500);
-    s.done(1);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
-    assert!(r.schedules.is_empty() && r.jobs.is_empty());
-    assert!(
-        r.next_id > 700,
-        "a dropped schedule's id is not handed out again (got {})",
-        r.next_id
-    );
-}
-
-fn schedule_ids_past_the_largest_are_refused<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    s.schedule(&sched(MAX_ID, "* * * * *", None));
-    s.flush().expect("the largest id is stored like any other");
-    s.add(&job(7, "f", "", 1, b"same batch"));
-    s.schedule(&sched(MAX_ID + 1, "* * * * *", None));
-    match s.flush() {
-        Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
-        other => panic!("a schedule id past MAX_ID must fail its flush, got {other:?}"),
-    }
-    // Dropping such an id drops nothing and harms nothing.
-    s.unschedule(MAX_ID + 1);
-    s.unschedule(u64::MAX);
-    s.add(&job(8, "f", "", 1, b"next batch"));
-    s.flush()
-        .expect("the refusal does not stick to later batches");
-    drop(s);
-    let r = open().replay().expect("what was written replays");
-    assert_eq!(schedule_ids(&r), vec![MAX_ID], "none of the refused batch");
-    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
-    assert_eq!(ids, vec![8]);
-    assert_eq!(r.next_id, MAX_ID + 1);
 }
 
 /// Schedules changing among many jobs coming and going, over many flushes
 /// (for the log store with a small threshold: across compactions), checked
 /// after every reopen: each live schedule's latest version, none dropped.
 fn schedules_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    let mut want: std::collections::BTreeMap<u64, ScheduleRecord> = Default::default();
+    let mut s = opened(&mut open);
+    let mut want: BTreeMap<u64, ScheduleRecord> = BTreeMap::new();
     let mut next_id = 1u64;
     for round in 1..=300u64 {
         // Garbage: a short-lived job, so the log store compacts often.
-        s.add(&job(next_id, "f", "", 1, &[0; 1500]));
-        s.done(next_id);
+        short_lived(&mut s, next_id, 1500);
         next_id += 1;
         if round % 4 == 1 {
             let r = sched(next_id, "*/10 * * * *", Some(1_800_000_000_000 + round));
@@ -737,19 +671,10 @@ fn schedules_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
                 s.done(id);
             }
         }
-        if round % 3 == 0 {
-            s.flush().expect("flush");
-        }
-        if round % 100 == 0 {
-            s.flush().expect("flush");
-            drop(s);
-            s = open();
-            let r = s.replay().expect("replay");
-            assert_eq!(
-                r.schedules,
-                want.values().cloned().collect::<Vec<_>>(),
-                "schedules after {round} rounds"
-            );
+        let r;
+        (s, r) = end_of_round(s, &mut open, round, 3);
+        if let Some(r) = r {
+            assert_eq!(r.schedules, values(&want), "schedules after {round} rounds");
             assert!(r.jobs.is_empty(), "after {round} rounds");
             assert!(r.next_id >= next_id, "after {round} rounds");
         }
@@ -760,8 +685,7 @@ fn schedules_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
 /// [`MAX_ID`]) changes nothing, fails nothing, and leaves a store that
 /// opens again (a log never holds an op its replay refuses).
 fn ends_naming_ids_past_the_largest_change_nothing<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(1, "f", "", 1, b"x"));
     s.schedule(&sched(2, "* * * * *", None));
     s.kept(&kept(3, 0, b"r"));
@@ -777,13 +701,7 @@ fn ends_naming_ids_past_the_largest_change_nothing<S: Store>(mut open: impl FnMu
         .expect("ops naming no storable id do not fail the flush");
     drop(s);
     let r = open().replay().expect("the store opens again");
-    assert_eq!(
-        r.jobs
-            .iter()
-            .map(|j| (j.id, j.attempts))
-            .collect::<Vec<_>>(),
-        vec![(1, 4)]
-    );
+    assert_eq!(ids_and_attempts(&r).0, vec![(1, 4)]);
     assert_eq!(schedule_ids(&r), vec![2]);
     assert_eq!(r.kept, vec![kept(3, 0, b"r")]);
 }
@@ -793,9 +711,122 @@ fn kept_ids(r: &Replayed) -> Vec<u64> {
     r.kept.iter().map(|k| k.id).collect()
 }
 
+/// The records a store keeps by id apart from jobs, for the checks both
+/// kinds share.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Schedule,
+    Kept,
+}
+
+impl Kind {
+    /// Its name in messages.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Schedule => "schedule",
+            Kind::Kept => "kept record",
+        }
+    }
+
+    /// Stores a record of this kind with this id.
+    fn store<S: Store>(self, s: &mut S, id: u64) {
+        match self {
+            Kind::Schedule => s.schedule(&sched(id, "* * * * *", Some(id))),
+            Kind::Kept => s.kept(&kept(id, 0, b"r")),
+        }
+    }
+
+    /// Ends the record with this id: Unschedule, Forget.
+    fn end<S: Store>(self, s: &mut S, id: u64) {
+        match self {
+            Kind::Schedule => s.unschedule(id),
+            Kind::Kept => s.forget(id),
+        }
+    }
+
+    /// The ids of the records of this kind a replay returned, in its order.
+    fn ids(self, r: &Replayed) -> Vec<u64> {
+        match self {
+            Kind::Schedule => schedule_ids(r),
+            Kind::Kept => kept_ids(r),
+        }
+    }
+}
+
+/// Ending a record of `kind` drops it (an unknown id, nothing); a Done or
+/// an Update of its id leaves it alone. Returns the store, closed and
+/// opened anew, and its replay: records 1, 3 and 4.
+fn ending_drops_one_and_done_does_not<S: Store>(
+    open: &mut impl FnMut() -> S,
+    kind: Kind,
+) -> (S, Replayed) {
+    let mut s = opened(open);
+    for id in 1..=4 {
+        kind.store(&mut s, id);
+    }
+    s.flush().expect("flush");
+    kind.end(&mut s, 2);
+    kind.end(&mut s, 99);
+    s.done(3);
+    s.update(3, 5);
+    kind.store(&mut s, 5);
+    kind.end(&mut s, 5);
+    let (s, r) = reopen(s, open);
+    let name = kind.name();
+    assert_eq!(
+        kind.ids(&r),
+        vec![1, 3, 4],
+        "ending a {name} drops it (an unknown id, nothing); done, update leave {name}s alone"
+    );
+    (s, r)
+}
+
+/// The ids of records of `kind` raise next_id as jobs' do, and an ended
+/// one's id is not handed out again.
+fn ids_raise_next_id<S: Store>(mut open: impl FnMut() -> S, kind: Kind) {
+    let name = kind.name();
+    let mut s = opened(&mut open);
+    s.add(&job(1, "f", "", 1, b"x"));
+    kind.store(&mut s, 500);
+    kind.store(&mut s, 700);
+    let (mut s, r) = reopen(s, &mut open);
+    assert!(
+        r.next_id > 700,
+        "next_id is past every {name} id (got {})",
+        r.next_id
+    );
+    kind.end(&mut s, 700);
+    kind.end(&mut s, 500);
+    s.done(1);
+    let r = reopened(s, &mut open);
+    assert!(kind.ids(&r).is_empty() && r.jobs.is_empty());
+    assert!(
+        r.next_id > 700,
+        "an ended {name}'s id is not handed out again (got {})",
+        r.next_id
+    );
+}
+
+/// A record of `kind` with the largest id is stored like any other; one
+/// past it fails its flush, storing none of its batch; ending such an id
+/// ends nothing and harms nothing.
+fn ids_past_the_largest_are_refused<S: Store>(mut open: impl FnMut() -> S, kind: Kind) {
+    let mut s = opened(&mut open);
+    kind.store(&mut s, MAX_ID);
+    s.flush().expect("the largest id is stored like any other");
+    s.add(&job(7, "f", "", 1, b"same batch"));
+    kind.store(&mut s, MAX_ID + 1);
+    flush_refuses_past_max_id(&mut s, &format!("a {} id", kind.name()));
+    kind.end(&mut s, MAX_ID + 1);
+    kind.end(&mut s, u64::MAX);
+    let r = next_batch_stored(s, &mut open);
+    assert_eq!(kind.ids(&r), vec![MAX_ID], "none of the refused batch");
+    assert_eq!(job_ids(&r), vec![8]);
+    assert_eq!(r.next_id, MAX_ID + 1);
+}
+
 fn kept_records_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.add(&job(1, "f", "", 1, b"still running"));
     s.add(&job(2, "f", "", 1, b"about to finish"));
     s.flush().expect("flush");
@@ -827,14 +858,11 @@ fn kept_records_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
     for k in all.iter().rev() {
         s.kept(k);
     }
-    s.flush().expect("flush");
-    let again = s.replay().expect("a second replay on the same handle");
+    let (again, r) = replayed_twice(s, &mut open);
     assert_eq!(
         again.kept, all,
         "replay reports kept records, however often asked"
     );
-    drop(s);
-    let r = open().replay().expect("replay after reopen");
     assert_eq!(
         r.kept, all,
         "every field of every kept record survives, in id order"
@@ -848,8 +876,7 @@ fn kept_records_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
 }
 
 fn a_new_version_of_a_kept_record_replaces_it<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.kept(&kept(1, 0, b"first"));
     s.kept(&kept(2, 1, b"second"));
     s.flush().expect("flush");
@@ -865,9 +892,7 @@ fn a_new_version_of_a_kept_record_replaces_it<S: Store>(mut open: impl FnMut() -
     let mut two = kept(2, 1, b"second");
     two.expires_ms += 1;
     s.kept(&two);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(
         r.kept,
         vec![changed, two],
@@ -876,97 +901,20 @@ fn a_new_version_of_a_kept_record_replaces_it<S: Store>(mut open: impl FnMut() -
 }
 
 fn forget_drops_a_kept_record_and_done_does_not<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    for id in 1..=4 {
-        s.kept(&kept(id, 0, b"r"));
-    }
-    s.flush().expect("flush");
-    s.forget(2);
-    s.forget(99);
-    s.done(3);
-    s.update(3, 5);
-    s.kept(&kept(5, 0, b"r"));
-    s.forget(5);
-    s.flush().expect("flush");
-    drop(s);
-    let mut s = open();
-    let r = s.replay().expect("replay");
-    assert_eq!(
-        kept_ids(&r),
-        vec![1, 3, 4],
-        "forget drops one (an unknown id, nothing); done, update leave kept records alone"
-    );
+    let (mut s, r) = ending_drops_one_and_done_does_not(&mut open, Kind::Kept);
     assert_eq!(r.kept[1], kept(3, 0, b"r"));
     // Forgotten, then kept again (never sent, but well defined): back.
     s.forget(1);
     s.forget(3);
     s.kept(&kept(3, 1, b"again"));
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
+    let r = reopened(s, &mut open);
     assert_eq!(r.kept, vec![kept(3, 1, b"again"), kept(4, 0, b"r")]);
-}
-
-fn kept_ids_raise_next_id<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    s.add(&job(1, "f", "", 1, b"x"));
-    s.kept(&kept(500, 0, b"r"));
-    s.kept(&kept(700, 0, b"r"));
-    s.flush().expect("flush");
-    drop(s);
-    let mut s = open();
-    let r = s.replay().expect("replay");
-    assert!(
-        r.next_id > 700,
-        "next_id is past every kept id (got {})",
-        r.next_id
-    );
-    s.forget(700);
-    s.forget(500);
-    s.done(1);
-    s.flush().expect("flush");
-    drop(s);
-    let r = open().replay().expect("replay");
-    assert!(r.kept.is_empty() && r.jobs.is_empty());
-    assert!(
-        r.next_id > 700,
-        "a forgotten job's id is not handed out again (got {})",
-        r.next_id
-    );
-}
-
-fn kept_ids_past_the_largest_are_refused<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    s.kept(&kept(MAX_ID, 0, b"r"));
-    s.flush().expect("the largest id is stored like any other");
-    s.add(&job(7, "f", "", 1, b"same batch"));
-    s.kept(&kept(MAX_ID + 1, 0, b"r"));
-    match s.flush() {
-        Err(StoreError::IdOutOfRange(id)) => assert_eq!(id, MAX_ID + 1),
-        other => panic!("a kept id past MAX_ID must fail its flush, got {other:?}"),
-    }
-    // Forgetting such an id forgets nothing and harms nothing.
-    s.forget(MAX_ID + 1);
-    s.forget(u64::MAX);
-    s.add(&job(8, "f", "", 1, b"next batch"));
-    s.flush()
-        .expect("the refusal does not stick to later batches");
-    drop(s);
-    let r = open().replay().expect("what was written replays");
-    assert_eq!(kept_ids(&r), vec![MAX_ID], "none of the refused batch");
-    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
-    assert_eq!(ids, vec![8]);
-    assert_eq!(r.next_id, MAX_ID + 1);
 }
 
 /// A kept record whose outcome replay would refuse as corrupt fails its
 /// flush, storing none of its batch; the store opens again.
 fn kept_records_with_unknown_outcomes_are_refused<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
+    let mut s = opened(&mut open);
     s.kept(&kept(1, 2, b"cancelled is the last outcome"));
     s.flush().expect("flush");
     for outcome in [3, u8::MAX] {
@@ -987,14 +935,13 @@ fn kept_records_with_unknown_outcomes_are_refused<S: Store>(mut open: impl FnMut
         matches!(s.flush(), Err(StoreError::IdOutOfRange(_))),
         "the first refusal of a batch is the one reported"
     );
-    s.add(&job(8, "f", "", 1, b"next batch"));
-    s.flush()
-        .expect("the refusal does not stick to later batches");
-    drop(s);
-    let r = open().replay().expect("what was written replays");
+    let r = next_batch_stored(s, &mut open);
     assert_eq!(r.kept, vec![kept(1, 2, b"cancelled is the last outcome")]);
-    let ids: Vec<u64> = r.jobs.iter().map(|j| j.id).collect();
-    assert_eq!(ids, vec![8], "none of the refused batches is stored");
+    assert_eq!(
+        job_ids(&r),
+        vec![8],
+        "none of the refused batches is stored"
+    );
 }
 
 /// Jobs finishing into kept records among many jobs coming and going,
@@ -1002,15 +949,13 @@ fn kept_records_with_unknown_outcomes_are_refused<S: Store>(mut open: impl FnMut
 /// store with a small threshold: across compactions), checked after every
 /// reopen: each kept record's latest version, none forgotten.
 fn kept_records_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
-    let mut s = open();
-    s.replay().expect("replay");
-    let mut want: std::collections::BTreeMap<u64, KeptRecord> = Default::default();
-    let mut want_live: std::collections::BTreeMap<u64, JobRecord> = Default::default();
+    let mut s = opened(&mut open);
+    let mut want: BTreeMap<u64, KeptRecord> = BTreeMap::new();
+    let mut want_live: BTreeMap<u64, JobRecord> = BTreeMap::new();
     let mut next_id = 1u64;
     for round in 1..=300u64 {
         // Garbage: a short-lived job, so the log store compacts often.
-        s.add(&job(next_id, "f", "", 1, &[0; 1500]));
-        s.done(next_id);
+        short_lived(&mut s, next_id, 1500);
         next_id += 1;
         // A job that runs a while, then finishes and is kept.
         let r = job(next_id, "f", "", 1, &[1; 200]);
@@ -1042,24 +987,11 @@ fn kept_records_survive_churn<S: Store>(mut open: impl FnMut() -> S) {
                 s.done(id);
             }
         }
-        if round % 3 == 0 {
-            s.flush().expect("flush");
-        }
-        if round % 100 == 0 {
-            s.flush().expect("flush");
-            drop(s);
-            s = open();
-            let r = s.replay().expect("replay");
-            assert_eq!(
-                r.kept,
-                want.values().cloned().collect::<Vec<_>>(),
-                "kept records after {round} rounds"
-            );
-            assert_eq!(
-                r.jobs,
-                want_live.values().cloned().collect::<Vec<_>>(),
-                "live jobs after {round} rounds"
-            );
+        let r;
+        (s, r) = end_of_round(s, &mut open, round, 3);
+        if let Some(r) = r {
+            assert_eq!(r.kept, values(&want), "kept records after {round} rounds");
+            assert_eq!(r.jobs, values(&want_live), "live jobs after {round} rounds");
             assert!(r.next_id >= next_id, "after {round} rounds");
         }
     }

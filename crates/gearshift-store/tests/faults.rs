@@ -7,11 +7,14 @@
 //! the store works again once the cause is gone; a place the log cannot
 //! use is an error, never a panic.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use common::replayed;
 use gearshift_store::conformance::job;
 use gearshift_store::fault::FaultyStore;
 use gearshift_store::log::FILE_NAME;
@@ -25,21 +28,29 @@ fn ids(jobs: &[JobRecord]) -> Vec<u64> {
     jobs.iter().map(|j| j.id).collect()
 }
 
-fn replay_at(dir: &Path, opts: LogOptions) -> Replayed {
-    LogStore::open(dir, opts)
-        .expect("reopen")
-        .replay()
-        .expect("replay")
+/// A log store (default options) in a fresh directory behind a fault
+/// wrapper with a budget of `ops` ops, replayed; and the wrapper's budget.
+fn faulty_log(ops: i64) -> (TempDir, FaultyStore<LogStore>, Arc<AtomicI64>) {
+    let dir = TempDir::new().expect("tempdir");
+    let log = LogStore::open(dir.path(), LogOptions::default()).expect("open");
+    let mut s = FaultyStore::new(log, ops);
+    let budget = s.budget();
+    s.replay().expect("replay");
+    (dir, s, budget)
+}
+
+/// Restores the budget, flushes what is left (nothing: a failed batch is
+/// gone), closes the store and returns what the log in `dir` replays.
+fn healed(mut s: FaultyStore<LogStore>, budget: &AtomicI64, dir: &Path) -> Replayed {
+    budget.store(100, Ordering::SeqCst);
+    s.flush().expect("nothing left to write");
+    drop(s);
+    replayed(dir, LogOptions::default())
 }
 
 #[test]
 fn a_flush_past_the_budget_stores_nothing_and_healing_resumes() {
-    let dir = TempDir::new().expect("tempdir");
-    let opts = LogOptions::default();
-    let log = LogStore::open(dir.path(), opts).expect("open");
-    let mut s = FaultyStore::new(log, 5);
-    let budget = s.budget();
-    s.replay().expect("replay");
+    let (dir, mut s, budget) = faulty_log(5);
     for id in 1..=3 {
         s.add(&job(id, "f", "", 1, b"ok"));
     }
@@ -63,7 +74,7 @@ fn a_flush_past_the_budget_stores_nothing_and_healing_resumes() {
     s.flush().expect("flush after the budget is restored");
     drop(s);
 
-    let r = replay_at(dir.path(), opts);
+    let r = replayed(dir.path(), LogOptions::default());
     let got: Vec<(u64, u32)> = r.jobs.iter().map(|j| (j.id, j.attempts)).collect();
     assert_eq!(
         got,
@@ -76,12 +87,7 @@ fn a_flush_past_the_budget_stores_nothing_and_healing_resumes() {
 #[test]
 fn a_failed_flush_stores_none_of_its_schedule_ops() {
     use gearshift_store::conformance::sched;
-    let dir = TempDir::new().expect("tempdir");
-    let opts = LogOptions::default();
-    let log = LogStore::open(dir.path(), opts).expect("open");
-    let mut s = FaultyStore::new(log, 2);
-    let budget = s.budget();
-    s.replay().expect("replay");
+    let (dir, mut s, budget) = faulty_log(2);
     s.schedule(&sched(1, "* * * * *", Some(10)));
     s.schedule(&sched(2, "* * * * *", Some(10)));
     s.flush().expect("within budget");
@@ -90,10 +96,7 @@ fn a_failed_flush_stores_none_of_its_schedule_ops() {
     s.unschedule(2);
     s.schedule(&sched(3, "* * * * *", None));
     assert!(matches!(s.flush(), Err(StoreError::Injected(_))));
-    budget.store(100, Ordering::SeqCst);
-    s.flush().expect("nothing left to write");
-    drop(s);
-    let r = replay_at(dir.path(), opts);
+    let r = healed(s, &budget, dir.path());
     assert_eq!(
         r.schedules,
         vec![
@@ -107,12 +110,7 @@ fn a_failed_flush_stores_none_of_its_schedule_ops() {
 #[test]
 fn a_failed_flush_stores_none_of_its_kept_ops() {
     use gearshift_store::conformance::kept;
-    let dir = TempDir::new().expect("tempdir");
-    let opts = LogOptions::default();
-    let log = LogStore::open(dir.path(), opts).expect("open");
-    let mut s = FaultyStore::new(log, 3);
-    let budget = s.budget();
-    s.replay().expect("replay");
+    let (dir, mut s, budget) = faulty_log(3);
     s.add(&job(1, "f", "", 1, b"x"));
     s.kept(&kept(2, 0, b"two"));
     s.kept(&kept(3, 1, b"three"));
@@ -123,10 +121,7 @@ fn a_failed_flush_stores_none_of_its_kept_ops() {
     s.kept(&kept(2, 0, b"two, kept longer"));
     s.forget(3);
     assert!(matches!(s.flush(), Err(StoreError::Injected(_))));
-    budget.store(100, Ordering::SeqCst);
-    s.flush().expect("nothing left to write");
-    drop(s);
-    let r = replay_at(dir.path(), opts);
+    let r = healed(s, &budget, dir.path());
     assert_eq!(ids(&r.jobs), vec![1]);
     assert_eq!(
         r.kept,
@@ -256,7 +251,7 @@ fn a_second_store_on_the_same_directory_is_refused_until_the_first_closes() {
     first.add(&job(2, "f", "", 1, b"y"));
     first.flush().expect("flush");
     drop(first);
-    assert_eq!(ids(&replay_at(dir.path(), opts).jobs), vec![1, 2]);
+    assert_eq!(ids(&replayed(dir.path(), opts).jobs), vec![1, 2]);
 }
 
 #[test]
@@ -284,6 +279,6 @@ fn a_temp_file_left_by_a_crash_during_compaction_is_removed_on_open() {
     drop(s);
     let tmp = dir.path().join(format!("{FILE_NAME}.compact"));
     fs::write(&tmp, vec![7u8; 10_000]).expect("half-written temp file");
-    assert_eq!(ids(&replay_at(dir.path(), opts).jobs), vec![1]);
+    assert_eq!(ids(&replayed(dir.path(), opts).jobs), vec![1]);
     assert!(!tmp.exists(), "the stale temp file is gone");
 }

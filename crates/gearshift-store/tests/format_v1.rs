@@ -5,15 +5,20 @@
 //! Unschedule, Kept or Forget), and compaction rewrites them as version 2.
 //! A v1 file holding a v2 op is corrupt.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::{log_file, replayed};
 use gearshift_store::conformance::{job, kept, mark, sched};
 use gearshift_store::log::frame::{self, FILE_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
-use gearshift_store::{Durability, JobRecord, LogOptions, LogStore, Op, Store, StoreError, MAX_ID};
+use gearshift_store::{
+    Durability, JobRecord, LogOptions, LogStore, Op, Replayed, Store, StoreError, MAX_ID,
+};
 use tempfile::TempDir;
 
 /// A v1 file header: magic, version 1, four reserved bytes.
@@ -95,7 +100,7 @@ fn v1_log() -> (Vec<u8>, Vec<JobRecord>) {
 }
 
 fn header_version(dir: &Path) -> u32 {
-    let bytes = fs::read(dir.join(FILE_NAME)).expect("read log");
+    let bytes = log_file(dir);
     u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]])
 }
 
@@ -122,6 +127,73 @@ fn written(bytes: &[u8]) -> TempDir {
     dir
 }
 
+/// The log of [`v1_log`] in a fresh directory, opened with `opts`: the
+/// store, its replay, and the live jobs the file holds.
+fn opened_v1(opts: LogOptions) -> (TempDir, LogStore, Replayed, Vec<JobRecord>) {
+    let (bytes, want) = v1_log();
+    let dir = written(&bytes);
+    let mut s = LogStore::open(dir.path(), opts).expect("open v1");
+    let r = s.replay().expect("replay");
+    (dir, s, r, want)
+}
+
+/// Flushes `s` and checks the format version of its file in `dir`: in the
+/// header, and as `s` reports it.
+fn flushed_at_version(s: &mut LogStore, dir: &Path, version: u32, what: &str) {
+    s.flush().expect("flush");
+    assert_eq!(header_version(dir), version, "{what}");
+    assert_eq!(s.format_version(), version, "{what}");
+}
+
+/// Records of one kind on the v1 file of [`opened_v1`], `store` writing
+/// one and `end` ending one: none are replayed; a record that is
+/// discarded, or refused (an id past [`MAX_ID`]), raises nothing, nor does
+/// an end naming no storable id (nothing is written); flushed with a v1
+/// Update (job 1 to 2 attempts), the file stays v1. Returns the directory,
+/// the store and the live jobs the file held.
+fn nothing_raises(
+    opts: LogOptions,
+    what: &str,
+    store: impl Fn(&mut LogStore, u64),
+    end: impl Fn(&mut LogStore, u64),
+) -> (TempDir, LogStore, Vec<JobRecord>) {
+    let (dir, mut s, r, jobs) = opened_v1(opts);
+    assert!(r.schedules.is_empty() && r.kept.is_empty(), "{what}");
+    store(&mut s, 60);
+    s.discard();
+    store(&mut s, MAX_ID + 1);
+    assert!(matches!(s.flush(), Err(StoreError::IdOutOfRange(_))));
+    end(&mut s, MAX_ID + 1);
+    s.update(1, 2);
+    flushed_at_version(&mut s, dir.path(), 1, &format!("{what}: still v1"));
+    (dir, s, jobs)
+}
+
+/// Each mode of [`every_mode`], with either value of a flag.
+fn every_mode_either_way() -> Vec<(bool, LogOptions)> {
+    let modes = every_mode();
+    [false, true]
+        .into_iter()
+        .flat_map(|flag| modes.iter().map(move |&opts| (flag, opts)))
+        .collect()
+}
+
+/// Appends the Add of `last` to a raised file, closes it and checks its
+/// header stayed raised; returns what it replays, reopened with `opts`.
+fn still_raised(
+    mut s: LogStore,
+    dir: &Path,
+    opts: LogOptions,
+    last: &JobRecord,
+    what: &str,
+) -> Replayed {
+    s.add(last);
+    s.flush().expect("flush");
+    drop(s);
+    assert_eq!(header_version(dir), 2, "{what}: still raised");
+    replayed(dir, opts)
+}
+
 #[test]
 fn a_version_1_file_opens_and_compaction_rewrites_it_as_version_2() {
     let (bytes, want) = v1_log();
@@ -142,7 +214,7 @@ fn a_version_1_file_opens_and_compaction_rewrites_it_as_version_2() {
     drop(s);
     assert_eq!(header_version(dir.path()), 1, "no v2 op, no new header");
     assert_eq!(
-        &fs::read(dir.path().join(FILE_NAME)).expect("read")[..bytes.len()],
+        &log_file(dir.path())[..bytes.len()],
         &bytes[..],
         "the v1 frames are untouched"
     );
@@ -162,10 +234,7 @@ fn a_version_1_file_opens_and_compaction_rewrites_it_as_version_2() {
     assert_eq!(s.format_version(), 2);
     drop(s);
     assert_eq!(header_version(dir.path()), 2, "compaction writes version 2");
-    let r = LogStore::open(dir.path(), opts)
-        .expect("reopen")
-        .replay()
-        .expect("replay");
+    let r = replayed(dir.path(), opts);
     assert_eq!(r.jobs, want, "the same jobs after the rewrite");
     assert_eq!(r.next_id, 51);
 }
@@ -173,42 +242,31 @@ fn a_version_1_file_opens_and_compaction_rewrites_it_as_version_2() {
 #[test]
 fn the_first_version_2_op_raises_the_header_first() {
     for opts in every_mode() {
-        let (bytes, mut want) = v1_log();
-        let dir = written(&bytes);
-        let mut s = LogStore::open(dir.path(), opts).expect("open v1");
-        s.replay().expect("replay");
+        let what = format!("{opts:?}");
+        let (dir, mut s, _, mut want) = opened_v1(opts);
         // A v2 op that is discarded, or refused, raises nothing.
         s.dead(1, 1, &mark(5, "discarded"));
         s.discard();
         s.add(&job(60, "f", "", 1, b"x"));
         s.done(60);
-        s.flush().expect("flush v1 ops");
-        assert_eq!(header_version(dir.path()), 1, "{opts:?}: still v1");
+        flushed_at_version(&mut s, dir.path(), 1, &format!("{what}: still v1"));
         s.retry(1, 3, Some(1_950_000_000_000));
-        s.flush().expect("flush a retry");
-        assert_eq!(s.format_version(), 2, "{opts:?}");
-        assert_eq!(header_version(dir.path()), 2, "{opts:?}: header raised");
+        flushed_at_version(&mut s, dir.path(), 2, &format!("{what}: header raised"));
         // Later appends (a direct write rewrites the file's first block
         // while the file is small) keep it raised.
         s.dead(2, 6, &mark(1_700_000_000_001, "out of attempts"));
-        s.add(&job(61, "f", "", 1, b"y"));
-        s.flush().expect("flush");
-        drop(s);
-        assert_eq!(header_version(dir.path()), 2, "{opts:?}: still raised");
-        let r = LogStore::open(dir.path(), opts)
-            .expect("reopen")
-            .replay()
-            .expect("replay");
+        let last = job(61, "f", "", 1, b"y");
+        let r = still_raised(s, dir.path(), opts, &last, &what);
         want[0].attempts = 3;
         want[0].due_ms = Some(1_950_000_000_000);
         let mut two = want.remove(1);
         two.attempts = 6;
-        want.push(job(61, "f", "", 1, b"y"));
-        assert_eq!(r.jobs, want, "{opts:?}");
+        want.push(last);
+        assert_eq!(r.jobs, want, "{what}");
         assert_eq!(
             r.dead,
             vec![(two, mark(1_700_000_000_001, "out of attempts"))],
-            "{opts:?}"
+            "{what}"
         );
     }
 }
@@ -246,14 +304,11 @@ fn a_version_1_file_holding_a_version_2_op_is_corrupt() {
             }
             other => panic!("op {code}: expected Corrupt, got {other:?}"),
         }
-        assert_eq!(fs::read(dir.path().join(FILE_NAME)).expect("read"), file);
+        assert_eq!(log_file(dir.path()), file);
         // The same ops behind a v2 header are fine.
         file[8..12].copy_from_slice(&2u32.to_le_bytes());
         fs::write(dir.path().join(FILE_NAME), &file).expect("write");
-        let r = LogStore::open(dir.path(), no_compaction(Durability::Fsync, false))
-            .expect("open v2")
-            .replay()
-            .expect("replay");
+        let r = replayed(dir.path(), no_compaction(Durability::Fsync, false));
         assert!(r.jobs.is_empty() && r.dead.is_empty(), "op {code}");
         let want = if code == 7 {
             vec![sched(9, "* * * * *", None)]
@@ -274,53 +329,29 @@ fn a_version_1_file_holding_a_version_2_op_is_corrupt() {
 fn the_first_schedule_op_raises_the_header_first() {
     // Either schedule op, alone, raises the header: an Unschedule too (even
     // of an unknown id, which is written all the same).
-    for first_is_unschedule in [false, true] {
-        for opts in every_mode() {
-            let what = format!("{opts:?}, unschedule first: {first_is_unschedule}");
-            let (bytes, want) = v1_log();
-            let dir = written(&bytes);
-            let mut s = LogStore::open(dir.path(), opts).expect("open v1");
-            assert!(s.replay().expect("replay").schedules.is_empty());
-            // A schedule that is discarded, or refused, raises nothing.
-            s.schedule(&sched(60, "* * * * *", None));
-            s.discard();
-            s.schedule(&sched(MAX_ID + 1, "* * * * *", None));
-            assert!(matches!(s.flush(), Err(StoreError::IdOutOfRange(_))));
-            // Nor does an unschedule naming no storable id (nothing is written).
-            s.unschedule(MAX_ID + 1);
-            s.update(1, 2);
-            s.flush().expect("flush v1 ops");
-            assert_eq!(header_version(dir.path()), 1, "{what}: still v1");
-            assert_eq!(s.format_version(), 1, "{what}");
-            if first_is_unschedule {
-                s.unschedule(61);
-            } else {
-                s.schedule(&sched(61, "0 * * * *", Some(1_950_000_000_000)));
-            }
-            s.flush().expect("flush a schedule op");
-            assert_eq!(s.format_version(), 2, "{what}");
-            assert_eq!(header_version(dir.path()), 2, "{what}: header raised");
-            // Later appends keep it raised.
-            s.schedule(&sched(62, "15 * * * *", None));
-            s.add(&job(63, "f", "", 1, b"y"));
-            s.flush().expect("flush");
-            drop(s);
-            assert_eq!(header_version(dir.path()), 2, "{what}: still raised");
-            let r = LogStore::open(dir.path(), opts)
-                .expect("reopen")
-                .replay()
-                .expect("replay");
-            let mut jobs = want.clone();
-            jobs[0].attempts = 2;
-            jobs.push(job(63, "f", "", 1, b"y"));
-            assert_eq!(r.jobs, jobs, "{what}");
-            let mut scheds = vec![sched(62, "15 * * * *", None)];
-            if !first_is_unschedule {
-                scheds.insert(0, sched(61, "0 * * * *", Some(1_950_000_000_000)));
-            }
-            assert_eq!(r.schedules, scheds, "{what}");
-            assert_eq!(r.next_id, 64, "{what}");
+    for (first_is_unschedule, opts) in every_mode_either_way() {
+        let what = format!("{opts:?}, unschedule first: {first_is_unschedule}");
+        let store = |s: &mut LogStore, id| s.schedule(&sched(id, "* * * * *", None));
+        let (dir, mut s, mut jobs) = nothing_raises(opts, &what, store, |s, id| s.unschedule(id));
+        if first_is_unschedule {
+            s.unschedule(61);
+        } else {
+            s.schedule(&sched(61, "0 * * * *", Some(1_950_000_000_000)));
         }
+        flushed_at_version(&mut s, dir.path(), 2, &format!("{what}: header raised"));
+        // Later appends keep it raised.
+        s.schedule(&sched(62, "15 * * * *", None));
+        let last = job(63, "f", "", 1, b"y");
+        let r = still_raised(s, dir.path(), opts, &last, &what);
+        jobs[0].attempts = 2;
+        jobs.push(last);
+        assert_eq!(r.jobs, jobs, "{what}");
+        let mut scheds = vec![sched(62, "15 * * * *", None)];
+        if !first_is_unschedule {
+            scheds.insert(0, sched(61, "0 * * * *", Some(1_950_000_000_000)));
+        }
+        assert_eq!(r.schedules, scheds, "{what}");
+        assert_eq!(r.next_id, 64, "{what}");
     }
 }
 
@@ -328,60 +359,36 @@ fn the_first_schedule_op_raises_the_header_first() {
 fn the_first_kept_op_raises_the_header_first() {
     // Either kept op, alone, raises the header: a Forget too (even of an
     // unknown id, which is written all the same).
-    for first_is_forget in [false, true] {
-        for opts in every_mode() {
-            let what = format!("{opts:?}, forget first: {first_is_forget}");
-            let (bytes, want) = v1_log();
-            let dir = written(&bytes);
-            let mut s = LogStore::open(dir.path(), opts).expect("open v1");
-            assert!(s.replay().expect("replay").kept.is_empty());
-            // A kept record that is discarded, or refused, raises nothing.
-            s.kept(&kept(60, 0, b"discarded"));
-            s.discard();
-            s.kept(&kept(MAX_ID + 1, 0, b"refused"));
-            assert!(matches!(s.flush(), Err(StoreError::IdOutOfRange(_))));
-            // Nor does a forget naming no storable id (nothing is written).
-            s.forget(MAX_ID + 1);
-            s.update(1, 2);
-            s.flush().expect("flush v1 ops");
-            assert_eq!(header_version(dir.path()), 1, "{what}: still v1");
-            assert_eq!(s.format_version(), 1, "{what}");
-            // A job of the v1 file ends and is kept, as the core writes it
-            // (or an unknown id is forgotten).
-            if first_is_forget {
-                s.forget(61);
-            } else {
-                s.done(1);
-                s.kept(&kept(1, 0, b"one's result"));
-            }
-            s.flush().expect("flush a kept op");
-            assert_eq!(s.format_version(), 2, "{what}");
-            assert_eq!(header_version(dir.path()), 2, "{what}: header raised");
-            // Later appends keep it raised.
-            s.kept(&kept(2, 1, b"two failed"));
-            s.done(2);
-            s.add(&job(63, "f", "", 1, b"y"));
-            s.flush().expect("flush");
-            drop(s);
-            assert_eq!(header_version(dir.path()), 2, "{what}: still raised");
-            let r = LogStore::open(dir.path(), opts)
-                .expect("reopen")
-                .replay()
-                .expect("replay");
-            let mut jobs = want.clone();
-            jobs[0].attempts = 2;
-            jobs.remove(1);
-            if !first_is_forget {
-                jobs.remove(0);
-            }
-            jobs.push(job(63, "f", "", 1, b"y"));
-            assert_eq!(r.jobs, jobs, "{what}");
-            let mut kepts = vec![kept(2, 1, b"two failed")];
-            if !first_is_forget {
-                kepts.insert(0, kept(1, 0, b"one's result"));
-            }
-            assert_eq!(r.kept, kepts, "{what}");
-            assert_eq!(r.next_id, 64, "{what}");
+    for (first_is_forget, opts) in every_mode_either_way() {
+        let what = format!("{opts:?}, forget first: {first_is_forget}");
+        let store = |s: &mut LogStore, id| s.kept(&kept(id, 0, b"discarded or refused"));
+        let (dir, mut s, mut jobs) = nothing_raises(opts, &what, store, |s, id| s.forget(id));
+        // A job of the v1 file ends and is kept, as the core writes it
+        // (or an unknown id is forgotten).
+        if first_is_forget {
+            s.forget(61);
+        } else {
+            s.done(1);
+            s.kept(&kept(1, 0, b"one's result"));
         }
+        flushed_at_version(&mut s, dir.path(), 2, &format!("{what}: header raised"));
+        // Later appends keep it raised.
+        s.kept(&kept(2, 1, b"two failed"));
+        s.done(2);
+        let last = job(63, "f", "", 1, b"y");
+        let r = still_raised(s, dir.path(), opts, &last, &what);
+        jobs[0].attempts = 2;
+        jobs.remove(1);
+        if !first_is_forget {
+            jobs.remove(0);
+        }
+        jobs.push(last);
+        assert_eq!(r.jobs, jobs, "{what}");
+        let mut kepts = vec![kept(2, 1, b"two failed")];
+        if !first_is_forget {
+            kepts.insert(0, kept(1, 0, b"one's result"));
+        }
+        assert_eq!(r.kept, kepts, "{what}");
+        assert_eq!(r.next_id, 64, "{what}");
     }
 }
