@@ -249,12 +249,10 @@ impl Core {
         match req {
             Request::Echo(data) => self.send(conn, Response::EchoRes(data)),
             Request::Submit(s) => self.submit(conn, s, now),
-            Request::SubmitSched {
-                function,
-                unique,
-                when,
-                data,
-            } => self.submit_sched(conn, function, unique, when, data),
+            Request::SubmitSched(s) => {
+                let s = *s;
+                self.submit_sched(conn, s.function, s.unique, s.when, s.data)
+            }
             Request::CanDo(f) => self.can_do(conn, f, None),
             Request::CanDoTimeout { function, timeout } => {
                 let value = gearshift_proto::request::parse_atoi(&timeout);

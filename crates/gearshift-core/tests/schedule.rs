@@ -16,12 +16,12 @@ const MIN: u64 = 60_000;
 fn sched(w: &mut World, n: u64, function: &str, unique: &str, when: [&str; 5]) {
     w.req(
         n,
-        Request::SubmitSched {
+        Request::SubmitSched(Box::new(gearshift_proto::Sched {
             function: b(function),
             unique: b(unique),
             when: when.map(b),
             data: b("tick"),
-        },
+        })),
     );
 }
 

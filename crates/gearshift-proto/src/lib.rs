@@ -23,5 +23,5 @@ pub use admin::{parse_admin, AdminCommand};
 pub use error::{FrameError, RequestError};
 pub use frame::{decode_frame, Frame, Magic, Packet};
 pub use packet_type::PacketType;
-pub use request::{GrabKind, Priority, Request, Submit, SubmitInPlace};
+pub use request::{GrabKind, Priority, Request, Sched, Submit, SubmitInPlace};
 pub use response::Response;

@@ -210,17 +210,8 @@ pub enum Request {
     /// Any SUBMIT_* but SCHED.
     Submit(Submit),
     /// SUBMIT_JOB_SCHED: a recurring background job (Gearshift; gearmand 1.1
-    /// refuses it).
-    SubmitSched {
-        /// Function name.
-        function: Bytes,
-        /// Unique id.
-        unique: Bytes,
-        /// Minute, hour, day of month, month, day of week (0 = Monday), as text.
-        when: [Bytes; 5],
-        /// Workload of every job it submits.
-        data: Bytes,
-    },
+    /// refuses it). Boxed: it is rare, and would double every request's size.
+    SubmitSched(Box<Sched>),
     /// GRAB_JOB, GRAB_JOB_UNIQ, GRAB_JOB_ALL.
     Grab(GrabKind),
     /// WORK_STATUS handle, numerator, denominator (raw text).
@@ -277,6 +268,19 @@ pub enum Request {
     SetClientId(Bytes),
 }
 
+/// A SUBMIT_JOB_SCHED's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sched {
+    /// Function name.
+    pub function: Bytes,
+    /// Unique id.
+    pub unique: Bytes,
+    /// Minute, hour, day of month, month, day of week (0 = Monday), as text.
+    pub when: [Bytes; 5],
+    /// Workload of every job it submits.
+    pub data: Bytes,
+}
+
 impl Request {
     /// Parses a packet received by a server, taking its body: the same
     /// result as [`Request::parse`], but a plain SUBMIT_JOB* hands its body
@@ -330,12 +334,12 @@ impl Request {
                 let function = next();
                 let unique = next();
                 let when = [next(), next(), next(), next(), next()];
-                Request::SubmitSched {
+                Request::SubmitSched(Box::new(Sched {
                     function,
                     unique,
                     when,
                     data: next(),
-                }
+                }))
             }
             GrabJob => Request::Grab(GrabKind::Plain),
             GrabJobUniq => Request::Grab(GrabKind::Uniq),
@@ -433,16 +437,18 @@ impl Request {
                     encode_parts(m, kind, &[&s.function, &s.unique, &s.data], out)
                 }
             }
-            Request::SubmitSched {
-                function,
-                unique,
-                when,
-                data,
-            } => encode_parts(
+            Request::SubmitSched(s) => encode_parts(
                 m,
                 SubmitJobSched,
                 &[
-                    function, unique, &when[0], &when[1], &when[2], &when[3], &when[4], data,
+                    &s.function,
+                    &s.unique,
+                    &s.when[0],
+                    &s.when[1],
+                    &s.when[2],
+                    &s.when[3],
+                    &s.when[4],
+                    &s.data,
                 ],
                 out,
             ),
@@ -512,5 +518,12 @@ mod tests {
         assert_eq!(parse_atoi(b"abc"), 0);
         assert_eq!(parse_atoi(b""), 0);
         assert_eq!(parse_atoi(b"99999999999999999999999"), i64::MAX);
+    }
+
+    #[test]
+    fn a_request_stays_small() {
+        // Every packet a connection sends travels as one of these (to the
+        // core thread, in batches): a rare large variant is boxed.
+        assert!(std::mem::size_of::<Request>() <= 152);
     }
 }
