@@ -57,6 +57,8 @@ pub enum Effect {
     },
     /// A change the durable store must record, in order.
     Store(StoreOp),
+    /// A job changed state ([`crate::Core::set_lifecycle_events`]).
+    Event(Box<crate::lifecycle::JobEvent>),
 }
 
 /// The core's view of a job the store keeps (the store has its own record type).

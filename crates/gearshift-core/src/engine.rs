@@ -79,6 +79,8 @@ pub struct Core {
     pub(crate) now: Millis,
     /// Recurring jobs.
     pub(crate) schedules: crate::schedule::Schedules,
+    /// Report every transition as an [`Effect::Event`].
+    pub(crate) events: bool,
 }
 
 impl Core {
@@ -111,6 +113,7 @@ impl Core {
             retained: Retained::default(),
             now: 0,
             schedules: Default::default(),
+            events: false,
         }
     }
 

@@ -163,6 +163,19 @@ pub fn decode_history(mut b: &[u8]) -> Vec<Event> {
     out
 }
 
+/// A transition of any job, as [`Effect::Event`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEvent {
+    /// Unix milliseconds.
+    pub at: Millis,
+    /// The job's handle.
+    pub handle: Bytes,
+    /// Its function.
+    pub function: Bytes,
+    /// What happened.
+    pub step: Step,
+}
+
 /// A transition and when it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -217,12 +230,45 @@ impl Core {
         Some(self.tracked.entry(id).or_default())
     }
 
-    /// Writes a transition into a tracked job's history.
+    /// The one place a transition is reported: into a tracked job's
+    /// history, and, when lifecycle events are on, out as an
+    /// [`Effect::Event`] (for live streams and metrics).
     pub(crate) fn record(&mut self, id: JobId, step: Step) {
         let now = self.now;
+        if self.events {
+            self.emit_event(id, step.clone());
+        }
         if let Some(t) = self.track(id) {
             t.push(now, step);
         }
+    }
+
+    /// Whether a transition of a job of this function is worth reporting:
+    /// it has a policy (history) or events are on.
+    pub(crate) fn reports(&self, func: crate::ids::FuncId) -> bool {
+        self.events || self.func(func).is_some_and(|f| f.policy.is_some())
+    }
+
+    fn emit_event(&mut self, id: JobId, step: Step) {
+        let handle = self.handle_of(id);
+        let function = self
+            .jobs
+            .get(id)
+            .and_then(|j| self.func(j.func()))
+            .map(|f| f.name.clone())
+            .unwrap_or_default();
+        self.effects.push(Effect::Event(Box::new(JobEvent {
+            at: self.now,
+            handle,
+            function,
+            step,
+        })));
+    }
+
+    /// Turns lifecycle events ([`Effect::Event`]) on or off. Off (the
+    /// default) they cost nothing.
+    pub fn set_lifecycle_events(&mut self, on: bool) {
+        self.events = on;
     }
 
     /// A run ended without a result, for `reason` (with the worker's text,

@@ -471,13 +471,13 @@ impl Core {
                 due_ms: None,
             }));
         }
-        let mut track = Track {
+        let track = Track {
             history: rec.history,
             error: rec.error,
             ..Track::default()
         };
-        track.push(self.now, Step::Revived);
         self.tracked.insert(id, Box::new(track));
+        self.record(id, Step::Revived);
         self.enqueue(id, false);
     }
 }

@@ -294,7 +294,7 @@ impl Core {
             state: JobState::Pending,
             persist: Persist::No,
         });
-        if self.func(func).is_some_and(|f| f.policy.is_some()) {
+        if self.reports(func) {
             self.record(id, crate::lifecycle::Step::Queued);
         }
         if self.cfg.durable {

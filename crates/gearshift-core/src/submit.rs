@@ -158,7 +158,7 @@ impl Core {
                 c.waiting.insert(id);
             }
         }
-        if policy {
+        if policy || self.events {
             self.record(id, Step::Queued);
         }
         let mut sleepers = false;

@@ -204,9 +204,7 @@ impl Core {
                 timeout = Some(t);
             }
         }
-        if (!self.tracked.is_empty() && self.tracked.contains_key(&id))
-            || self.func(func).is_some_and(|f| f.policy.is_some())
-        {
+        if (!self.tracked.is_empty() && self.tracked.contains_key(&id)) || self.reports(func) {
             self.note_start(id, conn, now);
         }
         let response = match (kind, reducer) {
@@ -257,8 +255,8 @@ impl Core {
             t.started = Some(now);
             t.retry_at = None;
             t.worker = worker.clone();
-            t.push(now, Step::Started(worker.unwrap_or_default()));
         }
+        self.record(id, Step::Started(worker.unwrap_or_default()));
     }
 
     pub(crate) fn job_timed_out(&mut self, id: JobId, assignment: u64) {

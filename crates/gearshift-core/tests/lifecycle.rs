@@ -671,3 +671,62 @@ fn kept_results_go_to_the_store_and_come_back_after_a_restart() {
         [gearshift_core::Effect::Store(StoreOp::Forget(kept[0].id))]
     );
 }
+
+/// The event words of the events emitted so far, as `FUNCTION EVENT`.
+fn event_words(w: &mut World) -> Vec<String> {
+    std::mem::take(&mut w.events)
+        .into_iter()
+        .map(|e| format!("{} {}", String::from_utf8_lossy(&e.function), e.step.word()))
+        .collect()
+}
+
+#[test]
+fn lifecycle_events_report_every_job_when_on_and_nothing_when_off() {
+    let mut w = checked(World::new());
+    with_policy(&mut w, "p", policy(2, &[Reason::Fail]));
+    w.conns(&[1, 2]);
+    w.can_do(2, &["plain", "p"]);
+    // Off (the default): no events, whatever happens.
+    let h = w.fg(1, "plain", "", "x");
+    let (h1, _) = w.grab_job(2);
+    w.complete(2, &h1, "r");
+    w.clear();
+    assert!(w.events.is_empty());
+    let _ = h;
+
+    w.core.set_lifecycle_events(true);
+    // A job with no policy: every transition, and no history kept.
+    let h = w.bg(1, "plain", "", "x");
+    let (h1, _) = w.grab_job(2);
+    w.fail(2, &h1);
+    assert_eq!(
+        event_words(&mut w),
+        ["plain queued", "plain started", "plain failed"]
+    );
+    assert!(w
+        .probe(&format!("show job {}", String::from_utf8_lossy(&h)))
+        .starts_with("ERR UNKNOWN_JOB"));
+    // Under a policy: the same events as its history.
+    let h = w.bg(1, "p", "", "x");
+    let (h1, _) = w.grab_job(2);
+    w.fail(2, &h1);
+    w.advance_to(1_000);
+    let (h2, _) = w.grab_job(2);
+    w.complete(2, &h2, "r");
+    let words = event_words(&mut w);
+    assert_eq!(
+        words,
+        [
+            "p queued",
+            "p started",
+            "p failed",
+            "p retry",
+            "p requeued",
+            "p started",
+            "p completed"
+        ]
+    );
+    let f = show_job(&mut w, &h);
+    let hist: Vec<String> = history(&f).into_iter().map(|e| format!("p {e}")).collect();
+    assert_eq!(hist, words);
+}

@@ -370,6 +370,8 @@ impl Hub {
                         again = true;
                     }
                     Effect::Store(op) => self.store_batch.push(op),
+                    // Lifecycle events stay off until something consumes them.
+                    Effect::Event(_) => {}
                     Effect::Shutdown { graceful } => {
                         self.draining = Some(graceful && self.draining != Some(false));
                         let _ = self.signals.stop_accepting.send(true);

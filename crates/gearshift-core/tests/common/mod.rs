@@ -74,6 +74,8 @@ pub struct World {
     pub shutdowns: Vec<bool>,
     /// Store operations the core emitted, in order.
     pub store_ops: Vec<StoreOp>,
+    /// Lifecycle events the core emitted, in order.
+    pub events: Vec<gearshift_core::lifecycle::JobEvent>,
     next_probe: u64,
     /// Plain submissions sent so far: every other one goes through the
     /// packet path the server takes ([`Core::handle_submit`]), the rest as
@@ -107,6 +109,7 @@ impl World {
             outbox: BTreeMap::new(),
             shutdowns: Vec::new(),
             store_ops: Vec::new(),
+            events: Vec::new(),
             next_probe: PROBE_BASE,
             plain_submits: 0,
             check: false,
@@ -282,6 +285,7 @@ impl World {
                 Effect::Close(c) => self.outbox.entry(c.0).or_default().push_back(Out::Close),
                 Effect::Shutdown { graceful } => self.shutdowns.push(graceful),
                 Effect::Store(op) => self.store_ops.push(op),
+                Effect::Event(e) => self.events.push(*e),
             }
         }
     }

@@ -83,6 +83,8 @@ impl Model {
         w.conn(ADMIN);
         w.check = true;
         w.auto_persist = durable;
+        // Events never reach a connection: the predictions hold with them on.
+        w.core.set_lifecycle_events(durable);
         let mut m = Model {
             w,
             exceptions_all: exceptions,
