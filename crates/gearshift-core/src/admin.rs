@@ -123,14 +123,16 @@ impl Core {
         out
     }
 
-    fn workers_text(&self) -> Vec<u8> {
+    /// Every connection, oldest first.
+    pub(crate) fn conns_in_order(&self) -> impl Iterator<Item = &crate::conn::Conn> {
         let mut ids: Vec<u64> = self.conns.keys().copied().collect();
         ids.sort_unstable();
+        ids.into_iter().filter_map(|id| self.conns.get(&id))
+    }
+
+    fn workers_text(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for id in ids {
-            let Some(c) = self.conns.get(&id) else {
-                continue;
-            };
+        for c in self.conns_in_order() {
             let _ = write!(out, "{} ", c.info.fd);
             escape::push_field(&mut out, c.info.ip.as_bytes(), Sep::Space);
             out.push(b' ');

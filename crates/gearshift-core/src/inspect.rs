@@ -152,13 +152,8 @@ impl Core {
     /// a job, as `FD\tADDRESS\tCLIENT_ID\tCONNECTED\tLAST_SEEN\tDONE\tFAILED\tHELD\tFUNCTIONS`;
     /// HELD and FUNCTIONS are space-separated lists (`-` when empty).
     pub(crate) fn show_workers(&self) -> Vec<u8> {
-        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
-        ids.sort_unstable();
         let mut out = Vec::new();
-        for id in ids {
-            let Some(c) = self.conns.get(&id) else {
-                continue;
-            };
+        for c in self.conns_in_order() {
             if c.abilities.is_empty() && c.held.is_empty() {
                 continue;
             }

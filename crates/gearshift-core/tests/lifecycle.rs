@@ -39,6 +39,16 @@ fn with_policy(w: &mut World, pattern: &str, p: Policy) {
     });
 }
 
+/// A world with `p` on functions matching `pattern`, client 1 and worker 2
+/// registered for `functions`.
+fn setup(mut w: World, pattern: &str, p: Policy, functions: &[&str]) -> World {
+    w.check = true;
+    with_policy(&mut w, pattern, p);
+    w.conns(&[1, 2]);
+    w.can_do(2, functions);
+    w
+}
+
 fn exception(w: &mut World, n: u64, handle: &Bytes, text: &str) {
     w.req(
         n,
@@ -190,10 +200,7 @@ fn the_last_attempt_fails_the_client_once_with_the_last_exception() {
 
 #[test]
 fn a_function_without_a_policy_keeps_gearmands_rules() {
-    let mut w = checked(World::new());
-    with_policy(&mut w, "other", policy(5, &[Reason::Fail]));
-    w.conns(&[1, 2]);
-    w.can_do(2, &["f"]);
+    let mut w = setup(World::new(), "other", policy(5, &[Reason::Fail]), &["f"]);
     let h = w.fg(1, "f", "", "x");
     let (h1, _) = w.grab_job(2);
     w.fail(2, &h1);
@@ -207,10 +214,12 @@ fn a_function_without_a_policy_keeps_gearmands_rules() {
 
 #[test]
 fn a_background_job_that_uses_its_attempts_goes_to_the_dead_set() {
-    let mut w = checked(World::durable());
-    with_policy(&mut w, "mail", policy(2, &[Reason::Fail]));
-    w.conns(&[1, 2]);
-    w.can_do(2, &["mail"]);
+    let mut w = setup(
+        World::durable(),
+        "mail",
+        policy(2, &[Reason::Fail]),
+        &["mail"],
+    );
     w.req(
         1,
         Request::Submit(job_with("mail", "m1", "hello", Priority::Normal, true)),
@@ -383,10 +392,7 @@ fn a_lost_worker_follows_retry_on() {
 
 #[test]
 fn a_client_that_leaves_during_the_backoff_drops_its_foreground_job() {
-    let mut w = checked(World::new());
-    with_policy(&mut w, "f", policy(3, &[Reason::Fail]));
-    w.conns(&[1, 2]);
-    w.can_do(2, &["f"]);
+    let mut w = setup(World::new(), "f", policy(3, &[Reason::Fail]), &["f"]);
     let h = w.fg(1, "f", "", "x");
     let (h1, _) = w.grab_job(2);
     w.fail(2, &h1);
@@ -625,10 +631,7 @@ fn attempts_follow_the_stored_count_after_a_restart() {
 
 #[test]
 fn kept_results_go_to_the_store_and_come_back_after_a_restart() {
-    let mut w = checked(World::durable());
-    with_policy(&mut w, "f", policy(2, &[Reason::Fail]));
-    w.conns(&[1, 2]);
-    w.can_do(2, &["f"]);
+    let mut w = setup(World::durable(), "f", policy(2, &[Reason::Fail]), &["f"]);
     let h = w.fg(1, "f", "", "x");
     let (h1, _) = w.grab_job(2);
     w.fail(2, &h1);
