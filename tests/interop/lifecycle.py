@@ -482,6 +482,28 @@ def perl_can_do_timeout_read_as_seconds(ctx):
 
 
 @test
+def php_can_do_timeout_read_as_seconds(ctx):
+    """PHP addFunction(F, cb, null, 2) (php.net: seconds) sends CAN_DO_TIMEOUT
+    "2" through libgearman: a 1.5 s job completes once, not requeued after 1 s;
+    a 4 s job is timed out after 2 s and requeued to the other worker."""
+    start_server(ctx, '[[function]]\nmatch = "lc_unrelated"\nmax_attempts = 2\n')
+    log = ctx.path("runs")
+    php_worker(ctx, "sleep", "lc_pcdt", log, 2)
+    php_worker(ctx, "sleep", "lc_pcdt", log, 2)
+    h.wait_workers(ctx.port, "lc_pcdt", 2)
+    out = php_client(ctx, "do", "normal", "lc_pcdt", "1.5").stdout
+    check("slept:1.5" in out, "doNormal output %r" % out)
+    check_runs(log, "1.5", 1)
+    t0 = time.monotonic()
+    php_client(ctx, "bg", "lc_pcdt", "normal:4")
+    wait_runs(log, "4", 1, timeout=5)
+    wait_runs(log, "4", 2, timeout=6)
+    elapsed = time.monotonic() - t0
+    check(1.8 <= elapsed < 3.9, "second run started %.2fs after the submission: after the "
+          "2 s timeout, before the first run's 4 s were over" % elapsed)
+
+
+@test
 def perl_can_do_timeout_expiry_requeues(ctx):
     """The same worker with a 4 s job: after 2 s the run times out and, no rule
     matching, the job is requeued as gearmand does; the other worker runs it."""

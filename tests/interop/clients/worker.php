@@ -25,7 +25,8 @@
 //   flakyexc as flaky, but the failing runs sendException("boom:<workload>:<n>")
 //            and report GEARMAN_WORK_EXCEPTION
 //   sleep    log "<workload> <handle> <n>", sleep (float)workload seconds (at most
-//            60), return "slept:<workload>"
+//            60), return "slept:<workload>"; GATEFILE, if given, is the timeout
+//            passed to addFunction (seconds, as php.net documents it)
 // Prints nothing on success; errors go to stderr with exit code 1.
 
 $port  = (int)$argv[1];
@@ -137,8 +138,9 @@ $worker = new GearmanWorker();
 $worker->addServer('127.0.0.1', $port);
 $worker->setId('php-' . $mode);
 $worker->setTimeout(1000);  // work() returns periodically; we just loop
+$timeout = ($mode === 'sleep' && $gate !== null && $gate !== '') ? (int)$gate : 0;
 foreach ($funcs as $f) {
-    $worker->addFunction($f, $handler);
+    $worker->addFunction($f, $handler, null, $timeout);
 }
 $done = 0;
 $deadline = microtime(true) + 120;  // hard cap so a stray worker never lingers
