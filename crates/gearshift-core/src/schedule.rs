@@ -26,6 +26,10 @@ use crate::job::{ConnList, Job, JobState, Payload, Persist, UniqueKey};
 use crate::timefmt::write_rfc3339;
 use crate::Millis;
 
+/// Most schedules clients may create (config ones do not count): each
+/// costs memory and a stored record for as long as it lives.
+pub const MAX_CLIENT_SCHEDULES: usize = 10_000;
+
 /// A `[[schedule]]` section of the config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleSpec {
@@ -112,6 +116,15 @@ impl Core {
                 conn,
                 Response::error("ARGUMENT_TOO_LARGE", "Unique value too large"),
             );
+            return;
+        }
+        // Counted only near the cap (config schedules are few).
+        let full = self.schedules.len() >= MAX_CLIENT_SCHEDULES
+            && self.schedules.values().filter(|s| !s.from_config).count() >= MAX_CLIENT_SCHEDULES;
+        if full {
+            let text =
+                format!("Too many schedules (at most {MAX_CLIENT_SCHEDULES}): drop some first");
+            self.send(conn, Response::error("QUEUE_ERROR", Bytes::from(text)));
             return;
         }
         if self.function_from(conn, &function).is_none() {

@@ -231,3 +231,18 @@ fn a_restart_fires_a_missed_schedule_once_then_keeps_its_grid() {
         .iter()
         .any(|op| matches!(op, StoreOp::Add(j) if j.id > 7)));
 }
+
+#[test]
+fn clients_cannot_create_schedules_without_bound() {
+    let mut w = World::new();
+    w.conns(&[1]);
+    for _ in 0..gearshift_core::schedule::MAX_CLIENT_SCHEDULES {
+        sched(&mut w, 1, "f", "", ["0", "", "", "", ""]);
+    }
+    w.clear();
+    sched(&mut w, 1, "f", "", ["0", "", "", "", ""]);
+    match w.pop(1) {
+        Response::Error { code, .. } => assert_eq!(code, b("QUEUE_ERROR")),
+        other => panic!("{other:?}"),
+    }
+}
