@@ -23,6 +23,8 @@ use crate::Millis;
 
 /// Most history entries a job keeps; past it the oldest after the first go.
 pub const MAX_HISTORY: usize = 64;
+/// Most bytes of a failure's text kept in a job's error and history.
+pub const MAX_ERROR: usize = 1024;
 
 /// One transition in a job's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -281,14 +283,17 @@ impl Core {
         };
         let attempts = job.retries.saturating_add(1);
         let policy = self.policy_of_job(id);
+        // What is kept of the worker's text: a bounded copy, which also lets
+        // go of the packet's read buffer (clients still get it whole).
+        let kept = Bytes::copy_from_slice(&detail[..detail.len().min(MAX_ERROR)]);
         if let Some(t) = self.track(id) {
-            t.error = Some(if detail.is_empty() {
+            t.error = Some(if kept.is_empty() {
                 Bytes::from_static(reason.word().as_bytes())
             } else {
-                detail.clone()
+                kept.clone()
             });
         }
-        self.record(id, Step::Failed(reason, detail.clone()));
+        self.record(id, Step::Failed(reason, kept));
         if let Some(p) = policy.as_deref() {
             if p.retries(reason, attempts) && !self.nobody_waits(id) {
                 let delay = p.delay(id, attempts);

@@ -733,3 +733,26 @@ fn lifecycle_events_report_every_job_when_on_and_nothing_when_off() {
     let hist: Vec<String> = history(&f).into_iter().map(|e| format!("p {e}")).collect();
     assert_eq!(hist, words);
 }
+
+#[test]
+fn a_failures_text_is_kept_bounded_and_clients_get_it_whole() {
+    let mut w = setup(World::new(), "f", policy(1, &[]), &["f"]);
+    w.req(1, Request::Option(b("exceptions")));
+    w.expect(1, Response::OptionRes(b("exceptions")));
+    let h = w.fg(1, "f", "", "x");
+    let (h1, _) = w.grab_job(2);
+    let big = "e".repeat(100_000);
+    exception(&mut w, 2, &h1, &big);
+    w.expect(
+        1,
+        Response::WorkException {
+            handle: h.clone(),
+            data: b(&big),
+        },
+    );
+    let f = show_job(&mut w, &h);
+    assert_eq!(
+        value(&f, "error").len(),
+        gearshift_core::lifecycle::MAX_ERROR
+    );
+}
