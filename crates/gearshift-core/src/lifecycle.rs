@@ -278,6 +278,9 @@ impl Core {
     /// ends it: clients hear WORK_FAIL (or the exception, if they asked for
     /// exceptions), a background job under a policy goes to the dead set.
     pub(crate) fn run_failed(&mut self, id: JobId, reason: Reason, detail: Bytes, handle: Bytes) {
+        if self.reaped_if_cancelled(id) {
+            return;
+        }
         let Some(job) = self.jobs.get(id) else {
             return;
         };
@@ -308,6 +311,20 @@ impl Core {
         } else {
             self.finish(id, Outcome::Failed, Bytes::new());
         }
+    }
+
+    /// A job an admin cancelled while it ran ends when its worker reports,
+    /// whatever the report: never retried, kept (under a policy) as cancelled.
+    fn reaped_if_cancelled(&mut self, id: JobId) -> bool {
+        if self
+            .jobs
+            .get(id)
+            .is_some_and(|j| j.state == JobState::Cancelled)
+        {
+            self.finish(id, Outcome::Cancelled, Bytes::new());
+            return true;
+        }
+        false
     }
 
     /// A foreground job whose clients all left: nobody to retry it for.
@@ -392,7 +409,7 @@ impl Core {
         };
         match job.state {
             JobState::Cancelled => {
-                self.remove_job(id);
+                self.reaped_if_cancelled(id);
                 return;
             }
             JobState::Running => {}
@@ -442,6 +459,9 @@ impl Core {
 
     /// A worker that holds `id` reported WORK_COMPLETE.
     pub(crate) fn run_completed(&mut self, id: JobId, result: Bytes) {
+        if self.reaped_if_cancelled(id) {
+            return;
+        }
         self.record(id, Step::Completed(result.len()));
         self.finish(id, Outcome::Completed, result);
     }

@@ -756,3 +756,32 @@ fn a_failures_text_is_kept_bounded_and_clients_get_it_whole() {
         gearshift_core::lifecycle::MAX_ERROR
     );
 }
+
+#[test]
+fn a_job_cancelled_while_it_runs_is_never_retried() {
+    for report in ["fail", "exception", "complete", "disconnect"] {
+        let mut w = setup(
+            World::new(),
+            "f",
+            policy(3, &[Reason::Fail, Reason::Exception, Reason::WorkerLost]),
+            &["f"],
+        );
+        w.conns(&[3]);
+        w.can_do(3, &["f"]);
+        let h = w.bg(1, "f", "", "x");
+        let (h1, _) = w.grab_job(2);
+        let hs = String::from_utf8_lossy(&h).into_owned();
+        assert_eq!(w.probe(&format!("cancel job {hs}")), "OK\r\n");
+        match report {
+            "fail" => w.fail(2, &h1),
+            "exception" => exception(&mut w, 2, &h1, "late"),
+            "complete" => w.complete(2, &h1, "late"),
+            _ => w.disconnect(2),
+        }
+        w.advance_to(w.now + 10_000);
+        w.grab_none(3);
+        let f = show_job(&mut w, &h);
+        assert_eq!(value(&f, "state"), "cancelled", "{report}");
+        assert!(w.status_of("f").is_none_or(|s| s.0 == 0), "{report}");
+    }
+}
