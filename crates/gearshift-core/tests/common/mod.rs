@@ -13,6 +13,7 @@ use gearshift_proto::{
 };
 
 pub mod durable;
+pub mod policy;
 
 /// Connection numbers from here up are the harness's own admin probes.
 pub const PROBE_BASE: u64 = 1_000_000;
