@@ -87,6 +87,14 @@ impl Conn {
         }
     }
 
+    /// `CLIENT_ID@ADDRESS`, how history and `show job` name a worker.
+    pub fn label(&self) -> Bytes {
+        let mut w = self.client_id.to_vec();
+        w.push(b'@');
+        w.extend_from_slice(self.info.ip.as_bytes());
+        Bytes::from(w)
+    }
+
     /// The ability for `func`, if registered.
     pub fn ability(&self, func: FuncId) -> Option<&Ability> {
         self.abilities.iter().find(|a| a.func == func)

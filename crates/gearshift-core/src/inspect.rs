@@ -99,12 +99,7 @@ impl Core {
             .running
             .get(&id)
             .and_then(|r| self.conns.get(&r.worker.0))
-            .map(|c| {
-                let mut w = c.client_id.to_vec();
-                w.push(b'@');
-                w.extend_from_slice(c.info.ip.as_bytes());
-                Bytes::from(w)
-            });
+            .map(|c| c.label());
         let view = View {
             handle,
             function: self

@@ -241,12 +241,7 @@ impl Core {
 
     /// Records a run's start for a job under a policy: attempt, time, worker.
     fn note_start(&mut self, id: JobId, conn: ConnId, now: Millis) {
-        let worker = self.conns.get(&conn.0).map(|c| {
-            let mut w = c.client_id.to_vec();
-            w.push(b'@');
-            w.extend_from_slice(c.info.ip.as_bytes());
-            Bytes::from(w)
-        });
+        let worker = self.conns.get(&conn.0).map(|c| c.label());
         // The run's number follows the job's stored count of ended runs, so
         // it stays right across a restart that lost the in-memory record.
         let attempt = self.jobs.get(id).map_or(1, |j| j.retries.saturating_add(1));
