@@ -1,26 +1,9 @@
-//! Model-based test of the log store: random sequences of add, done,
-//! update, retry, dead, schedule, unschedule, kept, forget, reserve,
-//! flush, discard, reopen and crash run against a `BTreeMap` model of what
-//! has been flushed (live and dead jobs, schedules, kept records).
-//!
-//! - After every reopen the replay equals the model's flushed state.
-//! - A crash tears the last flush: the file becomes what it was before that
-//!   flush plus a prefix of its frame (and, if that flush compacted, a
-//!   half-written compaction temp file is left beside it). The replay is the
-//!   state before that flush, or after it when the whole frame made it:
-//!   never anything else.
-//! - `next_id` never decreases across reopens and is at least every
-//!   acknowledged job, schedule or kept id + 1 and reservation.
-//! - After every flush the file is exactly the old file plus one frame of the
-//!   buffered ops (or a compacted rewrite), `file_len()` is the real length,
-//!   and the size obeys the compaction rule.
-//!
-//! Small `compact_min_bytes` (0, 1 KiB, 4 KiB) make compaction happen often.
+//! The harness: a log store driven by the actions beside the reference
+//! model, checking the store against it after every flush, crash and
+//! reopen.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use gearshift_store::conformance::{job, kept, sched};
 use gearshift_store::log::frame::{self, FRAME_HEADER, HEADER_LEN};
@@ -28,110 +11,10 @@ use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
     DeadMark, Durability, JobRecord, KeptRecord, LogOptions, LogStore, Op, ScheduleRecord, Store,
 };
-use proptest::prelude::*;
 use tempfile::TempDir;
 
-#[derive(Debug, Clone)]
-enum Action {
-    Add {
-        data_len: usize,
-        priority: u8,
-    },
-    /// Done of the n-th job of the current view.
-    Done(usize),
-    /// Done of any id ever handed out (may be gone already).
-    DoneStale(usize),
-    Update(usize, u32),
-    /// Retry of the n-th job (live or dead) of the current view, with this
-    /// count and due time.
-    Retry(usize, u32, Option<u64>),
-    /// Death of the n-th job (live or dead) of the current view, with this
-    /// count and an error this long.
-    Dead(usize, u32, usize),
-    /// A new schedule (a new id from the job counter), its data this long.
-    Schedule(usize),
-    /// A new version of the n-th schedule of the current view: a new next
-    /// firing (none: it never fires again) and data this long.
-    Reschedule(usize, Option<u64>, usize),
-    /// Drops the n-th schedule of the current view.
-    Unschedule(usize),
-    /// Drops any id ever handed out (may be a job, or gone already).
-    UnscheduleStale(usize),
-    /// The n-th job (live or dead) of the current view ends and is kept
-    /// (a Done, then a Kept, as the core writes them), with this outcome
-    /// and a result this long.
-    Finish(usize, u8, usize),
-    /// A new version of the n-th kept record of the current view: a later
-    /// expiry and a result this long.
-    Rekeep(usize, usize),
-    /// Forgets the n-th kept record of the current view.
-    Forget(usize),
-    /// Forgets any id ever handed out (may be a job, or gone already).
-    ForgetStale(usize),
-    /// Reserves this many ids past the next one.
-    Reserve(u64),
-    Flush,
-    Discard,
-    Reopen,
-    /// Drops the store; tears the last flush at this fraction of its frame
-    /// (in 1/65535ths); optionally leaves a compaction temp file behind.
-    Crash {
-        at: u16,
-        leftover_tmp: bool,
-    },
-}
-
-fn action() -> impl Strategy<Value = Action> {
-    prop_oneof![
-        8 => (0usize..400, 0u8..3).prop_map(|(data_len, priority)| Action::Add { data_len, priority }),
-        5 => any::<usize>().prop_map(Action::Done),
-        1 => any::<usize>().prop_map(Action::DoneStale),
-        2 => (any::<usize>(), 0u32..20).prop_map(|(i, n)| Action::Update(i, n)),
-        2 => (any::<usize>(), 0u32..20, prop::option::of(1_700_000_000_000u64..1_700_000_100_000))
-            .prop_map(|(i, n, due)| Action::Retry(i, n, due)),
-        2 => (any::<usize>(), 0u32..20, 0usize..300).prop_map(|(i, n, e)| Action::Dead(i, n, e)),
-        1 => (0usize..300).prop_map(Action::Schedule),
-        2 => (
-            any::<usize>(),
-            prop::option::of(1_700_000_000_000u64..1_700_000_100_000),
-            0usize..300,
-        )
-            .prop_map(|(i, next, len)| Action::Reschedule(i, next, len)),
-        1 => any::<usize>().prop_map(Action::Unschedule),
-        1 => any::<usize>().prop_map(Action::UnscheduleStale),
-        3 => (any::<usize>(), 0u8..3, 0usize..300)
-            .prop_map(|(i, outcome, len)| Action::Finish(i, outcome, len)),
-        1 => (any::<usize>(), 0usize..300).prop_map(|(i, len)| Action::Rekeep(i, len)),
-        1 => any::<usize>().prop_map(Action::Forget),
-        1 => any::<usize>().prop_map(Action::ForgetStale),
-        1 => (0u64..40).prop_map(Action::Reserve),
-        6 => Just(Action::Flush),
-        1 => Just(Action::Discard),
-        1 => Just(Action::Reopen),
-        2 => (prop_oneof![4 => any::<u16>(), 1 => Just(0), 1 => Just(u16::MAX)], any::<bool>())
-            .prop_map(|(at, leftover_tmp)| Action::Crash { at, leftover_tmp }),
-    ]
-}
-
-fn options() -> impl Strategy<Value = LogOptions> {
-    (
-        prop_oneof![Just(0u64), Just(1024), Just(4096), Just(8 << 20)],
-        any::<bool>(),
-        any::<bool>(),
-    )
-        .prop_map(|(compact_min_bytes, fsync, direct_io)| LogOptions {
-            durability: if fsync {
-                Durability::Fsync
-            } else {
-                Durability::Interval(Duration::from_millis(50))
-            },
-            compact_min_bytes,
-            // The checks below look at the file right after each flush.
-            background_compaction: false,
-            // With fsync: O_DIRECT block rewrites, or pwrite + fdatasync.
-            direct_io,
-        })
-}
+use crate::flushed::Flushed;
+use crate::ops::Action;
 
 /// The frames of a file read from disk: its first `len` bytes, after
 /// checking that only zeros (room written ahead) follow them.
@@ -144,113 +27,31 @@ fn frames_of(disk: &[u8], len: usize) -> Vec<u8> {
     disk[..len].to_vec()
 }
 
-/// What has been acknowledged.
-#[derive(Debug, Clone, Default)]
-struct Flushed {
-    live: BTreeMap<u64, JobRecord>,
-    dead: BTreeMap<u64, (JobRecord, DeadMark)>,
-    schedules: BTreeMap<u64, ScheduleRecord>,
-    kept: BTreeMap<u64, KeptRecord>,
-    /// Every acknowledged job, schedule or kept id + 1 and every
-    /// acknowledged reservation.
-    high: u64,
-}
-
-impl Flushed {
-    fn apply(&mut self, ops: &[Op]) {
-        for op in ops {
-            match op {
-                Op::Add(r) => {
-                    self.high = self.high.max(r.id + 1);
-                    self.live.insert(r.id, r.clone());
-                }
-                Op::Done(id) => {
-                    self.live.remove(id);
-                    self.dead.remove(id);
-                }
-                // A dead job keeps the count it died with.
-                Op::Update { id, attempts } => {
-                    if let Some(r) = self.live.get_mut(id) {
-                        r.attempts = *attempts;
-                    }
-                }
-                Op::Retry {
-                    id,
-                    attempts,
-                    due_ms,
-                } => {
-                    if let Some((r, _)) = self.dead.remove(id) {
-                        self.live.insert(*id, r);
-                    }
-                    if let Some(r) = self.live.get_mut(id) {
-                        r.attempts = *attempts;
-                        r.due_ms = *due_ms;
-                    }
-                }
-                Op::Dead { id, attempts, mark } => {
-                    let r = self
-                        .live
-                        .remove(id)
-                        .or_else(|| self.dead.remove(id).map(|d| d.0));
-                    if let Some(mut r) = r {
-                        r.attempts = *attempts;
-                        self.dead.insert(*id, (r, mark.clone()));
-                    }
-                }
-                Op::Schedule(r) => {
-                    self.high = self.high.max(r.id + 1);
-                    self.schedules.insert(r.id, r.clone());
-                }
-                // Done leaves schedules alone; only this drops one.
-                Op::Unschedule(id) => {
-                    self.schedules.remove(id);
-                }
-                Op::Kept(k) => {
-                    self.high = self.high.max(k.id + 1);
-                    self.kept.insert(k.id, k.clone());
-                }
-                // Done leaves kept records alone too.
-                Op::Forget(id) => {
-                    self.kept.remove(id);
-                }
-                Op::Reserve(upto) => self.high = self.high.max(*upto),
-            }
-        }
-    }
-
-    /// Ids of every stored job, live or dead, in order.
-    fn stored(&self) -> Vec<u64> {
-        let mut ids: Vec<u64> = self.live.keys().chain(self.dead.keys()).copied().collect();
-        ids.sort_unstable();
-        ids
-    }
-}
-
 /// The last non-empty flush since the store was opened, for tearing it.
-struct LastFlush {
-    before: Vec<u8>,
-    frame: Vec<u8>,
-    compacted: bool,
-    state_before: Flushed,
+pub(crate) struct LastFlush {
+    pub(crate) before: Vec<u8>,
+    pub(crate) frame: Vec<u8>,
+    pub(crate) compacted: bool,
+    pub(crate) state_before: Flushed,
 }
 
-struct Harness {
-    dir: TempDir,
-    opts: LogOptions,
-    store: Option<LogStore>,
-    flushed: Flushed,
-    pending: Vec<Op>,
+pub(crate) struct Harness {
+    pub(crate) dir: TempDir,
+    pub(crate) opts: LogOptions,
+    pub(crate) store: Option<LogStore>,
+    pub(crate) flushed: Flushed,
+    pub(crate) pending: Vec<Op>,
     /// The next id to hand out (from the last replay, then counting up).
-    next: u64,
+    pub(crate) next: u64,
     /// Every id handed out, for stale dones.
-    handed_out: Vec<u64>,
-    last: Option<LastFlush>,
+    pub(crate) handed_out: Vec<u64>,
+    pub(crate) last: Option<LastFlush>,
     /// `next_id` of the last replay.
-    last_next_id: u64,
+    pub(crate) last_next_id: u64,
 }
 
 impl Harness {
-    fn new(opts: LogOptions) -> Harness {
+    pub(crate) fn new(opts: LogOptions) -> Harness {
         let dir = TempDir::new().expect("tempdir");
         let mut h = Harness {
             dir,
@@ -267,37 +68,37 @@ impl Harness {
         h
     }
 
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().join(FILE_NAME)
     }
 
-    fn store(&mut self) -> &mut LogStore {
+    pub(crate) fn store(&mut self) -> &mut LogStore {
         self.store.as_mut().expect("store is open")
     }
 
     /// The flushed state with the buffered ops applied: ids of the live
     /// and dead jobs.
-    fn view(&self) -> Vec<u64> {
+    pub(crate) fn view(&self) -> Vec<u64> {
         let mut v = self.flushed.clone();
         v.apply(&self.pending);
         v.stored()
     }
 
     /// The flushed state with the buffered ops applied: its schedules.
-    fn schedule_view(&self) -> Vec<ScheduleRecord> {
+    pub(crate) fn schedule_view(&self) -> Vec<ScheduleRecord> {
         let mut v = self.flushed.clone();
         v.apply(&self.pending);
         v.schedules.into_values().collect()
     }
 
     /// The flushed state with the buffered ops applied: its kept records.
-    fn kept_view(&self) -> Vec<KeptRecord> {
+    pub(crate) fn kept_view(&self) -> Vec<KeptRecord> {
         let mut v = self.flushed.clone();
         v.apply(&self.pending);
         v.kept.into_values().collect()
     }
 
-    fn buffer(&mut self, op: Op) {
+    pub(crate) fn buffer(&mut self, op: Op) {
         let store = self.store.as_mut().expect("store is open");
         match &op {
             Op::Add(r) => store.add(r),
@@ -318,7 +119,7 @@ impl Harness {
         self.pending.push(op);
     }
 
-    fn step(&mut self, a: &Action) {
+    pub(crate) fn step(&mut self, a: &Action) {
         match a {
             Action::Add { data_len, priority } => {
                 let id = self.next;
@@ -451,7 +252,7 @@ impl Harness {
         }
     }
 
-    fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         let path = self.path();
         let before_len = self.store().file_len() as usize;
         let before_disk = fs::read(&path).expect("read before flush");
@@ -505,7 +306,7 @@ impl Harness {
     /// the Adds of live and dead jobs, the dead ones' Dead ops, each
     /// schedule's latest Schedule op, each kept record's latest Kept op),
     /// or it was just compacted.
-    fn check_size_bound(&self, len: u64) {
+    pub(crate) fn check_size_bound(&self, len: u64) {
         let size = |op: Op| op.encode(&mut Vec::new()) as u64;
         let live: u64 = self
             .flushed
@@ -546,7 +347,7 @@ impl Harness {
         );
     }
 
-    fn crash(&mut self, at: u16, leftover_tmp: bool) {
+    pub(crate) fn crash(&mut self, at: u16, leftover_tmp: bool) {
         self.store = None;
         self.pending.clear();
         let Some(last) = self.last.take() else {
@@ -599,7 +400,7 @@ impl Harness {
         );
     }
 
-    fn reopen(&mut self, what: &str) {
+    pub(crate) fn reopen(&mut self, what: &str) {
         self.store = None;
         self.pending.clear();
         self.last = None;
@@ -633,65 +434,5 @@ impl Harness {
         self.last_next_id = r.next_id;
         self.next = r.next_id;
         self.store = Some(store);
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
-
-    #[test]
-    fn log_store_matches_the_model(
-        opts in options(),
-        actions in prop::collection::vec(action(), 1..160),
-    ) {
-        let mut h = Harness::new(opts);
-        for a in &actions {
-            h.step(a);
-        }
-        // Whatever happened, a final flush and reopen keeps everything.
-        h.flush();
-        h.reopen("final reopen");
-    }
-}
-
-#[test]
-fn a_crash_right_after_a_compacting_flush_keeps_either_side() {
-    // Deterministic cover for the compaction branch of the crash model:
-    // every job done, threshold 0, so the flush compacts.
-    for at in [0, u16::MAX / 3, u16::MAX - 1, u16::MAX] {
-        let mut h = Harness::new(LogOptions {
-            durability: Durability::Interval(Duration::from_millis(50)),
-            compact_min_bytes: 0,
-            background_compaction: false,
-            ..LogOptions::default()
-        });
-        for _ in 0..5 {
-            h.step(&Action::Add {
-                data_len: 50,
-                priority: 1,
-            });
-        }
-        h.step(&Action::Flush);
-        for i in 0..5 {
-            h.step(&Action::Done(i));
-        }
-        h.step(&Action::Reserve(7));
-        h.step(&Action::Flush);
-        assert!(
-            h.last.as_ref().is_some_and(|l| l.compacted),
-            "flush compacted"
-        );
-        h.step(&Action::Crash {
-            at,
-            leftover_tmp: true,
-        });
-        for _ in 0..3 {
-            h.step(&Action::Add {
-                data_len: 10,
-                priority: 0,
-            });
-        }
-        h.step(&Action::Flush);
-        h.step(&Action::Reopen);
     }
 }
