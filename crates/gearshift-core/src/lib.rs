@@ -25,15 +25,19 @@
 //! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]: their times.
 //! - [`state`]: the one place a job enters, changes state or leaves, with its counts.
 //! - [`invariants`]: the consistency checks tests run after every step.
+//! - [`view`]: read-only snapshots for the HTTP API; [`control`]: its actions;
+//!   [`metrics`]: per-function counters and histograms; [`events`]: live events.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
 pub mod admin;
 pub mod config;
+pub mod control;
 pub mod conn;
 pub mod cron;
 pub mod durable;
 pub mod effect;
 pub mod engine;
+pub mod events;
 pub mod function;
 pub mod handle;
 pub mod id_index;
@@ -44,6 +48,7 @@ pub mod job;
 pub mod jobs;
 pub mod lifecycle;
 pub mod listing;
+pub mod metrics;
 pub mod order;
 pub mod policy;
 pub mod retained;
@@ -51,6 +56,7 @@ pub mod schedule;
 pub mod state;
 pub mod submit;
 pub mod timefmt;
+pub mod view;
 pub mod worker;
 
 pub use config::CoreConfig;
