@@ -6,7 +6,8 @@
 //! - `serve`, `import/`: the server side.
 //! - `submit` (and `batch` for `--lines`), `work`, `admin_cmd` (with
 //!   `table`): the tools; `bench/` the load tool; `servers` holds what they
-//!   share (`--server`, exit codes, readable errors), `when` the time and
+//!   share (`--server`, exit codes, readable errors), `top` the live view,
+//!   `when` the time and
 //!   duration parsers.
 
 mod admin_cmd;
@@ -17,6 +18,7 @@ mod serve;
 mod servers;
 mod submit;
 mod table;
+mod top;
 mod when;
 mod work;
 
@@ -44,6 +46,8 @@ enum Command {
     Admin(admin_cmd::AdminArgs),
     /// Measure a server: submit, drain, roundtrip and echo scenarios.
     Bench(bench::BenchArgs),
+    /// A live view of a server's functions and workers, refreshed every second.
+    Top(top::TopArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -55,5 +59,6 @@ fn main() -> std::process::ExitCode {
         Command::Work(args) => work::main(args),
         Command::Admin(args) => admin_cmd::main(args),
         Command::Bench(args) => bench::main(args),
+        Command::Top(args) => top::main(args),
     }
 }
