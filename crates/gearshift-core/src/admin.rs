@@ -273,6 +273,7 @@ impl Core {
         }
         if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
             self.func_index.remove(&f.name);
+            self.dropped_stats.merge(&f.stats);
         }
         text::OK_CRLF
     }

@@ -14,7 +14,7 @@ use gearshift_proto::Priority;
 
 use crate::effect::{Effect, StoreOp, StoredKept};
 use crate::engine::Core;
-use crate::ids::{IdMap, JobId};
+use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::lifecycle::{Event, Step, Track};
 use crate::Millis;
@@ -127,8 +127,9 @@ impl Finished {
 /// Finished and dead jobs with their expiry order.
 #[derive(Debug, Default)]
 pub struct Retained {
-    /// Finished jobs kept queryable.
-    pub kept: IdMap<JobId, Box<Finished>>,
+    /// Finished jobs kept queryable, by handle number (ordered, so the
+    /// HTTP API pages through them).
+    pub kept: BTreeMap<JobId, Box<Finished>>,
     kept_expiry: BinaryHeap<Reverse<(Millis, JobId)>>,
     /// Bytes the kept records hold, as [`Finished::cost`] counts them.
     pub kept_bytes: usize,

@@ -192,6 +192,7 @@ impl Core {
                 assignment,
                 numerator: 0,
                 denominator: 0,
+                started: now,
             },
         );
         let handle = self.handle_of(id);
