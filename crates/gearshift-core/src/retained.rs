@@ -447,24 +447,27 @@ impl Core {
                 due: None,
             })
         });
-        self.insert_job(Job {
-            id,
-            payload: payload.bytes,
-            unique_len: payload.unique_len,
-            created: rec.created,
-            clients: ConnList::Empty,
-            extra,
-            func: func as u32,
-            retries: 0,
-            priority: rec.priority,
-            background: true,
-            state: JobState::Pending,
-            persist: if rec.stored {
-                Persist::Yes
-            } else {
-                Persist::No
+        self.insert_job(
+            Job {
+                id,
+                payload: payload.bytes,
+                unique_len: payload.unique_len,
+                created: rec.created,
+                clients: ConnList::Empty,
+                extra,
+                func: func as u32,
+                retries: 0,
+                priority: rec.priority,
+                background: true,
+                state: JobState::Pending,
+                persist: if rec.stored {
+                    Persist::Yes
+                } else {
+                    Persist::No
+                },
             },
-        });
+            false,
+        );
         if rec.stored {
             self.effects.push(Effect::Store(StoreOp::Retry {
                 id,
