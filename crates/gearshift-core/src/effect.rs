@@ -57,8 +57,9 @@ pub enum Effect {
     },
     /// A change the durable store must record, in order.
     Store(StoreOp),
-    /// A job changed state ([`crate::Core::set_lifecycle_events`]).
-    Event(Box<crate::lifecycle::JobEvent>),
+    /// A job changed state, reported progress, or a worker came or went
+    /// ([`crate::Core::set_lifecycle_events`]).
+    Event(Box<crate::events::LiveEvent>),
 }
 
 /// The core's view of a job the store keeps (the store has its own record type).

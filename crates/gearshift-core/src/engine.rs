@@ -323,6 +323,10 @@ impl Core {
         let Some(c) = self.conns.remove(&conn.0) else {
             return;
         };
+        if self.events && !c.abilities.is_empty() {
+            let w = self.worker_ref(conn, &c);
+            self.push_event(crate::events::EventKind::WorkerLeft(w));
+        }
         for a in &c.abilities {
             if let Some(f) = self.func_mut(a.func) {
                 f.workers = f.workers.saturating_sub(1);

@@ -15,6 +15,7 @@ use gearshift_proto::Response;
 
 use crate::effect::{Effect, StoreOp};
 use crate::engine::{Core, Timer};
+use crate::events::EventKind;
 use crate::ids::{ConnId, JobId};
 use crate::job::{JobExtra, JobState, Persist};
 use crate::policy::{Policy, Reason};
@@ -165,19 +166,6 @@ pub fn decode_history(mut b: &[u8]) -> Vec<Event> {
     out
 }
 
-/// A transition of any job, as [`Effect::Event`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobEvent {
-    /// Unix milliseconds.
-    pub at: Millis,
-    /// The job's handle.
-    pub handle: Bytes,
-    /// Its function.
-    pub function: Bytes,
-    /// What happened.
-    pub step: Step,
-}
-
 /// A transition and when it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -259,12 +247,11 @@ impl Core {
             .and_then(|j| self.func(j.func()))
             .map(|f| f.name.clone())
             .unwrap_or_default();
-        self.effects.push(Effect::Event(Box::new(JobEvent {
-            at: self.now,
+        self.push_event(EventKind::Job {
             handle,
             function,
             step,
-        })));
+        });
     }
 
     /// Turns lifecycle events ([`Effect::Event`]) on or off. Off (the
@@ -455,6 +442,7 @@ impl Core {
                 retries,
                 "dropped job due to max retry count ({why})"
             );
+            self.record(id, Step::Failed(reason, Bytes::from_static(why.as_bytes())));
             self.tell_failure(id, reason, &Bytes::new(), handle);
             self.finish(id, Outcome::Failed, Bytes::new());
             return;

@@ -33,6 +33,10 @@ impl Core {
             .map(|i| c.abilities.remove(i));
         c.abilities.insert(0, Ability { func, timeout_ms });
         let sleeping = c.sleeping && !c.noop_sent;
+        let first = c.abilities.len() == 1 && existed.is_none();
+        if self.events && first {
+            self.worker_joined(conn);
+        }
         if existed.is_none() {
             if let Some(f) = self.func_mut(func) {
                 f.workers += 1;
@@ -55,6 +59,10 @@ impl Core {
     }
 
     fn drop_abilities(&mut self, conn: ConnId, which: impl Fn(FuncId) -> bool) {
+        let left = match self.conns.get(&conn.0) {
+            Some(c) if self.events && !c.abilities.is_empty() => Some(self.worker_ref(conn, c)),
+            _ => None,
+        };
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return;
         };
@@ -67,6 +75,13 @@ impl Core {
             !drop
         });
         c.cursor = 0;
+        if let Some(w) = left.filter(|_| c.abilities.is_empty()) {
+            // It dropped its last function: no longer a worker.
+            self.push_event(crate::events::EventKind::WorkerLeft(w));
+        }
+        let Some(c) = self.conns.get(&conn.0) else {
+            return;
+        };
         let held: Vec<JobId> = c.held.clone();
         for &func in &dropped {
             if let Some(f) = self.func_mut(func) {
@@ -320,9 +335,16 @@ impl Core {
         let Some(id) = self.held_job(conn, &handle) else {
             return self.not_found(conn, "Job given in work result not found");
         };
+        let (n, d) = (
+            gearshift_proto::request::parse_atoi(&num) as u32,
+            gearshift_proto::request::parse_atoi(&den) as u32,
+        );
         if let Some(run) = self.running.get_mut(&id) {
-            run.numerator = gearshift_proto::request::parse_atoi(&num) as u32;
-            run.denominator = gearshift_proto::request::parse_atoi(&den) as u32;
+            run.numerator = n;
+            run.denominator = d;
+        }
+        if self.events {
+            self.progress_event(id, n, d);
         }
         self.fan_out(id, handle, |handle| Response::WorkStatus {
             handle,

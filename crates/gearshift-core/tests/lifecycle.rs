@@ -8,6 +8,7 @@ mod common;
 use bytes::Bytes;
 use common::policy::*;
 use common::{b, World};
+use gearshift_core::events::EventKind;
 use gearshift_core::policy::Reason;
 use gearshift_proto::{Priority, Request, Response};
 
@@ -279,11 +280,18 @@ fn attempts_follow_the_stored_count_after_a_restart() {
     assert!(dead.starts_with("H:localhost:4\tf\t3\t"), "{dead}");
 }
 
-/// The event words of the events emitted so far, as `FUNCTION EVENT`.
+/// The event words of the job events emitted so far, as `FUNCTION EVENT`.
 fn event_words(w: &mut World) -> Vec<String> {
     std::mem::take(&mut w.events)
         .into_iter()
-        .map(|e| format!("{} {}", String::from_utf8_lossy(&e.function), e.step.word()))
+        .filter_map(|e| match e.kind {
+            EventKind::Job { function, step, .. } => Some(format!(
+                "{} {}",
+                String::from_utf8_lossy(&function),
+                step.word()
+            )),
+            _ => None,
+        })
         .collect()
 }
 

@@ -76,7 +76,7 @@ pub struct World {
     /// Store operations the core emitted, in order.
     pub store_ops: Vec<StoreOp>,
     /// Lifecycle events the core emitted, in order.
-    pub events: Vec<gearshift_core::lifecycle::JobEvent>,
+    pub events: Vec<gearshift_core::events::LiveEvent>,
     next_probe: u64,
     /// Plain submissions sent so far: every other one goes through the
     /// packet path the server takes ([`Core::handle_submit`]), the rest as
