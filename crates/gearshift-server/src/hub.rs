@@ -428,7 +428,7 @@ impl Hub {
                     Effect::Store(op) => self.store_batch.push(op),
                     Effect::Event(e) => {
                         if self.events_on {
-                            self.event_batch.push(live(*e));
+                            self.event_batch.push(*e);
                         }
                     }
                     Effect::Shutdown { graceful } => {
@@ -444,17 +444,5 @@ impl Hub {
                 return;
             }
         }
-    }
-}
-
-/// The core's event as the bus carries it.
-fn live(e: gearshift_core::lifecycle::JobEvent) -> LiveEvent {
-    LiveEvent {
-        at: e.at,
-        kind: gearshift_core::events::EventKind::Job {
-            handle: e.handle,
-            function: e.function,
-            step: e.step,
-        },
     }
 }
