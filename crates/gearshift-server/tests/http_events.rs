@@ -1,0 +1,166 @@
+//! The live event stream over real HTTP: a scripted job's life, and a
+//! reader that does not read being dropped while job traffic goes on.
+
+mod http_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gearshift_core::policy::{Policies, Policy, Rule};
+use http_common::{config, reverser, start};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Opens the event stream and reads its headers.
+async fn subscribe(http: std::net::SocketAddr, query: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(http).await.expect("connect");
+    let req = format!("GET /api/v1/events{query} HTTP/1.1\r\nHost: t\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while !text.contains("\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("headers in time")
+            .expect("read");
+        assert!(n > 0, "closed before headers");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("text/event-stream"), "{text}");
+    (s, text)
+}
+
+/// Reads until `want` event kinds have come (in `kinds`), or 10 s pass.
+async fn read_kinds(
+    s: &mut TcpStream,
+    text: &mut String,
+    until: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let mut buf = [0u8; 8192];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let kinds: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .map(str::to_owned)
+            .collect();
+        if until(&kinds) {
+            return kinds;
+        }
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+            _ => return kinds,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_jobs_life_as_events() {
+    let mut cfg = config();
+    cfg.policies = Policies {
+        rules: vec![Rule {
+            pattern: "flaky".into(),
+            policy: Arc::new(Policy {
+                max_attempts: 2,
+                initial_delay: 10,
+                jitter: false,
+                ..Policy::default()
+            }),
+        }],
+        ..Policies::default()
+    };
+    let s = start(cfg).await;
+    let (mut sse, mut text) = subscribe(s.http, "?function=flaky").await;
+    let c = gearshift_client::Client::builder()
+        .server(s.gearman)
+        .build()
+        .expect("client");
+    c.job("other", "x")
+        .background()
+        .await
+        .expect("submit other");
+    let h = c.job("flaky", "abc").background().await.expect("submit");
+    let stop = reverser(s.gearman, "flaky", true);
+    let kinds = read_kinds(&mut sse, &mut text, |k| k.iter().any(|k| k == "completed")).await;
+    let job: Vec<&str> = kinds
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !matches!(*k, "requeued" | "worker_joined" | "worker_left"))
+        .collect();
+    assert_eq!(
+        job,
+        [
+            "created",
+            "started",
+            "failed",
+            "retrying",
+            "started",
+            "completed"
+        ],
+        "{text}"
+    );
+    assert!(kinds.iter().any(|k| k == "worker_joined"), "{text}");
+    assert!(
+        text.contains(&format!("\"handle\":\"{}\"", h.handle().escape_ascii())),
+        "{text}"
+    );
+    assert!(text.contains("\"retry_at_ms\":"), "{text}");
+    assert!(text.contains("\"detail\":\"3 bytes\""), "{text}");
+    assert!(
+        !text.contains("\"function\":\"other\""),
+        "the filter lets only flaky through: {text}"
+    );
+    let _ = stop.send(());
+    let kinds = read_kinds(&mut sse, &mut text, |k| {
+        k.iter().any(|k| k == "worker_left")
+    })
+    .await;
+    assert!(kinds.iter().any(|k| k == "worker_left"), "{text}");
+}
+
+#[tokio::test]
+async fn a_reader_that_falls_behind_is_dropped() {
+    let mut cfg = config();
+    if let Some(h) = cfg.http.as_mut() {
+        h.event_buffer = 4;
+    }
+    let s = start(cfg).await;
+    // A small receive buffer, and no reading: the server's writes stall.
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut slow = sock.connect(s.http).await.expect("connect");
+    slow.write_all(b"GET /api/v1/events HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .expect("write");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = gearshift_client::Client::builder()
+        .server(s.gearman)
+        .build()
+        .expect("client");
+    // Job traffic goes on regardless of the reader.
+    for round in 0..60 {
+        let jobs: Vec<_> = (0..200)
+            .map(|i| {
+                let c = c.clone();
+                async move {
+                    c.job("f", format!("{round}-{i}-{}", "x".repeat(200)))
+                        .background()
+                        .await
+                }
+            })
+            .collect();
+        for r in futures_util::future::join_all(jobs).await {
+            r.expect("submission goes through");
+        }
+    }
+    let mut text = String::new();
+    let kinds = read_kinds(&mut slow, &mut text, |k| k.iter().any(|k| k == "dropped")).await;
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("dropped"),
+        "kinds: {}",
+        kinds.len()
+    );
+    assert!(text.contains("\"kind\":\"dropped\""));
+}
