@@ -390,6 +390,18 @@ async fn gearmand_http_protocol() {
         v["functions"][0]["completed"].as_u64() == Some(2)
     })
     .await;
+    // A GET (a browser's /favicon.ico, a prefetch) never submits a job.
+    for path in ["/favicon.ico", "/reverse"] {
+        let r = client()
+            .get(format!("{b}{path}"))
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status().as_u16(), 404, "{path}");
+    }
+    let v = get(b, "/api/v1/functions").await.1;
+    assert_eq!(v["functions"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["functions"][0]["submitted"].as_u64(), Some(2), "{v}");
 }
 
 #[tokio::test]

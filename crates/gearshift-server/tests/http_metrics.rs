@@ -138,3 +138,183 @@ async fn metrics_agree_with_status() {
     );
     assert_eq!(m["gearman_up"], 1.0);
 }
+
+/// The samples of one scrape as a third-party parser (`prometheus-parse`)
+/// reads them.
+async fn scrape(base: &str) -> (String, prometheus_parse::Scrape) {
+    let text = client()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("body");
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let parsed = prometheus_parse::Scrape::parse(lines).expect("parse");
+    (text, parsed)
+}
+
+fn value(s: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    use prometheus_parse::Value;
+    let sample = s
+        .samples
+        .iter()
+        .find(|x| x.metric == metric && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .unwrap_or_else(|| panic!("no {metric} {labels:?}"));
+    match &sample.value {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+        Value::Histogram(buckets) => buckets.iter().map(|b| b.count).fold(0.0, f64::max),
+        Value::Summary(_) => panic!("{metric} is a summary"),
+    }
+}
+
+#[tokio::test]
+async fn metrics_follow_a_jobs_life() {
+    use gearshift_core::policy::{Backoff, Policies, Policy, Reason, Reasons, Rule};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config();
+    cfg.store = gearshift_server::StoreConfig::Log {
+        dir: dir.path().to_owned(),
+        durability: gearshift_store::Durability::Fsync,
+    };
+    cfg.policies = Policies {
+        rules: vec![Rule {
+            pattern: "flaky".into(),
+            policy: Arc::new(Policy {
+                max_attempts: 2,
+                retry_on: Reasons::of(&[Reason::Fail]),
+                backoff: Backoff::Fixed,
+                initial_delay: 50,
+                max_delay: 50,
+                jitter: false,
+                ..Policy::default()
+            }),
+        }],
+        ..Policies::default()
+    };
+    let s = start(cfg).await;
+    let c = gearshift_client::Client::builder()
+        .server(s.gearman)
+        .build()
+        .expect("client");
+    // Fails its first run, is retried after 50 ms, then completes.
+    c.job("flaky", "abc").background().await.expect("submit");
+    c.job("later", "x").background().await.expect("submit");
+    // It waits 150 ms for a worker; its retry is taken as soon as it is due.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let _worker = http_common::reverser(s.gearman, "flaky", true);
+    let base = s.base.clone();
+    http_common::eventually(|| {
+        let base = base.clone();
+        async move {
+            let (_, m) = scrape(&base).await;
+            value(
+                &m,
+                "gearshift_jobs_completed_total",
+                &[("function", "flaky")],
+            ) == 1.0
+        }
+    })
+    .await;
+    let (text, m) = scrape(&s.base).await;
+    let f = [("function", "flaky")];
+    assert_eq!(
+        value(&m, "gearshift_jobs_submitted_total", &f),
+        1.0,
+        "{text}"
+    );
+    let fail = [("function", "flaky"), ("reason", "fail")];
+    assert_eq!(value(&m, "gearshift_jobs_failed_total", &fail), 1.0);
+    assert_eq!(value(&m, "gearshift_jobs_retried_total", &f), 1.0);
+    assert_eq!(value(&m, "gearshift_jobs_running", &f), 0.0);
+    // Two runs: two waits and two run times, each in the +Inf bucket.
+    assert_eq!(value(&m, "gearshift_job_run_seconds_count", &f), 2.0);
+    assert_eq!(value(&m, "gearshift_job_wait_seconds_count", &f), 2.0);
+    assert_eq!(value(&m, "gearshift_job_run_seconds", &f), 2.0);
+    // Waits count from submission or due time: the first run waited for
+    // the worker (at least 150 ms), the retry hardly at all.
+    let sample = m
+        .samples
+        .iter()
+        .find(|x| {
+            x.metric == "gearshift_job_wait_seconds" && x.labels.get("function") == Some("flaky")
+        })
+        .expect("wait histogram");
+    let prometheus_parse::Value::Histogram(buckets) = &sample.value else {
+        panic!("not a histogram: {sample:?}");
+    };
+    let under = |le: f64| {
+        buckets
+            .iter()
+            .filter(|b| b.less_than <= le)
+            .map(|b| b.count)
+            .fold(0.0, f64::max)
+    };
+    assert_eq!(under(0.1), 1.0, "{buckets:?}");
+    assert_eq!(under(10.0), 2.0, "{buckets:?}");
+    let later = [("function", "later"), ("priority", "normal")];
+    assert_eq!(value(&m, "gearshift_jobs_queued", &later), 1.0);
+    assert_eq!(
+        value(&m, "gearman_jobs_waiting", &[("function", "later")]),
+        1.0
+    );
+    assert_eq!(value(&m, "gearshift_workers", &f), 1.0);
+    assert_eq!(
+        value(&m, "gearshift_connections", &[("role", "worker")]),
+        1.0
+    );
+    // The durable store committed the submissions, the retry and the ends.
+    assert!(
+        value(&m, "gearshift_store_commit_seconds_count", &[]) >= 3.0,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_grafana_dashboard_charts_only_exported_series() {
+    let dash: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/grafana-dashboard.json"))
+            .expect("dashboard JSON");
+    let s = start(config()).await;
+    let c = gearshift_client::Client::builder()
+        .server(s.gearman)
+        .build()
+        .expect("client");
+    c.job("f", "x").background().await.expect("submit");
+    let (text, _) = scrape(&s.base).await;
+    let exported: std::collections::HashSet<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let mut exprs = Vec::new();
+    fn walk<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("expr" | "definition", serde_json::Value::String(s)) => out.push(s),
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    walk(&dash, &mut exprs);
+    assert!(exprs.len() >= 16, "{exprs:?}");
+    for e in exprs {
+        let names = e
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("gearshift_") || w.starts_with("gearman_"));
+        for name in names {
+            assert!(
+                exported.contains(name),
+                "the dashboard charts {name}, which /metrics lacks"
+            );
+        }
+    }
+}

@@ -32,10 +32,17 @@ pub async fn fallback(
     if reserved || function.is_empty() {
         return Err(ApiError::not_found("no such route"));
     }
-    if method != Method::POST && method != Method::GET {
+    // A GET never submits: browsers fetch /favicon.ico, prefetch links and
+    // crawlers follow them, and none of that may queue a job.
+    if method == Method::GET || method == Method::HEAD {
+        return Err(ApiError::not_found(
+            "no such route (gearmand's protocol submits with POST /FUNCTION)",
+        ));
+    }
+    if method != Method::POST {
         return Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "gearmand's protocol takes POST (or GET)",
+            "gearmand's protocol takes POST",
         ));
     }
     let data = body.map_err(|e| {

@@ -99,6 +99,14 @@ pub fn render(fs: &[FunctionView], t: &Totals, commits: &HistogramSnapshot) -> S
     per_function(
         &mut out,
         fs,
+        "gearshift_jobs_scheduled",
+        "gauge",
+        "Epoch jobs not yet due and retries waiting out their delay.",
+        |f| u64::from(f.scheduled),
+    );
+    per_function(
+        &mut out,
+        fs,
         "gearshift_jobs_running",
         "gauge",
         "Jobs held by workers.",
