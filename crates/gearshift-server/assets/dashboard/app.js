@@ -43,7 +43,7 @@
   function table(cls, headers, rows) {
     return el('div', { class: 'table-wrap' },
       el('table', { class: cls },
-        el('thead', null, el('tr', null, headers.map(function (h) { return el('th', { text: h }); }))),
+        el('thead', null, el('tr', null, headers.map(function (h) { return el('th', null, h); }))),
         el('tbody', null, rows)));
   }
   function td(text, attrs) { attrs = attrs || {}; attrs.text = text; return el('td', attrs); }
@@ -149,16 +149,16 @@
     g.clearRect(0, 0, w, h);
     var left = 36, right = 6, top = 8, bottom = 18;
     var pw = w - left - right, ph = h - top - bottom;
-    var max = 1;
+    var max = 2;
     series.forEach(function (p) { lines.forEach(function (l) { max = Math.max(max, p[l.key] || 0); }); });
-    var nice = Math.pow(10, Math.floor(Math.log(max) / Math.LN10));
-    max = Math.ceil(max / nice) * nice;
+    var step = Math.max(1, Math.pow(10, Math.floor(Math.log(max) / Math.LN10)));
+    max = Math.ceil(max / step / 2) * step * 2;  // an even number of steps: the middle line is round too
     g.font = '11px system-ui, sans-serif';
     g.fillStyle = '#777'; g.strokeStyle = '#ddd'; g.lineWidth = 1;
     [0, 0.5, 1].forEach(function (f) {
       var y = top + ph - f * ph;
       g.beginPath(); g.moveTo(left, y + 0.5); g.lineTo(left + pw, y + 0.5); g.stroke();
-      g.fillText(String(Math.round(max * f)), 2, y + 4);
+      g.fillText(String(Math.round(max * f * 10) / 10), 2, y + 4);
     });
     if (!series.length) { g.fillText('no samples yet', left + 8, top + ph / 2); return; }
     var t0 = series[0].at_ms, t1 = series[series.length - 1].at_ms;
