@@ -87,6 +87,7 @@ class Browser:
         profile = tempfile.mkdtemp(prefix="dash-chrome-", dir=tmp)
         caps = {"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
+            "unhandledPromptBehavior": "ignore",  # the token prompt is answered by the test
             "goog:chromeOptions": {"binary": CHROME, "args": [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-first-run", "--disable-background-networking",
@@ -151,6 +152,20 @@ class Browser:
         wait_for("%s to read %r (it reads %r)" % (css, want, "…"),
                  lambda: self.text(css) == want, timeout)
 
+    def answer_prompt(self, text, timeout=10.0):
+        """Types text into the page's window.prompt and accepts it; returns the prompt's message."""
+        def shown():
+            try:
+                return self.s("/alert/text", method="GET") or " "
+            except Fail as e:
+                if "no such alert" in str(e):
+                    return None
+                raise
+        message = wait_for("a prompt", shown, timeout)
+        self.s("/alert/text", {"text": text})
+        self.s("/alert/accept")
+        return message
+
     def screenshot(self, path):
         with open(path, "wb") as f:
             f.write(base64.b64decode(self.s("/screenshot", method="GET")))
@@ -179,15 +194,15 @@ class Browser:
 # ---- the server under test, and Gearman over raw sockets -------------------
 
 class Server:
-    def __init__(self, tmp):
+    def __init__(self, tmp, extra=(), name="server"):
         policy = os.path.join(tmp, "policy.toml")
         with open(policy, "w") as f:
             f.write(POLICY)
-        self.logpath = os.path.join(tmp, "server.log")
+        self.logpath = os.path.join(tmp, name + ".log")
         self.log = open(self.logpath, "wb")
         self.proc = subprocess.Popen(
             [BIN, "serve", "-L", "127.0.0.1", "-p", "0", "--store", "memory", "--log-file", "stderr",
-             "--http", "127.0.0.1:0", "--config", policy],
+             "--http", "127.0.0.1:0", "--config", policy] + list(extra),
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         self.port = self.http = None
 
@@ -215,6 +230,16 @@ class Server:
     def get(self, path):
         with urllib.request.urlopen(self.url + path, timeout=5) as r:
             return json.load(r)
+
+    def post(self, path, token=None):
+        req = urllib.request.Request(self.url + path, data=b"", method="POST")
+        if token:
+            req.add_header("Authorization", "Bearer " + token)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
 
     def stop(self):
         self.proc.terminate()
@@ -439,6 +464,36 @@ class Run:
         if evil not in b.text(t("function-row-" + evil)):
             raise Fail("the function name is not shown as text")
 
+    def token(self, tmp):
+        """With --http-token-file: a change asks for the token, a wrong one shows a clear 401."""
+        b, t = self.b, self.tid
+        path = os.path.join(tmp, "token")
+        with open(path, "w") as f:
+            f.write("s3cret-token\n")
+        srv = Server(tmp, ["--http-token-file", path], name="server-token")
+        try:
+            g = Gearman(srv.port)
+            g.submit_bg("dash_auth", "x")
+            g.close()
+            if srv.post("/api/v1/functions/dash_auth/pause") != 401:
+                raise Fail("a change without the token was not refused with 401")
+            b.go(srv.url + "/#/functions")
+            b.click(t("pause-dash_auth"))
+            b.answer_prompt("wrong-token")
+            wait_for("a 401 message", lambda: "401" in (b.text(t("message")) or ""))
+            if b.js("return document.querySelector(arguments[0]).hidden;", t("message")):
+                raise Fail("the 401 message is hidden")
+            b.click(t("token-button"))
+            b.answer_prompt("s3cret-token")
+            b.click(t("pause-dash_auth"))
+            b.wait_text(t("paused-dash_auth"), "paused")
+            if not [f for f in srv.get("/api/v1/functions")["functions"] if f["name"] == "dash_auth" and f["paused"]]:
+                raise Fail("the API does not report dash_auth paused")
+            if b.js("return localStorage.getItem('gearshift.token');") != "s3cret-token":
+                raise Fail("the token is not kept in local storage")
+        finally:
+            srv.stop()
+
 
 def main():
     for path in (BIN, CHROME, DRIVER):
@@ -462,6 +517,7 @@ def main():
         run.check("the job page shows fields, history and result", run.job_page)
         run.check("a phone-sized screen: collapsed nav, no overflow", run.phone)
         run.check("server strings are shown as text, not HTML", run.escaping)
+        run.check("a token is asked for, kept, and a 401 explained", lambda: run.token(tmp))
     finally:
         if browser:
             browser.quit()
