@@ -129,8 +129,20 @@
       return r;
     }, function (e) { say(e.message, 'error'); });
   }
-  function guard(gen, fn) {
-    return function (data) { if (gen === generation) fn(data); };
+  // Renders a reply unless the route changed meanwhile. A `stable` view is not
+  // rebuilt when nothing it shows changed, so a refresh does not take a row
+  // away from under the pointer or the focus out of a field.
+  var lastKey = '';
+  function guard(gen, fn, stable) {
+    return function (data) {
+      if (gen !== generation) return;
+      if (stable) {
+        var key = gen + ' ' + JSON.stringify(data) + (typeof stable === 'function' ? stable() : '');
+        if (key === lastKey) return;
+        lastKey = key;
+      }
+      fn(data);
+    };
   }
   function failed(gen) {
     return function (e) {
@@ -252,7 +264,7 @@
         fs.length ? table('cards-sm', ['function', 'queued', 'high / normal / low', 'scheduled', 'running', 'workers', 'paused',
           'submitted', 'completed', 'failed', 'dead', ''], rows)
           : el('p', { class: 'empty', 'data-testid': 'functions-empty', text: 'No functions yet: submit a job or connect a worker.' }));
-    }));
+    }, true));
   };
   views.functions.every = 5000;
 
@@ -360,7 +372,7 @@
           el('span', { class: 'dim', text: 'page ' + dead.cursors.length }),
           el('button', { type: 'button', 'data-testid': 'dead-next', text: 'Next page', disabled: !d.next_cursor,
             onclick: function () { dead.cursors.push(d.next_cursor); refreshSoon(0); } })));
-    }));
+    }, function () { return JSON.stringify(dead) + Math.floor(Date.now() / 60000); }));
   };
   views.dead.every = 5000;
 
@@ -380,7 +392,7 @@
       replace(el('h1', { text: 'Schedules' }),
         ss.length ? table('cards-sm', ['id', 'function', 'when', 'unique', 'priority', 'next run', 'source'], rows)
           : el('p', { class: 'empty', 'data-testid': 'schedules-empty', text: 'No schedules.' }));
-    }));
+    }, true));
   };
   views.schedules.every = 10000;
 
