@@ -249,7 +249,7 @@
         return el('tr', { 'data-testid': 'function-row-' + n, class: f.paused ? 'paused' : '' },
           td(n, { class: 'mono name', 'data-label': 'function' }),
           td(total, { 'data-testid': 'count-queued-' + n, 'data-label': 'queued' }),
-          td(num(q.high) + ' / ' + num(q.normal) + ' / ' + num(q.low), { 'data-label': 'high/normal/low', class: 'dim' }),
+          td(num(q.high) + '/' + num(q.normal) + '/' + num(q.low), { 'data-label': 'high/normal/low', class: 'dim' }),
           td(num(f.scheduled), { 'data-label': 'scheduled' }),
           td(num(f.running), { 'data-testid': 'count-running-' + n, 'data-label': 'running' }),
           td(num(f.workers), { 'data-testid': 'count-workers-' + n, 'data-label': 'workers' }),
@@ -261,7 +261,7 @@
           tdLabel('', btn));
       });
       replace(el('h1', { text: 'Functions' }),
-        fs.length ? table('cards-sm', ['function', 'queued', 'high / normal / low', 'scheduled', 'running', 'workers', 'paused',
+        fs.length ? table('cards-sm', ['function', 'queued', 'high/norm/low', 'scheduled', 'running', 'workers', 'paused',
           'submitted', 'completed', 'failed', 'dead', ''], rows)
           : el('p', { class: 'empty', 'data-testid': 'functions-empty', text: 'No functions yet: submit a job or connect a worker.' }));
     }, true));
