@@ -7,13 +7,11 @@ use std::io::Write;
 use bytes::Bytes;
 use gearshift_proto::admin::{self as text, AdminCommand};
 use gearshift_proto::escape::{self, Sep};
-use gearshift_proto::Response;
 
 use crate::effect::Effect;
-use crate::effect::StoreOp;
 use crate::engine::Core;
 use crate::ids::ConnId;
-use crate::job::{JobState, Persist};
+use crate::job::JobState;
 use crate::listing::{JobRow, Listing};
 use crate::Millis;
 
@@ -33,7 +31,13 @@ impl Core {
                 self.emit(conn, Effect::Listing(conn, Box::new(listing)));
                 return;
             }
-            AdminCommand::CancelJob(handle) => self.cancel(&handle).to_vec(),
+            AdminCommand::CancelJob(handle) => match self.job_by_handle(&handle) {
+                Some(id) => {
+                    self.cancel_live(id);
+                    text::OK_CRLF.to_vec()
+                }
+                None => text::ERR_UNKNOWN_JOB.to_vec(),
+            },
             // The binary protocol's rule (Core::function_from).
             AdminCommand::CreateFunction(name)
                 if escape::has_control(&name) && !self.func_index.contains_key(&name) =>
@@ -77,8 +81,8 @@ impl Core {
             }
             AdminCommand::ShowSchedules => self.show_schedules(),
             AdminCommand::DropSchedule(handle) => self.drop_schedule(&handle).to_vec(),
-            AdminCommand::Pause(name) => self.pause(&name, true),
-            AdminCommand::Resume(name) => self.pause(&name, false),
+            AdminCommand::Pause(name) => self.pause_word(&name, true),
+            AdminCommand::Resume(name) => self.pause_word(&name, false),
             AdminCommand::Reply(bytes) => {
                 self.emit(conn, Effect::Text(conn, bytes));
                 return;
@@ -185,72 +189,16 @@ impl Core {
         )
     }
 
-    /// `cancel job H`: waiting clients get WORK_FAIL; a queued job goes at
-    /// once, a running one when its worker reports (the worker is not told).
-    fn cancel(&mut self, handle: &[u8]) -> &'static [u8] {
-        let Some(id) = self.job_by_handle(handle) else {
-            return text::ERR_UNKNOWN_JOB;
-        };
-        let h = self.handle_of(id);
-        let acks = self.acks.remove(&id).unwrap_or_default();
-        let Some(job) = self.jobs.get_mut(id) else {
-            return text::ERR_UNKNOWN_JOB;
-        };
-        let clients = std::mem::take(&mut job.clients);
-        let running = job.state == JobState::Running;
-        let stored = job.persist != Persist::No;
-        if running {
-            // Gone from the store now, not when the worker reports: a crash
-            // in between must not bring a cancelled job back.
-            job.persist = Persist::No;
-            self.set_state(id, JobState::Cancelled);
-            // Reaped only when its worker reports; meanwhile a resubmission
-            // of its unique must make a new job, not wait on this dead one.
-            self.jobs.unindex_unique(id);
-            if stored {
-                self.effects.push(Effect::Store(StoreOp::Done(id)));
-            }
-        }
-        // Submitters still waiting for the store hear JOB_CREATED first, so
-        // the WORK_FAIL that follows names a handle they know.
-        for &c in &acks {
-            self.resolve_ack(c, id, Response::JobCreated(h.clone()));
-        }
-        for &c in &clients {
-            if let Some(conn) = self.conns.get_mut(&c.0) {
-                conn.waiting.remove(&id);
-            }
-            self.send(c, Response::WorkFail(h.clone()));
-        }
-        self.record(id, crate::lifecycle::Step::Cancelled);
-        if !running
-            && self
-                .jobs
-                .get(id)
-                .is_some_and(|j| j.state != JobState::Cancelled)
-        {
-            self.finish(id, crate::retained::Outcome::Cancelled, Bytes::new());
-        }
-        tracing::info!(handle = %String::from_utf8_lossy(&h), "job cancelled by admin");
-        text::OK_CRLF
-    }
-
-    /// `pause F` / `resume F`. Pausing a function not seen yet creates it,
-    /// so jobs submitted to it later wait too.
-    fn pause(&mut self, name: &[u8], paused: bool) -> Vec<u8> {
+    /// `pause F` / `resume F` ([`Core::set_paused`]), with the admin
+    /// protocol's refusals.
+    fn pause_word(&mut self, name: &[u8], paused: bool) -> Vec<u8> {
         if escape::has_control(name) && !self.func_index.contains_key(name) {
             return text::ERR_CONTROL_IN_NAME.to_vec();
         }
-        let id = self.function_id(name);
-        let Some(f) = self.func_mut(id) else {
-            return text::ERR_FUNCTION_NOT_FOUND.to_vec();
-        };
-        let was = std::mem::replace(&mut f.paused, paused);
-        if was && !paused && f.has_queued() {
-            self.wake_sleepers(id);
+        match self.set_paused(name, paused) {
+            Ok(()) => text::OK_CRLF.to_vec(),
+            Err(_) => text::ERR_FUNCTION_NOT_FOUND.to_vec(),
         }
-        tracing::info!(function = %String::from_utf8_lossy(name), paused, "function paused or resumed by admin");
-        text::OK_CRLF.to_vec()
     }
 
     /// `drop function F`: only an idle, empty function may go.
@@ -273,6 +221,7 @@ impl Core {
         }
         if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
             self.func_index.remove(&f.name);
+            self.dropped_stats.merge(&f.stats);
         }
         text::OK_CRLF
     }

@@ -62,6 +62,10 @@ pub struct Conn {
     /// The job whose WORK_EXCEPTION this worker sent last, until its next
     /// packet: a WORK_FAIL for it then is the second half of one failure.
     pub after_exception: Option<JobId>,
+    /// Sent an admin text line.
+    pub admin: bool,
+    /// Sent a binary packet (so not an admin-only connection).
+    pub binary: bool,
 }
 
 impl Conn {
@@ -84,6 +88,8 @@ impl Conn {
             jobs_done: 0,
             jobs_failed: 0,
             after_exception: None,
+            admin: false,
+            binary: false,
         }
     }
 
@@ -93,6 +99,19 @@ impl Conn {
         w.push(b'@');
         w.extend_from_slice(self.info.ip.as_bytes());
         Bytes::from(w)
+    }
+
+    /// Registered a function or holds a job (`show workers` lists it).
+    pub fn is_worker(&self) -> bool {
+        !self.abilities.is_empty() || !self.held.is_empty()
+    }
+
+    /// How live events name it: its client id, else `fd@address`.
+    pub fn event_label(&self) -> Bytes {
+        if !self.client_id.is_empty() && self.client_id[..] != b"-"[..] {
+            return self.client_id.clone();
+        }
+        Bytes::from(format!("{}@{}", self.info.fd, self.info.ip))
     }
 
     /// The ability for `func`, if registered.

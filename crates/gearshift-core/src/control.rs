@@ -3,8 +3,16 @@
 //! same through the same code.
 
 use bytes::Bytes;
+use gearshift_proto::admin::DeadTarget;
+use gearshift_proto::escape;
+use gearshift_proto::Response;
 
+use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
+use crate::ids::JobId;
+use crate::job::{JobState, Persist};
+use crate::lifecycle::Step;
+use crate::retained::Outcome;
 
 /// Why an action was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,27 +40,114 @@ pub enum DeadSelect {
 }
 
 impl Core {
-    /// Cancels a live job as `cancel job H` does.
+    /// Cancels a live job as `cancel job H` does: `Finished` for a kept or
+    /// dead job, or one already cancelled while its worker still holds it.
     pub fn cancel_job(&mut self, handle: &[u8]) -> Result<(), ControlError> {
-        let _ = handle;
-        todo!()
+        let Some(id) = self.job_by_handle(handle) else {
+            return Err(match self.find_retained(handle) {
+                Some(_) => ControlError::Finished,
+                None => ControlError::UnknownJob,
+            });
+        };
+        if self
+            .jobs
+            .get(id)
+            .is_some_and(|j| j.state == JobState::Cancelled)
+        {
+            return Err(ControlError::Finished);
+        }
+        self.cancel_live(id);
+        Ok(())
     }
 
-    /// Queues dead jobs again; how many.
+    /// Cancels a live job (`cancel job H`, [`Core::cancel_job`]): waiting
+    /// clients get WORK_FAIL; a queued job goes at once, a running one when
+    /// its worker reports (the worker is not told).
+    pub(crate) fn cancel_live(&mut self, id: JobId) {
+        let h = self.handle_of(id);
+        let acks = self.acks.remove(&id).unwrap_or_default();
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let clients = std::mem::take(&mut job.clients);
+        let running = job.state == JobState::Running;
+        let stored = job.persist != Persist::No;
+        if running {
+            // Gone from the store now, not when the worker reports: a crash
+            // in between must not bring a cancelled job back.
+            job.persist = Persist::No;
+            self.set_state(id, JobState::Cancelled);
+            // Reaped only when its worker reports; meanwhile a resubmission
+            // of its unique must make a new job, not wait on this dead one.
+            self.jobs.unindex_unique(id);
+            if stored {
+                self.effects.push(Effect::Store(StoreOp::Done(id)));
+            }
+        }
+        // Submitters still waiting for the store hear JOB_CREATED first, so
+        // the WORK_FAIL that follows names a handle they know.
+        for &c in &acks {
+            self.resolve_ack(c, id, Response::JobCreated(h.clone()));
+        }
+        for &c in &clients {
+            if let Some(conn) = self.conns.get_mut(&c.0) {
+                conn.waiting.remove(&id);
+            }
+            self.send(c, Response::WorkFail(h.clone()));
+        }
+        self.record(id, Step::Cancelled);
+        if !running
+            && self
+                .jobs
+                .get(id)
+                .is_some_and(|j| j.state != JobState::Cancelled)
+        {
+            self.finish(id, Outcome::Cancelled, Bytes::new());
+        }
+        tracing::info!(handle = %String::from_utf8_lossy(&h), "job cancelled by admin");
+    }
+
+    /// Queues dead jobs again, as `retry dead` does; how many.
     pub fn retry_dead_jobs(&mut self, which: &DeadSelect) -> usize {
-        let _ = which;
-        todo!()
+        match which {
+            DeadSelect::All => self.retry_dead(&DeadTarget::All, None),
+            DeadSelect::Function(f) => self.retry_dead(&DeadTarget::All, Some(f)),
+            DeadSelect::Handles(hs) => hs
+                .iter()
+                .map(|h| self.retry_dead(&DeadTarget::Handle(h.clone()), None))
+                .sum(),
+        }
     }
 
-    /// Forgets dead jobs; how many.
+    /// Forgets dead jobs, as `drop dead` does; how many.
     pub fn drop_dead_jobs(&mut self, which: &DeadSelect) -> usize {
-        let _ = which;
-        todo!()
+        match which {
+            DeadSelect::All => self.drop_dead(&DeadTarget::All, None),
+            DeadSelect::Function(f) => self.drop_dead(&DeadTarget::All, Some(f)),
+            DeadSelect::Handles(hs) => hs
+                .iter()
+                .map(|h| self.drop_dead(&DeadTarget::Handle(h.clone()), None))
+                .sum(),
+        }
     }
 
-    /// Pauses or resumes a function (a new name is created paused, as `pause F`).
+    /// Pauses or resumes a function, as `pause F` / `resume F` (a new name
+    /// is created paused; a new name with a control byte is refused as
+    /// [`ControlError::UnknownFunction`]). A resume wakes its sleeping
+    /// workers if it has work.
     pub fn set_paused(&mut self, name: &[u8], paused: bool) -> Result<(), ControlError> {
-        let _ = (name, paused);
-        todo!()
+        if escape::has_control(name) && !self.func_index.contains_key(name) {
+            return Err(ControlError::UnknownFunction);
+        }
+        let id = self.function_id(name);
+        let Some(f) = self.func_mut(id) else {
+            return Err(ControlError::UnknownFunction);
+        };
+        let was = std::mem::replace(&mut f.paused, paused);
+        if was && !paused && f.has_queued() {
+            self.wake_sleepers(id);
+        }
+        tracing::info!(function = %String::from_utf8_lossy(name), paused, "function paused or resumed by admin");
+        Ok(())
     }
 }

@@ -105,20 +105,23 @@ impl Core {
             // record replaces the earlier, as it always has.
             let _ = self.jobs.remove(s.id);
             let payload = Payload::new(s.unique, s.data);
-            self.insert_job(Job {
-                id: s.id,
-                payload: payload.bytes,
-                unique_len: payload.unique_len,
-                created: s.created_ms,
-                clients: ConnList::Empty,
-                extra,
-                func: func as u32,
-                retries: s.attempts,
-                priority: s.priority,
-                background: true,
-                state: JobState::Pending,
-                persist: Persist::Yes,
-            });
+            self.insert_job(
+                Job {
+                    id: s.id,
+                    payload: payload.bytes,
+                    unique_len: payload.unique_len,
+                    created: s.created_ms,
+                    clients: ConnList::Empty,
+                    extra,
+                    func: func as u32,
+                    retries: s.attempts,
+                    priority: s.priority,
+                    background: true,
+                    state: JobState::Pending,
+                    persist: Persist::Yes,
+                },
+                false,
+            );
             let retry_at = s.due_ms.filter(|&d| d > now && s.attempts > 0);
             self.release(s.id, now);
             if let Some(at) = retry_at {

@@ -81,6 +81,8 @@ pub struct Core {
     pub(crate) schedules: crate::schedule::Schedules,
     /// Report every transition as an [`Effect::Event`].
     pub(crate) events: bool,
+    /// What functions dropped since start did (the totals keep them).
+    pub(crate) dropped_stats: crate::metrics::FuncStats,
 }
 
 impl Core {
@@ -114,6 +116,7 @@ impl Core {
             now: 0,
             schedules: Default::default(),
             events: false,
+            dropped_stats: Default::default(),
         }
     }
 
@@ -204,7 +207,8 @@ impl Core {
         let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
         self.now = self.now.max(now);
         let fail = matches!(input, Input::Request(Request::WorkFail { .. }));
-        if !self.heard_from(conn, settles, fail) {
+        let admin = matches!(input, Input::Admin(_));
+        if !self.heard_from(conn, settles, fail, admin) {
             return;
         }
         match input {
@@ -221,7 +225,7 @@ impl Core {
     /// that request (most of a busy server's packets are these).
     pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
         self.now = self.now.max(now);
-        if self.heard_from(conn, false, false) {
+        if self.heard_from(conn, false, false, false) {
             self.submit(conn, s, now);
         }
     }
@@ -229,12 +233,18 @@ impl Core {
     /// Bookkeeping for any input from `conn`; false when the connection is
     /// unknown. Any packet proves a worker is alive: if it still sleeps
     /// (it sent something other than GRAB or PRE_SLEEP, which `settles`
-    /// the sleep state itself) it may be woken again.
-    fn heard_from(&mut self, conn: ConnId, settles: bool, work_fail: bool) -> bool {
+    /// the sleep state itself) it may be woken again. `admin`: a text line
+    /// (the connection's role in the overview).
+    fn heard_from(&mut self, conn: ConnId, settles: bool, work_fail: bool, admin: bool) -> bool {
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return false;
         };
         c.last_seen = self.now;
+        if admin {
+            c.admin = true;
+        } else {
+            c.binary = true;
+        }
         if !work_fail {
             // Only a WORK_FAIL right after it pairs with a WORK_EXCEPTION.
             c.after_exception = None;

@@ -39,6 +39,8 @@ pub struct Function {
     pub policy: Option<Arc<Policy>>,
     /// `pause F`: jobs are queued but not handed out.
     pub paused: bool,
+    /// Counters and latencies since the server started.
+    pub stats: crate::metrics::FuncStats,
 }
 
 impl Function {

@@ -7,7 +7,7 @@
 //! costs four bytes. Pages that empty at the old end are dropped as the
 //! window moves on.
 //!
-//! Ids that do not fit that pattern go to a hash map on the side, so the
+//! Ids that do not fit that pattern go to an ordered map on the side, so the
 //! window's memory always stays within a small multiple of its entries:
 //! - stragglers (an epoch job due tomorrow, a job a worker holds for hours)
 //!   would keep sparse pages alive at the old end; once the window's pages
@@ -17,10 +17,12 @@
 //!   entries move to the side map and the window starts over at the new id.
 //!
 //! An id lives in exactly one of the two; lookups try the window first.
+//! Both are ordered, so [`IdIndex::walk`] lists ids in order a page at a
+//! time (the HTTP API's job listing) without a sort of the whole table.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
-use crate::ids::{IdMap, JobId};
+use crate::ids::JobId;
 
 /// Ids per page.
 pub const SPAN: usize = 512;
@@ -45,7 +47,18 @@ pub struct IdIndex {
     /// Entries in the window.
     live: usize,
     /// Entries outside the window.
-    side: IdMap<JobId, u32>,
+    side: BTreeMap<JobId, u32>,
+}
+
+/// How an ordered walk ([`IdIndex::walk`]) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// Every id from the start on was visited.
+    End,
+    /// The visitor asked to stop after this id.
+    Stopped(JobId),
+    /// The budget ran out: every id below this one was visited.
+    Budget(JobId),
 }
 
 fn split(id: JobId) -> (u64, usize) {
@@ -215,6 +228,87 @@ impl IdIndex {
         self.live_pages -= 1;
     }
 
+    /// Visits the ids from `start` on, in ascending order, with their
+    /// slots, until `visit` returns false or about `budget` slots were
+    /// looked at (a whole page of [`SPAN`] ids at least, so it always moves).
+    pub fn walk(
+        &self,
+        start: JobId,
+        budget: usize,
+        mut visit: impl FnMut(JobId, u32) -> bool,
+    ) -> Walk {
+        let mut cursor = start;
+        let mut spent = 0usize;
+        let mut chunk: Vec<(JobId, u32)> = Vec::new();
+        loop {
+            let Some((page, skipped)) = self.next_page_from(cursor) else {
+                return Walk::End;
+            };
+            spent += skipped;
+            let lo = cursor.max(page * SPAN as u64);
+            // `None`: the last page of the id line.
+            let hi = (page + 1).checked_mul(SPAN as u64);
+            chunk.clear();
+            if let Some(p) = self.page(page) {
+                let first = page * SPAN as u64;
+                let from = (lo - first) as usize;
+                for (i, &at) in p.at.iter().enumerate().skip(from) {
+                    if at != NONE {
+                        chunk.push((first + i as u64, at));
+                    }
+                }
+                spent += SPAN;
+            }
+            let side = match hi {
+                Some(hi) => self.side.range(lo..hi),
+                None => self.side.range(lo..),
+            };
+            for (&id, &at) in side {
+                chunk.push((id, at));
+                spent += 1;
+            }
+            chunk.sort_unstable_by_key(|&(id, _)| id);
+            for &(id, at) in &chunk {
+                if !visit(id, at) {
+                    return Walk::Stopped(id);
+                }
+            }
+            let Some(hi) = hi else {
+                return Walk::End;
+            };
+            cursor = hi;
+            if spent >= budget {
+                return Walk::Budget(cursor);
+            }
+        }
+    }
+
+    /// The first page number, at or after `cursor`'s, that holds an entry
+    /// (in the window or aside), and how many empty window pages it skipped.
+    fn next_page_from(&self, cursor: JobId) -> Option<(u64, usize)> {
+        let (page, _) = split(cursor);
+        let aside = self.side.range(cursor..).next().map(|(&id, _)| split(id).0);
+        let from = usize::try_from(page.saturating_sub(self.base)).unwrap_or(usize::MAX);
+        let mut skipped = 0;
+        let mut window = None;
+        for (k, p) in self.pages.iter().enumerate().skip(from) {
+            let n = self.base + k as u64;
+            if aside.is_some_and(|a| a <= n) {
+                break;
+            }
+            if p.is_some() {
+                window = Some(n.max(page));
+                break;
+            }
+            skipped += 1;
+        }
+        let next = match (window, aside) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        next.map(|n| (n, skipped))
+    }
+
     /// Bytes the window's pages take (for tests of its bounds).
     #[cfg(test)]
     fn window_bytes(&self) -> usize {
@@ -287,6 +381,48 @@ mod tests {
         Get(u64),
     }
 
+    /// Every id of the index in order, in walks of a small budget.
+    fn walked(ix: &IdIndex, budget: usize) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        loop {
+            match ix.walk(start, budget, |id, at| {
+                out.push((id, at));
+                out.len() % 7 != 0
+            }) {
+                Walk::End => return out,
+                Walk::Stopped(id) => match id.checked_add(1) {
+                    Some(n) => start = n,
+                    None => return out,
+                },
+                Walk::Budget(next) => start = next,
+            }
+        }
+    }
+
+    #[test]
+    fn walks_visit_window_and_side_in_order_once() {
+        let mut ix = IdIndex::default();
+        ix.insert(1, 7);
+        for id in 2..20_000u64 {
+            ix.insert(id, 0);
+            if id % 100 != 0 {
+                ix.remove(id);
+            }
+        }
+        ix.insert(1 << 40, 1);
+        ix.insert(u64::MAX, 2);
+        let ids: Vec<u64> = walked(&ix, 1).into_iter().map(|(id, _)| id).collect();
+        let mut want: Vec<u64> = std::iter::once(1)
+            .chain((100..20_000).step_by(100))
+            .chain([1 << 40, u64::MAX])
+            .collect();
+        want.sort_unstable();
+        assert_eq!(ids, want);
+        // A bounded walk stops and says where to go on.
+        assert!(matches!(ix.walk(0, 1, |_, _| true), Walk::Budget(_)));
+    }
+
     fn id() -> impl Strategy<Value = u64> {
         prop_oneof![
             0u64..4096,
@@ -331,6 +467,9 @@ mod tests {
             for (id, at) in &model {
                 prop_assert_eq!(ix.get(*id), Some(*at));
             }
+            let mut sorted: Vec<(u64, u32)> = model.into_iter().collect();
+            sorted.sort_unstable();
+            prop_assert_eq!(walked(&ix, 600), sorted);
         }
 
         /// The pattern a busy server makes: ids handed out in order (with

@@ -56,7 +56,7 @@ impl Core {
     }
 
     /// A kept or dead job by its handle.
-    fn find_retained(&self, handle: &[u8]) -> Option<&Finished> {
+    pub(crate) fn find_retained(&self, handle: &[u8]) -> Option<&Finished> {
         let r = &self.retained;
         let by_id = |id: JobId| {
             r.kept
@@ -83,18 +83,7 @@ impl Core {
             return text::ERR_UNKNOWN_JOB_SHOW.to_vec();
         };
         let track = self.tracked.get(&id);
-        let running = matches!(job.state, JobState::Running | JobState::Cancelled);
-        let state = match job.state {
-            JobState::Pending | JobState::Queued => "queued",
-            JobState::Scheduled if track.is_some_and(|t| t.retry_at.is_some()) => "retrying",
-            JobState::Scheduled => "scheduled",
-            JobState::Running => "running",
-            JobState::Cancelled => "cancelled",
-        };
-        let attempts = match track {
-            Some(t) => t.attempts,
-            None => job.retries + u32::from(running),
-        };
+        let (state, attempts) = self.live_state(job);
         let worker_name = self
             .running
             .get(&id)
@@ -123,6 +112,25 @@ impl Core {
         render(&view)
     }
 
+    /// A live job's state word and runs started, as `show job` and the
+    /// HTTP API give them.
+    pub(crate) fn live_state(&self, job: &crate::job::Job) -> (&'static str, u32) {
+        let track = self.tracked.get(&job.id);
+        let running = matches!(job.state, JobState::Running | JobState::Cancelled);
+        let state = match job.state {
+            JobState::Pending | JobState::Queued => "queued",
+            JobState::Scheduled if track.is_some_and(|t| t.retry_at.is_some()) => "retrying",
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Cancelled => "cancelled",
+        };
+        let attempts = match track {
+            Some(t) => t.attempts,
+            None => job.retries + u32::from(running),
+        };
+        (state, attempts)
+    }
+
     /// `show dead [F]`: `HANDLE\tFUNCTION\tATTEMPTS\tDIED_AT\tERROR` per job.
     pub(crate) fn show_dead(&self, function: Option<&[u8]>) -> Vec<u8> {
         let mut out = Vec::new();
@@ -148,10 +156,7 @@ impl Core {
     /// HELD and FUNCTIONS are space-separated lists (`-` when empty).
     pub(crate) fn show_workers(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for c in self.conns_in_order() {
-            if c.abilities.is_empty() && c.held.is_empty() {
-                continue;
-            }
+        for c in self.conns_in_order().filter(|c| c.is_worker()) {
             let _ = write!(out, "{}\t", c.info.fd);
             escape::push_field(&mut out, c.info.ip.as_bytes(), Sep::Tab);
             out.push(b'\t');

@@ -273,6 +273,8 @@ pub struct Run {
     pub numerator: u32,
     /// Last WORK_STATUS denominator.
     pub denominator: u32,
+    /// When the worker grabbed it (the run-time histogram).
+    pub started: Millis,
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use crate::id_index::IdIndex;
+use crate::id_index::{IdIndex, Walk};
 use crate::ids::{FuncId, JobId};
 use crate::job::{Job, UniqueKey};
 
@@ -117,6 +117,14 @@ impl Jobs {
             Slot::Full(job) => Some(job),
             Slot::Free(_) => None,
         })
+    }
+
+    /// Visits jobs from id `start` on, in id order, until `visit` returns
+    /// false or about `budget` index slots were looked at ([`IdIndex::walk`]).
+    pub fn walk(&self, start: JobId, budget: usize, mut visit: impl FnMut(&Job) -> bool) -> Walk {
+        let pages = &self.pages;
+        self.by_id
+            .walk(start, budget, |_, at| visit(indexed(pages, at)))
     }
 
     fn unique_hash(&self, unique: &[u8]) -> u64 {

@@ -31,8 +31,8 @@
 
 pub mod admin;
 pub mod config;
-pub mod control;
 pub mod conn;
+pub mod control;
 pub mod cron;
 pub mod durable;
 pub mod effect;

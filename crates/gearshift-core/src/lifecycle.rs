@@ -278,8 +278,12 @@ impl Core {
     /// ends it: clients hear WORK_FAIL (or the exception, if they asked for
     /// exceptions), a background job under a policy goes to the dead set.
     pub(crate) fn run_failed(&mut self, id: JobId, reason: Reason, detail: Bytes, handle: Bytes) {
+        self.end_run(id);
         if self.reaped_if_cancelled(id) {
             return;
+        }
+        if let Some(s) = self.stats_of(id) {
+            s.failed[reason as usize] += 1;
         }
         let Some(job) = self.jobs.get(id) else {
             return;
@@ -372,6 +376,9 @@ impl Core {
         job.retries = job.retries.saturating_add(1);
         job.extra.get_or_insert_with(Box::<JobExtra>::default).due = Some(at);
         let (attempts, stored) = (job.retries, job.persist != Persist::No);
+        if let Some(s) = self.stats_of(id) {
+            s.retried += 1;
+        }
         self.set_state(id, JobState::Scheduled);
         self.timers.push(Reverse((at, Timer::Due(id))));
         if stored {
@@ -409,6 +416,7 @@ impl Core {
         };
         match job.state {
             JobState::Cancelled => {
+                self.end_run(id);
                 self.reaped_if_cancelled(id);
                 return;
             }
@@ -422,6 +430,11 @@ impl Core {
             let handle = self.handle_of(id);
             self.run_failed(id, reason, Bytes::from_static(why.as_bytes()), handle);
             return;
+        }
+        // gearmand's requeue: the run failed for `reason`.
+        self.end_run(id);
+        if let Some(s) = self.stats_of(id) {
+            s.failed[reason as usize] += 1;
         }
         let Some(job) = self.jobs.get_mut(id) else {
             return;
@@ -452,6 +465,9 @@ impl Core {
             return;
         }
         tracing::info!(handle = %self.handle_text(id), retries, "requeueing job: {why}");
+        if let Some(s) = self.stats_of(id) {
+            s.retried += 1;
+        }
         self.release_worker(id);
         self.record(id, Step::Requeued(why));
         self.enqueue(id, true);
@@ -459,11 +475,28 @@ impl Core {
 
     /// A worker that holds `id` reported WORK_COMPLETE.
     pub(crate) fn run_completed(&mut self, id: JobId, result: Bytes) {
+        self.end_run(id);
         if self.reaped_if_cancelled(id) {
             return;
         }
+        if let Some(s) = self.stats_of(id) {
+            s.completed += 1;
+        }
         self.record(id, Step::Completed(result.len()));
         self.finish(id, Outcome::Completed, result);
+    }
+
+    /// A worker's run of a job ends (whatever the outcome): its length goes
+    /// into the function's run histogram. Called once per run, before the
+    /// run leaves the running table.
+    fn end_run(&mut self, id: JobId) {
+        let Some(started) = self.running.get(&id).map(|r| r.started) else {
+            return;
+        };
+        let ms = self.now.saturating_sub(started);
+        if let Some(s) = self.stats_of(id) {
+            s.run.observe(ms);
+        }
     }
 
     /// Counts a finished run on the worker that held it.

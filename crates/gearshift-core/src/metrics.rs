@@ -24,13 +24,31 @@ pub struct Histogram {
 impl Histogram {
     /// Records one observation.
     pub fn observe(&mut self, ms: Millis) {
-        let _ = ms;
-        todo!()
+        self.count += 1;
+        self.sum_ms = self.sum_ms.saturating_add(ms);
+        // Past the last bound it is only in `count` (Prometheus' `+Inf`).
+        if let Some(i) = BUCKETS_MS.iter().position(|&b| ms <= b) {
+            self.buckets[i] += 1;
+        }
     }
 
     /// Cumulative counts per bound, as Prometheus wants them.
     pub fn cumulative(&self) -> [u64; BUCKETS_MS.len()] {
-        todo!()
+        let mut out = self.buckets;
+        for i in 1..out.len() {
+            out[i] += out[i - 1];
+        }
+        out
+    }
+
+    /// Adds another histogram's observations (a dropped function's, into
+    /// the server's totals).
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum_ms = self.sum_ms.saturating_add(other.sum_ms);
     }
 }
 
@@ -53,4 +71,57 @@ pub struct FuncStats {
     pub wait: Histogram,
     /// Started to ended (result or failure).
     pub run: Histogram,
+}
+
+impl FuncStats {
+    /// Failed runs of every reason.
+    pub fn failed_total(&self) -> u64 {
+        self.failed.iter().sum()
+    }
+
+    /// Adds another function's figures (see [`Histogram::merge`]).
+    pub fn merge(&mut self, other: &FuncStats) {
+        self.submitted += other.submitted;
+        self.completed += other.completed;
+        for (a, b) in self.failed.iter_mut().zip(other.failed) {
+            *a += b;
+        }
+        self.retried += other.retried;
+        self.wait.merge(&other.wait);
+        self.run.merge(&other.run);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_hold_each_observation_once_and_add_up() {
+        let mut h = Histogram::default();
+        for ms in [0, 1, 2, 50, 51, 300_000, 300_001] {
+            h.observe(ms);
+        }
+        assert_eq!(h.count, 7);
+        assert_eq!(h.sum_ms, 600_105);
+        assert_eq!(h.buckets[0], 2, "0 and 1 ms are at or below 1");
+        assert_eq!(h.buckets[1], 1);
+        assert_eq!(h.buckets[4], 1, "50 ms is in the 50 bucket");
+        assert_eq!(h.buckets[5], 1, "51 ms is in the 100 bucket");
+        assert_eq!(h.buckets[13], 1);
+        let c = h.cumulative();
+        assert_eq!(c[0], 2);
+        assert_eq!(c[5], 5);
+        assert_eq!(c[13], 6, "past the last bound only +Inf counts it");
+        let mut sum = FuncStats::default();
+        let one = FuncStats {
+            run: h,
+            failed: [1, 0, 2, 0],
+            ..FuncStats::default()
+        };
+        sum.merge(&one);
+        sum.merge(&one);
+        assert_eq!(sum.failed_total(), 6);
+        assert_eq!(sum.run.count, 14);
+    }
 }

@@ -14,7 +14,7 @@ use gearshift_proto::Priority;
 
 use crate::effect::{Effect, StoreOp, StoredKept};
 use crate::engine::Core;
-use crate::ids::{IdMap, JobId};
+use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::lifecycle::{Event, Step, Track};
 use crate::Millis;
@@ -127,8 +127,9 @@ impl Finished {
 /// Finished and dead jobs with their expiry order.
 #[derive(Debug, Default)]
 pub struct Retained {
-    /// Finished jobs kept queryable.
-    pub kept: IdMap<JobId, Box<Finished>>,
+    /// Finished jobs kept queryable, by handle number (ordered, so the
+    /// HTTP API pages through them).
+    pub kept: BTreeMap<JobId, Box<Finished>>,
     kept_expiry: BinaryHeap<Reverse<(Millis, JobId)>>,
     /// Bytes the kept records hold, as [`Finished::cost`] counts them.
     pub kept_bytes: usize,
@@ -446,24 +447,27 @@ impl Core {
                 due: None,
             })
         });
-        self.insert_job(Job {
-            id,
-            payload: payload.bytes,
-            unique_len: payload.unique_len,
-            created: rec.created,
-            clients: ConnList::Empty,
-            extra,
-            func: func as u32,
-            retries: 0,
-            priority: rec.priority,
-            background: true,
-            state: JobState::Pending,
-            persist: if rec.stored {
-                Persist::Yes
-            } else {
-                Persist::No
+        self.insert_job(
+            Job {
+                id,
+                payload: payload.bytes,
+                unique_len: payload.unique_len,
+                created: rec.created,
+                clients: ConnList::Empty,
+                extra,
+                func: func as u32,
+                retries: 0,
+                priority: rec.priority,
+                background: true,
+                state: JobState::Pending,
+                persist: if rec.stored {
+                    Persist::Yes
+                } else {
+                    Persist::No
+                },
             },
-        });
+            false,
+        );
         if rec.stored {
             self.effects.push(Effect::Store(StoreOp::Retry {
                 id,

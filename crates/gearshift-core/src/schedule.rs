@@ -293,20 +293,23 @@ impl Core {
         self.next_job = self.next_job.saturating_add(1);
         self.reserve_ahead();
         let payload = Payload::new(unique, data);
-        self.insert_job(Job {
-            id,
-            payload: payload.bytes,
-            unique_len: payload.unique_len,
-            created: self.now,
-            clients: ConnList::Empty,
-            extra: None,
-            func: func as u32,
-            retries: 0,
-            priority,
-            background: true,
-            state: JobState::Pending,
-            persist: Persist::No,
-        });
+        self.insert_job(
+            Job {
+                id,
+                payload: payload.bytes,
+                unique_len: payload.unique_len,
+                created: self.now,
+                clients: ConnList::Empty,
+                extra: None,
+                func: func as u32,
+                retries: 0,
+                priority,
+                background: true,
+                state: JobState::Pending,
+                persist: Persist::No,
+            },
+            true,
+        );
         if self.reports(func) {
             self.record(id, crate::lifecycle::Step::Queued);
         }

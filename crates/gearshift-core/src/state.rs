@@ -1,6 +1,6 @@
 //! The one place a job enters the table, changes state or leaves it: the
 //! function's counters (`total`, `queued[p]`, `scheduled`, `running`) move
-//! here and nowhere else, so they always equal a recount of the jobs
+//! here and nowhere else (and `stats.submitted` with a new job), so they always equal a recount of the jobs
 //! (`invariants.rs` checks it). Queue order, timers, the store and the
 //! clients are the callers' business; this file only keeps the books.
 
@@ -8,6 +8,7 @@ use crate::engine::Core;
 use crate::function::Function;
 use crate::ids::JobId;
 use crate::job::{Job, JobState};
+use crate::metrics::FuncStats;
 
 /// Adds (`+1`) or takes away (`-1`) a job in `state` of priority `p`.
 fn count(f: &mut Function, state: JobState, p: usize, add: bool) {
@@ -21,14 +22,22 @@ fn count(f: &mut Function, state: JobState, p: usize, add: bool) {
 }
 
 impl Core {
-    /// Puts a new job in the table, counted in the state it starts in.
-    pub(crate) fn insert_job(&mut self, job: Job) {
+    /// Puts a job in the table, counted in the state it starts in; a
+    /// `submitted` one (not restored or revived) also in the function's stats.
+    pub(crate) fn insert_job(&mut self, job: Job, submitted: bool) {
         let (func, state, p) = (job.func(), job.state, job.priority.index());
         self.jobs.insert(job);
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
+            f.stats.submitted += u64::from(submitted);
             count(f, state, p, true);
         }
+    }
+
+    /// The stats of a job's function.
+    pub(crate) fn stats_of(&mut self, id: JobId) -> Option<&mut FuncStats> {
+        let func = self.jobs.get(id)?.func();
+        self.func_mut(func).map(|f| &mut f.stats)
     }
 
     /// Moves a job to `to`; returns the state it left (`None`: no such job).

@@ -135,24 +135,27 @@ impl Core {
         } else {
             JobState::Queued
         };
-        self.insert_job(Job {
-            id,
-            payload: payload.bytes,
-            unique_len: payload.unique_len,
-            created: now,
-            clients: if background {
-                ConnList::Empty
-            } else {
-                ConnList::One(conn)
+        self.insert_job(
+            Job {
+                id,
+                payload: payload.bytes,
+                unique_len: payload.unique_len,
+                created: now,
+                clients: if background {
+                    ConnList::Empty
+                } else {
+                    ConnList::One(conn)
+                },
+                extra,
+                func: func as u32,
+                retries: 0,
+                priority,
+                background,
+                state,
+                persist: Persist::No,
             },
-            extra,
-            func: func as u32,
-            retries: 0,
-            priority,
-            background,
-            state,
-            persist: Persist::No,
-        });
+            true,
+        );
         if !background {
             if let Some(c) = self.conns.get_mut(&conn.0) {
                 c.waiting.insert(id);

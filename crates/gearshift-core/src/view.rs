@@ -3,14 +3,19 @@
 //! its history, workers, the dead set, schedules and running totals. A page
 //! reads a bounded number of jobs, so no request holds the core for long.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use gearshift_proto::Priority;
 
 use crate::engine::Core;
+use crate::id_index::Walk;
+use crate::ids::JobId;
+use crate::job::Job;
 use crate::lifecycle::Event;
 use crate::policy::Policy;
+use crate::retained::{Finished, Outcome};
 use crate::Millis;
 
 /// Most jobs a page returns.
@@ -236,39 +241,306 @@ pub struct Totals {
 impl Core {
     /// Every function, by name.
     pub fn functions_view(&self) -> Vec<FunctionView> {
-        todo!()
+        let mut dead: HashMap<&[u8], u64> = HashMap::new();
+        for f in self.retained.dead.values() {
+            *dead.entry(&f.function[..]).or_default() += 1;
+        }
+        let mut out: Vec<FunctionView> = self
+            .funcs
+            .iter()
+            .flatten()
+            .map(|f| FunctionView {
+                name: f.name.clone(),
+                queued: f.queued,
+                scheduled: f.scheduled,
+                running: f.running,
+                workers: f.workers,
+                paused: f.paused,
+                policy: f.policy.clone(),
+                stats: f.stats,
+                dead: dead.get(&f.name[..]).copied().unwrap_or(0),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
-    /// A page of live (or kept) jobs.
+    /// A page of live (or kept) jobs, by id. Live jobs are walked in id
+    /// order through the id index ([`crate::jobs::Jobs::walk`]), kept ones
+    /// through their ordered map; either way a page looks at about
+    /// [`MAX_SCAN`] entries at most, so it may come back short with `next`
+    /// set. `state: None` lists the live jobs (kept results only with
+    /// [`StateFilter::Finished`]).
     pub fn jobs_page(&self, q: &JobQuery) -> JobPage {
-        let _ = q;
-        todo!()
+        let limit = page_limit(q.limit);
+        let Some(start) = start_after(q.after) else {
+            return JobPage::default();
+        };
+        if q.state == Some(StateFilter::Finished) {
+            return self.kept_page(q.function.as_deref(), limit, start);
+        }
+        let func = match &q.function {
+            Some(name) => match self.func_index.get(&name[..]) {
+                Some(&f) => Some(f),
+                None => return JobPage::default(),
+            },
+            None => None,
+        };
+        let mut jobs = Vec::new();
+        let walk = self.jobs.walk(start, MAX_SCAN, |job| {
+            if func.is_some_and(|f| f != job.func()) {
+                return true;
+            }
+            let (state, attempts) = self.live_state(job);
+            if q.state.is_some_and(|want| want.word() != state) {
+                return true;
+            }
+            jobs.push(self.live_summary(job, state, attempts));
+            jobs.len() < limit
+        });
+        let next = match walk {
+            Walk::End => None,
+            Walk::Stopped(id) => (id < JobId::MAX).then_some(id),
+            Walk::Budget(next) => Some(next - 1),
+        };
+        JobPage { jobs, next }
+    }
+
+    /// A page of kept results from id `start` on.
+    fn kept_page(&self, function: Option<&[u8]>, limit: usize, start: JobId) -> JobPage {
+        let mut page = JobPage::default();
+        for (n, (&id, f)) in self.retained.kept.range(start..).enumerate() {
+            if page.jobs.len() >= limit || n >= MAX_SCAN {
+                page.next = Some(id.saturating_sub(1));
+                break;
+            }
+            if function.is_none_or(|name| f.function[..] == *name) {
+                page.jobs.push(finished_summary(f));
+            }
+        }
+        page
+    }
+
+    /// A live job as a page shows it.
+    fn live_summary(&self, job: &Job, state: &'static str, attempts: u32) -> JobSummary {
+        let mut handle = Vec::new();
+        self.write_handle(&mut handle, job.id);
+        JobSummary {
+            handle: handle.into(),
+            function: self
+                .func(job.func())
+                .map(|f| f.name.clone())
+                .unwrap_or_default(),
+            unique: job.unique_bytes(),
+            priority: job.priority,
+            state,
+            background: job.background,
+            attempts,
+            created: job.created,
+            due: job.due(),
+            size: job.data().len(),
+        }
     }
 
     /// A live, kept or dead job by handle; its kept result if `with_result`.
     pub fn job_detail(&self, handle: &[u8], with_result: bool) -> Option<JobDetail> {
-        let _ = (handle, with_result);
-        todo!()
+        if let Some(job) = self.job_by_handle(handle).and_then(|id| self.jobs.get(id)) {
+            let (state, attempts) = self.live_state(job);
+            let track = self.tracked.get(&job.id);
+            let run = self.running.get(&job.id);
+            let holder = run.and_then(|r| self.conns.get(&r.worker.0));
+            return Some(JobDetail {
+                summary: self.live_summary(job, state, attempts),
+                started: run
+                    .map(|r| r.started)
+                    .or_else(|| track.and_then(|t| t.started)),
+                finished: None,
+                worker: holder
+                    .map(|c| c.label())
+                    .or_else(|| track.and_then(|t| t.worker.clone())),
+                error: track.and_then(|t| t.error.clone()),
+                result_size: 0,
+                progress: run
+                    .filter(|r| r.numerator != 0 || r.denominator != 0)
+                    .map(|r| (r.numerator, r.denominator)),
+                history: track.map(|t| t.history.clone()).unwrap_or_default(),
+                result: None,
+            });
+        }
+        let f = self.find_retained(handle)?;
+        let kept = f.outcome != Outcome::Dead;
+        Some(JobDetail {
+            summary: finished_summary(f),
+            started: f.started,
+            finished: Some(f.finished),
+            worker: f.worker.clone(),
+            error: f.error.clone(),
+            result_size: f.result.len(),
+            progress: None,
+            history: f.history.clone(),
+            result: (with_result && kept).then(|| f.result.clone()),
+        })
     }
 
-    /// Every connection that registered a function or holds a job.
+    /// Every connection that registered a function or holds a job, oldest
+    /// first (as `show workers`).
     pub fn workers_view(&self) -> Vec<WorkerView> {
-        todo!()
+        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(c) = self.conns.get(&id).filter(|c| c.is_worker()) else {
+                continue;
+            };
+            let running = c
+                .held
+                .iter()
+                .map(|&job| {
+                    let mut h = Vec::new();
+                    self.write_handle(&mut h, job);
+                    Bytes::from(h)
+                })
+                .collect();
+            out.push(WorkerView {
+                id,
+                fd: c.info.fd,
+                address: c.info.ip.clone(),
+                client_id: c.client_id.clone(),
+                connected: c.connected,
+                last_seen: c.last_seen,
+                jobs_done: c.jobs_done,
+                jobs_failed: c.jobs_failed,
+                running,
+                functions: c
+                    .abilities
+                    .iter()
+                    .filter_map(|a| self.func(a.func).map(|f| f.name.clone()))
+                    .collect(),
+            });
+        }
+        out
     }
 
-    /// A page of the dead set, optionally one function's.
+    /// A page of the dead set, optionally one function's, by id; looks at
+    /// [`MAX_SCAN`] entries at most.
     pub fn dead_page(&self, function: Option<&[u8]>, limit: usize, after: Option<u64>) -> DeadPage {
-        let _ = (function, limit, after);
-        todo!()
+        let limit = page_limit(limit);
+        let Some(start) = start_after(after) else {
+            return DeadPage::default();
+        };
+        let mut page = DeadPage::default();
+        for (n, (&id, f)) in self.retained.dead.range(start..).enumerate() {
+            if page.dead.len() >= limit || n >= MAX_SCAN {
+                page.next = Some(id.saturating_sub(1));
+                break;
+            }
+            if function.is_some_and(|name| f.function[..] != *name) {
+                continue;
+            }
+            page.dead.push(DeadView {
+                handle: f.handle.clone(),
+                function: f.function.clone(),
+                unique: f.unique.clone(),
+                attempts: f.attempts,
+                died: f.finished,
+                error: f.error.clone(),
+                size: f.data.len(),
+            });
+        }
+        page
     }
 
-    /// Every schedule.
+    /// Every schedule, by id.
     pub fn schedules_view(&self) -> Vec<ScheduleView> {
-        todo!()
+        self.schedules
+            .values()
+            .map(|s| ScheduleView {
+                id: s.id,
+                function: s.function.clone(),
+                when: s.when.clone(),
+                unique: s.unique.clone(),
+                priority: s.priority,
+                next: s.next,
+                from_config: s.from_config,
+            })
+            .collect()
     }
 
-    /// Server-wide counts.
+    /// Server-wide counts: the live functions' figures plus those of
+    /// functions dropped since start.
     pub fn totals(&self) -> Totals {
-        todo!()
+        let mut stats = self.dropped_stats;
+        let mut t = Totals {
+            dead: self.retained.dead.len() as u64,
+            ..Totals::default()
+        };
+        for f in self.funcs.iter().flatten() {
+            t.functions += 1;
+            t.queued += f.queued.iter().map(|&n| u64::from(n)).sum::<u64>();
+            t.scheduled += u64::from(f.scheduled);
+            t.running += u64::from(f.running);
+            t.workers += u64::from(f.workers);
+            stats.merge(&f.stats);
+        }
+        t.submitted = stats.submitted;
+        t.completed = stats.completed;
+        t.failed = stats.failed_total();
+        t.retried = stats.retried;
+        for c in self.conns.values() {
+            if c.is_worker() {
+                t.worker_conns += 1;
+            } else if c.admin && !c.binary {
+                t.admin_conns += 1;
+            } else {
+                t.client_conns += 1;
+            }
+        }
+        t
+    }
+}
+
+impl StateFilter {
+    /// The state word a job in this state shows.
+    pub fn word(self) -> &'static str {
+        match self {
+            StateFilter::Queued => "queued",
+            StateFilter::Scheduled => "scheduled",
+            StateFilter::Retrying => "retrying",
+            StateFilter::Running => "running",
+            StateFilter::Cancelled => "cancelled",
+            StateFilter::Finished => "finished",
+        }
+    }
+}
+
+/// A page's size: 0 means 100, never more than [`MAX_PAGE`].
+fn page_limit(limit: usize) -> usize {
+    match limit {
+        0 => 100,
+        n => n.min(MAX_PAGE),
+    }
+}
+
+/// The first id a page looks at (`None`: past the last possible id).
+fn start_after(after: Option<u64>) -> Option<JobId> {
+    match after {
+        Some(a) => a.checked_add(1),
+        None => Some(0),
+    }
+}
+
+/// A kept or dead job as a page shows it.
+fn finished_summary(f: &Finished) -> JobSummary {
+    JobSummary {
+        handle: f.handle.clone(),
+        function: f.function.clone(),
+        unique: f.unique.clone(),
+        priority: f.priority,
+        state: f.outcome.word(),
+        background: f.background,
+        attempts: f.attempts,
+        created: f.created,
+        due: None,
+        size: f.data.len(),
     }
 }

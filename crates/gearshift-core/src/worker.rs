@@ -177,6 +177,8 @@ impl Core {
             return;
         };
         let func = job.func();
+        // Waiting since it was submitted, or became due (epoch job, retry).
+        let waited = now.saturating_sub(job.created.max(job.due().unwrap_or(0)));
         let (data, unique) = (job.data_bytes(), job.unique_bytes());
         let reducer = match kind {
             GrabKind::All => job.reducer().cloned(),
@@ -192,12 +194,14 @@ impl Core {
                 assignment,
                 numerator: 0,
                 denominator: 0,
+                started: now,
             },
         );
         let handle = self.handle_of(id);
         let mut function = Bytes::new();
         let mut timeout = timeout;
-        if let Some(f) = self.func(func) {
+        if let Some(f) = self.func_mut(func) {
+            f.stats.wait.observe(waited);
             function = f.name.clone();
             if let Some(t) = f.policy.as_ref().and_then(|p| p.timeout) {
                 // The server's limit wins over the worker's CAN_DO_TIMEOUT.

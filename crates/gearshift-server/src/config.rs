@@ -52,6 +52,34 @@ pub struct ServerConfig {
     pub policies: Policies,
     /// Recurring jobs declared in the config file.
     pub schedules: Vec<ScheduleSpec>,
+    /// The HTTP listener (metrics, JSON API, events, dashboard); `None`: off.
+    pub http: Option<HttpConfig>,
+}
+
+/// Settings of the HTTP listener (docs/http.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Where to listen (port 0 picks a free one).
+    pub addr: SocketAddr,
+    /// The bearer token changes (and non-loopback reads) must carry.
+    pub token: Option<String>,
+    /// Let any peer read without the token.
+    pub public_read: bool,
+    /// Event batches an event-stream reader may fall behind before it is
+    /// dropped.
+    pub event_buffer: usize,
+}
+
+impl HttpConfig {
+    /// Listens on `addr`, no token, reads from loopback only.
+    pub fn new(addr: SocketAddr) -> Self {
+        HttpConfig {
+            addr,
+            token: None,
+            public_read: false,
+            event_buffer: crate::events::DEFAULT_CAPACITY,
+        }
+    }
 }
 
 /// What a config reload puts in force.
@@ -110,6 +138,7 @@ impl Default for ServerConfig {
             max_output: DEFAULT_MAX_OUTPUT,
             policies: Policies::default(),
             schedules: Vec::new(),
+            http: None,
         }
     }
 }

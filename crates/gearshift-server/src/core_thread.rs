@@ -40,6 +40,8 @@ pub enum ToCore {
     Finish(oneshot::Sender<()>),
     /// A config reload.
     Reload(Arc<Reload>),
+    /// A control call (the HTTP API).
+    Call(crate::control::Call),
     /// End at once (the server was dropped).
     Stop,
 }
@@ -101,6 +103,7 @@ pub fn run(mut hub: Hub, inbox: mpsc::Receiver<ToCore>, links: IoLinks) {
                     return;
                 }
                 ToCore::Reload(r) => hub.reload(&r, &mut outboxes),
+                ToCore::Call(c) => hub.call(c, &mut outboxes),
                 ToCore::Stop => return,
             }
             taken += 1;

@@ -18,7 +18,10 @@ use gearshift_proto::{Request, Response, SubmitInPlace};
 use tokio::sync::{watch, Notify};
 
 use crate::clock::Clock;
+use crate::control::Call;
+use crate::events::EventBus;
 use crate::store_task::{Commit, StoreTask};
+use gearshift_core::events::LiveEvent;
 
 /// One thing a connection did, as its I/O thread hands it to the hub.
 #[derive(Debug)]
@@ -114,6 +117,12 @@ pub struct Hub {
     /// The time of the current round's inputs, read once per round.
     now: Option<Millis>,
     signals: Signals,
+    /// Where live events go, while someone subscribes.
+    bus: Option<Arc<EventBus>>,
+    /// The core's events are on (someone subscribed at the last round's end).
+    events_on: bool,
+    /// This round's events, published as one batch by [`Hub::settle`].
+    event_batch: Vec<LiveEvent>,
 }
 
 impl Hub {
@@ -130,7 +139,24 @@ impl Hub {
             armed: None,
             now: None,
             signals,
+            bus: None,
+            events_on: false,
+            event_batch: Vec::new(),
         }
+    }
+
+    /// Publishes live events on `bus` while it has subscribers.
+    pub fn set_events(&mut self, bus: Arc<EventBus>) {
+        self.bus = Some(bus);
+    }
+
+    /// Runs a control call (the HTTP API) on the core and routes what it
+    /// produced. Call [`Hub::settle`] after it.
+    pub fn call(&mut self, call: Call, sink: &mut impl OutSink) {
+        self.sync_events();
+        self.core.set_now(self.clock.now());
+        call(&mut self.core);
+        self.route(sink);
     }
 
     /// Gives the core's store operations to `store`.
@@ -206,8 +232,15 @@ impl Hub {
 
     /// The time of this round's inputs, read once per round.
     fn round_now(&mut self) -> Millis {
-        let clock = self.clock;
-        *self.now.get_or_insert_with(|| clock.now())
+        match self.now {
+            Some(now) => now,
+            None => {
+                self.sync_events();
+                let now = self.clock.now();
+                self.now = Some(now);
+                now
+            }
+        }
     }
 
     fn run_input(&mut self, id: ConnId, input: Input, now: Millis) {
@@ -232,6 +265,7 @@ impl Hub {
 
     /// The store finished a group commit.
     pub fn commit(&mut self, commit: Commit, sink: &mut impl OutSink) {
+        self.sync_events();
         match commit {
             Commit::Stored(ids) => self.core.persisted(&ids, self.clock.now()),
             Commit::Failed(ids, why) => self.core.persist_failed(&ids, &why),
@@ -241,6 +275,7 @@ impl Hub {
 
     /// Fires the core's due timers.
     pub fn timer(&mut self, sink: &mut impl OutSink) {
+        self.sync_events();
         self.core.on_timeout(self.clock.now());
         self.armed = None;
         self.route(sink);
@@ -300,6 +335,7 @@ impl Hub {
     pub fn settle(&mut self, sink: &mut impl OutSink) {
         self.now = None;
         self.route(sink);
+        self.events_round();
         while !self.store_batch.is_empty() {
             let batch = std::mem::take(&mut self.store_batch);
             let Some(store) = &mut self.store else {
@@ -319,12 +355,32 @@ impl Hub {
                 self.signals.timer.notify_one();
             }
         }
+        self.events_round();
         if let Some(graceful) = self.draining {
             // A graceful stop also waits for the store's answer on
             // submissions it holds, so no stored job goes unacknowledged.
             if !graceful || (self.core.running_jobs() == 0 && self.core.awaiting_store() == 0) {
                 self.signals.done.notify_one();
             }
+        }
+    }
+
+    /// Publishes the round's events as one batch.
+    fn events_round(&mut self) {
+        let Some(bus) = &self.bus else { return };
+        if !self.event_batch.is_empty() {
+            bus.publish(std::mem::take(&mut self.event_batch));
+        }
+    }
+
+    /// Turns the core's events on or off as subscribers come and go: one
+    /// relaxed load at the start of a round.
+    fn sync_events(&mut self) {
+        let Some(bus) = &self.bus else { return };
+        let wanted = bus.wanted();
+        if wanted != self.events_on {
+            self.events_on = wanted;
+            self.core.set_lifecycle_events(wanted);
         }
     }
 
@@ -370,8 +426,11 @@ impl Hub {
                         again = true;
                     }
                     Effect::Store(op) => self.store_batch.push(op),
-                    // Lifecycle events stay off until something consumes them.
-                    Effect::Event(_) => {}
+                    Effect::Event(e) => {
+                        if self.events_on {
+                            self.event_batch.push(live(*e));
+                        }
+                    }
                     Effect::Shutdown { graceful } => {
                         self.draining = Some(graceful && self.draining != Some(false));
                         let _ = self.signals.stop_accepting.send(true);
@@ -385,5 +444,17 @@ impl Hub {
                 return;
             }
         }
+    }
+}
+
+/// The core's event as the bus carries it.
+fn live(e: gearshift_core::lifecycle::JobEvent) -> LiveEvent {
+    LiveEvent {
+        at: e.at,
+        kind: gearshift_core::events::EventKind::Job {
+            handle: e.handle,
+            function: e.function,
+            step: e.step,
+        },
     }
 }

@@ -60,6 +60,8 @@ pub enum ToIo {
     Finish(oneshot::Sender<()>),
     /// A config reload (single I/O thread).
     Reload(Arc<Reload>),
+    /// A control call (the HTTP API; single I/O thread).
+    Call(crate::control::Call),
     /// Close every socket and end the thread.
     Stop,
 }
@@ -252,6 +254,13 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
             let mut t = io.borrow_mut();
             if let Some((hub, peers)) = t.hub_and_sink() {
                 hub.reload(&r, peers);
+            }
+            t.pump(None);
+        }
+        ToIo::Call(c) => {
+            let mut t = io.borrow_mut();
+            if let Some((hub, peers)) = t.hub_and_sink() {
+                hub.call(c, peers);
             }
             t.pump(None);
         }

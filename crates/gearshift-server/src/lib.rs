@@ -22,8 +22,12 @@
 pub mod clock;
 pub mod config;
 pub mod connection;
+pub mod control;
 pub mod core_thread;
+pub mod events;
 pub mod handoff;
+pub mod histogram;
+pub mod http;
 pub mod hub;
 pub mod io_thread;
 pub mod peers;
@@ -41,7 +45,8 @@ use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 
-pub use config::{Reload, ServerConfig, StoreConfig};
+pub use config::{HttpConfig, Reload, ServerConfig, StoreConfig};
+pub use control::{Control, Stopped};
 use core_thread::{IoLinks, ToCore};
 use handoff::{Flow, OutSlot};
 use hub::{Hub, Signals};
@@ -78,6 +83,10 @@ pub struct Server {
     listeners: Vec<TcpListener>,
     core: Core,
     store: Option<Box<dyn Store>>,
+    /// The HTTP listener, if configured and bound.
+    http: Option<TcpListener>,
+    /// Group commit latencies of the store thread.
+    commit_latency: Arc<histogram::AtomicHistogram>,
     /// New policies for the running server ([`Server::reloader`]).
     reload: (ReloadTx, watch::Receiver<Option<Arc<Reload>>>),
 }
@@ -206,8 +215,24 @@ impl Server {
                 .map_err(|source| ServerError::Bind { addr, source })?;
             listeners.push(l);
         }
+        // Without HTTP the Gearman server still starts: the log says why.
+        let http = match &cfg.http {
+            Some(h) => match TcpListener::bind(h.addr).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot listen for HTTP on {}: {e}; serving without HTTP",
+                        h.addr
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
         let (reload_tx, reload_rx) = watch::channel(None);
         Ok(Server {
+            http,
+            commit_latency: Arc::default(),
             reload: (reload_tx, reload_rx),
             cfg,
             listeners,
@@ -229,6 +254,11 @@ impl Server {
             .collect()
     }
 
+    /// The bound HTTP address, if the HTTP listener is on.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
     /// Serves until `shutdown` resolves (a graceful stop: running jobs
     /// finish first) or an admin `shutdown` command is accepted. Dropping
     /// the future stops every thread at once, as a crash would.
@@ -243,6 +273,16 @@ impl Server {
             timer: Arc::new(Notify::new()),
         };
         let mut hub = Hub::new(self.core, signals);
+        let bus = self
+            .cfg
+            .http
+            .as_ref()
+            .filter(|_| self.http.is_some())
+            .map(|h| {
+                let bus = events::EventBus::new(h.event_buffer);
+                hub.set_events(bus.clone());
+                bus
+            });
         let prefix = hub.handle_prefix();
         let (core_tx, core_rx) = std::sync::mpsc::channel::<ToCore>();
         let mut inboxes = Vec::with_capacity(threads);
@@ -271,7 +311,7 @@ impl Server {
                     let _ = tx.send(ToCore::Commit(c));
                 })
             };
-            match StoreTask::spawn(store, deliver, sync_every) {
+            match StoreTask::spawn(store, deliver, sync_every, self.commit_latency.clone()) {
                 Ok(task) => hub.set_store(task),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start the store thread");
@@ -334,6 +374,31 @@ impl Server {
             core_tx.clone(),
         ));
         drop(self.reload);
+        let (http_stop, http_stop_rx) = watch::channel(false);
+        let http_task = match (self.http, &self.cfg.http, bus) {
+            (Some(listener), Some(hc), Some(bus)) => {
+                let control = if inline {
+                    Control::inline(inboxes[0].clone())
+                } else {
+                    Control::core(core_tx.clone())
+                };
+                let gearman = self
+                    .listeners
+                    .first()
+                    .and_then(|l| l.local_addr().ok())
+                    .map(http::loopback_of);
+                let ctx = http::Context {
+                    control,
+                    bus,
+                    auth: http::auth::Auth::new(hc.token.clone(), hc.public_read),
+                    commit_latency: self.commit_latency.clone(),
+                    gearman,
+                    max_body: self.cfg.max_packet_size,
+                };
+                Some(tokio::spawn(http::serve(listener, ctx, http_stop_rx)))
+            }
+            _ => None,
+        };
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
         let next_id = Arc::new(AtomicU64::new(0));
         let mut tasks = Vec::new();
@@ -357,6 +422,17 @@ impl Server {
                 let _ = core_tx.send(ToCore::Shutdown(true));
             }
             done.notified().await;
+        }
+        // HTTP ends with the server: event streams close, and requests
+        // still in flight get a moment to finish.
+        let _ = http_stop.send(true);
+        if let Some(mut t) = http_task {
+            if tokio::time::timeout(Duration::from_secs(2), &mut t)
+                .await
+                .is_err()
+            {
+                t.abort();
+            }
         }
         for t in &tasks {
             t.abort();

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::histogram::AtomicHistogram;
 use gearshift_core::{DeadInfo, JobId, StoreOp, StoredJob, StoredKept, StoredSchedule};
 use gearshift_proto::Priority;
 use gearshift_store::{DeadMark, JobRecord, KeptRecord, ScheduleRecord, Store};
@@ -120,6 +121,8 @@ pub struct StoreTask {
     /// Written since the last sync (set by either side).
     dirty: Arc<AtomicBool>,
     inline: bool,
+    /// Group commit latencies (`gearshift_store_commit_seconds`).
+    latency: Arc<AtomicHistogram>,
 }
 
 impl StoreTask {
@@ -130,15 +133,21 @@ impl StoreTask {
         store: Box<dyn Store>,
         deliver: Deliver,
         sync_every: Option<Duration>,
+        latency: Arc<AtomicHistogram>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
         let committer = Arc::new(Mutex::new(Committer::new(store)));
         let done = Arc::new(AtomicU64::new(0));
         let dirty = Arc::new(AtomicBool::new(false));
-        let (c, d, w) = (committer.clone(), done.clone(), dirty.clone());
+        let (c, d, w, l) = (
+            committer.clone(),
+            done.clone(),
+            dirty.clone(),
+            latency.clone(),
+        );
         let thread = std::thread::Builder::new()
             .name("gearshift-store".into())
-            .spawn(move || store_thread(rx, c, d, w, deliver, sync_every))?;
+            .spawn(move || store_thread(rx, c, d, w, l, deliver, sync_every))?;
         Ok(StoreTask {
             tx,
             thread,
@@ -147,6 +156,7 @@ impl StoreTask {
             done,
             dirty,
             inline: sync_every.is_some(),
+            latency,
         })
     }
 
@@ -160,7 +170,9 @@ impl StoreTask {
             .count();
         if self.inline && adds <= INLINE_MAX && self.done.load(Ordering::Acquire) == self.sent {
             if let Ok(mut committer) = self.committer.try_lock() {
+                let started = Instant::now();
                 let result = committer.commit([batch]);
+                self.latency.observe(started.elapsed());
                 self.dirty.store(true, Ordering::Release);
                 return Some(result);
             }
@@ -184,6 +196,7 @@ fn store_thread(
     committer: Arc<Mutex<Committer>>,
     done: Arc<AtomicU64>,
     dirty: Arc<AtomicBool>,
+    latency: Arc<AtomicHistogram>,
     mut deliver: Deliver,
     sync_every: Option<Duration>,
 ) {
@@ -212,7 +225,9 @@ fn store_thread(
             let n = batches.len() as u64;
             let result = {
                 let mut c = lock();
+                let started = Instant::now();
                 let result = c.commit(batches);
+                latency.observe(started.elapsed());
                 done.fetch_add(n, Ordering::Release);
                 result
             };

@@ -88,6 +88,65 @@ pub struct ServeArgs {
     /// Accepted for gearmand compatibility; round-robin is always on.
     #[arg(short = 'R', long, hide = true)]
     round_robin: bool,
+    /// HTTP listener (metrics, JSON API, dashboard; docs/http.md):
+    /// `ADDR:PORT`, or `off`. Default: the first -L address, Gearman port + 1
+    /// (port 0 with -p 0).
+    #[arg(long)]
+    http: Option<String>,
+    /// File whose first line is the token HTTP changes must carry.
+    #[arg(long)]
+    http_token_file: Option<PathBuf>,
+    /// Let any HTTP peer read (GET) without the token.
+    #[arg(long)]
+    http_public_read: bool,
+}
+
+/// The HTTP listener's settings from the flags; `None`: off.
+fn http_config(
+    args: &ServeArgs,
+    listen: &[SocketAddr],
+) -> Result<Option<gearshift_server::HttpConfig>, String> {
+    let addr = match args.http.as_deref() {
+        Some("off") => return Ok(None),
+        Some(a) => a
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve --http address {a:?}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("--http address {a:?} resolves to nothing"))?,
+        None => {
+            let Some(first) = listen.first() else {
+                return Ok(None);
+            };
+            let port = if first.port() == 0 {
+                0
+            } else {
+                first
+                    .port()
+                    .checked_add(1)
+                    .ok_or("the Gearman port is 65535: pass --http ADDR:PORT or --http off")?
+            };
+            SocketAddr::new(first.ip(), port)
+        }
+    };
+    let token = match &args.http_token_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --http-token-file {}: {e}", path.display()))?;
+            let token = text.lines().next().unwrap_or("").trim().to_owned();
+            if token.is_empty() {
+                return Err(format!(
+                    "--http-token-file {}: the first line is empty",
+                    path.display()
+                ));
+            }
+            Some(token)
+        }
+    };
+    let mut cfg = gearshift_server::HttpConfig::new(addr);
+    cfg.token = token;
+    cfg.public_read = args.http_public_read;
+    Ok(Some(cfg))
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -232,10 +291,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         None => Reload::default(),
     };
+    let listen = listen_addrs(&args)?;
+    let http = http_config(&args, &listen)?;
     let cfg = ServerConfig {
+        http,
         policies: jobs.policies,
         schedules: jobs.schedules,
-        listen: listen_addrs(&args)?,
+        listen,
         max_packet_size: args.max_packet_size,
         max_connections: args.max_connections,
         core,
@@ -270,6 +332,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let addrs = server.local_addrs();
         for a in &addrs {
             tracing::info!("listening on {a}");
+        }
+        if let Some(a) = server.http_addr() {
+            tracing::info!("http listening on {a}");
         }
         tracing::info!(io_threads = cfg_threads, "connection threads");
         if addrs.iter().all(|a| a.ip().is_loopback()) {

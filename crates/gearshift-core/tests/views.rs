@@ -1,0 +1,247 @@
+//! The HTTP API's read-only views on scripted scenarios: job pages across
+//! page boundaries (with function and state filters, and short pages when
+//! the scan budget runs out), one job wherever it lives, workers, the dead
+//! set and the server-wide totals.
+
+mod common;
+
+use bytes::Bytes;
+use common::policy::*;
+use common::{epoch_job, World};
+use gearshift_core::policy::Reason;
+use gearshift_core::view::{JobQuery, StateFilter, MAX_SCAN};
+
+/// Every page of a query, followed to the end: the handles, and how many
+/// pages it took.
+fn all_pages(w: &World, mut q: JobQuery) -> (Vec<Bytes>, usize) {
+    let mut out = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = w.core.jobs_page(&q);
+        pages += 1;
+        out.extend(page.jobs.into_iter().map(|j| j.handle));
+        match page.next {
+            Some(n) => q.after = Some(n),
+            None => return (out, pages),
+        }
+    }
+}
+
+#[test]
+fn job_pages_follow_ids_with_filters_and_never_skip_or_repeat() {
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    w.can_do(2, &["a"]);
+    let mut a = Vec::new();
+    let mut b_jobs = Vec::new();
+    for i in 0..25 {
+        a.push(w.bg(1, "a", "", &format!("{i}")));
+        b_jobs.push(w.bg(1, "b", "", &format!("{i}")));
+    }
+    // Three of a's jobs run.
+    let running: Vec<Bytes> = (0..3).map(|_| w.grab_job(2).0).collect();
+    let q = |function: Option<&str>, state: Option<StateFilter>| JobQuery {
+        function: function.map(|f| Bytes::copy_from_slice(f.as_bytes())),
+        state,
+        limit: 4,
+        after: None,
+    };
+    let (got, pages) = all_pages(&w, q(Some("a"), None));
+    assert_eq!(got, a);
+    assert!(pages >= 7, "4 per page: {pages}");
+    let (got, _) = all_pages(&w, q(Some("a"), Some(StateFilter::Queued)));
+    assert_eq!(got, a[3..]);
+    let (got, _) = all_pages(&w, q(None, Some(StateFilter::Running)));
+    assert_eq!(got, running);
+    let (got, _) = all_pages(&w, q(None, None));
+    assert_eq!(got.len(), 50);
+    let mut sorted = got.clone();
+    sorted.sort_by_key(|h| {
+        String::from_utf8_lossy(h)
+            .rsplit(':')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+    });
+    assert_eq!(got, sorted, "oldest first");
+    let page = w.core.jobs_page(&q(Some("nope"), None));
+    assert!(page.jobs.is_empty() && page.next.is_none());
+    // Limit 0 is 100; the summary says what the job is.
+    let page = w.core.jobs_page(&JobQuery {
+        function: Some(Bytes::from_static(b"b")),
+        ..JobQuery::default()
+    });
+    assert_eq!(page.jobs.len(), 25);
+    assert_eq!(page.next, None);
+    let j = &page.jobs[0];
+    assert_eq!(
+        (j.state, j.background, j.size, j.attempts),
+        ("queued", true, 1, 0)
+    );
+}
+
+#[test]
+fn a_page_stops_after_its_scan_budget_with_a_cursor_to_go_on() {
+    let mut w = World::new();
+    w.conn(1);
+    // Far more jobs than one page may look at; the one wanted is last.
+    let n = MAX_SCAN + 2_000;
+    for i in 0..n {
+        w.bg(1, "bulk", "", &format!("{i}"));
+    }
+    let last = w.bg(1, "rare", "", "x");
+    let q = JobQuery {
+        function: Some(Bytes::from_static(b"rare")),
+        ..JobQuery::default()
+    };
+    let first = w.core.jobs_page(&q);
+    assert!(first.jobs.is_empty(), "short page");
+    assert!(first.next.is_some());
+    let (got, pages) = all_pages(&w, q);
+    assert_eq!(got, [last]);
+    assert!(pages >= 2);
+}
+
+#[test]
+fn job_detail_finds_live_kept_and_dead_jobs() {
+    let mut w = setup(World::new(), "p", policy(1, &[]), &["p", "plain"]);
+    let live = w.bg(1, "plain", "u1", "data");
+    let (h, _) = w.grab_job(2);
+    assert_eq!(h, live);
+    w.now = 10;
+    w.req(
+        2,
+        gearshift_proto::Request::WorkStatus {
+            handle: h.clone(),
+            numerator: Bytes::from_static(b"1"),
+            denominator: Bytes::from_static(b"4"),
+        },
+    );
+    let d = w.core.job_detail(&live, false).expect("live");
+    assert_eq!(d.summary.state, "running");
+    assert_eq!(d.summary.unique, Bytes::from_static(b"u1"));
+    assert_eq!(d.progress, Some((1, 4)));
+    assert_eq!(d.started, Some(0));
+    assert!(d.history.is_empty(), "no policy, no history");
+    w.complete(2, &h, "r");
+
+    // Kept under the policy, with its result on request.
+    let kept = w.bg(1, "p", "", "k");
+    let (h, _) = w.grab_job(2);
+    w.complete(2, &h, "ok");
+    let d = w.core.job_detail(&kept, true).expect("kept");
+    assert_eq!(d.summary.state, "completed");
+    assert_eq!(d.result, Some(Bytes::from_static(b"ok")));
+    assert_eq!(d.result_size, 2);
+    assert_eq!(d.finished, Some(10));
+    let words: Vec<&str> = d.history.iter().map(|e| e.step.word()).collect();
+    assert_eq!(words, ["queued", "started", "completed"]);
+    assert_eq!(w.core.job_detail(&kept, false).expect("kept").result, None);
+    let page = w.core.jobs_page(&JobQuery {
+        state: Some(StateFilter::Finished),
+        ..JobQuery::default()
+    });
+    assert_eq!(page.jobs.len(), 1);
+    assert_eq!(page.jobs[0].handle, kept);
+
+    // Dead: one attempt, failed.
+    let dead = w.bg(1, "p", "", "d");
+    let (h, _) = w.grab_job(2);
+    w.fail(2, &h);
+    let d = w.core.job_detail(&dead, true).expect("dead");
+    assert_eq!(d.summary.state, "dead");
+    assert_eq!(d.result, None);
+    assert_eq!(d.summary.attempts, 1);
+    let dp = w.core.dead_page(Some(b"p"), 0, None);
+    assert_eq!(dp.dead.len(), 1);
+    assert_eq!(dp.dead[0].handle, dead);
+    assert_eq!(dp.dead[0].size, 1);
+    assert!(w.core.dead_page(Some(b"other"), 0, None).dead.is_empty());
+
+    assert!(w.core.job_detail(b"H:localhost:999", false).is_none());
+    assert!(w.core.job_detail(b"nonsense", false).is_none());
+}
+
+#[test]
+fn dead_pages_go_on_from_their_cursor() {
+    let mut w = setup(
+        World::new(),
+        "*",
+        policy(1, &[Reason::Timeout]),
+        &["f", "g"],
+    );
+    let mut dead = Vec::new();
+    for i in 0..5 {
+        let f = if i % 2 == 0 { "f" } else { "g" };
+        let h = w.bg(1, f, "", &format!("{i}"));
+        let (held, _) = w.grab_job(2);
+        w.fail(2, &held);
+        dead.push((f, h));
+    }
+    let mut got = Vec::new();
+    let mut after = None;
+    loop {
+        let page = w.core.dead_page(Some(b"f"), 1, after);
+        got.extend(page.dead.into_iter().map(|d| d.handle));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let want: Vec<Bytes> = dead
+        .iter()
+        .filter(|(f, _)| *f == "f")
+        .map(|(_, h)| h.clone())
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn scheduled_and_retrying_jobs_are_told_apart() {
+    let mut w = setup(World::new(), "p", policy(3, &[Reason::Fail]), &["p"]);
+    let later = w.submit(1, epoch_job("p", "", "x", 1_000));
+    let h = w.bg(1, "p", "", "y");
+    let (held, _) = w.grab_job(2);
+    assert_eq!(held, h);
+    w.fail(2, &held);
+    let state = |w: &World, s| {
+        w.core
+            .jobs_page(&JobQuery {
+                state: Some(s),
+                ..JobQuery::default()
+            })
+            .jobs
+            .into_iter()
+            .map(|j| j.handle)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(state(&w, StateFilter::Scheduled), [later]);
+    assert_eq!(state(&w, StateFilter::Retrying), [h]);
+    let fv = w.core.functions_view();
+    assert_eq!(fv.len(), 1);
+    assert_eq!(fv[0].scheduled, 2);
+    assert!(fv[0].policy.is_some());
+}
+
+#[test]
+fn workers_and_totals_sort_connections_by_role() {
+    let mut w = World::new();
+    w.conns(&[1, 2, 3, 4, 5]);
+    w.can_do(2, &["a"]);
+    w.can_do(3, &["a", "b"]);
+    w.admin(4, "status");
+    // 5 sends nothing; 1 submits.
+    let h = w.bg(1, "a", "", "x");
+    let (held, _) = w.grab_job(3);
+    assert_eq!(held, h);
+    w.admin(1, "status");
+    let workers = w.core.workers_view();
+    assert_eq!(workers.iter().map(|v| v.id).collect::<Vec<_>>(), [2, 3]);
+    assert_eq!(workers[1].running, [h]);
+    assert_eq!(
+        workers[1].functions,
+        [Bytes::from_static(b"b"), Bytes::from_static(b"a")]
+    );
+    let t = w.core.totals();
+    assert_eq!((t.worker_conns, t.admin_conns, t.client_conns), (2, 1, 2));
+    assert_eq!((t.running, t.queued, t.functions, t.workers), (1, 0, 2, 3));
+}

@@ -1,0 +1,173 @@
+//! `GET /api/v1/events`: the live events as Server-Sent Events, filtered
+//! per subscriber by function. A subscriber that falls behind the bus's
+//! bounded buffer gets a last `dropped` event and the stream ends; the
+//! server never waits for a reader.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{RawQuery, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use gearshift_core::events::{EventKind, LiveEvent, WorkerRef};
+use gearshift_core::lifecycle::Step;
+use serde_json::{json, Value};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
+
+use super::api::{lossy, query_pairs, step_detail};
+use crate::events::Subscription;
+
+/// How often an idle stream gets a comment line.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// An event's kind word and its JSON.
+pub fn event_json(e: &LiveEvent) -> (&'static str, Value) {
+    match &e.kind {
+        EventKind::Job {
+            handle,
+            function,
+            step,
+        } => {
+            let kind = match step {
+                Step::Queued => "created",
+                Step::Started(_) => "started",
+                Step::Failed(..) => "failed",
+                Step::RetryAt(_) => "retrying",
+                Step::Requeued(_) => "requeued",
+                Step::Completed(_) => "completed",
+                Step::Cancelled => "cancelled",
+                Step::Dead => "dead",
+                Step::Revived => "revived",
+            };
+            let mut v = json!({
+                "kind": kind, "at_ms": e.at, "handle": lossy(handle),
+                "function": lossy(function), "detail": step_detail(step),
+            });
+            if let (Step::RetryAt(t), Value::Object(m)) = (step, &mut v) {
+                m.insert("retry_at_ms".into(), json!(t));
+            }
+            (kind, v)
+        }
+        EventKind::Progress {
+            handle,
+            function,
+            numerator,
+            denominator,
+        } => (
+            "progress",
+            json!({
+                "kind": "progress", "at_ms": e.at, "handle": lossy(handle),
+                "function": lossy(function), "numerator": numerator, "denominator": denominator,
+            }),
+        ),
+        EventKind::WorkerJoined(w) => ("worker_joined", worker_json("worker_joined", e.at, w)),
+        EventKind::WorkerLeft(w) => ("worker_left", worker_json("worker_left", e.at, w)),
+    }
+}
+
+fn worker_json(kind: &str, at: u64, w: &WorkerRef) -> Value {
+    let functions: Vec<Value> = w.functions.iter().map(|f| lossy(f)).collect();
+    json!({
+        "kind": kind, "at_ms": at, "worker": lossy(&w.label), "address": w.address,
+        "functions": functions,
+    })
+}
+
+/// Which events a subscriber wants: none named, all; else events of the
+/// named functions, and worker events of workers that registered one.
+#[derive(Debug, Clone, Default)]
+pub struct Filter(Vec<Bytes>);
+
+impl Filter {
+    /// Whether `e` passes.
+    pub fn passes(&self, e: &LiveEvent) -> bool {
+        if self.0.is_empty() {
+            return true;
+        }
+        match &e.kind {
+            EventKind::Job { function, .. } | EventKind::Progress { function, .. } => {
+                self.0.contains(function)
+            }
+            EventKind::WorkerJoined(w) | EventKind::WorkerLeft(w) => {
+                w.functions.iter().any(|f| self.0.contains(f))
+            }
+        }
+    }
+}
+
+struct Reader {
+    sub: Subscription,
+    filter: Filter,
+    pending: VecDeque<Event>,
+    stop: watch::Receiver<bool>,
+    ended: bool,
+}
+
+fn sse_event(kind: &str, v: &Value) -> Event {
+    Event::default().event(kind).data(v.to_string())
+}
+
+impl Reader {
+    /// The next event to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Some(e);
+            }
+            if self.ended {
+                return None;
+            }
+            let got = tokio::select! {
+                r = self.sub.rx.recv() => r,
+                _ = self.stop.wait_for(|s| *s) => return None,
+            };
+            match got {
+                Ok(batch) => {
+                    for e in batch.iter().filter(|e| self.filter.passes(e)) {
+                        let (kind, v) = event_json(e);
+                        self.pending.push_back(sse_event(kind, &v));
+                    }
+                }
+                Err(RecvError::Lagged(n)) => {
+                    self.ended = true;
+                    let reason = format!("the reader fell behind by {n} event batches");
+                    let v = json!({"kind": "dropped", "reason": reason});
+                    tracing::debug!("event stream dropped: {reason}");
+                    return Some(sse_event("dropped", &v));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+/// `GET /api/v1/events?function=F...`.
+pub async fn stream(State(app): State<super::State>, RawQuery(raw): RawQuery) -> Response {
+    let functions = query_pairs(raw.as_deref())
+        .into_iter()
+        .filter(|(k, _)| k == "function")
+        .map(|(_, v)| Bytes::from(v))
+        .collect();
+    let sub = app.ctx.bus.subscribe();
+    // An empty call starts a hub round, which turns the core's events on
+    // before the stream's first byte: nothing after this reply is missed.
+    if let Err(e) = app.ctx.control.call(|_| ()).await {
+        return super::ApiError::from(e).into_response();
+    }
+    let reader = Reader {
+        sub,
+        filter: Filter(functions),
+        pending: VecDeque::new(),
+        stop: app.stop.clone(),
+        ended: false,
+    };
+    let events = futures_util::stream::unfold(reader, |mut r| async move {
+        r.next().await.map(|e| (Ok::<_, Infallible>(e), r))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}

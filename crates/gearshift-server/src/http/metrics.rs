@@ -1,0 +1,286 @@
+//! `GET /metrics`: the Prometheus text exposition format 0.0.4, written by
+//! hand from the core's function views and totals and the store's commit
+//! latencies; also gearman-exporter's series, so its dashboards work.
+
+use std::fmt::Write;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gearshift_core::metrics::{Histogram, BUCKETS_MS, REASONS};
+use gearshift_core::view::{FunctionView, Totals};
+
+use super::ApiError;
+use crate::histogram::{HistogramSnapshot, COMMIT_BUCKETS};
+
+/// A label value escaped as the format wants (backslash, quote, newline).
+pub fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn head(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Per-function series: `name{function="f"} value`.
+fn per_function(
+    out: &mut String,
+    fs: &[(String, &FunctionView)],
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl Fn(&FunctionView) -> u64,
+) {
+    head(out, name, kind, help);
+    for (n, f) in fs {
+        let _ = writeln!(out, "{name}{{function=\"{n}\"}} {}", value(f));
+    }
+}
+
+fn job_histogram(
+    out: &mut String,
+    fs: &[(String, &FunctionView)],
+    name: &str,
+    help: &str,
+    pick: impl Fn(&FunctionView) -> &Histogram,
+) {
+    head(out, name, "histogram", help);
+    for (n, f) in fs {
+        let h = pick(f);
+        let mut acc = 0;
+        for (bound, count) in BUCKETS_MS.iter().zip(h.buckets) {
+            acc += count;
+            let le = *bound as f64 / 1000.0;
+            let _ = writeln!(out, "{name}_bucket{{function=\"{n}\",le=\"{le}\"}} {acc}");
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{function=\"{n}\",le=\"+Inf\"}} {}",
+            h.count
+        );
+        let sum = h.sum_ms as f64 / 1000.0;
+        let _ = writeln!(out, "{name}_sum{{function=\"{n}\"}} {sum}");
+        let _ = writeln!(out, "{name}_count{{function=\"{n}\"}} {}", h.count);
+    }
+}
+
+/// The whole exposition.
+pub fn render(fs: &[FunctionView], t: &Totals, commits: &HistogramSnapshot) -> String {
+    let mut out = String::with_capacity(4096 + fs.len() * 2048);
+    let named: Vec<(String, &FunctionView)> = fs
+        .iter()
+        .map(|f| (escape(&String::from_utf8_lossy(&f.name)), f))
+        .collect();
+    let fs = &named[..];
+    head(
+        &mut out,
+        "gearshift_jobs_queued",
+        "gauge",
+        "Jobs waiting for a worker, by priority.",
+    );
+    for (n, f) in fs {
+        for (p, q) in ["high", "normal", "low"].iter().zip(f.queued) {
+            let _ = writeln!(
+                out,
+                "gearshift_jobs_queued{{function=\"{n}\",priority=\"{p}\"}} {q}"
+            );
+        }
+    }
+    per_function(
+        &mut out,
+        fs,
+        "gearshift_jobs_running",
+        "gauge",
+        "Jobs held by workers.",
+        |f| u64::from(f.running),
+    );
+    per_function(
+        &mut out,
+        fs,
+        "gearshift_workers",
+        "gauge",
+        "Connections that registered the function.",
+        |f| u64::from(f.workers),
+    );
+    per_function(
+        &mut out,
+        fs,
+        "gearshift_jobs_submitted_total",
+        "counter",
+        "Jobs submitted since start.",
+        |f| f.stats.submitted,
+    );
+    per_function(
+        &mut out,
+        fs,
+        "gearshift_jobs_completed_total",
+        "counter",
+        "Runs that ended with WORK_COMPLETE.",
+        |f| f.stats.completed,
+    );
+    head(
+        &mut out,
+        "gearshift_jobs_failed_total",
+        "counter",
+        "Runs that ended without a result, by reason.",
+    );
+    for (n, f) in fs {
+        for (r, c) in REASONS.iter().zip(f.stats.failed) {
+            let _ = writeln!(
+                out,
+                "gearshift_jobs_failed_total{{function=\"{n}\",reason=\"{r}\"}} {c}"
+            );
+        }
+    }
+    per_function(
+        &mut out,
+        fs,
+        "gearshift_jobs_retried_total",
+        "counter",
+        "Retries scheduled and requeues.",
+        |f| f.stats.retried,
+    );
+    per_function(
+        &mut out,
+        fs,
+        "gearshift_jobs_dead",
+        "gauge",
+        "Jobs in the dead set.",
+        |f| f.dead,
+    );
+    job_histogram(
+        &mut out,
+        fs,
+        "gearshift_job_wait_seconds",
+        "Time from queued (or due) to started.",
+        |f| &f.stats.wait,
+    );
+    job_histogram(
+        &mut out,
+        fs,
+        "gearshift_job_run_seconds",
+        "Time from started to ended.",
+        |f| &f.stats.run,
+    );
+    head(
+        &mut out,
+        "gearshift_connections",
+        "gauge",
+        "Open connections by role.",
+    );
+    for (role, n) in [
+        ("client", t.client_conns),
+        ("worker", t.worker_conns),
+        ("admin", t.admin_conns),
+    ] {
+        let _ = writeln!(out, "gearshift_connections{{role=\"{role}\"}} {n}");
+    }
+    let name = "gearshift_store_commit_seconds";
+    head(
+        &mut out,
+        name,
+        "histogram",
+        "Latency of the store's group commits.",
+    );
+    for (bound, c) in COMMIT_BUCKETS.iter().zip(commits.cumulative) {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {c}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", commits.count);
+    let _ = writeln!(out, "{name}_sum {}", commits.sum_seconds);
+    let _ = writeln!(out, "{name}_count {}", commits.count);
+    let version = escape(env!("CARGO_PKG_VERSION"));
+    head(
+        &mut out,
+        "gearshift_build_info",
+        "gauge",
+        "The running version (always 1).",
+    );
+    let _ = writeln!(out, "gearshift_build_info{{version=\"{version}\"}} 1");
+    // gearman-exporter's names.
+    head(
+        &mut out,
+        "gearman_up",
+        "gauge",
+        "Whether the server answers (always 1 here).",
+    );
+    let _ = writeln!(out, "gearman_up 1");
+    head(
+        &mut out,
+        "gearman_version_info",
+        "gauge",
+        "The server's version (always 1).",
+    );
+    let _ = writeln!(out, "gearman_version_info{{version=\"{version}\"}} 1");
+    per_function(
+        &mut out,
+        fs,
+        "gearman_jobs",
+        "gauge",
+        "Jobs of the function, queued and running.",
+        |f| f.queued.iter().map(|&q| u64::from(q)).sum::<u64>() + u64::from(f.running),
+    );
+    per_function(
+        &mut out,
+        fs,
+        "gearman_jobs_running",
+        "gauge",
+        "Jobs running.",
+        |f| u64::from(f.running),
+    );
+    per_function(
+        &mut out,
+        fs,
+        "gearman_jobs_waiting",
+        "gauge",
+        "Jobs queued.",
+        |f| f.queued.iter().map(|&q| u64::from(q)).sum(),
+    );
+    per_function(
+        &mut out,
+        fs,
+        "gearman_workers",
+        "gauge",
+        "Workers of the function.",
+        |f| u64::from(f.workers),
+    );
+    out
+}
+
+/// `GET /metrics`.
+pub async fn scrape(State(app): State<super::State>) -> Result<Response, ApiError> {
+    let (fs, t) = app
+        .ctx
+        .control
+        .call(|c| (c.functions_view(), c.totals()))
+        .await?;
+    let body = render(&fs, &t, &app.ctx.commit_latency.snapshot());
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_label_values() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
