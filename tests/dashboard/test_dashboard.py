@@ -149,8 +149,10 @@ class Browser:
         return self.js("var e = document.querySelector(arguments[0]); return e ? e.textContent : null;", css)
 
     def wait_text(self, css, want, timeout=10.0):
-        wait_for("%s to read %r (it reads %r)" % (css, want, "…"),
-                 lambda: self.text(css) == want, timeout)
+        try:
+            wait_for("%s to read %r" % (css, want), lambda: self.text(css) == want, timeout)
+        except Fail as e:
+            raise Fail("%s; it reads %r" % (e, self.text(css)))
 
     def answer_prompt(self, text, timeout=10.0):
         """Types text into the page's window.prompt and accepts it; returns the prompt's message."""
@@ -341,7 +343,7 @@ class Run:
         wait_for("the event stream to connect", lambda: b.text(t("live-status")) == "live")
         b.js("window.__notReloaded = true;")
         b.click(t("nav-functions"))
-        b.find(t("functions-empty") + "," + t("function-row-dash_fn"))
+        wait_for("the Functions view", lambda: b.text("main h1") == "Functions")
         g = Gearman(self.srv.port)
         handles = [g.submit_bg("dash_fn", "payload-%d" % i) for i in range(3)]
         b.wait_text(t("count-queued-dash_fn"), "3")
@@ -461,6 +463,9 @@ class Run:
         b.find(t("function-row-" + evil))
         if b.js("return window.__xss === 1 || !!document.querySelector('main img');"):
             raise Fail("a function name was parsed as HTML")
+        names = [f["name"] for f in self.srv.get("/api/v1/functions")["functions"]]
+        if "favicon.ico" in names:
+            raise Fail("loading the page made a job (a GET /favicon.ico was taken for a gearmand HTTP submission)")
         if evil not in b.text(t("function-row-" + evil)):
             raise Fail("the function name is not shown as text")
 
