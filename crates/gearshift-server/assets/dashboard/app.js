@@ -482,6 +482,8 @@
     document.getElementById('nav').classList.remove('open');
     document.getElementById('nav-toggle').setAttribute('aria-expanded', 'false');
     document.body.setAttribute('data-view', route.name);
+    var m = document.getElementById('message');
+    if (!/error/.test(m.className)) m.hidden = true;
     clear(view); add(view, el('p', { class: 'dim', text: 'Loading…' }));
     refresh();
     timer = setInterval(function () {
