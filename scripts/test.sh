@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql"
+PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -47,7 +47,7 @@ cargo build --quiet -p gearshift
 # --verbose ERROR: gearmand's default level, so `verbose` answers alike in the
 # differential suite; --store memory: gearmand's default queue, and every test
 # server starts empty (the durable store has its own restart and crash tests).
-export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --store memory --log-file none --verbose ERROR"
+export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 --store memory --log-file none --verbose ERROR"
 bash tests/interop/run.sh
 echo "== the same with 3 I/O threads and the core thread"
 SERVER_CMD="$SERVER_CMD --io-threads 3" bash tests/interop/run.sh
@@ -67,5 +67,12 @@ echo "== import suite: real gearmand libsqlite3 and Postgres queues through gear
 # free port of 127.0.0.1) and python3's stdlib.
 GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/import/test_import.py
 
+echo "== dashboard suite: the web dashboard in real headless Chromium"
+# Needs chromium and chromium-driver (WebDriver spoken from python3's stdlib).
+GEARSHIFT_BIN="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/dashboard/test_dashboard.py 2>&1 \
+  | tee /tmp/gearshift-dashboard.log
+dash_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-dashboard.log | tail -n 1)
+
 echo "rust: ${rust_passed} passed, ${rust_failed} failed"
 echo "crash: ${crash_passed} passed, ${crash_failed} failed"
+echo "dashboard: ${dash_summary}"
