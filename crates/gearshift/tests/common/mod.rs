@@ -19,6 +19,20 @@ pub const WAIT: Duration = Duration::from_secs(10);
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_gearshift");
 
+/// Whether `addr` answers the admin `version` as gearmand 1.1 does.
+fn answers_as_gearmand(addr: &str) -> bool {
+    let Ok(mut c) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    if c.write_all(b"version\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    let n = c.read(&mut buf).unwrap_or(0);
+    buf[..n].starts_with(b"OK 1.")
+}
+
 /// A free loopback port (bound, then released).
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind probe");
@@ -172,19 +186,42 @@ impl Server {
         server
     }
 
-    /// gearmand 1.1 on a free port.
+    /// gearmand 1.1 on a free port. The port is probed, then released, so
+    /// another test's listener (a server on port 0) can take it first: then
+    /// gearmand exits, or something else answers, and it is started again
+    /// on another port.
     pub fn gearmand() -> Server {
-        let port = free_port();
-        let child = Command::new("/usr/sbin/gearmand")
-            .args(["-L", "127.0.0.1", "-p"])
-            .arg(port.to_string())
-            .args(["-t", "1", "--log-file=none"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn gearmand (is gearman-job-server installed?)");
-        Server::ready(port, Proc { child })
+        for _ in 0..5 {
+            let port = free_port();
+            let child = Command::new("/usr/sbin/gearmand")
+                .args(["-L", "127.0.0.1", "-p"])
+                .arg(port.to_string())
+                .args(["-t", "1", "--log-file=none"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn gearmand (is gearman-job-server installed?)");
+            let mut proc = Proc { child };
+            let addr = format!("127.0.0.1:{port}");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = proc.child.try_wait() {
+                    break;
+                }
+                if answers_as_gearmand(&addr) {
+                    return Server {
+                        addr,
+                        port,
+                        proc,
+                        log: None,
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = proc.child.kill();
+        }
+        panic!("gearmand did not start on any of 5 free ports");
     }
 
     fn ready(port: u16, proc: Proc) -> Server {
