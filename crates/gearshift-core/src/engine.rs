@@ -79,8 +79,9 @@ pub struct Core {
     pub(crate) now: Millis,
     /// Recurring jobs.
     pub(crate) schedules: crate::schedule::Schedules,
-    /// Report every transition as an [`Effect::Event`].
-    pub(crate) events: bool,
+    /// Which kinds of transition go out as [`Effect::Event`]s (a mask of
+    /// [`crate::events::Kind`] bits; 0: none).
+    pub(crate) events: u16,
     /// What functions dropped since start did (the totals keep them).
     pub(crate) dropped_stats: crate::metrics::FuncStats,
 }
@@ -115,7 +116,7 @@ impl Core {
             retained: Retained::default(),
             now: 0,
             schedules: Default::default(),
-            events: false,
+            events: 0,
             dropped_stats: Default::default(),
         }
     }
@@ -323,7 +324,7 @@ impl Core {
         let Some(c) = self.conns.remove(&conn.0) else {
             return;
         };
-        if self.events && !c.abilities.is_empty() {
+        if self.wants(crate::events::Kind::WorkerLeft) && !c.abilities.is_empty() {
             let w = self.worker_ref(conn, &c);
             self.push_event(crate::events::EventKind::WorkerLeft(w));
         }

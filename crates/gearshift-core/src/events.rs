@@ -62,7 +62,113 @@ pub struct WorkerRef {
     pub functions: Vec<Bytes>,
 }
 
+/// The kinds of live event, each a bit of the mask that says which ones
+/// the core produces ([`crate::Core::set_event_kinds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A new job ([`Step::Queued`]).
+    Created,
+    /// Handed to a worker.
+    Started,
+    /// WORK_STATUS.
+    Progress,
+    /// WORK_COMPLETE.
+    Completed,
+    /// A run ended without a result.
+    Failed,
+    /// Waits out a retry delay.
+    Retrying,
+    /// Back in its queue.
+    Requeued,
+    /// Into the dead set.
+    Dead,
+    /// Cancelled by an admin.
+    Cancelled,
+    /// Out of the dead set, queued again.
+    Revived,
+    /// A connection registered its first function.
+    WorkerJoined,
+    /// A worker left.
+    WorkerLeft,
+}
+
+impl Kind {
+    /// Every kind, in mask-bit order.
+    pub const ALL: [Kind; 12] = [
+        Kind::Created,
+        Kind::Started,
+        Kind::Progress,
+        Kind::Completed,
+        Kind::Failed,
+        Kind::Retrying,
+        Kind::Requeued,
+        Kind::Dead,
+        Kind::Cancelled,
+        Kind::Revived,
+        Kind::WorkerJoined,
+        Kind::WorkerLeft,
+    ];
+
+    /// Its bit in an event mask.
+    pub fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+
+    /// A mask of every kind.
+    pub fn all() -> u16 {
+        Kind::ALL.iter().fold(0, |m, k| m | k.bit())
+    }
+
+    /// The word the event stream names it by.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Created => "created",
+            Kind::Started => "started",
+            Kind::Progress => "progress",
+            Kind::Completed => "completed",
+            Kind::Failed => "failed",
+            Kind::Retrying => "retrying",
+            Kind::Requeued => "requeued",
+            Kind::Dead => "dead",
+            Kind::Cancelled => "cancelled",
+            Kind::Revived => "revived",
+            Kind::WorkerJoined => "worker_joined",
+            Kind::WorkerLeft => "worker_left",
+        }
+    }
+
+    /// The kind a word names.
+    pub fn from_word(w: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.word() == w)
+    }
+
+    /// The kind of a job transition.
+    pub fn of_step(step: &Step) -> Kind {
+        match step {
+            Step::Queued => Kind::Created,
+            Step::Started(_) => Kind::Started,
+            Step::Failed(..) => Kind::Failed,
+            Step::RetryAt(_) => Kind::Retrying,
+            Step::Requeued(_) => Kind::Requeued,
+            Step::Completed(_) => Kind::Completed,
+            Step::Cancelled => Kind::Cancelled,
+            Step::Dead => Kind::Dead,
+            Step::Revived => Kind::Revived,
+        }
+    }
+}
+
 impl EventKind {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            EventKind::Job { step, .. } => Kind::of_step(step),
+            EventKind::Progress { .. } => Kind::Progress,
+            EventKind::WorkerJoined(_) => Kind::WorkerJoined,
+            EventKind::WorkerLeft(_) => Kind::WorkerLeft,
+        }
+    }
+
     /// The function it is about (`None`: a worker event).
     pub fn function(&self) -> Option<&Bytes> {
         match self {
@@ -75,7 +181,18 @@ impl EventKind {
 }
 
 impl Core {
-    /// Sends out a live event, stamped now (callers check `self.events`).
+    /// Whether events of `kind` are wanted (one AND; 0 when none are).
+    pub(crate) fn wants(&self, kind: Kind) -> bool {
+        self.events & kind.bit() != 0
+    }
+
+    /// Produces only the kinds in `mask` (bits of [`Kind::bit`]); 0 turns
+    /// events off, when they cost one test of the mask each.
+    pub fn set_event_kinds(&mut self, mask: u16) {
+        self.events = mask;
+    }
+
+    /// Sends out a live event, stamped now (callers check [`Core::wants`]).
     pub(crate) fn push_event(&mut self, kind: EventKind) {
         let at = self.now;
         self.effects

@@ -225,7 +225,7 @@ impl Core {
     /// [`Effect::Event`] (for live streams and metrics).
     pub(crate) fn record(&mut self, id: JobId, step: Step) {
         let now = self.now;
-        if self.events {
+        if self.events != 0 && self.wants(crate::events::Kind::of_step(&step)) {
             self.emit_event(id, step.clone());
         }
         if let Some(t) = self.track(id) {
@@ -233,10 +233,10 @@ impl Core {
         }
     }
 
-    /// Whether a transition of a job of this function is worth reporting:
-    /// it has a policy (history) or events are on.
-    pub(crate) fn reports(&self, func: crate::ids::FuncId) -> bool {
-        self.events || self.func(func).is_some_and(|f| f.policy.is_some())
+    /// Whether a transition of `kind` of a job of this function is worth
+    /// reporting: it has a policy (history) or events of that kind are on.
+    pub(crate) fn reports(&self, func: crate::ids::FuncId, kind: crate::events::Kind) -> bool {
+        self.wants(kind) || self.func(func).is_some_and(|f| f.policy.is_some())
     }
 
     fn emit_event(&mut self, id: JobId, step: Step) {
@@ -254,10 +254,10 @@ impl Core {
         });
     }
 
-    /// Turns lifecycle events ([`Effect::Event`]) on or off. Off (the
-    /// default) they cost nothing.
+    /// Turns every kind of live event ([`Effect::Event`]) on or off. Off
+    /// (the default) they cost nothing; [`Core::set_event_kinds`] picks kinds.
     pub fn set_lifecycle_events(&mut self, on: bool) {
-        self.events = on;
+        self.events = if on { crate::events::Kind::all() } else { 0 };
     }
 
     /// A run ended without a result, for `reason` (with the worker's text,

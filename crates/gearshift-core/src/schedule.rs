@@ -310,7 +310,7 @@ impl Core {
             },
             true,
         );
-        if self.reports(func) {
+        if self.reports(func, crate::events::Kind::Created) {
             self.record(id, crate::lifecycle::Step::Queued);
         }
         if self.cfg.durable {

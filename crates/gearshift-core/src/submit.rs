@@ -161,7 +161,7 @@ impl Core {
                 c.waiting.insert(id);
             }
         }
-        if policy || self.events {
+        if policy || self.wants(crate::events::Kind::Created) {
             self.record(id, Step::Queued);
         }
         let mut sleepers = false;

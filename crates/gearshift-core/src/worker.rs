@@ -34,7 +34,7 @@ impl Core {
         c.abilities.insert(0, Ability { func, timeout_ms });
         let sleeping = c.sleeping && !c.noop_sent;
         let first = c.abilities.len() == 1 && existed.is_none();
-        if self.events && first {
+        if first && self.wants(crate::events::Kind::WorkerJoined) {
             self.worker_joined(conn);
         }
         if existed.is_none() {
@@ -60,7 +60,9 @@ impl Core {
 
     fn drop_abilities(&mut self, conn: ConnId, which: impl Fn(FuncId) -> bool) {
         let left = match self.conns.get(&conn.0) {
-            Some(c) if self.events && !c.abilities.is_empty() => Some(self.worker_ref(conn, c)),
+            Some(c) if self.wants(crate::events::Kind::WorkerLeft) && !c.abilities.is_empty() => {
+                Some(self.worker_ref(conn, c))
+            }
             _ => None,
         };
         let Some(c) = self.conns.get_mut(&conn.0) else {
@@ -223,7 +225,9 @@ impl Core {
                 timeout = Some(t);
             }
         }
-        if (!self.tracked.is_empty() && self.tracked.contains_key(&id)) || self.reports(func) {
+        if (!self.tracked.is_empty() && self.tracked.contains_key(&id))
+            || self.reports(func, crate::events::Kind::Started)
+        {
             self.note_start(id, conn, now);
         }
         let response = match (kind, reducer) {
@@ -343,7 +347,7 @@ impl Core {
             run.numerator = n;
             run.denominator = d;
         }
-        if self.events {
+        if self.wants(crate::events::Kind::Progress) {
             self.progress_event(id, n, d);
         }
         self.fan_out(id, handle, |handle| Response::WorkStatus {

@@ -190,3 +190,54 @@ fn with_events_off_nothing_is_reported() {
     w.core.cancel_job(&h).ok();
     assert!(w.events.is_empty(), "{:?}", w.events);
 }
+
+#[test]
+fn only_the_kinds_asked_for_are_reported() {
+    use gearshift_core::events::Kind;
+    let mut w = checked(World::new());
+    with_policy(&mut w, "p", policy(2, &[Reason::Fail]));
+    // What a dashboard asks for: failures, retries, the dead set, workers.
+    let mask = [
+        Kind::Failed,
+        Kind::Retrying,
+        Kind::Dead,
+        Kind::WorkerJoined,
+        Kind::WorkerLeft,
+    ]
+    .iter()
+    .fold(0, |m, k| m | k.bit());
+    w.core.set_event_kinds(mask);
+    w.conns(&[1, 2, 3]);
+    w.can_do(2, &["p"]);
+    let h = w.bg(1, "p", "", "x");
+    let (held, _) = w.grab_job(2);
+    status(&mut w, 2, &held, "1", "2");
+    w.fail(2, &held);
+    w.advance_to(1_000);
+    let (held, _) = w.grab_job(2);
+    w.fail(2, &held);
+    w.can_do(3, &["f"]);
+    w.fg(1, "f", "", "y");
+    let (held, _) = w.grab_job(3);
+    w.complete(3, &held, "ok");
+    w.disconnect(3);
+    assert_eq!(
+        words(&mut w),
+        [
+            "joined 2@127.0.0.1 1",
+            "failed fail ",
+            "retrying 1000",
+            "failed fail ",
+            "dead",
+            "joined 3@127.0.0.1 1",
+            "left 3@127.0.0.1"
+        ]
+    );
+    let _ = h;
+    // Kinds map to words and back, and `all` has every bit.
+    for k in Kind::ALL {
+        assert_eq!(Kind::from_word(k.word()), Some(k));
+        assert_ne!(Kind::all() & k.bit(), 0);
+    }
+    assert_eq!(Kind::from_word("stats"), None);
+}

@@ -119,8 +119,8 @@ pub struct Hub {
     signals: Signals,
     /// Where live events go, while someone subscribes.
     bus: Option<Arc<EventBus>>,
-    /// The core's events are on (someone subscribed at the last round's end).
-    events_on: bool,
+    /// The kinds of event the core produces (what subscribers asked for).
+    events_on: u16,
     /// This round's events, published as one batch by [`Hub::settle`].
     event_batch: Vec<LiveEvent>,
 }
@@ -140,7 +140,7 @@ impl Hub {
             now: None,
             signals,
             bus: None,
-            events_on: false,
+            events_on: 0,
             event_batch: Vec::new(),
         }
     }
@@ -373,14 +373,14 @@ impl Hub {
         }
     }
 
-    /// Turns the core's events on or off as subscribers come and go: one
-    /// relaxed load at the start of a round.
+    /// Tells the core which kinds of event to produce as subscribers come
+    /// and go: one relaxed load at the start of a round.
     fn sync_events(&mut self) {
         let Some(bus) = &self.bus else { return };
         let wanted = bus.wanted();
         if wanted != self.events_on {
             self.events_on = wanted;
-            self.core.set_lifecycle_events(wanted);
+            self.core.set_event_kinds(wanted);
         }
     }
 
@@ -427,7 +427,7 @@ impl Hub {
                     }
                     Effect::Store(op) => self.store_batch.push(op),
                     Effect::Event(e) => {
-                        if self.events_on {
+                        if self.events_on != 0 {
                             self.event_batch.push(*e);
                         }
                     }

@@ -164,3 +164,62 @@ async fn a_reader_that_falls_behind_is_dropped() {
     );
     assert!(text.contains("\"kind\":\"dropped\""));
 }
+
+#[tokio::test]
+async fn kinds_pick_what_is_produced_and_stats_come_each_second() {
+    let mut cfg = config();
+    cfg.policies = Policies {
+        rules: vec![Rule {
+            pattern: "flaky".into(),
+            policy: Arc::new(Policy {
+                max_attempts: 2,
+                initial_delay: 10,
+                jitter: false,
+                ..Policy::default()
+            }),
+        }],
+        ..Policies::default()
+    };
+    let s = start(cfg).await;
+    // A bad kind is refused.
+    let r = http_common::client()
+        .get(format!("{}/api/v1/events?kinds=created,nonsense", s.base))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 400);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert!(
+        body["error"].as_str().unwrap_or("").contains("nonsense"),
+        "{body}"
+    );
+    // What the dashboard asks for: failures, retries, workers, and stats.
+    let (mut sse, mut text) = subscribe(
+        s.http,
+        "?kinds=failed,retrying,dead,worker_joined,worker_left,stats",
+    )
+    .await;
+    let c = gearshift_client::Client::builder()
+        .server(s.gearman)
+        .build()
+        .expect("client");
+    c.job("flaky", "abc").background().await.expect("submit");
+    let _w = reverser(s.gearman, "flaky", true);
+    let kinds = read_kinds(&mut sse, &mut text, |k| {
+        k.iter().filter(|k| *k == "stats").count() >= 3 && k.contains(&"retrying".to_owned())
+    })
+    .await;
+    let jobs: Vec<&String> = kinds.iter().filter(|k| *k != "stats").collect();
+    assert_eq!(jobs, ["worker_joined", "failed", "retrying"], "{text}");
+    // The job completed, yet neither created, started nor completed came.
+    let last_stats = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .rfind(|d| d.contains("\"kind\":\"stats\""))
+        .expect("a stats event");
+    let v: serde_json::Value = serde_json::from_str(last_stats).expect("stats JSON");
+    assert_eq!(v["totals"]["submitted"], 1, "{v}");
+    assert_eq!(v["totals"]["completed"], 1, "{v}");
+    assert_eq!(v["totals"]["failed"], 1, "{v}");
+    assert_eq!(v["connections"]["worker"], 1, "{v}");
+}

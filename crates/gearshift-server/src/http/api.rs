@@ -162,19 +162,29 @@ fn json_body(b: &[u8]) -> Result<Map<String, Value>, ApiError> {
 /// `GET /api/v1/overview`.
 pub async fn overview(State(app): State<super::State>) -> Reply {
     let t = app.ctx.control.call(|c| c.totals()).await?;
+    let (totals, connections) = totals_json(&t);
     ok(&json!({
         "version": env!("CARGO_PKG_VERSION"),
         "started_ms": app.started_ms,
         "now_ms": super::now_ms(),
-        "totals": {
+        "totals": totals,
+        "connections": connections,
+        "series": app.series.snapshot(),
+    }))
+}
+
+/// The overview's `totals` and `connections` objects (also the event
+/// stream's `stats` events).
+pub fn totals_json(t: &gearshift_core::view::Totals) -> (Value, Value) {
+    (
+        json!({
             "queued": t.queued, "scheduled": t.scheduled, "running": t.running,
             "workers": t.workers, "functions": t.functions, "dead": t.dead,
             "submitted": t.submitted, "completed": t.completed,
             "failed": t.failed, "retried": t.retried,
-        },
-        "connections": {"client": t.client_conns, "worker": t.worker_conns, "admin": t.admin_conns},
-        "series": app.series.snapshot(),
-    }))
+        }),
+        json!({"client": t.client_conns, "worker": t.worker_conns, "admin": t.admin_conns}),
+    )
 }
 
 fn policy_json(p: &Policy) -> Value {

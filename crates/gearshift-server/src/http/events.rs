@@ -1,7 +1,8 @@
 //! `GET /api/v1/events`: the live events as Server-Sent Events, filtered
-//! per subscriber by function. A subscriber that falls behind the bus's
-//! bounded buffer gets a last `dropped` event and the stream ends; the
-//! server never waits for a reader.
+//! per subscriber by kind (`kinds=`: only those are produced at all) and by
+//! function; `stats` sends the sampler's totals once a second. A subscriber
+//! that falls behind the bus's bounded buffer gets a last `dropped` event
+//! and the stream ends; the server never waits for a reader.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -11,7 +12,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use gearshift_core::events::{EventKind, LiveEvent, WorkerRef};
+use gearshift_core::events::{EventKind, Kind, LiveEvent, WorkerRef};
 use gearshift_core::lifecycle::Step;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
@@ -101,6 +102,8 @@ impl Filter {
 struct Reader {
     sub: Subscription,
     filter: Filter,
+    /// Once a second a `stats` event, when asked for.
+    stats: Option<(tokio::time::Interval, std::sync::Arc<super::series::Series>)>,
     pending: VecDeque<Event>,
     stop: watch::Receiver<bool>,
     ended: bool,
@@ -120,13 +123,35 @@ impl Reader {
             if self.ended {
                 return None;
             }
+            let stats_tick = async {
+                match &mut self.stats {
+                    Some((tick, _)) => {
+                        tick.tick().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             let got = tokio::select! {
                 r = self.sub.rx.recv() => r,
+                _ = stats_tick => {
+                    if let Some((at, t)) = self.stats.as_ref().and_then(|(_, s)| s.latest()) {
+                        let (totals, connections) = super::api::totals_json(&t);
+                        let v = json!({"kind": "stats", "at_ms": at, "totals": totals, "connections": connections});
+                        return Some(sse_event("stats", &v));
+                    }
+                    continue;
+                }
                 _ = self.stop.wait_for(|s| *s) => return None,
             };
             match got {
                 Ok(batch) => {
-                    for e in batch.iter().filter(|e| self.filter.passes(e)) {
+                    let mask = self.sub.mask;
+                    let wanted = |e: &&LiveEvent| mask & e.kind.kind().bit() != 0;
+                    for e in batch
+                        .iter()
+                        .filter(wanted)
+                        .filter(|e| self.filter.passes(e))
+                    {
                         let (kind, v) = event_json(e);
                         self.pending.push_back(sse_event(kind, &v));
                     }
@@ -144,22 +169,59 @@ impl Reader {
     }
 }
 
-/// `GET /api/v1/events?function=F...`.
+/// What `kinds=` asks for (comma-separated, the parameter repeatable): the
+/// mask of job and worker kinds, and whether `stats` is in it. No `kinds`:
+/// every kind and no `stats`.
+pub fn parse_kinds(values: &[String]) -> Result<(u16, bool), String> {
+    if values.is_empty() {
+        return Ok((Kind::all(), false));
+    }
+    let (mut mask, mut stats) = (0, false);
+    for word in values.iter().flat_map(|v| v.split(',')).map(str::trim) {
+        match (word, Kind::from_word(word)) {
+            ("", _) => {}
+            ("stats", _) => stats = true,
+            (_, Some(k)) => mask |= k.bit(),
+            (_, None) => return Err(format!("unknown event kind {word:?}")),
+        }
+    }
+    Ok((mask, stats))
+}
+
+/// `GET /api/v1/events?function=F&kinds=K,...`.
 pub async fn stream(State(app): State<super::State>, RawQuery(raw): RawQuery) -> Response {
-    let functions = query_pairs(raw.as_deref())
-        .into_iter()
+    let pairs = query_pairs(raw.as_deref());
+    let functions = pairs
+        .iter()
         .filter(|(k, _)| k == "function")
-        .map(|(_, v)| Bytes::from(v))
+        .map(|(_, v)| Bytes::from(v.clone()))
         .collect();
-    let sub = app.ctx.bus.subscribe();
+    let kinds: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| k == "kinds")
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    let (mask, stats) = match parse_kinds(&kinds) {
+        Ok(k) => k,
+        Err(e) => {
+            return super::ApiError::new(axum::http::StatusCode::BAD_REQUEST, e).into_response()
+        }
+    };
+    let sub = app.ctx.bus.subscribe(mask);
     // An empty call starts a hub round, which turns the core's events on
     // before the stream's first byte: nothing after this reply is missed.
     if let Err(e) = app.ctx.control.call(|_| ()).await {
         return super::ApiError::from(e).into_response();
     }
+    let stats = stats.then(|| {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        (tick, app.series.clone())
+    });
     let reader = Reader {
         sub,
         filter: Filter(functions),
+        stats,
         pending: VecDeque::new(),
         stop: app.stop.clone(),
         ended: false,

@@ -33,6 +33,8 @@ pub struct Sample {
 #[derive(Debug, Default)]
 pub struct Series {
     ring: Mutex<VecDeque<Sample>>,
+    /// The last totals read, and when (the event stream's `stats`).
+    latest: Mutex<Option<(u64, Totals)>>,
 }
 
 impl Series {
@@ -43,6 +45,15 @@ impl Series {
             ring.pop_front();
         }
         ring.push_back(s);
+    }
+
+    /// The totals the sampler read last, with their time.
+    pub fn latest(&self) -> Option<(u64, Totals)> {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_latest(&self, at_ms: u64, t: Totals) {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some((at_ms, t));
     }
 
     /// Every sample, oldest first.
@@ -74,9 +85,11 @@ pub async fn sample_loop(control: Control, series: std::sync::Arc<Series>) {
         let Ok(now) = control.call(|c| c.totals()).await else {
             return;
         };
+        let at = super::now_ms();
         if let Some(p) = &prev {
-            series.push(sample(super::now_ms(), p, &now));
+            series.push(sample(at, p, &now));
         }
+        series.set_latest(at, now);
         prev = Some(now);
     }
 }
