@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Runs a Gearshift server with what watches it in production: a Prometheus
-# scraper on /metrics every 100 ms and an open dashboard (the live event
-# stream, and the overview, functions and workers read every 2 s, as the
-# page does). For the harness's SERVER_CMD / A_CMD / B_CMD, which stop the
-# server by its pid: the watchers start first, then the server replaces this
-# shell (same pid), and the watchers end when it does.
+# Runs a Gearshift server with what watches it in production (perf/observer.py:
+# a Prometheus scraper on /metrics every 100 ms and an open dashboard: its
+# event stream and its reads every 2 s). For the harness's SERVER_CMD / A_CMD /
+# B_CMD, which stop the server by its pid: the observer starts first, then the
+# server replaces this shell (same pid), and the observer ends when it does.
 #
 #   perf/with-observers.sh /path/gearshift serve -L 127.0.0.1 -p {port} --store memory ...
 #
 # The HTTP port is the Gearman port (`-p`) + 1, the server's default.
+# OBSERVERS picks the watchers (default "scrape,stream,page"); STREAM_QUERY
+# the event stream's query (default: the dashboard's kinds; "" for all).
 set -u
 port=""
 prev=""
@@ -17,21 +18,7 @@ for a in "$@"; do
   prev=$a
 done
 [ -n "$port" ] || { echo "with-observers.sh: no -p PORT in the command" >&2; exit 2; }
-http="http://127.0.0.1:$((port + 1))"
-server=$$
-watch() { # run "$@" until the server is gone
-  sleep 0.5
-  while kill -0 "$server" 2> /dev/null; do "$@" > /dev/null 2>&1; done
-}
-scrape() { curl -s -o /dev/null --max-time 2 "$http/metrics"; sleep 0.1; }
-stream() { curl -s -N -o /dev/null --max-time 3600 "$http/api/v1/events"; sleep 0.2; }
-page() {
-  for p in overview functions workers; do
-    curl -s -o /dev/null --max-time 2 "$http/api/v1/$p"
-  done
-  sleep 2
-}
-watch scrape &
-watch stream &
-watch page &
+args=(--server-pid $$ --only "${OBSERVERS:-scrape,stream,page}")
+[ -n "${STREAM_QUERY+x}" ] && args+=(--query "$STREAM_QUERY")
+python3 "$(dirname "$0")/observer.py" "$((port + 1))" "${args[@]}" &
 exec "$@"
