@@ -341,6 +341,11 @@ class Run:
         b.go(self.srv.url + "/")
         b.find(t("totals"))
         wait_for("the event stream to connect", lambda: b.text(t("live-status")) == "live")
+        url = b.js("return window.__gearshiftEventsUrl;") or ""
+        if "kinds=" not in url or "stats" not in url or "created" in url:
+            raise Fail("by default the page should ask for the notable kinds and stats, not every event: %r" % url)
+        if b.js("return document.querySelector(arguments[0]).checked;", t("feed-all")):
+            raise Fail("the 'every job event' box is on by default")
         b.js("window.__notReloaded = true;")
         b.click(t("nav-functions"))
         wait_for("the Functions view", lambda: b.text("main h1") == "Functions")
@@ -350,11 +355,16 @@ class Run:
         handles += [g.submit_bg("dash_fn", "payload-%d" % i) for i in range(3, 5)]
         b.wait_text(t("count-queued-dash_fn"), "5")
         g.close()
-        feed = b.text(t("event-feed"))
-        if "created" not in feed or handles[-1] not in feed:
-            raise Fail("the event feed does not show the created jobs: %r" % feed[:300])
+        # The counts come from the stream's per-second stats, not from job events.
+        wait_for("a stats event with 5 queued", lambda: b.js(
+            "var s = window.__gearshiftStats; return !!s && s.last.totals.queued === 5 && s.count;"))
+        shown = b.js("return Array.from(document.querySelectorAll('[data-testid=event]')).map(e => e.dataset.kind);")
+        if "created" in shown or "stats" in shown:
+            raise Fail("the default feed lists %r; it should hold notable events only" % shown)
         w = Gearman(self.srv.port)
         self.state["completed"] = w.work("dash_fn", 2)
+        wait_for("worker_joined in the feed", lambda: "dash_fn" in (b.text(
+            '[data-testid=event][data-kind=worker_joined]') or ""))
         w.close()
         b.wait_text(t("count-completed-dash_fn"), "2")
         b.wait_text(t("count-queued-dash_fn"), "3")
@@ -386,14 +396,47 @@ class Run:
         row = b.text(t("dead-row-" + handle))
         if "boom" not in row:
             raise Fail("the dead row does not name the function: %r" % row)
+        kinds_of = ("return Array.from(document.querySelectorAll('[data-testid=event]'))"
+                    ".filter(e => e.textContent.indexOf(arguments[0]) >= 0).map(e => e.dataset.kind);")
+        wait_for("failed and dead events of %s in the feed" % handle,
+                 lambda: {"failed", "dead"} <= set(b.js(kinds_of, handle)))
         b.screenshot(os.path.join(self.shots, "dead.png"))
         b.click(t("retry-" + handle))
         wait_for("the job to leave /api/v1/dead",
                  lambda: all(d["handle"] != handle for d in self.srv.get("/api/v1/dead")["dead"]))
+        wait_for("a revived event of %s in the feed" % handle, lambda: "revived" in b.js(kinds_of, handle))
         job = self.srv.get("/api/v1/jobs/" + urllib.request.quote(handle, safe=""))
         if job["state"] not in ("queued", "running", "retrying"):
             raise Fail("after Retry the job is %r, not queued again" % job["state"])
         wait_for("the dead row to go away", lambda: b.text(t("dead-row-" + handle)) is None)
+
+    def every_job_event(self):
+        """The "every job event" box: the full stream, created events listed, kept across a reload."""
+        b, t = self.b, self.tid
+        url = "return window.__gearshiftEventsUrl || '';"
+        b.go(self.srv.url + "/#/functions")
+        wait_for("the event stream to connect", lambda: b.text(t("live-status")) == "live")
+        b.click(t("feed-all"))
+        wait_for("a reconnect without kinds", lambda: "kinds=" not in b.js(url))
+        wait_for("the full stream to connect", lambda: b.text(t("live-status")) == "live")
+        if b.js("return localStorage.getItem('gearshift.allEvents');") != "1":
+            raise Fail("the box is not kept in local storage")
+        g = Gearman(self.srv.port)
+        handles = [g.submit_bg("dash_all", "x%d" % i) for i in range(2)]
+        g.close()
+        created = "return Array.from(document.querySelectorAll('[data-testid=event][data-kind=created]')).map(e => e.textContent).join(' ');"
+        wait_for("created events of %s in the feed" % handles,
+                 lambda: all(h in b.js(created) for h in handles))
+        b.js("location.reload();")
+        wait_for("the page to load again", lambda: b.js("return document.readyState === 'complete' && !!window.__gearshiftEventsUrl;"))
+        if not b.js("return document.querySelector(arguments[0]).checked;", t("feed-all")):
+            raise Fail("the box is off after a reload")
+        if "kinds=" in b.js(url):
+            raise Fail("after a reload the page asks for kinds again: %r" % b.js(url))
+        b.click(t("feed-all"))
+        wait_for("a reconnect with kinds", lambda: "kinds=" in b.js(url))
+        if b.js("return localStorage.getItem('gearshift.allEvents');"):
+            raise Fail("turning the box off did not clear local storage")
 
     def job_page(self):
         b, t = self.b, self.tid
@@ -517,7 +560,8 @@ def main():
     try:
         browser = Browser(tmp)
         run = Run(server, browser, shots)
-        run.check("overview renders and counts update live", run.overview_and_live_counts)
+        run.check("overview renders, counts update live from stats", run.overview_and_live_counts)
+        run.check("'every job event' streams and lists created events", run.every_job_event)
         run.check("a dead job is retried from the Dead view", run.dead_and_retry)
         run.check("the job page shows fields, history and result", run.job_page)
         run.check("a phone-sized screen: collapsed nav, no overflow", run.phone)

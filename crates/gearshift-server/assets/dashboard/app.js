@@ -500,9 +500,17 @@
   });
 
   // ---- live events ---------------------------------------------------------
+  // By default the stream carries only the notable kinds and `stats`, the
+  // server's per-second totals: an open dashboard then costs the job path
+  // nothing. The "every job event" box asks for the full stream (no `kinds`),
+  // which makes the server build an event for every job transition.
   var MAX_EVENTS = 50;
+  var ALL_KEY = 'gearshift.allEvents';
+  var NOTABLE = ['failed', 'retrying', 'dead', 'cancelled', 'revived', 'worker_joined', 'worker_left'];
   var KINDS = ['created', 'started', 'progress', 'completed', 'failed', 'retrying', 'requeued', 'dead',
-    'cancelled', 'revived', 'worker_joined', 'worker_left', 'dropped'];
+    'cancelled', 'revived', 'worker_joined', 'worker_left', 'stats', 'dropped'];
+  // The totals whose change makes the page in view refresh.
+  var WATCHED = ['queued', 'running', 'submitted', 'completed', 'failed', 'dead', 'workers'];
   var AFFECTS = {
     overview: function () { return true; },
     functions: function () { return true; },
@@ -511,7 +519,15 @@
     schedules: function (e) { return e.kind === 'created' || e.kind === 'started'; },
     job: function (e) { return e.handle === route.arg; }
   };
-  var source = null, backoff = 1000, reconnectTimer = null;
+  var source = null, backoff = 1000, reconnectTimer = null, lastStats = null, staleHidden = false;
+  var allBox = document.getElementById('feed-all');
+  function wantAll() { try { return localStorage.getItem(ALL_KEY) === '1'; } catch (e) { return false; } }
+  function setWantAll(on) {
+    try { if (on) localStorage.setItem(ALL_KEY, '1'); else localStorage.removeItem(ALL_KEY); } catch (e) { /* private mode */ }
+  }
+  function eventsUrl() {
+    return API + '/events' + (wantAll() ? '' : '?kinds=' + NOTABLE.concat(['stats']).join(','));
+  }
   function live(text, cls) { var l = document.getElementById('live'); l.textContent = text; l.className = 'live ' + cls; }
   function showEvent(e) {
     var li = el('li', { class: 'ev k-' + e.kind, 'data-testid': 'event', 'data-kind': e.kind },
@@ -530,18 +546,52 @@
     feed.insertBefore(li, feed.firstChild);
     while (feed.children.length > MAX_EVENTS) feed.removeChild(feed.lastChild);
   }
+  // A refresh driven by the stream; a hidden page catches up when shown.
+  function liveRefresh() {
+    if (document.hidden) { staleHidden = true; return; }
+    refreshSoon();
+  }
+  document.addEventListener('visibilitychange', function () {
+    if (!document.hidden && staleHidden) { staleHidden = false; refreshSoon(0); }
+  });
+  // The overview's cards and connections line, updated in place.
+  function showStats(s) {
+    if (route.name !== 'overview') return;
+    var t = s.totals || {}, c = s.connections || {};
+    Object.keys(t).forEach(function (k) {
+      var n = view.querySelector('[data-testid="total-' + k + '-value"]');
+      if (n) n.textContent = num(t[k]);
+    });
+    var info = view.querySelector('[data-testid="server-info"]');
+    if (info && s.connections) {
+      info.textContent = info.textContent.replace(/connections: .*$/,
+        'connections: ' + num(c.client) + ' client, ' + num(c.worker) + ' worker, ' + num(c.admin) + ' admin');
+    }
+  }
+  function onStats(s) {
+    var t = s.totals || {};
+    var changed = !lastStats || WATCHED.some(function (k) { return t[k] !== lastStats[k]; });
+    lastStats = t;
+    window.__gearshiftStats = { count: ((window.__gearshiftStats || {}).count || 0) + 1, last: s };
+    showStats(s);
+    if (changed) liveRefresh();
+  }
   function onEvent(ev) {
     var e;
     try { e = JSON.parse(ev.data); } catch (x) { return; }
     if (!e.kind) e.kind = ev.type;
+    if (e.kind === 'stats') { onStats(e); return; }
     showEvent(e);
     if (e.kind === 'dropped') { live('dropped', 'bad'); reconnect(); return; }
     var f = AFFECTS[route.name];
-    if (f && f(e)) refreshSoon();
+    if (f && f(e)) liveRefresh();
   }
   function connect() {
     if (!window.EventSource) { live('no live events', 'off'); return; }
-    source = new EventSource(API + '/events');
+    var url = eventsUrl();
+    window.__gearshiftEventsUrl = url;  // for the tests: what the page subscribed to
+    lastStats = null;
+    source = new EventSource(url);
     source.onopen = function () { backoff = 1000; live('live', 'on'); refreshSoon(0); };
     source.onmessage = onEvent;
     KINDS.forEach(function (k) { source.addEventListener(k, onEvent); });
@@ -554,6 +604,15 @@
     backoff = Math.min(backoff * 2, 15000);
   }
   document.getElementById('feed-clear').addEventListener('click', function () { clear(feed); });
+  allBox.checked = wantAll();
+  allBox.addEventListener('change', function () {
+    setWantAll(allBox.checked);
+    if (source) { source.close(); source = null; }
+    clearTimeout(reconnectTimer);
+    backoff = 1000;
+    live('connecting…', 'off');
+    connect();
+  });
 
   go();
   connect();
