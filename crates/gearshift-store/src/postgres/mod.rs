@@ -125,8 +125,9 @@ impl PgStore {
             debug!(server = %self.server, "reconnected to PostgreSQL");
             self.conn = Some((client, statement));
         }
+        let server = self.server.clone();
         self.conn.as_mut().ok_or_else(|| StoreError::Unreachable {
-            server: String::new(),
+            server,
             why: "no connection".into(),
         })
     }
