@@ -159,6 +159,31 @@ impl PgStore {
     }
 }
 
+impl Drop for PgStore {
+    /// The sync client closes its connection by blocking on its own
+    /// runtime, which panics inside an async task: the server may drop a
+    /// store there (a failed bind), so the close happens on a thread.
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let closing = std::thread::Builder::new()
+                .name("gearshift-pg-close".into())
+                .spawn(move || drop(conn));
+            if let Err(e) = closing {
+                warn!(error = %e, "cannot close the PostgreSQL connection on a thread");
+            }
+        }
+    }
+}
+
+/// A URL as messages name it: `postgres://user@host:port/db`, without the
+/// password (the URL itself if it does not parse).
+pub fn describe_url(url: &str) -> String {
+    match connect::config(url) {
+        Ok(c) => connect::describe(&c),
+        Err(_) => "PostgreSQL (an unparsable URL)".into(),
+    }
+}
+
 /// Prepares the flush statement (once per connection: a flush is then
 /// one round trip).
 fn prepare(client: &mut Client, server: &str) -> Result<Statement, StoreError> {
