@@ -206,3 +206,31 @@ fn an_unreachable_server_is_named() {
         "the password is never shown: {text}"
     );
 }
+
+#[test]
+fn a_flush_is_one_transaction() {
+    let url = shared().fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    for id in 1..=100 {
+        s.add(&job(id, "f", "", 1, b"batch"));
+    }
+    s.schedule(&sched(101, "* * * * *", Some(1)));
+    s.kept(&kept(102, 0, b"r"));
+    s.reserve(200);
+    s.flush().expect("flush");
+    // Every row written by the batch carries the same inserting transaction.
+    let xids: Vec<String> = sql(&url)
+        .query(
+            "SELECT DISTINCT xmin::text FROM (SELECT xmin FROM gearshift_jobs \
+             UNION ALL SELECT xmin FROM gearshift_schedules \
+             UNION ALL SELECT xmin FROM gearshift_kept \
+             UNION ALL SELECT xmin FROM gearshift_reservation) t",
+            &[],
+        )
+        .expect("read the rows' transactions")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(xids.len(), 1, "one transaction wrote the batch: {xids:?}");
+}
