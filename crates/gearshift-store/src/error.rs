@@ -35,6 +35,10 @@ pub enum StoreError {
     /// 2): the batch is refused, as for [`StoreError::IdOutOfRange`].
     #[error("{0}: refused, as the store could not read it back")]
     InvalidRecord(String),
+    /// The PostgreSQL URL does not parse (the message never echoes it: it
+    /// may hold a password).
+    #[error("cannot parse the PostgreSQL URL: {0}")]
+    BadUrl(String),
     /// The database server could not be reached (refused, timed out, the
     /// connection dropped): the server keeps running, as for an I/O error.
     #[error("cannot reach PostgreSQL at {server}: {why}")]

@@ -12,14 +12,10 @@ use crate::StoreError;
 /// Parses `url` and fills what it leaves out from the environment, as
 /// libpq does (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`).
 pub(super) fn config(url: &str) -> Result<Config, StoreError> {
-    let mut config: Config = url.parse().map_err(|e| {
-        // Not echoed: it may hold a password.
-        StoreError::Database {
-            server: "(unparsed URL)".into(),
-            what: "the connection string".into(),
-            why: format!("cannot parse it: {e}"),
-        }
-    })?;
+    // Not echoed: it may hold a password.
+    let mut config: Config = url
+        .parse()
+        .map_err(|e: postgres::Error| StoreError::BadUrl(causes(&e)))?;
     libpq_defaults(&mut config, |name| std::env::var(name).ok());
     Ok(config)
 }
@@ -154,6 +150,17 @@ mod tests {
         libpq_defaults(&mut c, env);
         assert_eq!(describe(&c), "postgres://gs@db.example:6543/jobs");
         assert_eq!(c.get_password(), Some(&b"secret"[..]));
+    }
+
+    #[test]
+    fn a_bad_url_is_refused_without_echoing_it() {
+        let e = config("postgres://me:hunter2@h:notaport/d").expect_err("bad port");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("cannot parse the PostgreSQL URL: "),
+            "{text}"
+        );
+        assert!(!text.contains("hunter2"), "{text}");
     }
 
     #[test]

@@ -23,7 +23,13 @@ pub struct Cluster {
 /// when there is none: the project's test command installs PostgreSQL.
 fn pg_bin() -> PathBuf {
     if let Some(b) = std::env::var_os("PG_BIN") {
-        return PathBuf::from(b);
+        let bin = PathBuf::from(b);
+        assert!(
+            bin.join("initdb").exists(),
+            "PG_BIN={} has no initdb: point it at PostgreSQL's server programs",
+            bin.display()
+        );
+        return bin;
     }
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
