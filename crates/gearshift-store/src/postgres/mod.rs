@@ -34,12 +34,18 @@ pub use schema::SCHEMA_VERSION;
 pub struct PgOptions {
     /// Connect timeout, unless the URL sets `connect_timeout` itself.
     pub connect_timeout: Duration,
+    /// How long sent data may stay unacknowledged before the connection
+    /// counts as lost (TCP_USER_TIMEOUT, Linux), unless the URL sets
+    /// `tcp_user_timeout`: a vanished database fails a flush instead of
+    /// blocking the store thread for TCP's ~15 minutes.
+    pub tcp_user_timeout: Duration,
 }
 
 impl Default for PgOptions {
     fn default() -> Self {
         PgOptions {
             connect_timeout: Duration::from_secs(10),
+            tcp_user_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -81,6 +87,9 @@ impl PgStore {
         let mut config = connect::config(url)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(opts.connect_timeout);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(opts.tcp_user_timeout);
         }
         if config.get_application_name().is_none() {
             config.application_name("gearshift");
