@@ -289,14 +289,19 @@ impl Store for PgStore {
         let (params, undo) = flush::apply(sets, ops);
         let rows = params.rows();
         let server = self.server.clone();
-        let (client, statement) = self.conn()?;
-        match client.execute(&*statement, &params.as_sql()) {
+        // A connection lost since the load (reconnect failing) is undone
+        // like a failed statement.
+        let written = self.conn().and_then(|(client, statement)| {
+            client
+                .execute(&*statement, &params.as_sql())
+                .map_err(|e| connect::unreachable_or_refused(&e, &server, "the flush"))
+        });
+        match written {
             Ok(_) => {
                 debug!(rows, "flushed a batch to PostgreSQL");
                 Ok(())
             }
             Err(e) => {
-                let e = connect::unreachable_or_refused(&e, &server, "the flush");
                 warn!(error = %e, rows, "a flush to PostgreSQL failed; its batch is not stored");
                 if let Some(sets) = self.sets.as_mut() {
                     undo.restore(sets);
