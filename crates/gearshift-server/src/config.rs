@@ -10,7 +10,7 @@ use gearshift_core::CoreConfig;
 use gearshift_store::Durability;
 
 /// Where jobs are kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreConfig {
     /// In memory only, as gearmand without a queue plugin: a restart loses jobs.
     Memory,
@@ -21,6 +21,42 @@ pub enum StoreConfig {
         /// When an acknowledged job is on disk.
         durability: Durability,
     },
+    /// A PostgreSQL database (one node per database for now).
+    Postgres {
+        /// `postgres://user:pass@host:port/db`; libpq's environment
+        /// variables fill what it leaves out. Never printed whole.
+        url: String,
+    },
+}
+
+impl StoreConfig {
+    /// Where the store is, for messages: the directory, or the database
+    /// without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreConfig::Memory => "memory".to_owned(),
+            StoreConfig::Log { dir, .. } => dir.display().to_string(),
+            StoreConfig::Postgres { url } => gearshift_store::postgres::describe_url(url),
+        }
+    }
+}
+
+/// By hand, so a database password never reaches a log.
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreConfig::Memory => f.write_str("Memory"),
+            StoreConfig::Log { dir, durability } => f
+                .debug_struct("Log")
+                .field("dir", dir)
+                .field("durability", durability)
+                .finish(),
+            StoreConfig::Postgres { .. } => f
+                .debug_struct("Postgres")
+                .field("server", &self.describe())
+                .finish(),
+        }
+    }
 }
 
 /// Default [`ServerConfig::max_output`]: 4 MiB.

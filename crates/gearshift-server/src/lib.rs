@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gearshift_core::{ConnId, Core, Effect, StoreOp};
-use gearshift_store::{Durability, LogOptions, LogStore, Store, StoreError};
+use gearshift_store::{Durability, LogOptions, LogStore, PgOptions, PgStore, Store, StoreError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 
@@ -124,6 +124,21 @@ impl Server {
                 })?;
                 Some(Box::new(store))
             }
+            StoreConfig::Postgres { url } => {
+                // The sync client blocks on a runtime of its own: not here.
+                let url = url.clone();
+                let opened =
+                    tokio::task::spawn_blocking(move || PgStore::open(&url, PgOptions::default()))
+                        .await
+                        .map_err(|e| {
+                            ServerError::Config(format!("opening the store panicked: {e}"))
+                        })?;
+                let store = opened.map_err(|source| ServerError::Store {
+                    dir: cfg.store.describe(),
+                    source,
+                })?;
+                Some(Box::new(store))
+            }
         };
         Server::bind_with_store(cfg, store).await
     }
@@ -135,79 +150,15 @@ impl Server {
         mut store: Option<Box<dyn Store>>,
     ) -> Result<Server, ServerError> {
         cfg.core.validate().map_err(ServerError::Config)?;
-        let store_err = |source| {
-            let dir = match &cfg.store {
-                StoreConfig::Log { dir, .. } => dir.display().to_string(),
-                StoreConfig::Memory => "the supplied store".to_owned(),
-            };
-            ServerError::Store { dir, source }
-        };
-        let mut core_cfg = cfg.core.clone();
-        core_cfg.durable = store.is_some();
-        let mut core = Core::new(core_cfg);
-        core.set_now(clock::Clock::new().now());
-        core.set_policies(cfg.policies.clone());
-        if let Some(store) = store.as_mut() {
-            let replayed = store.replay().map_err(store_err)?;
-            let count = replayed.jobs.len();
-            let jobs = replayed
-                .jobs
-                .into_iter()
-                .map(store_task::from_record)
-                .collect();
-            core.restore(jobs, replayed.next_id, clock::Clock::new().now());
-            let dead_count = replayed.dead.len();
-            core.restore_dead(
-                replayed
-                    .dead
-                    .into_iter()
-                    .map(|(r, mark)| (store_task::from_record(r), store_task::dead_info(mark)))
-                    .collect(),
-            );
-            if dead_count > 0 {
-                tracing::info!(jobs = dead_count, "restored dead jobs");
-            }
-            core.restore_schedules(
-                replayed
-                    .schedules
-                    .into_iter()
-                    .map(store_task::from_schedule_record)
-                    .collect(),
-            );
-            core.set_config_schedules(cfg.schedules.clone())
-                .map_err(ServerError::Config)?;
-            core.restore_kept(
-                replayed
-                    .kept
-                    .into_iter()
-                    .map(store_task::from_kept_record)
-                    .collect(),
-            );
-            // The first handle reservation is on disk before any handle is
-            // handed out, so no handle can repeat after a crash (and dead
-            // jobs past the retention limits are dropped there too).
-            for effect in core.take_effects() {
-                match effect {
-                    Effect::Store(StoreOp::Reserve(upto)) => store.reserve(upto),
-                    Effect::Store(StoreOp::Done(id)) => store.done(id),
-                    Effect::Store(StoreOp::Schedule(s)) => {
-                        store.schedule(&store_task::to_schedule_record(s))
-                    }
-                    Effect::Store(StoreOp::Unschedule(id)) => store.unschedule(id),
-                    Effect::Store(StoreOp::Forget(id)) => store.forget(id),
-                    _ => {}
-                }
-            }
-            store.flush().map_err(store_err)?;
-            if count > 0 {
-                tracing::info!(jobs = count, "restored stored jobs");
-            }
-        }
-        if store.is_none() {
-            core.set_config_schedules(cfg.schedules.clone())
-                .map_err(ServerError::Config)?;
-            let _ = core.take_effects();
-        }
+        // Replaying may block (a database store's client blocks on a
+        // runtime of its own), so it runs off this task.
+        let (cfg, store, core) = tokio::task::spawn_blocking(move || {
+            let core = restore(&cfg, store.as_mut());
+            (cfg, store, core)
+        })
+        .await
+        .map_err(|e| ServerError::Config(format!("replaying the store panicked: {e}")))?;
+        let core = core?;
         let mut listeners = Vec::new();
         for &addr in &cfg.listen {
             let l = TcpListener::bind(addr)
@@ -579,4 +530,84 @@ fn configure(stream: &TcpStream) {
         .with_interval(Duration::from_secs(10))
         .with_retries(6);
     let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
+}
+
+/// The core with the store's jobs, dead jobs, schedules and kept records
+/// restored, and its first handle reservation flushed (blocking).
+fn restore(cfg: &ServerConfig, store: Option<&mut Box<dyn Store>>) -> Result<Core, ServerError> {
+    let durable = store.is_some();
+    let store_err = |source| {
+        let dir = match &cfg.store {
+            StoreConfig::Memory => "the supplied store".to_owned(),
+            other => other.describe(),
+        };
+        ServerError::Store { dir, source }
+    };
+    let mut core_cfg = cfg.core.clone();
+    core_cfg.durable = durable;
+    let mut core = Core::new(core_cfg);
+    core.set_now(clock::Clock::new().now());
+    core.set_policies(cfg.policies.clone());
+    if let Some(store) = store {
+        let replayed = store.replay().map_err(store_err)?;
+        let count = replayed.jobs.len();
+        let jobs = replayed
+            .jobs
+            .into_iter()
+            .map(store_task::from_record)
+            .collect();
+        core.restore(jobs, replayed.next_id, clock::Clock::new().now());
+        let dead_count = replayed.dead.len();
+        core.restore_dead(
+            replayed
+                .dead
+                .into_iter()
+                .map(|(r, mark)| (store_task::from_record(r), store_task::dead_info(mark)))
+                .collect(),
+        );
+        if dead_count > 0 {
+            tracing::info!(jobs = dead_count, "restored dead jobs");
+        }
+        core.restore_schedules(
+            replayed
+                .schedules
+                .into_iter()
+                .map(store_task::from_schedule_record)
+                .collect(),
+        );
+        core.set_config_schedules(cfg.schedules.clone())
+            .map_err(ServerError::Config)?;
+        core.restore_kept(
+            replayed
+                .kept
+                .into_iter()
+                .map(store_task::from_kept_record)
+                .collect(),
+        );
+        // The first handle reservation is on disk before any handle is
+        // handed out, so no handle can repeat after a crash (and dead
+        // jobs past the retention limits are dropped there too).
+        for effect in core.take_effects() {
+            match effect {
+                Effect::Store(StoreOp::Reserve(upto)) => store.reserve(upto),
+                Effect::Store(StoreOp::Done(id)) => store.done(id),
+                Effect::Store(StoreOp::Schedule(s)) => {
+                    store.schedule(&store_task::to_schedule_record(s))
+                }
+                Effect::Store(StoreOp::Unschedule(id)) => store.unschedule(id),
+                Effect::Store(StoreOp::Forget(id)) => store.forget(id),
+                _ => {}
+            }
+        }
+        store.flush().map_err(store_err)?;
+        if count > 0 {
+            tracing::info!(jobs = count, "restored stored jobs");
+        }
+    }
+    if !durable {
+        core.set_config_schedules(cfg.schedules.clone())
+            .map_err(ServerError::Config)?;
+        let _ = core.take_effects();
+    }
+    Ok(core)
 }

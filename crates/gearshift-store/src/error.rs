@@ -35,6 +35,30 @@ pub enum StoreError {
     /// 2): the batch is refused, as for [`StoreError::IdOutOfRange`].
     #[error("{0}: refused, as the store could not read it back")]
     InvalidRecord(String),
+    /// The PostgreSQL URL does not parse (the message never echoes it: it
+    /// may hold a password).
+    #[error("cannot parse the PostgreSQL URL: {0}")]
+    BadUrl(String),
+    /// The database server could not be reached (refused, timed out, the
+    /// connection dropped): the server keeps running, as for an I/O error.
+    #[error("cannot reach PostgreSQL at {server}: {why}")]
+    Unreachable {
+        /// `postgres://user@host:port/db`, without the password.
+        server: String,
+        /// The driver's error with its causes.
+        why: String,
+    },
+    /// The database refused a statement (permissions, a constraint, a
+    /// schema it does not expect).
+    #[error("PostgreSQL at {server} refused {what}: {why}")]
+    Database {
+        /// `postgres://user@host:port/db`, without the password.
+        server: String,
+        /// What was being done ("the flush", "migration 1", ...).
+        what: String,
+        /// The server's message with its causes.
+        why: String,
+    },
     /// A fault injected by a test.
     #[error("injected fault: {0}")]
     Injected(String),

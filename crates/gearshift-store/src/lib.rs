@@ -17,6 +17,7 @@
 //! - [`memory`]: an in-memory backend (tests; the semantics without a disk).
 //! - [`log`]: the embedded default, an append-only log with checksummed
 //!   frames, torn-tail recovery and compaction.
+//! - [`postgres`]: a PostgreSQL backend (one node; no TLS yet).
 //! - [`fault`]: a wrapper that fails after N operations, for error-path tests.
 //! - [`conformance`]: the suite every backend must pass.
 
@@ -25,6 +26,7 @@ pub mod error;
 pub mod fault;
 pub mod log;
 pub mod memory;
+pub mod postgres;
 pub mod record;
 
 use std::collections::BTreeMap;
@@ -32,6 +34,7 @@ use std::collections::BTreeMap;
 pub use error::StoreError;
 pub use log::{Durability, LogOptions, LogStore};
 pub use memory::MemoryStore;
+pub use postgres::{PgOptions, PgStore, SCHEMA_VERSION};
 pub use record::{DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, FORMAT_VERSION, MAX_ID};
 
 /// What a store holds at startup.

@@ -50,9 +50,11 @@ pub struct ServeArgs {
     /// Most simultaneous connections; more wait in the listen backlog.
     #[arg(long, default_value_t = 100_000)]
     max_connections: usize,
-    /// Where jobs are kept: `log` (the embedded durable store) or `memory`
-    /// (gearmand's default: a restart loses every job).
-    #[arg(long, default_value = "log", value_parser = ["log", "memory"])]
+    /// Where jobs are kept: `log` (the embedded durable store), `memory`
+    /// (gearmand's default: a restart loses every job) or a PostgreSQL URL
+    /// (`postgres://user:pass@host:port/db`; PGHOST, PGUSER, PGPASSWORD,
+    /// PGDATABASE, PGPORT fill what it leaves out; one node per database).
+    #[arg(long, env = "GEARSHIFT_STORE", hide_env_values = true, default_value = "log", value_parser = parse_store)]
     store: String,
     /// Directory of the embedded store (default: `$XDG_DATA_HOME/gearshift`,
     /// else `~/.local/share/gearshift`).
@@ -177,6 +179,20 @@ fn parse_durability(s: &str) -> Result<Durability, String> {
     Ok(Durability::Interval(Duration::from_millis(ms)))
 }
 
+/// Whether `--store` names a PostgreSQL database.
+fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// `log`, `memory` or a PostgreSQL URL.
+fn parse_store(s: &str) -> Result<String, String> {
+    if s == "log" || s == "memory" || is_postgres_url(s) {
+        Ok(s.to_owned())
+    } else {
+        Err("expected `log`, `memory` or a `postgres://` URL".to_owned())
+    }
+}
+
 /// The default data directory, as the README names it.
 pub fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
@@ -273,6 +289,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
     };
     let store = match args.store.as_str() {
         "memory" => StoreConfig::Memory,
+        url if is_postgres_url(url) => StoreConfig::Postgres {
+            url: url.to_owned(),
+        },
         _ => StoreConfig::Log {
             dir: args.data_dir.clone().unwrap_or_else(default_data_dir),
             durability: args.durability,
@@ -327,6 +346,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
             }
             StoreConfig::Memory => {
                 tracing::info!("jobs are kept in memory only (--store memory): a restart loses them")
+            }
+            StoreConfig::Postgres { .. } => {
+                tracing::info!("jobs are stored in PostgreSQL at {}", cfg_store.describe())
             }
         }
         let addrs = server.local_addrs();

@@ -153,6 +153,11 @@ impl Server {
     /// is read from its log, so tests running side by side never race for
     /// a port.
     pub fn gearshift_with(flags: &[&str]) -> Server {
+        Server::gearshift_env(flags, &[])
+    }
+
+    /// [`Server::gearshift_with`] with these environment variables set.
+    pub fn gearshift_env(flags: &[&str], env: &[(&str, &str)]) -> Server {
         let log = tempfile::NamedTempFile::new()
             .expect("log file")
             .into_temp_path();
@@ -161,6 +166,7 @@ impl Server {
             .arg(&*log)
             .args(["--verbose", "INFO", "--job-handle-prefix", "H:test"])
             .args(flags)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

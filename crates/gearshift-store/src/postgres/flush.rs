@@ -1,0 +1,386 @@
+//! Writing a batch: the buffered ops are applied to the in-memory copy of
+//! the state, and every id they touched is written as it now stands
+//! (upserted, or deleted if gone) by ONE statement: its data-modifying
+//! CTEs run in one implicit transaction, in one round trip, so a batch is
+//! all stored or none of it. A failed statement restores the copy.
+
+use std::collections::BTreeSet;
+
+use bytes::{Bytes, BytesMut};
+use postgres::types::{IsNull, ToSql, Type};
+
+use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets, MAX_ID};
+
+/// The flush statement: deletes, then upserts from parallel arrays, for
+/// jobs ($1; $2-$13), schedules ($14; $15-$24) and kept records ($25;
+/// $26-$41), and the high-water mark ($42).
+pub(super) const FLUSH_SQL: &str = "
+WITH
+jd AS (DELETE FROM gearshift_jobs WHERE id = ANY($1::bigint[])),
+ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
+         due_ms, attempts, created_ms, died_ms, error)
+       SELECT * FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
+         $6::smallint[], $7::bytea[], $8::bytea[], $9::bigint[], $10::bigint[], $11::bigint[],
+         $12::bigint[], $13::bytea[])
+       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
+         unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
+         reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
+         created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error),
+sd AS (DELETE FROM gearshift_schedules WHERE id = ANY($14::bigint[])),
+su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, function,
+         unique_id, data, priority, next_ms, from_config)
+       SELECT * FROM UNNEST($15::bigint[], $16::bytea[], $17::bytea[], $18::boolean[],
+         $19::bytea[], $20::bytea[], $21::bytea[], $22::smallint[], $23::bigint[],
+         $24::boolean[])
+       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle,
+         when_fields = EXCLUDED.when_fields, monday_zero = EXCLUDED.monday_zero,
+         function = EXCLUDED.function, unique_id = EXCLUDED.unique_id, data = EXCLUDED.data,
+         priority = EXCLUDED.priority, next_ms = EXCLUDED.next_ms,
+         from_config = EXCLUDED.from_config),
+kd AS (DELETE FROM gearshift_kept WHERE id = ANY($25::bigint[])),
+ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, background,
+         outcome, attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error,
+         result, history)
+       SELECT * FROM UNNEST($26::bigint[], $27::bytea[], $28::bytea[], $29::bytea[],
+         $30::smallint[], $31::boolean[], $32::smallint[], $33::bigint[], $34::bigint[],
+         $35::bigint[], $36::bigint[], $37::bigint[], $38::bytea[], $39::bytea[],
+         $40::bytea[], $41::bytea[])
+       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
+         unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority,
+         background = EXCLUDED.background, outcome = EXCLUDED.outcome,
+         attempts = EXCLUDED.attempts, created_ms = EXCLUDED.created_ms,
+         started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
+         expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
+         result = EXCLUDED.result, history = EXCLUDED.history)
+UPDATE gearshift_reservation SET last_reserved = GREATEST(last_reserved, $42::bigint)
+";
+
+/// The ids a batch touched, by table (ids past [`MAX_ID`] are never
+/// stored, so never touched).
+#[derive(Default)]
+struct Touched {
+    jobs: BTreeSet<u64>,
+    schedules: BTreeSet<u64>,
+    kept: BTreeSet<u64>,
+}
+
+impl Touched {
+    fn of(ops: &[Op]) -> Touched {
+        let mut t = Touched::default();
+        for op in ops {
+            let (set, id) = match op {
+                Op::Add(r) => (&mut t.jobs, r.id),
+                Op::Done(id) | Op::Update { id, .. } => (&mut t.jobs, *id),
+                Op::Retry { id, .. } | Op::Dead { id, .. } => (&mut t.jobs, *id),
+                Op::Schedule(s) => (&mut t.schedules, s.id),
+                Op::Unschedule(id) => (&mut t.schedules, *id),
+                Op::Kept(k) => (&mut t.kept, k.id),
+                Op::Forget(id) => (&mut t.kept, *id),
+                Op::Reserve(_) => continue,
+            };
+            if id <= MAX_ID {
+                set.insert(id);
+            }
+        }
+        t
+    }
+}
+
+/// A job id, and the job as it was (live, dead, or neither).
+type JobWas = (u64, Option<JobRecord>, Option<(JobRecord, DeadMark)>);
+
+/// The touched entries as they were before the batch: what a failed
+/// flush puts back.
+pub(super) struct Undo {
+    jobs: Vec<JobWas>,
+    schedules: Vec<(u64, Option<ScheduleRecord>)>,
+    kept: Vec<(u64, Option<KeptRecord>)>,
+    high: u64,
+}
+
+impl Undo {
+    /// Puts the touched entries of `sets` back as they were.
+    pub(super) fn restore(self, sets: &mut Sets) {
+        fn put<T>(map: &mut std::collections::BTreeMap<u64, T>, id: u64, v: Option<T>) {
+            match v {
+                Some(v) => map.insert(id, v),
+                None => map.remove(&id),
+            };
+        }
+        for (id, live, dead) in self.jobs {
+            put(&mut sets.live, id, live);
+            put(&mut sets.dead, id, dead);
+        }
+        for (id, s) in self.schedules {
+            put(&mut sets.schedules, id, s);
+        }
+        for (id, k) in self.kept {
+            put(&mut sets.kept, id, k);
+        }
+        sets.high = self.high;
+    }
+}
+
+/// Applies `ops` to `sets`; returns the statement's parameters for what
+/// they touched, and how to undo it.
+pub(super) fn apply(sets: &mut Sets, ops: Vec<Op>) -> (Params, Undo) {
+    let t = Touched::of(&ops);
+    let undo = Undo {
+        jobs: t
+            .jobs
+            .iter()
+            .map(|&id| (id, sets.live.get(&id).cloned(), sets.dead.get(&id).cloned()))
+            .collect(),
+        schedules: t
+            .schedules
+            .iter()
+            .map(|&id| (id, sets.schedules.get(&id).cloned()))
+            .collect(),
+        kept: t
+            .kept
+            .iter()
+            .map(|&id| (id, sets.kept.get(&id).cloned()))
+            .collect(),
+        high: sets.high,
+    };
+    apply_ops(sets, ops);
+    let mut p = Params::default();
+    for &id in &t.jobs {
+        match (sets.live.get(&id), sets.dead.get(&id)) {
+            (Some(r), _) => p.jobs.push(r, None),
+            (None, Some((r, mark))) => p.jobs.push(r, Some(mark)),
+            (None, None) => p.job_gone.push(big(id)),
+        }
+    }
+    for &id in &t.schedules {
+        match sets.schedules.get(&id) {
+            Some(s) => p.schedules.push(s),
+            None => p.schedule_gone.push(big(id)),
+        }
+    }
+    for &id in &t.kept {
+        match sets.kept.get(&id) {
+            Some(k) => p.kept.push(k),
+            None => p.kept_gone.push(big(id)),
+        }
+    }
+    p.last_reserved = sets.high.checked_sub(1).map_or(-1, big);
+    (p, undo)
+}
+
+/// An id (never past [`MAX_ID`]) as a `BIGINT`.
+fn big(id: u64) -> i64 {
+    i64::try_from(id).unwrap_or(i64::MAX)
+}
+
+/// A `u64` time stored bit for bit (`u64::MAX`, "none", as NULL).
+fn time(t: u64) -> i64 {
+    t as i64
+}
+
+fn opt_time(t: Option<u64>) -> Option<i64> {
+    t.filter(|&t| t != u64::MAX).map(time)
+}
+
+/// The flush statement's parameters: one array per column.
+#[derive(Default)]
+pub(super) struct Params {
+    job_gone: Vec<i64>,
+    jobs: JobCols,
+    schedule_gone: Vec<i64>,
+    schedules: ScheduleCols,
+    kept_gone: Vec<i64>,
+    kept: KeptCols,
+    last_reserved: i64,
+}
+
+impl Params {
+    /// How many rows the batch writes or deletes.
+    pub(super) fn rows(&self) -> usize {
+        self.job_gone.len()
+            + self.jobs.id.len()
+            + self.schedule_gone.len()
+            + self.schedules.id.len()
+            + self.kept_gone.len()
+            + self.kept.id.len()
+    }
+
+    /// The parameters in statement order.
+    pub(super) fn as_sql(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let j = &self.jobs;
+        let s = &self.schedules;
+        let k = &self.kept;
+        vec![
+            &self.job_gone,
+            &j.id,
+            &j.handle,
+            &j.function,
+            &j.unique,
+            &j.priority,
+            &j.data,
+            &j.reducer,
+            &j.due_ms,
+            &j.attempts,
+            &j.created_ms,
+            &j.died_ms,
+            &j.error,
+            &self.schedule_gone,
+            &s.id,
+            &s.handle,
+            &s.when,
+            &s.monday_zero,
+            &s.function,
+            &s.unique,
+            &s.data,
+            &s.priority,
+            &s.next_ms,
+            &s.from_config,
+            &self.kept_gone,
+            &k.id,
+            &k.handle,
+            &k.function,
+            &k.unique,
+            &k.priority,
+            &k.background,
+            &k.outcome,
+            &k.attempts,
+            &k.created_ms,
+            &k.started_ms,
+            &k.finished_ms,
+            &k.expires_ms,
+            &k.worker,
+            &k.error,
+            &k.result,
+            &k.history,
+            &self.last_reserved,
+        ]
+    }
+}
+
+/// A `BYTEA` value holding a cheap clone of a record's buffer (`Bytes`
+/// itself is not `ToSql`).
+#[derive(Debug)]
+struct Bin(Bytes);
+
+impl ToSql for Bin {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        self.0.as_ref().to_sql(ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&[u8] as ToSql>::accepts(ty)
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+type Col = Vec<Bin>;
+type OptCol = Vec<Option<Bin>>;
+
+#[derive(Default)]
+struct JobCols {
+    id: Vec<i64>,
+    handle: Col,
+    function: Col,
+    unique: Col,
+    priority: Vec<i16>,
+    data: Col,
+    reducer: OptCol,
+    due_ms: Vec<Option<i64>>,
+    attempts: Vec<i64>,
+    created_ms: Vec<i64>,
+    died_ms: Vec<Option<i64>>,
+    error: OptCol,
+}
+
+impl JobCols {
+    fn push(&mut self, r: &JobRecord, mark: Option<&DeadMark>) {
+        self.id.push(big(r.id));
+        self.handle.push(Bin(r.handle.clone()));
+        self.function.push(Bin(r.function.clone()));
+        self.unique.push(Bin(r.unique.clone()));
+        self.priority.push(i16::from(r.priority));
+        self.data.push(Bin(r.data.clone()));
+        self.reducer.push(r.reducer.clone().map(Bin));
+        self.due_ms.push(opt_time(r.due_ms));
+        self.attempts.push(i64::from(r.attempts));
+        self.created_ms.push(time(r.created_ms));
+        self.died_ms.push(mark.map(|m| time(m.died_ms)));
+        self.error.push(mark.map(|m| Bin(m.error.clone())));
+    }
+}
+
+#[derive(Default)]
+struct ScheduleCols {
+    id: Vec<i64>,
+    handle: Col,
+    when: Col,
+    monday_zero: Vec<bool>,
+    function: Col,
+    unique: Col,
+    data: Col,
+    priority: Vec<i16>,
+    next_ms: Vec<Option<i64>>,
+    from_config: Vec<bool>,
+}
+
+impl ScheduleCols {
+    fn push(&mut self, s: &ScheduleRecord) {
+        self.id.push(big(s.id));
+        self.handle.push(Bin(s.handle.clone()));
+        self.when.push(Bin(s.when.clone()));
+        self.monday_zero.push(s.monday_zero);
+        self.function.push(Bin(s.function.clone()));
+        self.unique.push(Bin(s.unique.clone()));
+        self.data.push(Bin(s.data.clone()));
+        self.priority.push(i16::from(s.priority));
+        self.next_ms.push(opt_time(s.next_ms));
+        self.from_config.push(s.from_config);
+    }
+}
+
+#[derive(Default)]
+struct KeptCols {
+    id: Vec<i64>,
+    handle: Col,
+    function: Col,
+    unique: Col,
+    priority: Vec<i16>,
+    background: Vec<bool>,
+    outcome: Vec<i16>,
+    attempts: Vec<i64>,
+    created_ms: Vec<i64>,
+    started_ms: Vec<Option<i64>>,
+    finished_ms: Vec<i64>,
+    expires_ms: Vec<i64>,
+    worker: Col,
+    error: OptCol,
+    result: Col,
+    history: Col,
+}
+
+impl KeptCols {
+    fn push(&mut self, k: &KeptRecord) {
+        self.id.push(big(k.id));
+        self.handle.push(Bin(k.handle.clone()));
+        self.function.push(Bin(k.function.clone()));
+        self.unique.push(Bin(k.unique.clone()));
+        self.priority.push(i16::from(k.priority));
+        self.background.push(k.background);
+        self.outcome.push(i16::from(k.outcome));
+        self.attempts.push(i64::from(k.attempts));
+        self.created_ms.push(time(k.created_ms));
+        // Kept times are stored as they are (no "none" word in a Kept op).
+        self.started_ms.push(k.started_ms.map(time));
+        self.finished_ms.push(time(k.finished_ms));
+        self.expires_ms.push(time(k.expires_ms));
+        self.worker.push(Bin(k.worker.clone()));
+        self.error.push(k.error.clone().map(Bin));
+        self.result.push(Bin(k.result.clone()));
+        self.history.push(Bin(k.history.clone()));
+    }
+}

@@ -1,0 +1,313 @@
+//! The PostgreSQL backend, for one node (a cluster of nodes sharing the
+//! database is future work; the `node` column on jobs is reserved for it).
+//!
+//! The store keeps a copy of the stored state in memory (as the memory
+//! store does): a flush applies the buffered ops to it with the shared
+//! [`crate::apply_ops`], so the semantics are exactly the other
+//! backends', and then writes each touched id as it now stands, in one
+//! statement ([`flush`]). A failed flush puts the copy back; a lost
+//! connection is re-opened at the next flush or replay, which then
+//! re-reads the state (the failed batch may or may not have committed).
+//!
+//! - `connect`: the URL, libpq's environment defaults, error mapping;
+//! - `schema`: tables and versioned migrations;
+//! - `flush`: the batch statement; `replay`: reading the state back.
+
+mod connect;
+mod flush;
+mod replay;
+mod schema;
+
+use std::time::Duration;
+
+use postgres::{Client, Config, Statement};
+use tracing::{debug, warn};
+
+use crate::{
+    capped, DeadMark, JobRecord, KeptRecord, Op, Refusal, Replayed, ScheduleRecord, Sets, Store,
+    StoreError, MAX_ID,
+};
+pub use schema::SCHEMA_VERSION;
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Connect timeout, unless the URL sets `connect_timeout` itself.
+    pub connect_timeout: Duration,
+    /// How long sent data may stay unacknowledged before the connection
+    /// counts as lost (TCP_USER_TIMEOUT, Linux), unless the URL sets
+    /// `tcp_user_timeout`: a vanished database fails a flush instead of
+    /// blocking the store thread for TCP's ~15 minutes.
+    pub tcp_user_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            connect_timeout: Duration::from_secs(10),
+            tcp_user_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A store in a PostgreSQL database.
+pub struct PgStore {
+    config: Config,
+    /// `postgres://user@host:port/db`, for messages (no password).
+    server: String,
+    /// The connection and its prepared flush statement; None after the
+    /// connection was lost, until the next flush or replay re-opens it.
+    conn: Option<(Client, Statement)>,
+    /// The stored state as of the last flush; None until read (at the
+    /// first replay or flush, and again after a lost connection).
+    sets: Option<Sets>,
+    pending: Vec<Op>,
+    /// What the next flush must refuse (an id beyond `MAX_ID`, ...).
+    refused: Refusal,
+    /// Schema versions this open applied.
+    applied: Vec<u32>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("server", &self.server)
+            .field("connected", &self.conn.is_some())
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user:pass@host:port/db`, or libpq's
+    /// `key=value` form; `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
+    /// `PGDATABASE` fill what it leaves out) without TLS, and brings the
+    /// schema up to date.
+    pub fn open(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
+        let mut config = connect::config(url)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(opts.connect_timeout);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(opts.tcp_user_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("gearshift");
+        }
+        let server = connect::describe(&config);
+        let mut client = connect::connect(&config, &server)?;
+        let applied = schema::migrate(&mut client, &server)?;
+        let statement = prepare(&mut client, &server)?;
+        debug!(%server, "opened the PostgreSQL store");
+        Ok(PgStore {
+            config,
+            server,
+            conn: Some((client, statement)),
+            sets: None,
+            pending: Vec::new(),
+            refused: Refusal::default(),
+            applied,
+        })
+    }
+
+    /// The schema versions this open applied (empty when the database was
+    /// already current).
+    pub fn applied_migrations(&self) -> &[u32] {
+        &self.applied
+    }
+
+    /// `postgres://user@host:port/db`, without the password.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The connection, re-opened if it was lost (the state is then read
+    /// anew: a batch that failed with it may have committed).
+    fn conn(&mut self) -> Result<&mut (Client, Statement), StoreError> {
+        if self.conn.as_ref().is_some_and(|(c, _)| c.is_closed()) {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            let mut client = connect::connect(&self.config, &self.server)?;
+            let statement = prepare(&mut client, &self.server)?;
+            self.sets = None;
+            debug!(server = %self.server, "reconnected to PostgreSQL");
+            self.conn = Some((client, statement));
+        }
+        let server = self.server.clone();
+        self.conn.as_mut().ok_or_else(|| StoreError::Unreachable {
+            server,
+            why: "no connection".into(),
+        })
+    }
+
+    /// Notes a failed statement: a lost connection is dropped so the next
+    /// call reconnects.
+    fn failed(&mut self, e: StoreError) -> StoreError {
+        if matches!(e, StoreError::Unreachable { .. }) {
+            self.conn = None;
+            self.sets = None;
+        }
+        e
+    }
+
+    /// Reads the stored state unless it is already in memory.
+    fn load(&mut self) -> Result<(), StoreError> {
+        if self.sets.is_some() {
+            return Ok(());
+        }
+        let server = self.server.clone();
+        let (client, _) = self.conn()?;
+        match replay::load(client, &server) {
+            Ok(sets) => {
+                self.sets = Some(sets);
+                Ok(())
+            }
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+}
+
+impl Drop for PgStore {
+    /// The sync client closes its connection by blocking on its own
+    /// runtime, which panics inside an async task: the server may drop a
+    /// store there (a failed bind), so the close happens on a thread.
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let closing = std::thread::Builder::new()
+                .name("gearshift-pg-close".into())
+                .spawn(move || drop(conn));
+            if let Err(e) = closing {
+                warn!(error = %e, "cannot close the PostgreSQL connection on a thread");
+            }
+        }
+    }
+}
+
+/// A URL as messages name it: `postgres://user@host:port/db`, without the
+/// password (the URL itself if it does not parse).
+pub fn describe_url(url: &str) -> String {
+    match connect::config(url) {
+        Ok(c) => connect::describe(&c),
+        Err(_) => "PostgreSQL (an unparsable URL)".into(),
+    }
+}
+
+/// Prepares the flush statement (once per connection: a flush is then
+/// one round trip).
+fn prepare(client: &mut Client, server: &str) -> Result<Statement, StoreError> {
+    client
+        .prepare(flush::FLUSH_SQL)
+        .map_err(|e| connect::unreachable_or_refused(&e, server, "preparing the flush"))
+}
+
+impl Store for PgStore {
+    fn replay(&mut self) -> Result<Replayed, StoreError> {
+        // Always read back: what the database holds is what counts.
+        self.sets = None;
+        self.load()?;
+        Ok(self.sets.as_ref().map(Sets::replayed).unwrap_or_default())
+    }
+
+    fn add(&mut self, job: &JobRecord) {
+        self.refused.note(job.id);
+        self.pending.push(Op::Add(job.clone()));
+    }
+
+    fn done(&mut self, id: u64) {
+        self.pending.push(Op::Done(id));
+    }
+
+    fn update(&mut self, id: u64, attempts: u32) {
+        self.pending.push(Op::Update { id, attempts });
+    }
+
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
+        self.refused.note(id);
+        self.pending.push(Op::Retry {
+            id,
+            attempts,
+            due_ms,
+        });
+    }
+
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
+        self.refused.note(id);
+        self.pending.push(Op::Dead {
+            id,
+            attempts,
+            mark: mark.clone(),
+        });
+    }
+
+    fn schedule(&mut self, s: &ScheduleRecord) {
+        self.refused.note(s.id);
+        self.pending.push(Op::Schedule(s.clone()));
+    }
+
+    fn unschedule(&mut self, id: u64) {
+        if id <= MAX_ID {
+            self.pending.push(Op::Unschedule(id));
+        }
+    }
+
+    fn kept(&mut self, r: &KeptRecord) {
+        self.refused.note_kept(r);
+        self.pending.push(Op::Kept(r.clone()));
+    }
+
+    fn forget(&mut self, id: u64) {
+        if id <= MAX_ID {
+            self.pending.push(Op::Forget(id));
+        }
+    }
+
+    fn reserve(&mut self, upto: u64) {
+        self.pending.push(Op::Reserve(capped(upto)));
+    }
+
+    fn discard(&mut self) {
+        self.pending.clear();
+        self.refused.clear();
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if let Some(e) = self.refused.refusal() {
+            self.discard();
+            return Err(e);
+        }
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let ops = std::mem::take(&mut self.pending);
+        self.refused.clear();
+        // Nothing buffered counts as written unless the statement commits.
+        self.load()?;
+        let Some(sets) = self.sets.as_mut() else {
+            return Err(StoreError::Corrupt("the state was not read".into()));
+        };
+        let (params, undo) = flush::apply(sets, ops);
+        let rows = params.rows();
+        let server = self.server.clone();
+        // A connection lost since the load (reconnect failing) is undone
+        // like a failed statement.
+        let written = self.conn().and_then(|(client, statement)| {
+            client
+                .execute(&*statement, &params.as_sql())
+                .map_err(|e| connect::unreachable_or_refused(&e, &server, "the flush"))
+        });
+        match written {
+            Ok(_) => {
+                debug!(rows, "flushed a batch to PostgreSQL");
+                Ok(())
+            }
+            Err(e) => {
+                warn!(error = %e, rows, "a flush to PostgreSQL failed; its batch is not stored");
+                if let Some(sets) = self.sets.as_mut() {
+                    undo.restore(sets);
+                }
+                Err(self.failed(e))
+            }
+        }
+    }
+}

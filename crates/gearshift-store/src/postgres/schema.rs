@@ -1,0 +1,139 @@
+//! The schema and its versioned migrations. `gearshift_schema` holds one
+//! row per applied version; [`migrate`] applies the missing ones in one
+//! transaction at open, under a lock, and refuses a database whose
+//! schema is newer than this build knows.
+//!
+//! # Changing the schema
+//! Append a migration to [`MIGRATIONS`]; never edit a released one. Ids
+//! and times are `BIGINT` (a `u64` time is stored bit for bit, so even
+//! `u64::MAX - 1` round-trips); names and payloads are `BYTEA` (binary
+//! safe whatever the database's encoding).
+
+use postgres::Client;
+use tracing::info;
+
+use super::connect::unreachable_or_refused;
+use crate::StoreError;
+
+/// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
+pub(super) const MIGRATIONS: &[&str] = &[V1];
+
+/// The highest schema version this build knows.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Version 1: jobs (live and dead; a dead job has `died_ms` set), schedules,
+/// kept results and the handle reservation (one row). `node` on jobs is
+/// reserved for a cluster of nodes sharing the database; unused now.
+const V1: &str = "
+CREATE TABLE gearshift_jobs (
+    id          BIGINT PRIMARY KEY,
+    handle      BYTEA NOT NULL,
+    function    BYTEA NOT NULL,
+    unique_id   BYTEA NOT NULL,
+    priority    SMALLINT NOT NULL,
+    data        BYTEA NOT NULL,
+    reducer     BYTEA,
+    due_ms      BIGINT,
+    attempts    BIGINT NOT NULL,
+    created_ms  BIGINT NOT NULL,
+    died_ms     BIGINT,
+    error       BYTEA,
+    node        TEXT,
+    CHECK ((died_ms IS NULL) = (error IS NULL))
+);
+CREATE TABLE gearshift_schedules (
+    id          BIGINT PRIMARY KEY,
+    handle      BYTEA NOT NULL,
+    when_fields BYTEA NOT NULL,
+    monday_zero BOOLEAN NOT NULL,
+    function    BYTEA NOT NULL,
+    unique_id   BYTEA NOT NULL,
+    data        BYTEA NOT NULL,
+    priority    SMALLINT NOT NULL,
+    next_ms     BIGINT,
+    from_config BOOLEAN NOT NULL
+);
+CREATE TABLE gearshift_kept (
+    id          BIGINT PRIMARY KEY,
+    handle      BYTEA NOT NULL,
+    function    BYTEA NOT NULL,
+    unique_id   BYTEA NOT NULL,
+    priority    SMALLINT NOT NULL,
+    background  BOOLEAN NOT NULL,
+    outcome     SMALLINT NOT NULL,
+    attempts    BIGINT NOT NULL,
+    created_ms  BIGINT NOT NULL,
+    started_ms  BIGINT,
+    finished_ms BIGINT NOT NULL,
+    expires_ms  BIGINT NOT NULL,
+    worker      BYTEA NOT NULL,
+    error       BYTEA,
+    result      BYTEA NOT NULL,
+    history     BYTEA NOT NULL
+);
+-- The handle high-water mark minus one (so MAX_ID + 1 fits a BIGINT).
+CREATE TABLE gearshift_reservation (
+    one           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    last_reserved BIGINT NOT NULL
+);
+INSERT INTO gearshift_reservation (one, last_reserved) VALUES (TRUE, -1);
+";
+
+/// Brings the schema up to [`SCHEMA_VERSION`]; returns the versions this
+/// call applied (none when it was already current).
+pub(super) fn migrate(client: &mut Client, server: &str) -> Result<Vec<u32>, StoreError> {
+    let err = |what: &str| {
+        let what = what.to_string();
+        move |e: postgres::Error| unreachable_or_refused(&e, server, &what)
+    };
+    let mut tx = client.transaction().map_err(err("the schema check"))?;
+    // The lock makes a second process opening the same database wait
+    // instead of applying the same migration twice.
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS gearshift_schema (
+             version    INTEGER PRIMARY KEY,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         );
+         LOCK TABLE gearshift_schema IN EXCLUSIVE MODE;",
+    )
+    .map_err(err("the schema table"))?;
+    let current: i32 = tx
+        .query_one(
+            "SELECT COALESCE(max(version), 0) FROM gearshift_schema",
+            &[],
+        )
+        .and_then(|r| r.try_get(0))
+        .map_err(err("the schema check"))?;
+    let current = u32::try_from(current).map_err(|_| StoreError::Database {
+        server: server.into(),
+        what: "the schema check".into(),
+        why: format!("gearshift_schema holds version {current}"),
+    })?;
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::Database {
+            server: server.into(),
+            what: "the schema".into(),
+            why: format!(
+                "its version {current} is newer than this Gearshift understands \
+                 ({SCHEMA_VERSION}); upgrade Gearshift or use another database"
+            ),
+        });
+    }
+    let mut applied = Vec::new();
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let version = i as u32 + 1;
+        let what = format!("migration {version}");
+        tx.batch_execute(sql).map_err(err(&what))?;
+        tx.execute(
+            "INSERT INTO gearshift_schema (version) VALUES ($1)",
+            &[&(version as i32)],
+        )
+        .map_err(err(&what))?;
+        applied.push(version);
+    }
+    tx.commit().map_err(err("the migrations' commit"))?;
+    if !applied.is_empty() {
+        info!(%server, ?applied, "applied schema migrations");
+    }
+    Ok(applied)
+}

@@ -1,0 +1,213 @@
+//! A throwaway PostgreSQL cluster for tests: initdb in a temporary
+//! directory, trust authentication, 127.0.0.1 on a free port, fsync off.
+//! As root the server runs as the `postgres` user (PostgreSQL refuses
+//! root). A watcher process stops it and removes its directory when the
+//! test process exits, so a shared cluster in a static is cleaned up too.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+/// A running cluster.
+pub struct Cluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    pub port: u16,
+    as_postgres: bool,
+}
+
+/// The directory of the server programs: `PG_BIN`, else the newest
+/// `/usr/lib/postgresql/*/bin` with an initdb. Panics (fails the test)
+/// when there is none: the project's test command installs PostgreSQL.
+fn pg_bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("PG_BIN") {
+        let bin = PathBuf::from(b);
+        assert!(
+            bin.join("initdb").exists(),
+            "PG_BIN={} has no initdb: point it at PostgreSQL's server programs",
+            bin.display()
+        );
+        return bin;
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    found.sort();
+    match found.pop() {
+        Some((_, bin)) => bin,
+        None => panic!(
+            "no PostgreSQL server programs (no /usr/lib/postgresql/*/bin/initdb): install \
+             Debian's postgresql package, or set PG_BIN"
+        ),
+    }
+}
+
+fn is_root() -> bool {
+    std::env::var("USER").map(|u| u == "root").unwrap_or(false)
+        || Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout.trim_ascii() == b"0")
+            .unwrap_or(false)
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+impl Cluster {
+    /// initdb and start a new cluster.
+    pub fn start() -> Cluster {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let bin = pg_bin();
+        let dir = std::env::temp_dir().join(format!(
+            "gearshift-pg-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create the cluster directory");
+        let as_postgres = is_root();
+        if as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(&dir));
+        }
+        let c = Cluster {
+            bin,
+            dir,
+            port: free_port(),
+            as_postgres,
+        };
+        c.watch();
+        c.pg("initdb")
+            .arg("-D")
+            .arg(c.data())
+            .args(["-U", "gearshift", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| assert!(s.success(), "initdb failed"))
+            .expect("run initdb");
+        c.resume();
+        c
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// A server program, run as `postgres` when we are root.
+    fn pg(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    /// Starts the server (again, after [`Cluster::stop`]) on its port.
+    pub fn resume(&self) {
+        let opts = format!(
+            "-k {} -p {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.dir.display(),
+            self.port
+        );
+        let ok = self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir.join("log"))
+            .args(["-w", "-t", "60", "-o", &opts, "start"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run pg_ctl start")
+            .success();
+        let log = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
+        assert!(ok, "pg_ctl start failed:\n{log}");
+    }
+
+    /// Stops the server at once (no shutdown checkpoint).
+    pub fn stop(&self) {
+        let _ = self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// A watcher that stops the server and removes its directory once this
+    /// process is gone (statics are never dropped). It must outlive us, so
+    /// it is never waited for.
+    #[allow(clippy::zombie_processes)]
+    fn watch(&self) {
+        let as_user = if self.as_postgres {
+            "runuser -u postgres -- "
+        } else {
+            ""
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
+             {as_user}'{pg_ctl}' -D '{data}' -m immediate -w stop >/dev/null 2>&1; \
+             rm -rf '{dir}'",
+            pid = std::process::id(),
+            pg_ctl = self.bin.join("pg_ctl").display(),
+            data = self.data().display(),
+            dir = self.dir.display(),
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the cluster watcher");
+    }
+
+    /// A URL for database `db` as the test user.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://gearshift@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// A new empty database; returns its URL.
+    pub fn fresh_db(&self) -> String {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("t{}", N.fetch_add(1, Ordering::Relaxed));
+        let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+            .expect("connect to the test cluster");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create a test database");
+        self.url(&name)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(c: &mut Command) {
+    let s = c.status().expect("run a setup command");
+    assert!(s.success(), "{c:?} failed");
+}
+
+/// The cluster every test of this binary shares (a database each).
+pub fn shared() -> &'static Cluster {
+    static SHARED: OnceLock<Cluster> = OnceLock::new();
+    SHARED.get_or_init(Cluster::start)
+}

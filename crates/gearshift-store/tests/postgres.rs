@@ -1,0 +1,236 @@
+//! The PostgreSQL store against a throwaway cluster this binary starts:
+//! the conformance suite, reopening, a stopped database, a refused batch
+//! and the schema's migrations.
+
+mod pg_cluster;
+
+use bytes::Bytes;
+use gearshift_store::conformance::{self, job, kept, mark, sched};
+use gearshift_store::{PgOptions, PgStore, Store, StoreError, SCHEMA_VERSION};
+use pg_cluster::{shared, Cluster};
+
+fn open(url: &str) -> PgStore {
+    PgStore::open(url, PgOptions::default()).expect("open the PostgreSQL store")
+}
+
+fn sql(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).expect("connect for a check")
+}
+
+#[test]
+fn pg_store_conforms() {
+    let cluster = shared();
+    conformance::run(|| {
+        let url = cluster.fresh_db();
+        move || open(&url)
+    });
+}
+
+/// One of every kind of record, flushed in a few batches.
+fn fill(s: &mut PgStore) {
+    let mut full = job(1, "fn", "u-1", 0, b"bin\0ary\xff");
+    full.reducer = Some(Bytes::from_static(b"reducer"));
+    full.due_ms = Some(1_900_000_000_000);
+    s.add(&full);
+    s.add(&job(2, "f", "", 1, b"two"));
+    s.add(&job(3, "f", "", 2, b"three"));
+    s.flush().expect("flush");
+    s.dead(2, 5, &mark(1_700_000_009_000, "boom"));
+    s.retry(3, 1, Some(1_800_000_000_000));
+    s.schedule(&sched(4, "*/5 * * * *", Some(1_700_000_100_000)));
+    s.schedule(&sched(5, "0 0 * * *", None));
+    s.kept(&kept(6, 1, b"result"));
+    s.kept(&kept(7, 0, b""));
+    s.reserve(40);
+    s.flush().expect("flush");
+    s.unschedule(5);
+    s.forget(7);
+    s.flush().expect("flush");
+}
+
+#[test]
+fn reopen_replays_everything() {
+    let url = shared().fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    fill(&mut s);
+    let before = s.replay().expect("replay");
+    drop(s);
+    let after = open(&url).replay().expect("replay after reopen");
+    assert_eq!(after, before, "a reopened store replays what was flushed");
+    assert_eq!(after.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(after.dead.len(), 1, "job 2 is dead");
+    assert_eq!(after.dead[0].0.attempts, 5);
+    assert_eq!(
+        after.jobs[1].due_ms,
+        Some(1_800_000_000_000),
+        "retry's due time"
+    );
+    assert_eq!(
+        after.schedules,
+        vec![sched(4, "*/5 * * * *", Some(1_700_000_100_000))]
+    );
+    assert_eq!(after.kept, vec![kept(6, 1, b"result")]);
+    assert_eq!(after.next_id, 40, "the reservation is kept");
+}
+
+#[test]
+fn flush_against_a_stopped_database_fails_and_loses_nothing() {
+    // A cluster of its own: stopping the shared one would fail the others.
+    let cluster = Cluster::start();
+    let url = cluster.fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    fill(&mut s);
+    let committed = s.replay().expect("replay");
+
+    cluster.stop();
+    s.add(&job(50, "f", "", 1, b"lost"));
+    s.done(1);
+    match s.flush() {
+        Err(e @ StoreError::Unreachable { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!(
+                    "cannot reach PostgreSQL at postgres://gearshift@127.0.0.1:{}",
+                    cluster.port
+                )),
+                "the error names the server: {text}"
+            );
+        }
+        other => panic!("a flush to a stopped database must fail as unreachable, got {other:?}"),
+    }
+
+    cluster.resume();
+    assert_eq!(
+        s.replay().expect("the store reconnects"),
+        committed,
+        "the failed batch is not stored; everything committed before is"
+    );
+    s.add(&job(51, "f", "", 1, b"after"));
+    s.flush().expect("a flush after the database is back");
+    let r = open(&url).replay().expect("replay");
+    assert_eq!(r.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1, 3, 51]);
+}
+
+#[test]
+fn a_refused_batch_is_rolled_back_as_a_whole() {
+    let url = shared().fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 1, b"one"));
+    s.flush().expect("flush");
+    // Kept rows now fail: the jobs of the same batch must not stay.
+    sql(&url)
+        .batch_execute(
+            "CREATE FUNCTION no_kept() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'kept refused by test'; END $$; \
+             CREATE TRIGGER no_kept BEFORE INSERT ON gearshift_kept \
+             FOR EACH ROW EXECUTE FUNCTION no_kept();",
+        )
+        .expect("install the trigger");
+    s.add(&job(2, "f", "", 1, b"two"));
+    s.done(1);
+    s.kept(&kept(1, 0, b"done"));
+    match s.flush() {
+        Err(e @ StoreError::Database { .. }) => {
+            assert!(e.to_string().contains("kept refused by test"), "{e}")
+        }
+        other => panic!("the flush must fail with the database's error, got {other:?}"),
+    }
+    let r = open(&url).replay().expect("replay");
+    assert_eq!(
+        r.jobs,
+        vec![job(1, "f", "", 1, b"one")],
+        "nothing of the batch"
+    );
+    assert!(r.kept.is_empty());
+    // The store's own copy was put back too: the next batch builds on it.
+    s.add(&job(3, "f", "", 1, b"three"));
+    s.flush().expect("the next batch is stored");
+    let r = s.replay().expect("replay");
+    assert_eq!(r.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1, 3]);
+}
+
+#[test]
+fn schema_version_is_recorded_and_migrations_run_once() {
+    let url = shared().fresh_db();
+    let first = open(&url);
+    assert_eq!(
+        first.applied_migrations(),
+        (1..=SCHEMA_VERSION).collect::<Vec<_>>()
+    );
+    drop(first);
+    let second = open(&url);
+    assert!(
+        second.applied_migrations().is_empty(),
+        "a second open migrates nothing"
+    );
+    let versions: Vec<i32> = sql(&url)
+        .query("SELECT version FROM gearshift_schema ORDER BY version", &[])
+        .expect("read the schema table")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=SCHEMA_VERSION as i32).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let url = shared().fresh_db();
+    drop(open(&url));
+    sql(&url)
+        .execute("INSERT INTO gearshift_schema (version) VALUES (999)", &[])
+        .expect("pretend a newer Gearshift migrated");
+    let e = PgStore::open(&url, PgOptions::default()).expect_err("a newer schema is refused");
+    assert!(e.to_string().contains("version 999 is newer"), "{e}");
+}
+
+#[test]
+fn an_unreachable_server_is_named() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("postgres://nobody:secret@127.0.0.1:{port}/x");
+    let e = PgStore::open(&url, PgOptions::default()).expect_err("nothing listens there");
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "cannot reach PostgreSQL at postgres://nobody@127.0.0.1:{port}/x: "
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("secret"),
+        "the password is never shown: {text}"
+    );
+}
+
+#[test]
+fn a_flush_is_one_transaction() {
+    let url = shared().fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    for id in 1..=100 {
+        s.add(&job(id, "f", "", 1, b"batch"));
+    }
+    s.schedule(&sched(101, "* * * * *", Some(1)));
+    s.kept(&kept(102, 0, b"r"));
+    s.reserve(200);
+    s.flush().expect("flush");
+    // Every row written by the batch carries the same inserting transaction.
+    let xids: Vec<String> = sql(&url)
+        .query(
+            "SELECT DISTINCT xmin::text FROM (SELECT xmin FROM gearshift_jobs \
+             UNION ALL SELECT xmin FROM gearshift_schedules \
+             UNION ALL SELECT xmin FROM gearshift_kept \
+             UNION ALL SELECT xmin FROM gearshift_reservation) t",
+            &[],
+        )
+        .expect("read the rows' transactions")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(xids.len(), 1, "one transaction wrote the batch: {xids:?}");
+}
