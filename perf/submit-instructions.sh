@@ -17,8 +17,9 @@
 # included, ~1 % at the default) divided by the jobs, and the top functions
 # by their own instructions per job. Environment: BENCH (the harness dir
 # with rawload.c, default ../shared/bench), N (jobs, default 200000), TOP
-# (functions listed, default 15). Needs valgrind (Debian package
-# `valgrind`).
+# (functions listed, default 15), MODE (`submit`, default, or `drain`: the
+# jobs are then drained by 8 raw workers, and the count covers both).
+# Needs valgrind (Debian package `valgrind`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=${BENCH:-../shared/bench}
@@ -45,8 +46,12 @@ for gs in "$@"; do
     if "$RAW" ping -p "$port" >/dev/null 2>&1; then up=1; break; fi
   done
   [ -n "$up" ] || { echo "server under valgrind did not come up" >&2; kill "$pid"; exit 1; }
-  "$RAW" bg -p "$port" -n "$N" -D 64 >"$WORK/load.json"
+  "$RAW" bg -p "$port" -f cg -n "$N" -D 64 >"$WORK/load.json"
   grep -q '"ok":true' "$WORK/load.json" || { echo "load run failed: $(cat "$WORK/load.json")" >&2; kill "$pid"; exit 1; }
+  if [ "${MODE:-submit}" = drain ]; then
+    "$RAW" drain -p "$port" -f cg -n "$N" -k 8 >"$WORK/drain.json"
+    grep -q '"ok":true' "$WORK/drain.json" || { echo "drain failed: $(cat "$WORK/drain.json")" >&2; kill "$pid"; exit 1; }
+  fi
   kill -INT "$pid"
   wait "$pid" || true
   total=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$WORK/valgrind.log")
