@@ -7,7 +7,9 @@
 # foreground load: 4 client conns x 32 in flight, 8 raw echo workers, N jobs)
 # runs on another, alternately alone and while a client pages through the
 # whole queue over and over (GET /api/v1/jobs?function=...&limit=1000,
-# following next_cursor). Fresh server per run, REPS runs of each, medians.
+# following next_cursor, a page every EVERY seconds: default 0.1, ten pages
+# of 1000 jobs a second; EVERY=0 pages flat out). Fresh server per run, REPS
+# runs of each, medians.
 #
 #   perf/listing-under-load.sh [GEARSHIFT_BINARY]
 set -euo pipefail
@@ -17,19 +19,31 @@ TOOLS=${TOOLS:-/tmp/gearshift-threadcpu}
 REPS=${REPS:-5}
 N=${N:-200000}
 Q=${Q:-100000}
+EVERY=${EVERY:-0.1}
 BIN=${1:-$PWD/target/release/gearshift}
 mkdir -p "$TOOLS"
 [ -x "$TOOLS/rawload" ] || cc -O2 -o "$TOOLS/rawload" "$BENCH/rawload.c" -lm
 RAW=$TOOLS/rawload
 
-lister() { # page through function `listed` until killed; prints pages read
-  local base=$1 pages=0 cursor="" url
-  while :; do
-    url="$base/api/v1/jobs?function=listed&limit=1000${cursor:+&cursor=$cursor}"
-    cursor=$(curl -s --max-time 5 "$url" | python3 -c 'import json,sys; c=json.load(sys.stdin).get("next_cursor"); print(c or "")' 2>/dev/null || true)
-    pages=$((pages + 1))
-    echo "$pages" > "$2"
-  done
+lister() { # page through function `listed` until killed, over one kept-alive
+  # connection; writes the pages read to $2
+  python3 - "$1" "$2" "$EVERY" <<'PY'
+import http.client, json, sys, time
+port, out, every = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+pages, cursor = 0, None
+try:
+    while True:
+        q = "/api/v1/jobs?function=listed&limit=1000" + (f"&cursor={cursor}" if cursor else "")
+        c.request("GET", q)
+        cursor = json.loads(c.getresponse().read()).get("next_cursor")
+        pages += 1
+        with open(out, "w") as f:
+            f.write(str(pages))
+        time.sleep(every)
+except (OSError, http.client.HTTPException):
+    pass
+PY
 }
 
 run() { # $1 = alone|listing
@@ -41,7 +55,7 @@ run() { # $1 = alone|listing
   "$RAW" bg -p "$port" -P "$pid" -f listed -n "$Q" -m 4 -D 64 -L queue > /dev/null
   local count; count=$(mktemp)
   if [ "$1" = listing ]; then
-    lister "http://127.0.0.1:$((port + 1))" "$count" &
+    lister "$((port + 1))" "$count" &
     lp=$!
     sleep 0.5
   fi
