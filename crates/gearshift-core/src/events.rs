@@ -213,6 +213,15 @@ impl Core {
         }
     }
 
+    /// The name of a live job's function (empty if it has none).
+    pub(crate) fn function_of(&self, id: crate::ids::JobId) -> Bytes {
+        self.jobs
+            .get(id)
+            .and_then(|j| self.func(j.func()))
+            .map(|f| f.name.clone())
+            .unwrap_or_default()
+    }
+
     /// A worker sent WORK_STATUS for a job it holds.
     pub(crate) fn progress_event(
         &mut self,
@@ -221,12 +230,7 @@ impl Core {
         denominator: u32,
     ) {
         let handle = self.handle_of(id);
-        let function = self
-            .jobs
-            .get(id)
-            .and_then(|j| self.func(j.func()))
-            .map(|f| f.name.clone())
-            .unwrap_or_default();
+        let function = self.function_of(id);
         self.push_event(EventKind::Progress {
             handle,
             function,

@@ -241,12 +241,7 @@ impl Core {
 
     fn emit_event(&mut self, id: JobId, step: Step) {
         let handle = self.handle_of(id);
-        let function = self
-            .jobs
-            .get(id)
-            .and_then(|j| self.func(j.func()))
-            .map(|f| f.name.clone())
-            .unwrap_or_default();
+        let function = self.function_of(id);
         self.push_event(EventKind::Job {
             handle,
             function,

@@ -388,6 +388,11 @@ impl Server {
         for t in &tasks {
             t.abort();
         }
+        // An aborted task drops its listener when the runtime next gets to
+        // it; wait for that, so nothing listens once `run` has returned.
+        for t in tasks {
+            let _ = t.await;
+        }
         reloads.abort();
         let (fin_tx, fin_rx) = tokio::sync::oneshot::channel();
         if inline {

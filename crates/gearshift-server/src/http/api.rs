@@ -644,7 +644,7 @@ fn submission(m: &Map<String, Value>) -> Result<Submission, ApiError> {
                 .ok_or_else(|| ApiError::bad("`at` must be whole Unix seconds"))?,
         ),
         Some(Value::String(s)) => Some(
-            super::rfc3339::parse_rfc3339(s)
+            gearshift_core::timefmt::parse_rfc3339(s)
                 .ok_or_else(|| ApiError::bad("`at` must be Unix seconds or an RFC 3339 time"))?,
         ),
         Some(_) => {

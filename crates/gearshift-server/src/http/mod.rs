@@ -9,7 +9,6 @@ pub mod auth;
 pub mod events;
 pub mod gearmand;
 pub mod metrics;
-pub mod rfc3339;
 pub mod series;
 pub mod submit;
 

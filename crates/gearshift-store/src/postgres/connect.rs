@@ -30,7 +30,7 @@ pub(super) fn connect(config: &Config, server: &str) -> Result<Client, StoreErro
 /// Fills in what libpq would take from the environment when the
 /// connection string leaves it out; no host at all means the local socket
 /// directory (Debian's `/var/run/postgresql`, else `/tmp`).
-pub(super) fn libpq_defaults(config: &mut Config, env: impl Fn(&str) -> Option<String>) {
+pub fn libpq_defaults(config: &mut Config, env: impl Fn(&str) -> Option<String>) {
     if config.get_hosts().is_empty() {
         match env("PGHOST") {
             Some(hosts) => {

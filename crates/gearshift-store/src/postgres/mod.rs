@@ -14,6 +14,8 @@
 //! - `flush`: the batch statement; `replay`: reading the state back.
 
 mod connect;
+
+pub use connect::libpq_defaults;
 mod flush;
 mod replay;
 mod schema;

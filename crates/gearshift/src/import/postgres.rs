@@ -8,6 +8,7 @@
 //! `--libpq-table` option unquoted (so PostgreSQL folds it to lower case).
 
 use bytes::Bytes;
+use gearshift_store::postgres::libpq_defaults;
 use postgres::config::{Host, SslMode};
 use postgres::{Config, IsolationLevel, NoTls};
 
@@ -137,49 +138,6 @@ pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read
         name: format!("{server}?table={resolved}"),
         fingerprint: hash.0,
     })
-}
-
-/// Fills in what libpq (and so gearmand) would take from the environment
-/// when the connection string leaves it out: `PGHOST` (else the local
-/// socket directory, Debian's `/var/run/postgresql` or `/tmp`), `PGPORT`,
-/// `PGUSER`, `PGDATABASE`, `PGPASSWORD`.
-fn libpq_defaults(config: &mut Config, env: impl Fn(&str) -> Option<String>) {
-    if config.get_hosts().is_empty() {
-        match env("PGHOST") {
-            Some(hosts) => {
-                for h in hosts.split(',').filter(|h| !h.is_empty()) {
-                    config.host(h);
-                }
-            }
-            None => {
-                let dir = ["/var/run/postgresql", "/tmp"]
-                    .into_iter()
-                    .find(|d| std::path::Path::new(d).is_dir())
-                    .unwrap_or("/tmp");
-                config.host_path(dir);
-            }
-        }
-    }
-    if config.get_ports().is_empty() {
-        if let Some(port) = env("PGPORT").and_then(|p| p.parse().ok()) {
-            config.port(port);
-        }
-    }
-    if config.get_user().is_none() {
-        if let Some(user) = env("PGUSER") {
-            config.user(&user);
-        }
-    }
-    if config.get_dbname().is_none() {
-        if let Some(db) = env("PGDATABASE") {
-            config.dbname(&db);
-        }
-    }
-    if config.get_password().is_none() {
-        if let Some(pw) = env("PGPASSWORD") {
-            config.password(pw);
-        }
-    }
 }
 
 /// An error with its causes (the driver's own message is often only
