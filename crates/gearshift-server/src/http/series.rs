@@ -79,18 +79,18 @@ pub fn sample(at_ms: u64, prev: &Totals, now: &Totals) -> Sample {
 pub async fn sample_loop(control: Control, series: std::sync::Arc<Series>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut prev: Option<Totals> = None;
+    // The counters start at zero with the server: the first sample counts
+    // what happened before the sampler's first reading too.
+    let mut prev = Totals::default();
     loop {
         tick.tick().await;
         let Ok(now) = control.call(|c| c.totals()).await else {
             return;
         };
         let at = super::now_ms();
-        if let Some(p) = &prev {
-            series.push(sample(at, p, &now));
-        }
+        series.push(sample(at, &prev, &now));
         series.set_latest(at, now);
-        prev = Some(now);
+        prev = now;
     }
 }
 
