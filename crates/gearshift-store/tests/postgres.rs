@@ -109,6 +109,7 @@ fn flush_against_a_stopped_database_fails_and_loses_nothing() {
     );
     s.add(&job(51, "f", "", 1, b"after"));
     s.flush().expect("a flush after the database is back");
+    drop(s);
     let r = open(&url).replay().expect("replay");
     assert_eq!(r.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1, 3, 51]);
 }
@@ -138,13 +139,20 @@ fn a_refused_batch_is_rolled_back_as_a_whole() {
         }
         other => panic!("the flush must fail with the database's error, got {other:?}"),
     }
-    let r = open(&url).replay().expect("replay");
-    assert_eq!(
-        r.jobs,
-        vec![job(1, "f", "", 1, b"one")],
-        "nothing of the batch"
-    );
-    assert!(r.kept.is_empty());
+    // What the database holds, read beside the store (which holds the lock).
+    let mut db = sql(&url);
+    let ids: Vec<i64> = db
+        .query("SELECT id FROM gearshift_jobs ORDER BY id", &[])
+        .expect("read the jobs")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, [1], "nothing of the batch");
+    let kept: i64 = db
+        .query_one("SELECT count(*) FROM gearshift_kept", &[])
+        .expect("count kept")
+        .get(0);
+    assert_eq!(kept, 0);
     // The store's own copy was put back too: the next batch builds on it.
     s.add(&job(3, "f", "", 1, b"three"));
     s.flush().expect("the next batch is stored");
@@ -233,4 +241,26 @@ fn a_flush_is_one_transaction() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(xids.len(), 1, "one transaction wrote the batch: {xids:?}");
+}
+
+#[test]
+fn one_store_per_database_until_the_holder_goes() {
+    let url = shared().fresh_db();
+    let mut first = open(&url);
+    first.replay().expect("replay");
+    let quick = PgOptions {
+        lock_wait: std::time::Duration::from_millis(300),
+        ..PgOptions::default()
+    };
+    match PgStore::open(&url, quick) {
+        Err(StoreError::Locked(server)) => assert!(server.starts_with("postgres://"), "{server}"),
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("a second store opened the same database"),
+    }
+    // Another database of the same server is free.
+    let other = shared().fresh_db();
+    open(&other).replay().expect("another database");
+    drop(first);
+    // The lock goes with the holder's session (open waits for it).
+    open(&url).replay().expect("reopen");
 }

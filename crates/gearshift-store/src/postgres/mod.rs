@@ -41,6 +41,9 @@ pub struct PgOptions {
     /// `tcp_user_timeout`: a vanished database fails a flush instead of
     /// blocking the store thread for TCP's ~15 minutes.
     pub tcp_user_timeout: Duration,
+    /// How long to wait for another holder of the database to let go
+    /// (a node restarting while the database still ends its old session).
+    pub lock_wait: Duration,
 }
 
 impl Default for PgOptions {
@@ -48,6 +51,7 @@ impl Default for PgOptions {
         PgOptions {
             connect_timeout: Duration::from_secs(10),
             tcp_user_timeout: Duration::from_secs(30),
+            lock_wait: Duration::from_secs(5),
         }
     }
 }
@@ -68,6 +72,8 @@ pub struct PgStore {
     refused: Refusal,
     /// Schema versions this open applied.
     applied: Vec<u32>,
+    /// How long a reconnect waits for the node lock.
+    lock_wait: Duration,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -80,11 +86,39 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// The advisory lock a node holds on its database for as long as its
+/// session lives (`gearshif` in ASCII).
+const NODE_LOCK: i64 = 0x6765_6172_7368_6966;
+
+/// Takes the database for this store, or says another Gearshift holds it:
+/// two single-node stores on one database would overwrite each other.
+/// The lock is the session's, so a crashed node's goes with its connection.
+/// Waits up to `wait` for a holder to let go.
+fn claim(client: &mut postgres::Client, server: &str, wait: Duration) -> Result<(), StoreError> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        let row = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&NODE_LOCK])
+            .map_err(|e| connect::unreachable_or_refused(&e, server, "the node lock"))?;
+        let got: bool = row
+            .try_get(0)
+            .map_err(|e| connect::unreachable_or_refused(&e, server, "the node lock"))?;
+        if got {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= until {
+            return Err(StoreError::Locked(server.to_owned()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 impl PgStore {
     /// Connects to `url` (`postgres://user:pass@host:port/db`, or libpq's
     /// `key=value` form; `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
-    /// `PGDATABASE` fill what it leaves out) without TLS, and brings the
-    /// schema up to date.
+    /// `PGDATABASE` fill what it leaves out) without TLS, takes the
+    /// database for this node (`StoreError::Locked` if another Gearshift
+    /// holds it), and brings the schema up to date.
     pub fn open(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
         let mut config = connect::config(url)?;
         if config.get_connect_timeout().is_none() {
@@ -98,6 +132,7 @@ impl PgStore {
         }
         let server = connect::describe(&config);
         let mut client = connect::connect(&config, &server)?;
+        claim(&mut client, &server, opts.lock_wait)?;
         let applied = schema::migrate(&mut client, &server)?;
         let statement = prepare(&mut client, &server)?;
         debug!(%server, "opened the PostgreSQL store");
@@ -109,6 +144,7 @@ impl PgStore {
             pending: Vec::new(),
             refused: Refusal::default(),
             applied,
+            lock_wait: opts.lock_wait,
         })
     }
 
@@ -131,6 +167,7 @@ impl PgStore {
         }
         if self.conn.is_none() {
             let mut client = connect::connect(&self.config, &self.server)?;
+            claim(&mut client, &self.server, self.lock_wait)?;
             let statement = prepare(&mut client, &self.server)?;
             self.sets = None;
             debug!(server = %self.server, "reconnected to PostgreSQL");
