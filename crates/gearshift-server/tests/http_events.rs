@@ -139,7 +139,9 @@ async fn a_reader_that_falls_behind_is_dropped() {
         .build()
         .expect("client");
     // Job traffic goes on regardless of the reader.
-    for round in 0..60 {
+    // Enough events to overrun what the kernel buffers on the server's side
+    // too (its send buffer grows to megabytes): ~40,000 events.
+    for round in 0..200 {
         let jobs: Vec<_> = (0..200)
             .map(|i| {
                 let c = c.clone();
