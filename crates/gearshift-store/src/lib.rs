@@ -21,6 +21,7 @@
 //! - [`fault`]: a wrapper that fails after N operations, for error-path tests.
 //! - [`conformance`]: the suite every backend must pass.
 
+mod batch;
 pub mod conformance;
 pub mod error;
 pub mod fault;

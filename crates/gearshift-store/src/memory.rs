@@ -3,18 +3,17 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::batch::Batch;
 use crate::{
-    apply_ops, capped, DeadMark, JobRecord, KeptRecord, Op, Refusal, Replayed, ScheduleRecord,
-    Sets, Store, StoreError, MAX_ID,
+    apply_ops, DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Sets, Store, StoreError,
 };
 
 /// A store that keeps flushed jobs in memory.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     shared: Arc<Mutex<Sets>>,
-    pending: Vec<Op>,
-    /// What the next flush must refuse (an id beyond `MAX_ID`, ...).
-    refused: Refusal,
+    /// Operations since the last flush.
+    batch: Batch,
 }
 
 impl MemoryStore {
@@ -27,8 +26,7 @@ impl MemoryStore {
     pub fn reopen(&self) -> Self {
         MemoryStore {
             shared: self.shared.clone(),
-            pending: Vec::new(),
-            refused: Refusal::default(),
+            batch: Batch::default(),
         }
     }
 }
@@ -43,80 +41,56 @@ impl Store for MemoryStore {
     }
 
     fn add(&mut self, job: &JobRecord) {
-        self.refused.note(job.id);
-        self.pending.push(Op::Add(job.clone()));
+        self.batch.add(job);
     }
 
     fn done(&mut self, id: u64) {
-        self.pending.push(Op::Done(id));
+        self.batch.done(id);
     }
 
     fn update(&mut self, id: u64, attempts: u32) {
-        self.pending.push(Op::Update { id, attempts });
+        self.batch.update(id, attempts);
     }
 
     fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.refused.note(id);
-        self.pending.push(Op::Retry {
-            id,
-            attempts,
-            due_ms,
-        });
+        self.batch.retry(id, attempts, due_ms);
     }
 
     fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.refused.note(id);
-        self.pending.push(Op::Dead {
-            id,
-            attempts,
-            mark: mark.clone(),
-        });
+        self.batch.dead(id, attempts, mark);
     }
 
     fn schedule(&mut self, s: &ScheduleRecord) {
-        self.refused.note(s.id);
-        self.pending.push(Op::Schedule(s.clone()));
+        self.batch.schedule(s);
     }
 
     fn unschedule(&mut self, id: u64) {
-        // No stored schedule has an id past MAX_ID: nothing to drop (the
-        // log store could not write the op).
-        if id <= MAX_ID {
-            self.pending.push(Op::Unschedule(id));
-        }
+        self.batch.unschedule(id);
     }
 
     fn kept(&mut self, r: &KeptRecord) {
-        self.refused.note_kept(r);
-        self.pending.push(Op::Kept(r.clone()));
+        self.batch.kept(r);
     }
 
     fn forget(&mut self, id: u64) {
-        // As in `unschedule`.
-        if id <= MAX_ID {
-            self.pending.push(Op::Forget(id));
-        }
+        self.batch.forget(id);
     }
 
     fn reserve(&mut self, upto: u64) {
-        self.pending.push(Op::Reserve(capped(upto)));
+        self.batch.reserve(upto);
     }
 
     fn discard(&mut self) {
-        self.pending.clear();
-        self.refused.clear();
+        self.batch.discard();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        if let Some(e) = self.refused.refusal() {
-            self.discard();
-            return Err(e);
-        }
+        let ops = self.batch.take()?;
         let mut s = self
             .shared
             .lock()
             .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
-        apply_ops(&mut s, self.pending.drain(..));
+        apply_ops(&mut s, ops);
         Ok(())
     }
 }

@@ -25,10 +25,8 @@ use std::time::Duration;
 use postgres::{Client, Config, Statement};
 use tracing::{debug, warn};
 
-use crate::{
-    capped, DeadMark, JobRecord, KeptRecord, Op, Refusal, Replayed, ScheduleRecord, Sets, Store,
-    StoreError, MAX_ID,
-};
+use crate::batch::Batch;
+use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Sets, Store, StoreError};
 pub use schema::SCHEMA_VERSION;
 
 /// How to connect.
@@ -67,9 +65,8 @@ pub struct PgStore {
     /// The stored state as of the last flush; None until read (at the
     /// first replay or flush, and again after a lost connection).
     sets: Option<Sets>,
-    pending: Vec<Op>,
-    /// What the next flush must refuse (an id beyond `MAX_ID`, ...).
-    refused: Refusal,
+    /// Operations since the last flush.
+    batch: Batch,
     /// Schema versions this open applied.
     applied: Vec<u32>,
     /// How long a reconnect waits for the node lock.
@@ -81,7 +78,7 @@ impl std::fmt::Debug for PgStore {
         f.debug_struct("PgStore")
             .field("server", &self.server)
             .field("connected", &self.conn.is_some())
-            .field("pending", &self.pending.len())
+            .field("pending", &self.batch.len())
             .finish()
     }
 }
@@ -141,8 +138,7 @@ impl PgStore {
             server,
             conn: Some((client, statement)),
             sets: None,
-            pending: Vec::new(),
-            refused: Refusal::default(),
+            batch: Batch::default(),
             applied,
             lock_wait: opts.lock_wait,
         })
@@ -249,77 +245,54 @@ impl Store for PgStore {
     }
 
     fn add(&mut self, job: &JobRecord) {
-        self.refused.note(job.id);
-        self.pending.push(Op::Add(job.clone()));
+        self.batch.add(job);
     }
 
     fn done(&mut self, id: u64) {
-        self.pending.push(Op::Done(id));
+        self.batch.done(id);
     }
 
     fn update(&mut self, id: u64, attempts: u32) {
-        self.pending.push(Op::Update { id, attempts });
+        self.batch.update(id, attempts);
     }
 
     fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.refused.note(id);
-        self.pending.push(Op::Retry {
-            id,
-            attempts,
-            due_ms,
-        });
+        self.batch.retry(id, attempts, due_ms);
     }
 
     fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.refused.note(id);
-        self.pending.push(Op::Dead {
-            id,
-            attempts,
-            mark: mark.clone(),
-        });
+        self.batch.dead(id, attempts, mark);
     }
 
     fn schedule(&mut self, s: &ScheduleRecord) {
-        self.refused.note(s.id);
-        self.pending.push(Op::Schedule(s.clone()));
+        self.batch.schedule(s);
     }
 
     fn unschedule(&mut self, id: u64) {
-        if id <= MAX_ID {
-            self.pending.push(Op::Unschedule(id));
-        }
+        self.batch.unschedule(id);
     }
 
     fn kept(&mut self, r: &KeptRecord) {
-        self.refused.note_kept(r);
-        self.pending.push(Op::Kept(r.clone()));
+        self.batch.kept(r);
     }
 
     fn forget(&mut self, id: u64) {
-        if id <= MAX_ID {
-            self.pending.push(Op::Forget(id));
-        }
+        self.batch.forget(id);
     }
 
     fn reserve(&mut self, upto: u64) {
-        self.pending.push(Op::Reserve(capped(upto)));
+        self.batch.reserve(upto);
     }
 
     fn discard(&mut self) {
-        self.pending.clear();
-        self.refused.clear();
+        self.batch.discard();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        if let Some(e) = self.refused.refusal() {
-            self.discard();
-            return Err(e);
-        }
-        if self.pending.is_empty() {
+        let ops = self.batch.take()?;
+        if ops.is_empty() {
             return Ok(());
         }
-        let ops = std::mem::take(&mut self.pending);
-        self.refused.clear();
         // Nothing buffered counts as written unless the statement commits.
         self.load()?;
         let Some(sets) = self.sets.as_mut() else {
