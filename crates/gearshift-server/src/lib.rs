@@ -16,9 +16,14 @@
 //!   trade batches with it (one hand-off per batch, not per packet). With
 //!   one I/O thread the hub runs on it and no hand-off happens.
 //! - [`store_task`]: group commits on the store's thread, off the I/O path.
+//! - `restore`: the core rebuilt from the store at bind.
+//! - [`http`]: metrics, the JSON API, live events ([`events`]) and the
+//!   dashboard, reaching the hub through [`control`].
 //!
-//! The accept loops run on the caller's runtime and deal connections out.
+//! The accept loops (`accept`) run on the caller's runtime and deal
+//! connections out.
 
+mod accept;
 pub mod clock;
 pub mod config;
 pub mod connection;
@@ -32,17 +37,18 @@ pub mod hub;
 pub mod io_thread;
 pub mod peers;
 pub mod policy_file;
+mod restore;
 pub mod store_task;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gearshift_core::{ConnId, Core, Effect, StoreOp};
+use gearshift_core::Core;
 use gearshift_store::{Durability, LogOptions, LogStore, PgOptions, PgStore, Store, StoreError};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify, Semaphore};
 
 pub use config::{HttpConfig, Reload, ServerConfig, StoreConfig};
@@ -50,7 +56,7 @@ pub use control::{Control, Stopped};
 use core_thread::{IoLinks, ToCore};
 use handoff::{Flow, OutSlot};
 use hub::{Hub, Signals};
-use io_thread::{Accepted, IoSettings, Sink, ToIo};
+use io_thread::{IoSettings, Sink, ToIo};
 use store_task::{Deliver, StoreTask};
 
 /// Errors starting the server.
@@ -153,7 +159,7 @@ impl Server {
         // Replaying may block (a database store's client blocks on a
         // runtime of its own), so it runs off this task.
         let (cfg, store, core) = tokio::task::spawn_blocking(move || {
-            let core = restore(&cfg, store.as_mut());
+            let core = restore::restore(&cfg, store.as_mut());
             (cfg, store, core)
         })
         .await
@@ -354,7 +360,7 @@ impl Server {
         let next_id = Arc::new(AtomicU64::new(0));
         let mut tasks = Vec::new();
         for listener in self.listeners {
-            tasks.push(tokio::spawn(accept_loop(
+            tasks.push(tokio::spawn(accept::accept_loop(
                 listener,
                 inboxes.clone(),
                 stop_rx.clone(),
@@ -474,145 +480,4 @@ fn stop_all(
     for tx in inboxes {
         let _ = tx.send(ToIo::Stop);
     }
-}
-
-/// Accepts connections and deals them out to the I/O threads in turn.
-async fn accept_loop(
-    listener: TcpListener,
-    inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
-    mut stop: watch::Receiver<bool>,
-    limit: Arc<Semaphore>,
-    next_id: Arc<AtomicU64>,
-) {
-    let threads = inboxes.len() as u64;
-    loop {
-        let permit = tokio::select! {
-            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = stop.changed() => return,
-        };
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stop.changed() => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        configure(&stream);
-        let stream = match stream.into_std() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "cannot hand a connection over");
-                continue;
-            }
-        };
-        // Ids start at 1; `id % threads` names the owning thread.
-        let n = next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = ConnId(n);
-        let thread = hub::thread_of(id, threads as usize);
-        let accepted = Accepted {
-            stream,
-            id,
-            peer,
-            permit,
-        };
-        if inboxes[thread].send(ToIo::Accept(accepted)).is_err() {
-            return;
-        }
-    }
-}
-
-/// No Nagle delay (request/response traffic), and TCP keepalive so a worker
-/// whose link died silently is noticed and its jobs requeued.
-fn configure(stream: &TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let ka = socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(60))
-        .with_interval(Duration::from_secs(10))
-        .with_retries(6);
-    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
-}
-
-/// The core with the store's jobs, dead jobs, schedules and kept records
-/// restored, and its first handle reservation flushed (blocking).
-fn restore(cfg: &ServerConfig, store: Option<&mut Box<dyn Store>>) -> Result<Core, ServerError> {
-    let durable = store.is_some();
-    let store_err = |source| {
-        let dir = match &cfg.store {
-            StoreConfig::Memory => "the supplied store".to_owned(),
-            other => other.describe(),
-        };
-        ServerError::Store { dir, source }
-    };
-    let mut core_cfg = cfg.core.clone();
-    core_cfg.durable = durable;
-    let mut core = Core::new(core_cfg);
-    core.set_now(clock::Clock::new().now());
-    core.set_policies(cfg.policies.clone());
-    if let Some(store) = store {
-        let replayed = store.replay().map_err(store_err)?;
-        let count = replayed.jobs.len();
-        let jobs = replayed
-            .jobs
-            .into_iter()
-            .map(store_task::from_record)
-            .collect();
-        core.restore(jobs, replayed.next_id, clock::Clock::new().now());
-        let dead_count = replayed.dead.len();
-        core.restore_dead(
-            replayed
-                .dead
-                .into_iter()
-                .map(|(r, mark)| (store_task::from_record(r), store_task::dead_info(mark)))
-                .collect(),
-        );
-        if dead_count > 0 {
-            tracing::info!(jobs = dead_count, "restored dead jobs");
-        }
-        core.restore_schedules(
-            replayed
-                .schedules
-                .into_iter()
-                .map(store_task::from_schedule_record)
-                .collect(),
-        );
-        core.set_config_schedules(cfg.schedules.clone())
-            .map_err(ServerError::Config)?;
-        core.restore_kept(
-            replayed
-                .kept
-                .into_iter()
-                .map(store_task::from_kept_record)
-                .collect(),
-        );
-        // The first handle reservation is on disk before any handle is
-        // handed out, so no handle can repeat after a crash (and dead
-        // jobs past the retention limits are dropped there too).
-        for effect in core.take_effects() {
-            match effect {
-                Effect::Store(StoreOp::Reserve(upto)) => store.reserve(upto),
-                Effect::Store(StoreOp::Done(id)) => store.done(id),
-                Effect::Store(StoreOp::Schedule(s)) => {
-                    store.schedule(&store_task::to_schedule_record(s))
-                }
-                Effect::Store(StoreOp::Unschedule(id)) => store.unschedule(id),
-                Effect::Store(StoreOp::Forget(id)) => store.forget(id),
-                _ => {}
-            }
-        }
-        store.flush().map_err(store_err)?;
-        if count > 0 {
-            tracing::info!(jobs = count, "restored stored jobs");
-        }
-    }
-    if !durable {
-        core.set_config_schedules(cfg.schedules.clone())
-            .map_err(ServerError::Config)?;
-        let _ = core.take_effects();
-    }
-    Ok(core)
 }

@@ -1,0 +1,74 @@
+//! The accept loops: connections taken under the connection cap, tuned
+//! (no Nagle, keepalive) and dealt out to the I/O threads by id.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gearshift_core::ConnId;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+use crate::hub;
+use crate::io_thread::{Accepted, ToIo};
+
+/// Accepts connections and deals them out to the I/O threads in turn.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
+    mut stop: watch::Receiver<bool>,
+    limit: Arc<Semaphore>,
+    next_id: Arc<AtomicU64>,
+) {
+    let threads = inboxes.len() as u64;
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = stop.changed() => return,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.changed() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        configure(&stream);
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "cannot hand a connection over");
+                continue;
+            }
+        };
+        // Ids start at 1; `id % threads` names the owning thread.
+        let n = next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = ConnId(n);
+        let thread = hub::thread_of(id, threads as usize);
+        let accepted = Accepted {
+            stream,
+            id,
+            peer,
+            permit,
+        };
+        if inboxes[thread].send(ToIo::Accept(accepted)).is_err() {
+            return;
+        }
+    }
+}
+
+/// No Nagle delay (request/response traffic), and TCP keepalive so a worker
+/// whose link died silently is noticed and its jobs requeued.
+fn configure(stream: &TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(60))
+        .with_interval(Duration::from_secs(10))
+        .with_retries(6);
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&ka);
+}

@@ -1,0 +1,91 @@
+//! Startup: the core rebuilt from what the store replays (jobs, dead jobs,
+//! schedules, kept results) and the first handle reservation made durable
+//! before any handle is handed out.
+
+use gearshift_core::{Core, Effect, StoreOp};
+use gearshift_store::Store;
+
+use crate::{clock, store_task, ServerConfig, ServerError, StoreConfig};
+
+/// The core with the store's jobs, dead jobs, schedules and kept records
+/// restored, and its first handle reservation flushed (blocking).
+pub(crate) fn restore(
+    cfg: &ServerConfig,
+    store: Option<&mut Box<dyn Store>>,
+) -> Result<Core, ServerError> {
+    let durable = store.is_some();
+    let store_err = |source| {
+        let dir = match &cfg.store {
+            StoreConfig::Memory => "the supplied store".to_owned(),
+            other => other.describe(),
+        };
+        ServerError::Store { dir, source }
+    };
+    let mut core_cfg = cfg.core.clone();
+    core_cfg.durable = durable;
+    let mut core = Core::new(core_cfg);
+    core.set_now(clock::Clock::new().now());
+    core.set_policies(cfg.policies.clone());
+    if let Some(store) = store {
+        let replayed = store.replay().map_err(store_err)?;
+        let count = replayed.jobs.len();
+        let jobs = replayed
+            .jobs
+            .into_iter()
+            .map(store_task::from_record)
+            .collect();
+        core.restore(jobs, replayed.next_id, clock::Clock::new().now());
+        let dead_count = replayed.dead.len();
+        core.restore_dead(
+            replayed
+                .dead
+                .into_iter()
+                .map(|(r, mark)| (store_task::from_record(r), store_task::dead_info(mark)))
+                .collect(),
+        );
+        if dead_count > 0 {
+            tracing::info!(jobs = dead_count, "restored dead jobs");
+        }
+        core.restore_schedules(
+            replayed
+                .schedules
+                .into_iter()
+                .map(store_task::from_schedule_record)
+                .collect(),
+        );
+        core.set_config_schedules(cfg.schedules.clone())
+            .map_err(ServerError::Config)?;
+        core.restore_kept(
+            replayed
+                .kept
+                .into_iter()
+                .map(store_task::from_kept_record)
+                .collect(),
+        );
+        // The first handle reservation is on disk before any handle is
+        // handed out, so no handle can repeat after a crash (and dead
+        // jobs past the retention limits are dropped there too).
+        for effect in core.take_effects() {
+            match effect {
+                Effect::Store(StoreOp::Reserve(upto)) => store.reserve(upto),
+                Effect::Store(StoreOp::Done(id)) => store.done(id),
+                Effect::Store(StoreOp::Schedule(s)) => {
+                    store.schedule(&store_task::to_schedule_record(s))
+                }
+                Effect::Store(StoreOp::Unschedule(id)) => store.unschedule(id),
+                Effect::Store(StoreOp::Forget(id)) => store.forget(id),
+                _ => {}
+            }
+        }
+        store.flush().map_err(store_err)?;
+        if count > 0 {
+            tracing::info!(jobs = count, "restored stored jobs");
+        }
+    }
+    if !durable {
+        core.set_config_schedules(cfg.schedules.clone())
+            .map_err(ServerError::Config)?;
+        let _ = core.take_effects();
+    }
+    Ok(core)
+}
