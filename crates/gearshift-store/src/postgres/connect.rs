@@ -70,7 +70,7 @@ pub fn libpq_defaults(config: &mut Config, env: impl Fn(&str) -> Option<String>)
 }
 
 /// `postgres://user@host:port/dbname`, without the password.
-pub(super) fn describe(config: &Config) -> String {
+pub fn describe(config: &Config) -> String {
     // One port serves every host; none means the default.
     let ports = config.get_ports();
     let port = |i: usize| match ports {
@@ -100,7 +100,7 @@ pub(super) fn describe(config: &Config) -> String {
 
 /// An error with its causes (the driver's own message is often only
 /// "error connecting to server"; the cause says why).
-pub(super) fn causes(e: &dyn std::error::Error) -> String {
+pub fn causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {

@@ -15,7 +15,7 @@
 
 mod connect;
 
-pub use connect::libpq_defaults;
+pub use connect::{causes, describe, libpq_defaults};
 mod flush;
 mod replay;
 mod schema;

@@ -8,8 +8,8 @@
 //! `--libpq-table` option unquoted (so PostgreSQL folds it to lower case).
 
 use bytes::Bytes;
-use gearshift_store::postgres::libpq_defaults;
-use postgres::config::{Host, SslMode};
+use gearshift_store::postgres::{causes, describe, libpq_defaults};
+use postgres::config::SslMode;
 use postgres::{Config, IsolationLevel, NoTls};
 
 use super::{check_function, check_unique, no_table, priority_of, queue_columns, Row};
@@ -140,53 +140,6 @@ pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read
     })
 }
 
-/// An error with its causes (the driver's own message is often only
-/// "error connecting to server"; the cause says why).
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let more = c.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        cause = c.source();
-    }
-    text
-}
-
-/// `postgres://user@host:port/dbname`, with no password.
-fn describe(config: &Config) -> String {
-    // One port serves every host; none means the default.
-    let ports = config.get_ports();
-    let port = |i: usize| match ports {
-        [] => 5432,
-        [one] => *one,
-        many => many.get(i).copied().unwrap_or(5432),
-    };
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, h)| (h, port(i)))
-        .map(|(h, p)| match h {
-            Host::Tcp(name) => format!("{name}:{p}"),
-            Host::Unix(dir) => format!("{}:{p}", dir.display()),
-        })
-        .collect();
-    // No user: the driver connects as the operating system's user.
-    let user = config
-        .get_user()
-        .map(|u| format!("{u}@"))
-        .unwrap_or_default();
-    format!(
-        "postgres://{user}{}/{}",
-        hosts.join(","),
-        config.get_dbname().unwrap_or("")
-    )
-}
-
 /// FNV-1a, 64 bits: a stable hash (unlike std's) for the import marker.
 struct Fnv(u64);
 
@@ -216,6 +169,7 @@ impl Fnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use postgres::config::Host;
 
     fn row(unique: &str, function: &str, data: &str) -> Row {
         Row {
