@@ -9,6 +9,7 @@ use gearshift_core::ConnId;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
+use crate::cluster::relay::{watch_closely, RelayGate};
 use crate::hub;
 use crate::io_thread::{Accepted, ToIo};
 
@@ -19,8 +20,8 @@ pub(crate) async fn accept_loop(
     mut stop: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
     next_id: Arc<AtomicU64>,
+    gate: Option<Arc<RelayGate>>,
 ) {
-    let threads = inboxes.len() as u64;
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -39,11 +40,53 @@ pub(crate) async fn accept_loop(
             }
         };
         configure(&stream);
+        if let Some(gate) = &gate {
+            // A relayed connection names its client in a first line: read
+            // it off this loop, so a slow peer delays no other.
+            let (gate, inboxes, next_id) = (gate.clone(), inboxes.clone(), next_id.clone());
+            let mut stop = stop.clone();
+            tokio::spawn(async move {
+                let checked = tokio::select! {
+                    c = gate.check(&stream) => c,
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                let peer = match checked {
+                    Ok(None) => peer,
+                    Ok(Some(r)) => {
+                        watch_closely(&stream, gate.node_timeout);
+                        tracing::debug!(%peer, node = %r.node, client = %r.peer, "relayed connection");
+                        r.peer
+                    }
+                    Err(why) => {
+                        tracing::warn!(%peer, "closing connection: {why}");
+                        return;
+                    }
+                };
+                hand_over(stream, peer, permit, &inboxes, &next_id);
+            });
+            continue;
+        }
+        if !hand_over(stream, peer, permit, &inboxes, &next_id) {
+            return;
+        }
+    }
+}
+
+/// Deals a connection out to its I/O thread; false once the threads are gone.
+fn hand_over(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>],
+    next_id: &AtomicU64,
+) -> bool {
+    let threads = inboxes.len() as u64;
+    {
         let stream = match stream.into_std() {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "cannot hand a connection over");
-                continue;
+                return true;
             }
         };
         // Ids start at 1; `id % threads` names the owning thread.
@@ -56,9 +99,7 @@ pub(crate) async fn accept_loop(
             peer,
             permit,
         };
-        if inboxes[thread].send(ToIo::Accept(accepted)).is_err() {
-            return;
-        }
+        inboxes[thread].send(ToIo::Accept(accepted)).is_ok()
     }
 }
 

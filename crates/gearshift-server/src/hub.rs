@@ -18,6 +18,7 @@ use gearshift_proto::{Request, Response, SubmitInPlace};
 use tokio::sync::{watch, Notify};
 
 use crate::clock::Clock;
+use crate::cluster::trust::LeaseTrust;
 use crate::control::Call;
 use crate::events::EventBus;
 use crate::store_task::{Commit, StoreTask};
@@ -123,6 +124,10 @@ pub struct Hub {
     events_on: u16,
     /// This round's events, published as one batch by [`Hub::settle`].
     event_batch: Vec<LiveEvent>,
+    /// A cluster leader's lease: once it is no longer trusted, nothing
+    /// the core does leaves the hub.
+    lease: Option<Arc<LeaseTrust>>,
+    fenced: bool,
 }
 
 impl Hub {
@@ -142,7 +147,14 @@ impl Hub {
             bus: None,
             events_on: 0,
             event_batch: Vec::new(),
+            lease: None,
+            fenced: false,
         }
+    }
+
+    /// Acts only while `lease` is trusted (a cluster's leader).
+    pub fn set_lease(&mut self, lease: Arc<LeaseTrust>) {
+        self.lease = Some(lease);
     }
 
     /// Publishes live events on `bus` while it has subscribers.
@@ -408,6 +420,20 @@ impl Hub {
     /// Carries out the core's pending effects, until it has none: a close
     /// makes the core forget the connection, which may produce more.
     fn route(&mut self, sink: &mut impl OutSink) {
+        if let Some(lease) = &self.lease {
+            if !self.fenced && !lease.trusted() {
+                tracing::error!(
+                    "the cluster lease is no longer trusted: this node stops answering"
+                );
+                self.fenced = true;
+            }
+        }
+        if self.fenced {
+            // Another node may own these jobs now: nothing goes out.
+            self.core.drain_effects_into(&mut self.effects);
+            self.effects.clear();
+            return;
+        }
         loop {
             self.core.drain_effects_into(&mut self.effects);
             // Only a close (the core forgets the connection) makes more.

@@ -25,6 +25,7 @@
 
 mod accept;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod control;
@@ -95,6 +96,10 @@ pub struct Server {
     commit_latency: Arc<histogram::AtomicHistogram>,
     /// New policies for the running server ([`Server::reloader`]).
     reload: (ReloadTx, watch::Receiver<Option<Arc<Reload>>>),
+    /// A cluster leader's check of relayed connections.
+    relays: Option<Arc<cluster::relay::RelayGate>>,
+    /// A cluster leader's lease, which the hub obeys.
+    lease: Option<Arc<cluster::trust::LeaseTrust>>,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -153,7 +158,20 @@ impl Server {
     /// this to inject faults); `None` keeps jobs in memory only.
     pub async fn bind_with_store(
         cfg: ServerConfig,
+        store: Option<Box<dyn Store>>,
+    ) -> Result<Server, ServerError> {
+        cfg.core.validate().map_err(ServerError::Config)?;
+        let (listeners, http) = bind_listeners(&cfg).await?;
+        Server::bind_on(cfg, store, listeners, http).await
+    }
+
+    /// Like [`Server::bind_with_store`] on listeners bound already (a
+    /// cluster node keeps its listeners while it changes role).
+    pub async fn bind_on(
+        cfg: ServerConfig,
         mut store: Option<Box<dyn Store>>,
+        listeners: Vec<TcpListener>,
+        http: Option<TcpListener>,
     ) -> Result<Server, ServerError> {
         cfg.core.validate().map_err(ServerError::Config)?;
         // Replaying may block (a database store's client blocks on a
@@ -165,30 +183,11 @@ impl Server {
         .await
         .map_err(|e| ServerError::Config(format!("replaying the store panicked: {e}")))?;
         let core = core?;
-        let mut listeners = Vec::new();
-        for &addr in &cfg.listen {
-            let l = TcpListener::bind(addr)
-                .await
-                .map_err(|source| ServerError::Bind { addr, source })?;
-            listeners.push(l);
-        }
-        // Without HTTP the Gearman server still starts: the log says why.
-        let http = match &cfg.http {
-            Some(h) => match TcpListener::bind(h.addr).await {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    tracing::warn!(
-                        "cannot listen for HTTP on {}: {e}; serving without HTTP",
-                        h.addr
-                    );
-                    None
-                }
-            },
-            None => None,
-        };
         let (reload_tx, reload_rx) = watch::channel(None);
         Ok(Server {
             http,
+            relays: None,
+            lease: None,
             commit_latency: Arc::default(),
             reload: (reload_tx, reload_rx),
             cfg,
@@ -196,6 +195,18 @@ impl Server {
             core,
             store,
         })
+    }
+
+    /// Accepts connections relayed by the cluster's other nodes (they
+    /// start with a preamble naming the client: [`cluster::relay`]).
+    pub fn accept_relays(&mut self, gate: Arc<cluster::relay::RelayGate>) {
+        self.relays = Some(gate);
+    }
+
+    /// Acts only while `lease` is trusted: past it, nothing the core does
+    /// leaves the hub (a deposed cluster leader).
+    pub fn obey_lease(&mut self, lease: Arc<cluster::trust::LeaseTrust>) {
+        self.lease = Some(lease);
     }
 
     /// A handle that replaces the policies while the server runs.
@@ -230,6 +241,9 @@ impl Server {
             timer: Arc::new(Notify::new()),
         };
         let mut hub = Hub::new(self.core, signals);
+        if let Some(lease) = self.lease.clone() {
+            hub.set_lease(lease);
+        }
         let bus = self
             .cfg
             .http
@@ -351,6 +365,7 @@ impl Server {
                     commit_latency: self.commit_latency.clone(),
                     gearman,
                     max_body: self.cfg.max_packet_size,
+                    relays: self.relays.clone(),
                 };
                 Some(tokio::spawn(http::serve(listener, ctx, http_stop_rx)))
             }
@@ -366,7 +381,13 @@ impl Server {
                 stop_rx.clone(),
                 limit.clone(),
                 next_id.clone(),
+                self.relays.clone(),
             )));
+        }
+        let mut aborts = AbortOnDrop(tasks.iter().map(|t| t.abort_handle()).collect());
+        aborts.0.push(reloads.abort_handle());
+        if let Some(t) = &http_task {
+            aborts.0.push(t.abort_handle());
         }
         let signalled = tokio::select! {
             _ = shutdown => true,
@@ -421,6 +442,34 @@ impl Server {
     }
 }
 
+/// Binds every listen address, and the HTTP address if configured (the
+/// Gearman server starts without HTTP if that fails: the log says why).
+pub async fn bind_listeners(
+    cfg: &ServerConfig,
+) -> Result<(Vec<TcpListener>, Option<TcpListener>), ServerError> {
+    let mut listeners = Vec::new();
+    for &addr in &cfg.listen {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        listeners.push(l);
+    }
+    let http = match &cfg.http {
+        Some(h) => match TcpListener::bind(h.addr).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot listen for HTTP on {}: {e}; serving without HTTP",
+                    h.addr
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    Ok((listeners, http))
+}
+
 /// Hands each reload of the policies to the thread that runs the hub.
 async fn forward_reloads(
     mut rx: watch::Receiver<Option<Arc<Reload>>>,
@@ -452,6 +501,19 @@ fn spawn_thread(
         Err(e) => {
             tracing::error!(thread = %name, error = %e, "cannot start a thread");
             None
+        }
+    }
+}
+
+/// Aborts the server's tasks (accept loops, HTTP) when [`Server::run`]'s
+/// future is dropped: a cluster node that lost its lease stops at once and
+/// its listeners serve the next role.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
         }
     }
 }

@@ -59,6 +59,12 @@ pub enum StoreError {
         /// The server's message with its causes.
         why: String,
     },
+    /// Another node took the cluster's lease: this node's writes are
+    /// refused (nothing of the batch was stored) and it must stop leading.
+    #[error(
+        "PostgreSQL at {0}: another node leads the cluster now; this node's writes are fenced off"
+    )]
+    Fenced(String),
     /// A fault injected by a test.
     #[error("injected fault: {0}")]
     Injected(String),

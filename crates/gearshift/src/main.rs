@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the job server.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Import a stopped gearmand's libsqlite3 or Postgres queue into the data directory.
     Import(import::ImportArgs),
     /// Submit a job (or one per input line) and print its result.
@@ -53,7 +53,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve::main(args),
+        Command::Serve(args) => serve::main(*args),
         Command::Import(args) => import::main(args),
         Command::Submit(args) => submit::main(args),
         Command::Work(args) => work::main(args),

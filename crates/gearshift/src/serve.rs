@@ -12,6 +12,7 @@ use clap::Args;
 use gearshift_core::schedule::ScheduleSpec;
 use gearshift_core::CoreConfig;
 use gearshift_proto::Priority;
+use gearshift_server::cluster::{ClusterConfig, Node};
 use gearshift_server::{policy_file, Reload, Reloader, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
 use tracing_subscriber::filter::LevelFilter;
@@ -53,7 +54,8 @@ pub struct ServeArgs {
     /// Where jobs are kept: `log` (the embedded durable store), `memory`
     /// (gearmand's default: a restart loses every job) or a PostgreSQL URL
     /// (`postgres://user:pass@host:port/db`; PGHOST, PGUSER, PGPASSWORD,
-    /// PGDATABASE, PGPORT fill what it leaves out; one node per database).
+    /// PGDATABASE, PGPORT fill what it leaves out). Every node started on
+    /// the same database is a member of one cluster (docs/cluster.md).
     #[arg(long, env = "GEARSHIFT_STORE", hide_env_values = true, default_value = "log", value_parser = parse_store)]
     store: String,
     /// Directory of the embedded store (default: `$XDG_DATA_HOME/gearshift`,
@@ -101,6 +103,42 @@ pub struct ServeArgs {
     /// Let any HTTP peer read (GET) without the token.
     #[arg(long)]
     http_public_read: bool,
+    /// This node's name in a cluster (PostgreSQL store); default the
+    /// address other nodes reach it at.
+    #[arg(long)]
+    node_name: Option<String>,
+    /// `HOST:PORT` other cluster nodes reach this node's Gearman listener
+    /// at; default the first -L address (the host name for 0.0.0.0).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// How long a cluster's leader may go without heartbeating before
+    /// another node takes over its jobs (e.g. `5s`, `1500ms`).
+    #[arg(long, default_value = "5s", value_parser = parse_timeout)]
+    node_timeout: Duration,
+}
+
+/// A `--node-timeout`: `<n>ms` or `<n>s` (seconds may have a fraction),
+/// at least 200 ms.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?} is not a duration like 5s or 1500ms");
+    let d = match s.strip_suffix("ms") {
+        Some(ms) => Duration::from_millis(ms.parse().map_err(|_| bad())?),
+        None => {
+            let secs: f64 = s
+                .strip_suffix('s')
+                .unwrap_or(s)
+                .parse()
+                .map_err(|_| bad())?;
+            if !(0.0..1e6).contains(&secs) {
+                return Err(bad());
+            }
+            Duration::from_secs_f64(secs)
+        }
+    };
+    if d < Duration::from_millis(200) {
+        return Err(format!("{s:?} is too short: at least 200ms"));
+    }
+    Ok(d)
 }
 
 /// The HTTP listener's settings from the flags; `None`: off.
@@ -338,6 +376,19 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let cfg_threads = cfg.resolved_io_threads();
     let pid_file = args.pid_file.clone();
     let config_path = args.config.clone();
+    if matches!(cfg.store, StoreConfig::Postgres { .. }) {
+        let cluster = ClusterConfig {
+            name: args.node_name.clone(),
+            advertise: args.advertise.clone(),
+            node_timeout: args.node_timeout,
+        };
+        let pid_file = args.pid_file.clone();
+        let result = rt.block_on(run_node(cfg, cluster, pid_file));
+        if let Some(path) = &args.pid_file {
+            let _ = std::fs::remove_file(path);
+        }
+        return result;
+    }
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
         match &cfg_store {
@@ -372,6 +423,28 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let _ = std::fs::remove_file(path);
     }
     result
+}
+
+/// Runs a cluster node (a PostgreSQL store).
+async fn run_node(
+    cfg: ServerConfig,
+    cluster: ClusterConfig,
+    pid_file: Option<String>,
+) -> Result<(), String> {
+    let store = cfg.store.describe();
+    let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
+    tracing::info!(
+        "jobs are stored in PostgreSQL at {store}; node {} of its cluster",
+        node.name()
+    );
+    for a in node.local_addrs() {
+        tracing::info!("listening on {a}");
+    }
+    if let Some(a) = node.http_addr() {
+        tracing::info!("http listening on {a}");
+    }
+    node.run(shutdown_signal(pid_file)).await;
+    Ok(())
 }
 
 /// Resolves at the first SIGINT/SIGTERM, which starts the graceful stop

@@ -3,8 +3,6 @@
 //! the token, and change only with the token. 401 for a missing or wrong
 //! token, 403 for a refused peer.
 
-use std::net::SocketAddr;
-
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
@@ -112,7 +110,7 @@ pub fn access_of(method: &Method, path: &str) -> Access {
 /// Applies [`Auth::check`] to every request.
 pub async fn middleware(
     State(app): State<super::State>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(super::listener::Peer(peer)): ConnectInfo<super::listener::Peer>,
     req: Request,
     next: Next,
 ) -> Response {

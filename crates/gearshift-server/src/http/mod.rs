@@ -8,6 +8,7 @@ pub mod assets;
 pub mod auth;
 pub mod events;
 pub mod gearmand;
+pub mod listener;
 pub mod metrics;
 pub mod series;
 pub mod submit;
@@ -42,6 +43,8 @@ pub struct Context {
     pub gearman: Option<SocketAddr>,
     /// Largest request body (the server's packet limit).
     pub max_body: usize,
+    /// A cluster leader's check of connections relayed by other nodes.
+    pub relays: Option<Arc<crate::cluster::relay::RelayGate>>,
 }
 
 /// Shared state of every handler.
@@ -182,11 +185,19 @@ pub async fn serve(listener: TcpListener, ctx: Context, mut stop: watch::Receive
         started_ms: now_ms(),
         stop: stop.clone(),
     });
-    let service = router(app).into_make_service_with_connect_info::<SocketAddr>();
+    let incoming = match listener::Incoming::new(listener, app.ctx.relays.clone()) {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::error!(error = %e, "the HTTP listener failed");
+            sampler.abort();
+            return;
+        }
+    };
+    let service = router(app).into_make_service_with_connect_info::<listener::Peer>();
     let shutdown = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    if let Err(e) = axum::serve(listener, service)
+    if let Err(e) = axum::serve(incoming, service)
         .with_graceful_shutdown(shutdown)
         .await
     {

@@ -13,38 +13,51 @@ use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets
 
 /// The flush statement: deletes, then upserts from parallel arrays, for
 /// jobs ($1; $2-$13), schedules ($14; $15-$24) and kept records ($25;
-/// $26-$41), and the high-water mark ($42).
-pub(super) const FLUSH_SQL: &str = "
-WITH
-jd AS (DELETE FROM gearshift_jobs WHERE id = ANY($1::bigint[])),
+/// $26-$41), and the high-water mark ($42). Fenced (a cluster's leader),
+/// every write also needs the lease to still be at epoch $43: the lease
+/// row is share-locked, so a takeover waits for this statement, and once a
+/// takeover has committed the statement writes nothing and updates no row.
+pub(super) fn flush_sql(fenced: bool) -> String {
+    let (fence, and_fence, where_fence) = if fenced {
+        (
+            "fence AS (SELECT epoch FROM gearshift_leader WHERE epoch = $43::bigint FOR SHARE),\n",
+            " AND EXISTS (SELECT 1 FROM fence)",
+            " WHERE EXISTS (SELECT 1 FROM fence)",
+        )
+    } else {
+        ("", "", "")
+    };
+    format!(
+        "WITH
+{fence}jd AS (DELETE FROM gearshift_jobs WHERE id = ANY($1::bigint[]){and_fence}),
 ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
          due_ms, attempts, created_ms, died_ms, error)
        SELECT * FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
          $6::smallint[], $7::bytea[], $8::bytea[], $9::bigint[], $10::bigint[], $11::bigint[],
-         $12::bigint[], $13::bytea[])
+         $12::bigint[], $13::bytea[]){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
          unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
          reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
          created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error),
-sd AS (DELETE FROM gearshift_schedules WHERE id = ANY($14::bigint[])),
+sd AS (DELETE FROM gearshift_schedules WHERE id = ANY($14::bigint[]){and_fence}),
 su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, function,
          unique_id, data, priority, next_ms, from_config)
        SELECT * FROM UNNEST($15::bigint[], $16::bytea[], $17::bytea[], $18::boolean[],
          $19::bytea[], $20::bytea[], $21::bytea[], $22::smallint[], $23::bigint[],
-         $24::boolean[])
+         $24::boolean[]){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle,
          when_fields = EXCLUDED.when_fields, monday_zero = EXCLUDED.monday_zero,
          function = EXCLUDED.function, unique_id = EXCLUDED.unique_id, data = EXCLUDED.data,
          priority = EXCLUDED.priority, next_ms = EXCLUDED.next_ms,
          from_config = EXCLUDED.from_config),
-kd AS (DELETE FROM gearshift_kept WHERE id = ANY($25::bigint[])),
+kd AS (DELETE FROM gearshift_kept WHERE id = ANY($25::bigint[]){and_fence}),
 ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, background,
          outcome, attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error,
          result, history)
        SELECT * FROM UNNEST($26::bigint[], $27::bytea[], $28::bytea[], $29::bytea[],
          $30::smallint[], $31::boolean[], $32::smallint[], $33::bigint[], $34::bigint[],
          $35::bigint[], $36::bigint[], $37::bigint[], $38::bytea[], $39::bytea[],
-         $40::bytea[], $41::bytea[])
+         $40::bytea[], $41::bytea[]){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
          unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority,
          background = EXCLUDED.background, outcome = EXCLUDED.outcome,
@@ -52,8 +65,10 @@ ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, ba
          started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
          expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
          result = EXCLUDED.result, history = EXCLUDED.history)
-UPDATE gearshift_reservation SET last_reserved = GREATEST(last_reserved, $42::bigint)
-";
+UPDATE gearshift_reservation SET last_reserved = GREATEST(last_reserved, $42::bigint){where_fence}
+"
+    )
+}
 
 /// The ids a batch touched, by table (ids past [`MAX_ID`] are never
 /// stored, so never touched).
@@ -205,12 +220,13 @@ impl Params {
             + self.kept.id.len()
     }
 
-    /// The parameters in statement order.
-    pub(super) fn as_sql(&self) -> Vec<&(dyn ToSql + Sync)> {
+    /// The parameters in statement order, with the fencing epoch last
+    /// for a fenced statement.
+    pub(super) fn as_sql<'a>(&'a self, fence: Option<&'a i64>) -> Vec<&'a (dyn ToSql + Sync)> {
         let j = &self.jobs;
         let s = &self.schedules;
         let k = &self.kept;
-        vec![
+        let mut params: Vec<&'a (dyn ToSql + Sync)> = vec![
             &self.job_gone,
             &j.id,
             &j.handle,
@@ -253,7 +269,11 @@ impl Params {
             &k.result,
             &k.history,
             &self.last_reserved,
-        ]
+        ];
+        if let Some(epoch) = fence {
+            params.push(epoch);
+        }
+        params
     }
 }
 

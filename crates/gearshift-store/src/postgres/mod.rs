@@ -1,5 +1,7 @@
-//! The PostgreSQL backend, for one node (a cluster of nodes sharing the
-//! database is future work; the `node` column on jobs is reserved for it).
+//! The PostgreSQL backend. Opened plainly, a store takes the database for
+//! itself (an advisory lock); opened fenced, it is a cluster leader's and
+//! each flush writes only while the cluster's lease is at its epoch
+//! ([`lease`]).
 //!
 //! The store keeps a copy of the stored state in memory (as the memory
 //! store does): a flush applies the buffered ops to it with the shared
@@ -11,12 +13,14 @@
 //!
 //! - `connect`: the URL, libpq's environment defaults, error mapping;
 //! - `schema`: tables and versioned migrations;
-//! - `flush`: the batch statement; `replay`: reading the state back.
+//! - `flush`: the batch statement; `replay`: reading the state back;
+//! - `lease`: the cluster's node table and leader lease.
 
 mod connect;
 
 pub use connect::{causes, describe, libpq_defaults};
 mod flush;
+pub mod lease;
 mod replay;
 mod schema;
 
@@ -42,6 +46,10 @@ pub struct PgOptions {
     /// How long to wait for another holder of the database to let go
     /// (a node restarting while the database still ends its old session).
     pub lock_wait: Duration,
+    /// A cluster leader's lease epoch: no advisory lock is taken, and a
+    /// flush stores nothing (failing with [`StoreError::Fenced`]) once the
+    /// lease has moved past this epoch.
+    pub fence: Option<i64>,
 }
 
 impl Default for PgOptions {
@@ -50,6 +58,7 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(10),
             tcp_user_timeout: Duration::from_secs(30),
             lock_wait: Duration::from_secs(5),
+            fence: None,
         }
     }
 }
@@ -71,6 +80,8 @@ pub struct PgStore {
     applied: Vec<u32>,
     /// How long a reconnect waits for the node lock.
     lock_wait: Duration,
+    /// The leader's epoch, for a fenced store.
+    fence: Option<i64>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -117,22 +128,14 @@ impl PgStore {
     /// database for this node (`StoreError::Locked` if another Gearshift
     /// holds it), and brings the schema up to date.
     pub fn open(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
-        let mut config = connect::config(url)?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(opts.connect_timeout);
-        }
-        if config.get_tcp_user_timeout().is_none() {
-            config.tcp_user_timeout(opts.tcp_user_timeout);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("gearshift");
-        }
-        let server = connect::describe(&config);
+        let (config, server) = base_config(url, &opts)?;
         let mut client = connect::connect(&config, &server)?;
-        claim(&mut client, &server, opts.lock_wait)?;
+        if opts.fence.is_none() {
+            claim(&mut client, &server, opts.lock_wait)?;
+        }
         let applied = schema::migrate(&mut client, &server)?;
-        let statement = prepare(&mut client, &server)?;
-        debug!(%server, "opened the PostgreSQL store");
+        let statement = prepare(&mut client, &server, opts.fence.is_some())?;
+        debug!(%server, fence = ?opts.fence, "opened the PostgreSQL store");
         Ok(PgStore {
             config,
             server,
@@ -141,6 +144,7 @@ impl PgStore {
             batch: Batch::default(),
             applied,
             lock_wait: opts.lock_wait,
+            fence: opts.fence,
         })
     }
 
@@ -163,8 +167,10 @@ impl PgStore {
         }
         if self.conn.is_none() {
             let mut client = connect::connect(&self.config, &self.server)?;
-            claim(&mut client, &self.server, self.lock_wait)?;
-            let statement = prepare(&mut client, &self.server)?;
+            if self.fence.is_none() {
+                claim(&mut client, &self.server, self.lock_wait)?;
+            }
+            let statement = prepare(&mut client, &self.server, self.fence.is_some())?;
             self.sets = None;
             debug!(server = %self.server, "reconnected to PostgreSQL");
             self.conn = Some((client, statement));
@@ -228,11 +234,28 @@ pub fn describe_url(url: &str) -> String {
     }
 }
 
+/// The URL parsed, with the options' defaults where it sets nothing, and
+/// its name for messages.
+fn base_config(url: &str, opts: &PgOptions) -> Result<(Config, String), StoreError> {
+    let mut config = connect::config(url)?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(opts.connect_timeout);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(opts.tcp_user_timeout);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("gearshift");
+    }
+    let server = connect::describe(&config);
+    Ok((config, server))
+}
+
 /// Prepares the flush statement (once per connection: a flush is then
 /// one round trip).
-fn prepare(client: &mut Client, server: &str) -> Result<Statement, StoreError> {
+fn prepare(client: &mut Client, server: &str, fenced: bool) -> Result<Statement, StoreError> {
     client
-        .prepare(flush::FLUSH_SQL)
+        .prepare(&flush::flush_sql(fenced))
         .map_err(|e| connect::unreachable_or_refused(&e, server, "preparing the flush"))
 }
 
@@ -303,10 +326,17 @@ impl Store for PgStore {
         let server = self.server.clone();
         // A connection lost since the load (reconnect failing) is undone
         // like a failed statement.
+        let fence = self.fence;
         let written = self.conn().and_then(|(client, statement)| {
-            client
-                .execute(&*statement, &params.as_sql())
-                .map_err(|e| connect::unreachable_or_refused(&e, &server, "the flush"))
+            let updated = client
+                .execute(&*statement, &params.as_sql(fence.as_ref()))
+                .map_err(|e| connect::unreachable_or_refused(&e, &server, "the flush"))?;
+            // The statement's last part updates the one reservation row
+            // unless the fence stopped every part of it.
+            if updated == 0 {
+                return Err(StoreError::Fenced(server.clone()));
+            }
+            Ok(updated)
         });
         match written {
             Ok(_) => {

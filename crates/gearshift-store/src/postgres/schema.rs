@@ -16,7 +16,7 @@ use super::connect::unreachable_or_refused;
 use crate::StoreError;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-pub(super) const MIGRATIONS: &[&str] = &[V1];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The highest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -79,6 +79,36 @@ CREATE TABLE gearshift_reservation (
 INSERT INTO gearshift_reservation (one, last_reserved) VALUES (TRUE, -1);
 ";
 
+/// Version 2: the cluster. `gearshift_nodes` has a row per node with its
+/// addresses and last heartbeat; `gearshift_leader` (one row) is the lease
+/// of the node that runs the jobs, with the epoch that fences a deposed
+/// leader's writes; `gearshift_cluster` holds the secret relays present.
+const V2: &str = "
+CREATE TABLE gearshift_nodes (
+    name          TEXT PRIMARY KEY,
+    gearman_addr  TEXT NOT NULL,
+    http_addr     TEXT,
+    version       TEXT NOT NULL,
+    started_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+    heartbeat_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE gearshift_leader (
+    one           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    epoch         BIGINT NOT NULL,
+    node          TEXT,
+    gearman_addr  TEXT,
+    http_addr     TEXT,
+    expires_at    TIMESTAMPTZ NOT NULL
+);
+INSERT INTO gearshift_leader (one, epoch, expires_at) VALUES (TRUE, 0, '-infinity');
+CREATE TABLE gearshift_cluster (
+    one           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    secret        TEXT NOT NULL
+);
+INSERT INTO gearshift_cluster (one, secret)
+    VALUES (TRUE, encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'));
+";
+
 /// Brings the schema up to [`SCHEMA_VERSION`]; returns the versions this
 /// call applied (none when it was already current).
 pub(super) fn migrate(client: &mut Client, server: &str) -> Result<Vec<u32>, StoreError> {
@@ -87,10 +117,14 @@ pub(super) fn migrate(client: &mut Client, server: &str) -> Result<Vec<u32>, Sto
         move |e: postgres::Error| unreachable_or_refused(&e, server, &what)
     };
     let mut tx = client.transaction().map_err(err("the schema check"))?;
-    // The lock makes a second process opening the same database wait
-    // instead of applying the same migration twice.
+    // The locks make a second process opening the same database wait
+    // instead of applying the same migration twice (the advisory one also
+    // covers creating the schema table: two first opens at once would
+    // otherwise race on it).
     tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS gearshift_schema (
+        "SET LOCAL client_min_messages = warning;
+         SELECT pg_advisory_xact_lock(7433851261848593510);
+         CREATE TABLE IF NOT EXISTS gearshift_schema (
              version    INTEGER PRIMARY KEY,
              applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
          );

@@ -1,0 +1,437 @@
+//! A cluster of nodes sharing one PostgreSQL database (docs/cluster.md).
+//!
+//! One node at a time leads: it holds the lease in the database, runs the
+//! job server on the shared store (fenced by the lease's epoch), and is
+//! what every client and worker of the cluster talks to. The other nodes
+//! relay each connection they accept to it, byte for byte. When the
+//! leader stops heartbeating for longer than the node timeout, another
+//! node takes the lease, replays the store and leads; a deposed leader
+//! stops before that (its lease is trusted for less than the timeout) and
+//! its writes are refused once the epoch moved on.
+//!
+//! - `lease_thread`: heartbeats, taking and renewing the lease;
+//! - [`relay`]: the followers' relaying and the leader's check of it;
+//! - [`trust`]: the lease deadline the leader's hub obeys.
+
+pub mod lease_thread;
+pub mod relay;
+pub mod trust;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gearshift_store::postgres::lease::{Lease, NodeAddrs};
+use gearshift_store::{PgOptions, PgStore, Store};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::{bind_listeners, Server, ServerConfig, ServerError, StoreConfig};
+use lease_thread::{Cmd, Status};
+use relay::{RelayGate, Upstream};
+use trust::LeaseTrust;
+
+/// Default `--node-timeout`.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A node's cluster settings.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterConfig {
+    /// `--node-name`; default `host:port` of the Gearman listener.
+    pub name: Option<String>,
+    /// The address other nodes reach this node's Gearman listener at;
+    /// default the first listen address (the host name if that is a
+    /// wildcard address).
+    pub advertise: Option<String>,
+    /// How long a leader may go without heartbeating before another node
+    /// takes over (and how long a relay's silent peer may stay).
+    pub node_timeout: Duration,
+}
+
+/// A bound cluster node, not yet running.
+pub struct Node {
+    cfg: ServerConfig,
+    url: String,
+    timeout: Duration,
+    listeners: Vec<std::net::TcpListener>,
+    http: Option<std::net::TcpListener>,
+    lease: Lease,
+    secret: Arc<str>,
+}
+
+impl Node {
+    /// Binds the listeners, registers the node in the database (creating
+    /// or migrating the schema) and reads the cluster's secret.
+    pub async fn bind(cfg: ServerConfig, cluster: ClusterConfig) -> Result<Node, ServerError> {
+        let StoreConfig::Postgres { url } = &cfg.store else {
+            return Err(ServerError::Config(
+                "a cluster node needs a PostgreSQL store".into(),
+            ));
+        };
+        let url = url.clone();
+        cfg.core.validate().map_err(ServerError::Config)?;
+        let timeout = if cluster.node_timeout.is_zero() {
+            DEFAULT_NODE_TIMEOUT
+        } else {
+            cluster.node_timeout
+        };
+        let (listeners, http) = bind_listeners(&cfg).await?;
+        let first = listeners
+            .first()
+            .and_then(|l| l.local_addr().ok())
+            .ok_or_else(|| ServerError::Config("no listen address".into()))?;
+        let gearman = cluster
+            .advertise
+            .clone()
+            .unwrap_or_else(|| advertised(first));
+        let http_addr = http
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map(advertised);
+        let me = NodeAddrs {
+            name: cluster.name.clone().unwrap_or_else(|| gearman.clone()),
+            gearman,
+            http: http_addr,
+        };
+        if me.name.is_empty() || me.name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ServerError::Config(format!(
+                "--node-name {:?} must be non-empty, without spaces",
+                me.name
+            )));
+        }
+        let store_err = |source| ServerError::Store {
+            dir: cfg.store.describe(),
+            source,
+        };
+        let opts = PgOptions {
+            connect_timeout: timeout,
+            tcp_user_timeout: timeout,
+            ..PgOptions::default()
+        };
+        let lease_url = url.clone();
+        let (lease, secret) = tokio::task::spawn_blocking(move || {
+            let mut lease = Lease::open(&lease_url, &opts, me, timeout)?;
+            let secret = lease.secret()?;
+            Ok::<_, gearshift_store::StoreError>((lease, secret))
+        })
+        .await
+        .map_err(|e| ServerError::Config(format!("joining the cluster panicked: {e}")))?
+        .map_err(store_err)?;
+        let to_std = |l: TcpListener| l.into_std().map_err(|e| ServerError::Config(e.to_string()));
+        Ok(Node {
+            listeners: listeners
+                .into_iter()
+                .map(to_std)
+                .collect::<Result<_, _>>()?,
+            http: http.map(to_std).transpose()?,
+            cfg,
+            url,
+            timeout,
+            lease,
+            secret: secret.into(),
+        })
+    }
+
+    /// The bound Gearman addresses.
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// The bound HTTP address.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        &self.lease.me().name
+    }
+
+    /// Follows or leads, as the lease says, until `shutdown` resolves (a
+    /// leader then stops gracefully and gives the lease up).
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let Node {
+            cfg,
+            url,
+            timeout,
+            listeners,
+            http,
+            lease,
+            secret,
+        } = self;
+        let node: Arc<str> = lease.me().name.as_str().into();
+        let (status_tx, mut status) = watch::channel(Status::default());
+        let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+        let lease_thread = std::thread::Builder::new()
+            .name("gearshift-lease".into())
+            .spawn(move || lease_thread::run(lease, timeout, status_tx, cmd_rx));
+        let lease_thread = match lease_thread {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!("cannot start the lease thread: {e}");
+                return;
+            }
+        };
+        let (stopping_tx, stopping) = watch::channel(false);
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stopping_tx.send(true);
+        });
+        let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
+        loop {
+            follow(
+                &listeners,
+                &http,
+                &mut status,
+                &stopping,
+                &limit,
+                &secret,
+                &node,
+                timeout,
+            )
+            .await;
+            if *stopping.borrow() {
+                break;
+            }
+            let Some((epoch, _)) = status.borrow().leading else {
+                continue;
+            };
+            match lead(
+                &cfg,
+                &url,
+                epoch,
+                &listeners,
+                &http,
+                &mut status,
+                &stopping,
+                &secret,
+                timeout,
+            )
+            .await
+            {
+                Led::Stopped => break,
+                Led::Deposed => {
+                    let _ = cmd_tx.send(Cmd::StepDown);
+                    // Let the lease move on before this node may take it again.
+                    tokio::time::sleep(timeout).await;
+                }
+            }
+        }
+        let _ = cmd_tx.send(Cmd::Stop);
+        let _ = tokio::task::spawn_blocking(move || lease_thread.join()).await;
+    }
+}
+
+/// How a node names an address of its own to the others: a wildcard
+/// address becomes the host's name.
+fn advertised(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("{}:{}", hostname(), addr.port())
+    } else {
+        addr.to_string()
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Clones a listener for one role's loops.
+fn tokio_listener(l: &std::net::TcpListener) -> Option<TcpListener> {
+    let l = l.try_clone().ok()?;
+    l.set_nonblocking(true).ok()?;
+    TcpListener::from_std(l).ok()
+}
+
+/// Relays every accepted connection to the leader until this node leads
+/// or stops.
+#[allow(clippy::too_many_arguments)]
+async fn follow(
+    listeners: &[std::net::TcpListener],
+    http: &Option<std::net::TcpListener>,
+    status: &mut watch::Receiver<Status>,
+    stopping: &watch::Receiver<bool>,
+    limit: &Arc<Semaphore>,
+    secret: &Arc<str>,
+    node: &Arc<str>,
+    timeout: Duration,
+) {
+    let upstream_of = |s: &Status, http_side: bool| -> Option<Upstream> {
+        let l = s.leader.as_ref().filter(|_| s.leading.is_none())?;
+        let addr = if http_side {
+            l.node.http.clone()?
+        } else {
+            l.node.gearman.clone()
+        };
+        Some(Upstream {
+            addr,
+            secret: secret.clone(),
+            node: node.clone(),
+        })
+    };
+    let (gearman_tx, gearman_rx) = watch::channel(upstream_of(&status.borrow(), false));
+    let (http_tx, http_rx) = watch::channel(upstream_of(&status.borrow(), true));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let wait = timeout * 2;
+    for l in listeners {
+        if let Some(l) = tokio_listener(l) {
+            tasks.push(tokio::spawn(relay::relay_loop(
+                Arc::new(l),
+                gearman_rx.clone(),
+                stop_rx.clone(),
+                limit.clone(),
+                wait,
+                timeout,
+            )));
+        }
+    }
+    if let Some(l) = http.as_ref().and_then(tokio_listener) {
+        tasks.push(tokio::spawn(relay::relay_loop(
+            Arc::new(l),
+            http_rx,
+            stop_rx.clone(),
+            limit.clone(),
+            wait,
+            timeout,
+        )));
+    }
+    let mut stopping = stopping.clone();
+    let mut announced = None;
+    loop {
+        {
+            let s = status.borrow_and_update();
+            if s.leading.is_some() {
+                break;
+            }
+            let leader = s.leader.as_ref().map(|l| l.node.name.clone());
+            if leader != announced {
+                match &leader {
+                    Some(name) => {
+                        tracing::info!(leader = %name, "relaying connections to the leader")
+                    }
+                    None => tracing::info!("no node leads the cluster: connections wait"),
+                }
+                announced = leader;
+            }
+            gearman_tx.send_if_modified(|u| replace(u, upstream_of(&s, false)));
+            http_tx.send_if_modified(|u| replace(u, upstream_of(&s, true)));
+        }
+        tokio::select! {
+            c = status.changed() => if c.is_err() { break },
+            _ = stopping.wait_for(|s| *s) => break,
+        }
+    }
+    // Relayed connections end with the role: their jobs were the old
+    // leader's, and their clients reconnect (to this node, now leading).
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        t.abort();
+        let _ = t.await;
+    }
+}
+
+fn replace<T: PartialEq>(slot: &mut T, new: T) -> bool {
+    if *slot == new {
+        false
+    } else {
+        *slot = new;
+        true
+    }
+}
+
+/// How leading ended.
+enum Led {
+    /// The node was asked to stop and has (the lease is given up).
+    Stopped,
+    /// The lease was lost (or the server could not start): follow.
+    Deposed,
+}
+
+/// Runs the job server on the shared store while this node holds the
+/// lease at `epoch`.
+#[allow(clippy::too_many_arguments)]
+async fn lead(
+    cfg: &ServerConfig,
+    url: &str,
+    epoch: i64,
+    listeners: &[std::net::TcpListener],
+    http: &Option<std::net::TcpListener>,
+    status: &mut watch::Receiver<Status>,
+    stopping: &watch::Receiver<bool>,
+    secret: &Arc<str>,
+    timeout: Duration,
+) -> Led {
+    let url = url.to_owned();
+    let opts = PgOptions {
+        fence: Some(epoch),
+        ..PgOptions::default()
+    };
+    let opened = tokio::task::spawn_blocking(move || PgStore::open(&url, opts)).await;
+    let store: Box<dyn Store> = match opened {
+        Ok(Ok(s)) => Box::new(s),
+        Ok(Err(e)) => {
+            tracing::error!("cannot open the cluster's store to lead: {e}");
+            return Led::Deposed;
+        }
+        Err(e) => {
+            tracing::error!("opening the store panicked: {e}");
+            return Led::Deposed;
+        }
+    };
+    let gearman: Vec<TcpListener> = listeners.iter().filter_map(tokio_listener).collect();
+    let http = http.as_ref().and_then(tokio_listener);
+    let mut server = match Server::bind_on(cfg.clone(), Some(store), gearman, http).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot start leading: {e}");
+            return Led::Deposed;
+        }
+    };
+    server.accept_relays(Arc::new(RelayGate::new(secret.to_string(), timeout)));
+    let until = match status.borrow().leading {
+        Some((e, until)) if e == epoch => until,
+        _ => return Led::Deposed,
+    };
+    let trust = Arc::new(LeaseTrust::new(until));
+    server.obey_lease(trust.clone());
+    tracing::info!(epoch, "leading: serving jobs from the shared store");
+    let mut stopping = stopping.clone();
+    let graceful = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    tokio::select! {
+        _ = server.run(graceful) => Led::Stopped,
+        _ = deposed(status, epoch, &trust) => {
+            tracing::error!(epoch, "this node no longer holds the cluster lease: it stops leading at once");
+            Led::Deposed
+        }
+    }
+}
+
+/// Resolves when this node's lease at `epoch` has ended or can no longer
+/// be trusted (no renewal within [`lease_thread::trusted_for`]).
+async fn deposed(status: &mut watch::Receiver<Status>, epoch: i64, trust: &LeaseTrust) {
+    loop {
+        let until = match status.borrow_and_update().leading {
+            Some((e, until)) if e == epoch => until,
+            _ => {
+                trust.revoke();
+                return;
+            }
+        };
+        trust.extend(until);
+        tokio::select! {
+            _ = tokio::time::sleep_until(until.into()) => return,
+            c = status.changed() => if c.is_err() { return },
+        }
+    }
+}

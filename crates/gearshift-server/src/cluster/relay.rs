@@ -1,0 +1,311 @@
+//! Relaying: a node that does not lead passes each connection it accepts
+//! on to the leader, byte for byte, after one preamble line that names the
+//! relaying node and the client's address and carries the cluster's
+//! secret (from the database), so the leader sees the real client and no
+//! one without the database's secret can pose as a relay.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+/// What a relayed connection starts with.
+const MAGIC: &[u8] = b"gearshift-relay ";
+/// The longest preamble line accepted.
+const MAX_LINE: usize = 512;
+/// How long the rest of a begun preamble may take.
+const PREAMBLE_WAIT: Duration = Duration::from_secs(10);
+
+/// The preamble a relay sends: `gearshift-relay SECRET NODE PEER\n`.
+pub fn preamble(secret: &str, node: &str, peer: SocketAddr) -> Vec<u8> {
+    format!("gearshift-relay {secret} {node} {peer}\n").into_bytes()
+}
+
+/// The leader's side: who may relay, and how relayed sockets are watched.
+#[derive(Debug)]
+pub struct RelayGate {
+    secret: String,
+    /// A relaying node silent this long is gone: its connections close.
+    pub node_timeout: Duration,
+}
+
+/// A relayed connection's origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relayed {
+    /// The relaying node.
+    pub node: String,
+    /// The client, as the relaying node saw it.
+    pub peer: SocketAddr,
+}
+
+impl RelayGate {
+    /// A gate for this cluster's secret.
+    pub fn new(secret: String, node_timeout: Duration) -> Self {
+        RelayGate {
+            secret,
+            node_timeout,
+        }
+    }
+
+    /// Reads a relay preamble if the connection starts with one: `Ok(None)`
+    /// when it does not (nothing is consumed), an error when it starts
+    /// like one but is not valid (the connection is to be closed).
+    pub async fn check(&self, stream: &TcpStream) -> Result<Option<Relayed>, String> {
+        let mut head = [0u8; MAX_LINE];
+        let mut deadline = None;
+        // Peek until the bytes cannot be a preamble or hold a whole line.
+        let line_len = loop {
+            stream
+                .readable()
+                .await
+                .map_err(|e| format!("reading the first bytes: {e}"))?;
+            let n = match stream.peek(&mut head).await {
+                Ok(0) => return Ok(None),
+                Ok(n) => n,
+                Err(e) => return Err(format!("reading the first bytes: {e}")),
+            };
+            let seen = &head[..n];
+            let m = n.min(MAGIC.len());
+            if seen[..m] != MAGIC[..m] {
+                return Ok(None);
+            }
+            if let Some(end) = seen.iter().position(|&b| b == b'\n') {
+                break end + 1;
+            }
+            if n == MAX_LINE {
+                return Err("relay preamble too long".into());
+            }
+            // Part of a line: wait for the rest (peek does not consume).
+            let until =
+                *deadline.get_or_insert_with(|| tokio::time::Instant::now() + PREAMBLE_WAIT);
+            if tokio::time::Instant::now() >= until {
+                return Err("relay preamble unfinished".into());
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        let mut line = vec![0u8; line_len];
+        let mut got = 0;
+        // The peeked bytes are there: these reads do not wait.
+        while got < line_len {
+            stream
+                .readable()
+                .await
+                .map_err(|e| format!("reading the relay preamble: {e}"))?;
+            match stream.try_read(&mut line[got..]) {
+                Ok(0) => return Err("closed in the relay preamble".into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(format!("reading the relay preamble: {e}")),
+            }
+        }
+        self.parse(&line[..line_len - 1]).map(Some)
+    }
+
+    /// Parses and checks `gearshift-relay SECRET NODE PEER`.
+    fn parse(&self, line: &[u8]) -> Result<Relayed, String> {
+        let text = std::str::from_utf8(line).map_err(|_| "relay preamble is not text")?;
+        let mut words = text.split(' ').skip(1);
+        let (Some(secret), Some(node), Some(peer), None) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            return Err("relay preamble is malformed".into());
+        };
+        if !constant_time_eq(secret.as_bytes(), self.secret.as_bytes()) {
+            return Err("relay preamble has the wrong cluster secret".into());
+        }
+        let peer = peer
+            .parse()
+            .map_err(|_| "relay preamble has no client address")?;
+        Ok(Relayed {
+            node: node.to_owned(),
+            peer,
+        })
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// Watches a socket between nodes closely: a node gone silent (a cut
+/// cable sends no FIN) is noticed within about `timeout`, not TCP's hours.
+pub fn watch_closely(stream: &TcpStream, timeout: Duration) {
+    let secs = timeout.as_secs().max(1);
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(1))
+        .with_interval(Duration::from_secs(1))
+        .with_retries(u32::try_from(secs).unwrap_or(u32::MAX));
+    let sock = socket2::SockRef::from(stream);
+    let _ = sock.set_tcp_keepalive(&ka);
+    let _ = sock.set_tcp_user_timeout(Some(timeout));
+    let _ = stream.set_nodelay(true);
+}
+
+/// Where a relay sends its connections: the leader's address and the
+/// preamble's secret and node name. None while no node leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The leader's Gearman (or HTTP) address.
+    pub addr: String,
+    /// The cluster's secret.
+    pub secret: Arc<str>,
+    /// This node's name.
+    pub node: Arc<str>,
+}
+
+/// Accepts connections and relays each to the current leader, until
+/// `stop` turns true. A connection waits up to `wait` for a leader to be
+/// known (a takeover in progress) and is closed if none is: the client
+/// reconnects, as Gearman clients do.
+pub async fn relay_loop(
+    listener: Arc<TcpListener>,
+    upstream: watch::Receiver<Option<Upstream>>,
+    mut stop: watch::Receiver<bool>,
+    limit: Arc<Semaphore>,
+    wait: Duration,
+    timeout: Duration,
+) {
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let (client, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let upstream = upstream.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = relay_one(client, peer, upstream, stop, wait, timeout).await {
+                tracing::info!(%peer, "relay closed: {e}");
+            }
+        });
+    }
+}
+
+/// Relays one client connection to the leader until either side closes.
+async fn relay_one(
+    mut client: TcpStream,
+    peer: SocketAddr,
+    mut upstream: watch::Receiver<Option<Upstream>>,
+    mut stop: watch::Receiver<bool>,
+    wait: Duration,
+    timeout: Duration,
+) -> Result<(), String> {
+    let _ = client.set_nodelay(true);
+    let up = tokio::time::timeout(wait, upstream.wait_for(|u| u.is_some()))
+        .await
+        .map_err(|_| format!("no node has led the cluster for {wait:?}"))?
+        .map_err(|_| "the node is stopping".to_string())?
+        .clone()
+        .ok_or("no leader")?;
+    let mut leader = tokio::time::timeout(timeout, TcpStream::connect(&up.addr))
+        .await
+        .map_err(|_| format!("connecting to the leader at {} timed out", up.addr))?
+        .map_err(|e| format!("cannot reach the leader at {}: {e}", up.addr))?;
+    watch_closely(&leader, timeout);
+    leader
+        .write_all(&preamble(&up.secret, &up.node, peer))
+        .await
+        .map_err(|e| format!("writing to the leader at {}: {e}", up.addr))?;
+    tokio::select! {
+        r = tokio::io::copy_bidirectional(&mut client, &mut leader) => {
+            r.map(|_| ()).map_err(|e| format!("relaying to {}: {e}", up.addr))
+        }
+        // A new leader: this connection's jobs and registrations were the
+        // old one's, so the client starts over with the new one.
+        _ = upstream.wait_for(|u| u.as_ref().map(|u| &u.addr) != Some(&up.addr)) => {
+            Err("the cluster has a new leader".into())
+        }
+        _ = stop.wait_for(|s| *s) => Err("the node stops relaying".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    fn gate() -> RelayGate {
+        RelayGate::new("s3cret".into(), Duration::from_secs(3))
+    }
+
+    #[test]
+    fn a_preamble_round_trips() {
+        let peer: SocketAddr = "10.1.2.3:4567".parse().unwrap_or_else(|_| unreachable!());
+        let line = preamble("s3cret", "node-b", peer);
+        let got = gate().parse(&line[..line.len() - 1]);
+        assert_eq!(
+            got,
+            Ok(Relayed {
+                node: "node-b".into(),
+                peer
+            })
+        );
+    }
+
+    #[test]
+    fn a_wrong_secret_or_shape_is_refused() {
+        let g = gate();
+        assert!(g.parse(b"gearshift-relay nope n 1.2.3.4:5").is_err());
+        assert!(g.parse(b"gearshift-relay s3cret n").is_err());
+        assert!(g
+            .parse(b"gearshift-relay s3cret n 1.2.3.4:5 extra")
+            .is_err());
+        assert!(g.parse(b"gearshift-relay s3cret n not-an-address").is_err());
+        assert!(g.parse(b"gearshift-relay \xff\xfe n 1.2.3.4:5").is_err());
+    }
+
+    #[tokio::test]
+    async fn plain_connections_pass_untouched_and_relays_are_read() {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let g = gate();
+        // A Gearman admin command: not a preamble, nothing consumed.
+        let mut c = TcpStream::connect(addr).await.expect("connect");
+        c.write_all(b"getpid\n").await.expect("write");
+        let (s, _) = l.accept().await.expect("accept");
+        assert_eq!(g.check(&s).await, Ok(None));
+        let mut buf = [0u8; 7];
+        let mut s2 = s;
+        s2.read_exact(&mut buf).await.expect("read");
+        assert_eq!(&buf, b"getpid\n");
+        // A preamble sent in two pieces, then a packet.
+        let mut c = TcpStream::connect(addr).await.expect("connect");
+        let (s, _) = l.accept().await.expect("accept");
+        c.write_all(b"gearshift-re").await.expect("write");
+        let peer: SocketAddr = "192.0.2.7:999".parse().expect("addr");
+        let rest = &preamble("s3cret", "b", peer)[12..];
+        let writer = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            c.write_all(rest).await.expect("write");
+            c.write_all(b"\0REQ").await.expect("write");
+        };
+        let (got, ()) = tokio::join!(g.check(&s), writer);
+        assert_eq!(
+            got,
+            Ok(Some(Relayed {
+                node: "b".into(),
+                peer
+            }))
+        );
+        let mut buf = [0u8; 4];
+        let mut s2 = s;
+        s2.read_exact(&mut buf).await.expect("read");
+        assert_eq!(&buf, b"\0REQ");
+    }
+}

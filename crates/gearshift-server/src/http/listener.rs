@@ -1,0 +1,101 @@
+//! The HTTP side's listener: a task accepts connections and, on a cluster
+//! leader, reads the relay preamble of connections other nodes pass on, so
+//! that access checks see the real client's address.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::connect_info::Connected;
+use axum::serve::IncomingStream;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::cluster::relay::RelayGate;
+
+/// Accepted connections, as axum takes them.
+pub struct Incoming {
+    rx: mpsc::Receiver<(TcpStream, SocketAddr)>,
+    local: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The client's address a handler sees.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+impl Connected<IncomingStream<'_, Incoming>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, Incoming>) -> Self {
+        Peer(*stream.remote_addr())
+    }
+}
+
+impl Incoming {
+    /// Starts accepting on `listener`.
+    pub fn new(listener: TcpListener, gate: Option<Arc<RelayGate>>) -> std::io::Result<Self> {
+        let local = listener.local_addr()?;
+        let (tx, rx) = mpsc::channel(64);
+        let task = tokio::spawn(accept_loop(listener, gate, tx));
+        Ok(Incoming { rx, local, task })
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    gate: Option<Arc<RelayGate>>,
+    tx: mpsc::Sender<(TcpStream, SocketAddr)>,
+) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "HTTP accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let tx = tx.clone();
+        match &gate {
+            None => {
+                if tx.send((stream, peer)).await.is_err() {
+                    return;
+                }
+            }
+            Some(gate) => {
+                let gate = gate.clone();
+                tokio::spawn(async move {
+                    let peer = match gate.check(&stream).await {
+                        Ok(None) => peer,
+                        Ok(Some(r)) => r.peer,
+                        Err(why) => {
+                            tracing::warn!(%peer, "closing HTTP connection: {why}");
+                            return;
+                        }
+                    };
+                    let _ = tx.send((stream, peer)).await;
+                });
+            }
+        }
+    }
+}
+
+impl axum::serve::Listener for Incoming {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        match self.rx.recv().await {
+            Some(x) => x,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}

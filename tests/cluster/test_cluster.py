@@ -1,0 +1,325 @@
+"""A Gearshift cluster: several `gearshift serve` nodes on one PostgreSQL.
+
+Starts a throwaway PostgreSQL cluster (as the import suite does) and
+Gearshift nodes on port 0 with the same `--store`, then checks, with raw
+packets and real PHP and Perl clients and workers spread over the nodes:
+jobs submitted on one node run on workers of another, foreground results
+come back through the relays, unique ids coalesce and admin `status`,
+`show job` and the HTTP API agree on every node; a leader killed with
+SIGKILL is replaced within `--node-timeout` and its acknowledged jobs run;
+a leader frozen past its lease (SIGSTOP) is fenced when it wakes up; and a
+seeded chaos run kills the leader under load, several rounds, losing no
+acknowledged job and running no job again unless its run was cut off.
+
+Python 3 stdlib only; reuses tests/interop/harness.py and the import
+suite's PostgreSQL helper. Every wait is bounded. Ends with
+`N passed, N failed`.
+
+usage: python3 tests/cluster/test_cluster.py [name-substring ...]
+  GEARSHIFT  the gearshift binary (default: target/debug/gearshift)
+  PG_BIN     PostgreSQL's server programs (default: the newest
+             /usr/lib/postgresql/*/bin)
+  CHAOS_SEED the chaos test's seed (default: 19); CHAOS_ROUNDS (default 3)
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
+
+import harness as h  # noqa: E402
+from harness import check, check_eq  # noqa: E402
+from test_import import Postgres  # noqa: E402
+
+GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
+CLIENTS = os.path.join(ROOT, "tests", "interop", "clients")
+TIMEOUT_MS = 1000
+
+
+class Cluster:
+    """Nodes sharing one database, started and killed by name."""
+
+    def __init__(self, pg, timeout_ms=TIMEOUT_MS):
+        self.pg = pg
+        self.url = "postgres://gearshift@127.0.0.1:%d/postgres" % pg.port
+        self.timeout_ms = timeout_ms
+        self.nodes = {}
+
+    def start(self, name, wait_leader=False):
+        cmd = ("%s serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 --store %s "
+               "--node-name %s --node-timeout %dms --verbose INFO"
+               % (GEARSHIFT, self.url, name, self.timeout_ms))
+        node = h.Server(cmd, "node-" + name).start(ready_timeout=30)
+        self.nodes[name] = node
+        if wait_leader:
+            h.wait_for(lambda: self.leader() == name, 15, "node %s to lead" % name)
+        return node
+
+    def leader(self):
+        rows = self.pg.sql("SELECT node FROM gearshift_leader WHERE expires_at >= now()")
+        return rows[0][0] if rows and rows[0] and rows[0][0] else None
+
+    def http_port(self, name):
+        """The node's HTTP port, from the node table."""
+        rows = self.pg.sql("SELECT http_addr FROM gearshift_nodes WHERE name = '%s'" % name)
+        check(rows and rows[0][0], "node %s has no HTTP address" % name)
+        return int(rows[0][0].rsplit(":", 1)[1])
+
+    def kill(self, name, sig=signal.SIGKILL):
+        node = self.nodes[name]
+        os.kill(node.pid, sig)
+        if sig == signal.SIGKILL:
+            node.proc.wait(timeout=10)
+            del self.nodes[name]
+
+    def stop_all(self):
+        for node in list(self.nodes.values()):
+            try:
+                os.kill(node.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            node.stop()
+        self.nodes.clear()
+
+    def logs(self):
+        return "\n".join("--- %s\n%s" % (n, s.log_text()[-3000:]) for n, s in self.nodes.items())
+
+
+def with_cluster(fn):
+    def run(tmp):
+        pg = Postgres(tmp).start()
+        cluster = Cluster(pg)
+        try:
+            fn(cluster)
+        except h.TestFailure as e:
+            raise h.TestFailure("%s\n%s" % (e, cluster.logs()))
+        finally:
+            cluster.stop_all()
+            pg.stop()
+    run.__name__ = fn.__name__
+    return run
+
+
+def raw_worker(port, *funcs):
+    w = h.Conn(port, timeout=10)
+    for f in funcs:
+        w.send_pkt(h.CAN_DO, f)
+    w.echo_sync()
+    return w
+
+
+def grab(w, timeout=5.0):
+    """(handle, func, data), or None on NO_JOB."""
+    w.send_pkt(h.GRAB_JOB)
+    while True:
+        _, t, body = w.read_pkt(timeout=timeout)
+        if t == h.NOOP:
+            continue
+        if t == h.NO_JOB:
+            return None
+        check(t == h.JOB_ASSIGN, "expected JOB_ASSIGN, got %s %r" % (h.PACKET_NAMES.get(t, t), body))
+        handle, func, data = body.split(b"\0", 2)
+        return handle, func, data
+
+
+def submit_bg(port, func, unique, data):
+    c = h.Conn(port)
+    try:
+        c.send_pkt(h.SUBMIT_JOB_BG, func, unique, data)
+        return c.expect_pkt(h.JOB_CREATED)
+    finally:
+        c.close()
+
+
+def http_get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
+        return json.loads(r.read().decode())
+
+
+# --------------------------------------------------------------------------
+
+
+@with_cluster
+def test_jobs_cross_nodes(cl):
+    a = cl.start("a", wait_leader=True)
+    b = cl.start("b")
+    c = cl.start("c")
+    # A worker on c sleeps; a foreground client on b submits.
+    w = raw_worker(c.port, "rev")
+    w.send_pkt(h.PRE_SLEEP)
+    h.wait_workers(b.port, "rev")
+    client = h.Conn(b.port)
+    client.send_pkt(h.SUBMIT_JOB, "rev", "", "hello")
+    handle = client.expect_pkt(h.JOB_CREATED)
+    w.expect_pkt(h.NOOP)
+    got = grab(w)
+    check(got is not None, "the worker on c got no job")
+    check_eq(got, (handle, b"rev", b"hello"), "the job on c")
+    w.send_pkt(h.WORK_DATA, handle, "part")
+    w.send_pkt(h.WORK_STATUS, handle, "1", "2")
+    w.send_pkt(h.WORK_COMPLETE, handle, "olleh")
+    check_eq(client.expect_pkt(h.WORK_DATA), handle + b"\0part", "WORK_DATA on b")
+    check_eq(client.expect_pkt(h.WORK_STATUS), handle + b"\0" + b"1\0" + b"2", "WORK_STATUS on b")
+    check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0olleh", "WORK_COMPLETE on b")
+    client.close()
+    w.close()
+    # Unique ids coalesce across nodes.
+    handles = [submit_bg(n.port, "later", "same-unique", "x") for n in (a, b, c)]
+    check_eq(len(set(handles)), 1, "handles of one unique id submitted on three nodes")
+    for i in range(3):
+        submit_bg(b.port, "later", "u%d" % i, "x")
+    # Every node shows the cluster's counts and finds the job by handle.
+    for n in (a, b, c):
+        check_eq(h.status(n.port).get("later"), (4, 0, 0), "status of 'later' on %d" % n.port)
+        text = h.admin(n.port, "show job %s" % handles[0].decode())
+        check("later" in text, "show job on port %d: %r" % (n.port, text))
+        funcs = http_get(cl.http_port([k for k, v in cl.nodes.items() if v is n][0]),
+                         "/api/v1/functions")
+        rows = [f for f in funcs["functions"] if f["name"] == "later"]
+        check(rows and sum(rows[0]["queued"].values()) == 4,
+              "HTTP functions on %d: %r" % (n.port, funcs))
+
+
+@with_cluster
+def test_php_and_perl_across_nodes(cl):
+    cl.start("a", wait_leader=True)
+    b = cl.start("b")
+    c = cl.start("c")
+    for lang, worker, client in (("perl", "worker.pl", "client.php"),
+                                 ("php", "worker.php", "client.pl")):
+        func = "rev_" + lang
+        wcmd = (["perl"] if worker.endswith(".pl") else ["php"]) + [
+            os.path.join(CLIENTS, worker), str(c.port), "rev", func, "0"]
+        wp = subprocess.Popen(wcmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+        try:
+            h.wait_workers(b.port, func)
+            if client.endswith(".pl"):
+                ccmd = ["perl", os.path.join(CLIENTS, client), str(b.port), "do", func, "cluster"]
+            else:
+                ccmd = ["php", os.path.join(CLIENTS, client), str(b.port), "do", "normal", func,
+                        "cluster"]
+            r = h.run(ccmd, timeout=30)
+            check(r.returncode == 0 and "RESULT:retsulc" in r.stdout,
+                  "%s via b, %s worker on c: %r %r" % (client, worker, r.stdout, r.stderr))
+        finally:
+            wp.kill()
+            wp.wait(timeout=10)
+
+
+@with_cluster
+def test_takeover_after_kill(cl):
+    cl.start("a", wait_leader=True)
+    b = cl.start("b")
+    c = cl.start("c")
+    handles = {submit_bg(b.port, "t", "k%d" % i, "d%d" % i) for i in range(40)}
+    w = raw_worker(c.port, "t")
+    running = grab(w)
+    check(running is not None, "no job to hold")
+    killed = time.monotonic()
+    cl.kill("a")
+    new = h.wait_for(lambda: cl.leader() in ("b", "c") and cl.leader(), 10, "a new leader")
+    took = time.monotonic() - killed
+    check(took < cl.timeout_ms / 1000 + 3, "takeover took %.1fs" % took)
+    # The relayed worker's link went with the old leader; it reconnects.
+    w.close()
+    survivor = cl.nodes["c" if new == "b" else "b"]
+    seen = set()
+    w = h.wait_for(lambda: raw_worker(survivor.port, "t"), 10, "a worker link")
+    while True:
+        job = grab(w)
+        if job is None:
+            break
+        seen.add(job[0])
+        w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check_eq(seen, handles, "jobs run after the takeover (the held one included)")
+    h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_jobs")[0][0] == "0", 10,
+               "the store to empty")
+
+
+@with_cluster
+def test_frozen_leader_is_fenced(cl):
+    a = cl.start("a", wait_leader=True)
+    b = cl.start("b")
+    for i in range(5):
+        submit_bg(a.port, "f", "k%d" % i, "d")
+    direct = raw_worker(a.port, "f")
+    held = grab(direct)
+    check(held is not None, "no job to hold")
+    cl.kill("a", signal.SIGSTOP)
+    h.wait_for(lambda: cl.leader() == "b", 10, "b to take over")
+    w = h.wait_for(lambda: raw_worker(b.port, "f"), 10, "a worker link to b")
+    done = set()
+    while True:
+        job = grab(w)
+        if job is None:
+            break
+        done.add(job[0])
+        w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check_eq(len(done), 5, "jobs b ran")
+    os.kill(a.pid, signal.SIGCONT)
+    # The woken leader hands nothing out and stores nothing.
+    try:
+        direct.send_pkt(h.WORK_COMPLETE, held[0], "late")
+        direct.send_pkt(h.GRAB_JOB)
+        _, t, body = direct.read_pkt(timeout=3)
+        check(False, "the fenced node answered %s %r" % (h.PACKET_NAMES.get(t, t), body))
+    except h.TestFailure as e:
+        check("closed" in str(e) or "timed out" in str(e), str(e))
+    except OSError:
+        pass
+    h.wait_for(lambda: "no longer" in a.log_text() or "lost the cluster lease" in a.log_text(),
+               10, "a to log that it stopped leading")
+    check_eq(cl.leader(), "b", "leader after a woke up")
+    check_eq(cl.pg.sql("SELECT count(*) FROM gearshift_jobs")[0][0], "0", "jobs left")
+
+
+TESTS = [test_jobs_cross_nodes, test_php_and_perl_across_nodes, test_takeover_after_kill,
+         test_frozen_leader_is_fenced]
+
+
+def main():
+    wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
+    tests = [t for t in TESTS if not wanted or any(w in t.__name__ for w in wanted)]
+    if not os.access(GEARSHIFT, os.X_OK):
+        print("!! %s is not an executable (cargo build -p gearshift)" % GEARSHIFT)
+        print("0 passed, %d failed" % len(tests))
+        return 1
+    passed = failed = 0
+    t0 = time.monotonic()
+    print("== cluster suite: %d tests; GEARSHIFT=%s" % (len(tests), GEARSHIFT), flush=True)
+    for t in tests:
+        tmp = tempfile.mkdtemp(prefix="gs-cluster-")
+        start = time.monotonic()
+        try:
+            t(tmp)
+        except Exception as e:  # noqa: BLE001 - the runner reports everything
+            failed += 1
+            detail = str(e) if isinstance(e, h.TestFailure) else traceback.format_exc()
+            print("FAIL %s (%.2fs): %s" % (t.__name__, time.monotonic() - start, detail),
+                  flush=True)
+        else:
+            passed += 1
+            print("PASS %s (%.2fs)" % (t.__name__, time.monotonic() - start), flush=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("== cluster suite finished in %.1fs" % (time.monotonic() - t0))
+    print("%d passed, %d failed" % (passed, failed), flush=True)
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
