@@ -67,6 +67,13 @@ echo "== import suite: real gearmand libsqlite3 and Postgres queues through gear
 # free port of 127.0.0.1) and python3's stdlib.
 GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/import/test_import.py
 
+echo "== cluster suite: three nodes on one PostgreSQL, takeover, fencing, chaos"
+# A throwaway PostgreSQL cluster of its own (postgresql), PHP and Perl
+# clients; the chaos test's seed is printed (CHAOS_SEED to replay one).
+GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/cluster/test_cluster.py 2>&1 \
+  | tee /tmp/gearshift-cluster.log
+cluster_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-cluster.log | tail -n 1)
+
 echo "== dashboard suite: the web dashboard in real headless Chromium"
 # Needs chromium and chromium-driver (WebDriver spoken from python3's stdlib).
 GEARSHIFT_BIN="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/dashboard/test_dashboard.py 2>&1 \
@@ -75,4 +82,5 @@ dash_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-dashboard
 
 echo "rust: ${rust_passed} passed, ${rust_failed} failed"
 echo "crash: ${crash_passed} passed, ${crash_failed} failed"
+echo "cluster: ${cluster_summary}"
 echo "dashboard: ${dash_summary}"
