@@ -229,6 +229,9 @@ def test_takeover_after_kill(cl):
     w = raw_worker(c.port, "t")
     running = grab(w)
     check(running is not None, "no job to hold")
+    # Its start reaches the store with the next group commit.
+    h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_running")[0][0] == "1", 5,
+               "the run's start to be stored")
     killed = time.monotonic()
     cl.kill("a")
     new = h.wait_for(lambda: cl.leader() in ("b", "c") and cl.leader(), 10, "a new leader")
@@ -237,6 +240,10 @@ def test_takeover_after_kill(cl):
     # The relayed worker's link went with the old leader; it reconnects.
     w.close()
     survivor = cl.nodes["c" if new == "b" else "b"]
+    # The cut-off run counts as an attempt lost with its worker.
+    shown = h.admin(survivor.port, "show job %s" % running[0].decode())
+    check("attempts\t1\n" in shown or "attempts: 1\n" in shown,
+          "the held job after the takeover: %r" % shown)
     seen = set()
     w = h.wait_for(lambda: raw_worker(survivor.port, "t"), 10, "a worker link")
     while True:

@@ -135,6 +135,49 @@ impl Core {
         self.reserve_ahead();
     }
 
+    /// Sends the start of every stored job's run to the store
+    /// ([`StoreOp::Started`]): a cluster's shared store remembers the runs
+    /// in flight, so the node that takes over counts them
+    /// ([`Core::restore_cut_off_runs`]).
+    pub fn track_runs(&mut self, on: bool) {
+        self.track_runs = on;
+    }
+
+    /// Restored jobs whose run was cut off (their node stopped while a
+    /// worker ran them): each counts as a run lost with its worker, under
+    /// the retry policy (a backoff, or the dead set once out of attempts)
+    /// or else gearmand's requeue with `--job-retries`. Call after
+    /// [`Core::restore`] and [`Core::set_policies`].
+    pub fn restore_cut_off_runs(&mut self, ids: &[JobId], now: Millis) {
+        self.now = self.now.max(now);
+        for &id in ids {
+            let queued = self
+                .jobs
+                .get(id)
+                .is_some_and(|j| j.state == JobState::Queued);
+            if !queued {
+                continue;
+            }
+            // Back out of its queue into a run, so it leaves that run the
+            // way a job whose worker vanished does.
+            if let Some((func, p)) = self.jobs.get(id).map(|j| (j.func(), j.priority.index())) {
+                if let Some(f) = self.func_mut(func) {
+                    f.queues[p].retain(|&j| j != id);
+                }
+            }
+            self.set_state(id, JobState::Running);
+            let started = self.jobs.get(id).map_or(1, |j| j.retries.saturating_add(1));
+            if let Some(t) = self.track(id) {
+                t.attempts = t.attempts.max(started);
+            }
+            self.requeue(
+                id,
+                crate::policy::Reason::WorkerLost,
+                "its node stopped while it ran",
+            );
+        }
+    }
+
     /// Rebuilds the dead set after a restart. Call after [`Core::restore`]
     /// and [`Core::set_policies`] (a dead job's time to live comes from the
     /// retention settings).

@@ -94,6 +94,9 @@ pub enum StoreOp {
     Add(StoredJob),
     /// A stored job ended.
     Done(JobId),
+    /// A stored job started a run ([`crate::Core::track_runs`]); the
+    /// run ends with the job's next Done, Update, Retry or Dead.
+    Started(JobId),
     /// A stored job's attempt count changed.
     Update {
         /// Job id.

@@ -61,6 +61,8 @@ pub struct Core {
     pub(crate) acks: IdMap<JobId, ConnList>,
     /// Numbers assignments, so a stale CAN_DO_TIMEOUT timer is recognised.
     pub(crate) next_assignment: u64,
+    /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
+    pub(crate) track_runs: bool,
     pub(crate) handles: Handles,
     pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
     pub(crate) effects: Vec<Effect>,
@@ -106,6 +108,7 @@ impl Core {
             running: IdMap::default(),
             acks: IdMap::default(),
             next_assignment: 0,
+            track_runs: false,
             timers: BinaryHeap::new(),
             effects: Vec::new(),
             reserved: 0,

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use gearshift_proto::{GrabKind, Response};
 
 use crate::conn::Ability;
+use crate::effect::{Effect, StoreOp};
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, JobState, Run};
@@ -201,7 +202,11 @@ impl Core {
             GrabKind::All => job.reducer().cloned(),
             _ => None,
         };
+        let stored = job.persist != crate::job::Persist::No;
         self.set_state(id, JobState::Running);
+        if stored && self.track_runs {
+            self.effects.push(Effect::Store(StoreOp::Started(id)));
+        }
         self.next_assignment += 1;
         let assignment = self.next_assignment;
         self.running.insert(

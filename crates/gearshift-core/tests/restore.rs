@@ -331,3 +331,86 @@ fn restore_at_the_top_of_the_id_range_does_not_panic() {
     w.can_do(WORKER, &["f"]);
     assert_eq!(w.grab_job(WORKER).0, World::h(top));
 }
+
+// ---- runs cut off by a node's end (a cluster's takeover) -----------------
+
+#[test]
+fn starts_of_stored_jobs_reach_the_store_only_when_runs_are_tracked() {
+    for track in [false, true] {
+        let mut w = World::durable();
+        w.conns(&[WORKER]);
+        w.core.track_runs(track);
+        w.restore(
+            vec![stored(3, "H:localhost:3", "f", "", Priority::Normal)],
+            4,
+        );
+        let _ = w.take_store_ops();
+        w.can_do(WORKER, &["f"]);
+        w.grab_job(WORKER);
+        let ops = w.take_store_ops();
+        assert_eq!(ops.contains(&StoreOp::Started(3)), track, "{ops:?}");
+    }
+}
+
+#[test]
+fn a_cut_off_run_counts_as_a_lost_worker_without_a_policy() {
+    let mut w = World::durable();
+    w.conns(&[WORKER]);
+    w.restore(
+        vec![
+            stored(3, "H:localhost:3", "f", "", Priority::Normal),
+            stored(4, "H:localhost:4", "f", "", Priority::Normal),
+        ],
+        5,
+    );
+    let _ = w.take_store_ops();
+    w.core.restore_cut_off_runs(&[4], w.now);
+    w.collect();
+    // gearmand's requeue: its attempt counted, back in line by number.
+    let ops = w.take_store_ops();
+    assert!(
+        ops.contains(&StoreOp::Update { id: 4, attempts: 1 }),
+        "{ops:?}"
+    );
+    assert_eq!(w.probe("status"), "f\t2\t0\t0\n.\n");
+    w.can_do(WORKER, &["f"]);
+    assert_eq!(w.grab_job(WORKER).0, World::h(3));
+    assert_eq!(w.grab_job(WORKER).0, World::h(4));
+    w.grab_none(WORKER);
+}
+
+#[test]
+fn a_cut_off_run_follows_the_retry_policy() {
+    use common::policy::{policy, show_job, value, with_policy};
+    use gearshift_core::policy::Reason;
+    let mut w = World::durable();
+    with_policy(&mut w, "f", policy(2, &[Reason::WorkerLost]));
+    w.conns(&[WORKER]);
+    let mut tried = stored(7, "H:localhost:7", "f", "", Priority::Normal);
+    tried.attempts = 1;
+    w.restore(
+        vec![stored(6, "H:localhost:6", "f", "", Priority::Normal), tried],
+        8,
+    );
+    let _ = w.take_store_ops();
+    w.core.restore_cut_off_runs(&[6, 7], w.now);
+    w.collect();
+    // 6 waits for its backoff; 7 had used its last attempt: dead.
+    let shown = show_job(&mut w, &World::h(6));
+    assert_eq!(value(&shown, "state"), "retrying");
+    assert_eq!(value(&shown, "attempts"), "1");
+    let ops = w.take_store_ops();
+    assert!(
+        ops.iter().any(|op| matches!(
+            op,
+            StoreOp::Dead {
+                id: 7,
+                attempts: 2,
+                ..
+            }
+        )),
+        "{ops:?}"
+    );
+    w.can_do(WORKER, &["f"]);
+    w.grab_none(WORKER);
+}

@@ -26,9 +26,12 @@ pub(crate) fn restore(
     let mut core = Core::new(core_cfg);
     core.set_now(clock::Clock::new().now());
     core.set_policies(cfg.policies.clone());
+    // A store a cluster shares remembers runs in flight for a takeover.
+    core.track_runs(matches!(cfg.store, StoreConfig::Postgres { .. }));
     if let Some(store) = store {
         let replayed = store.replay().map_err(store_err)?;
         let count = replayed.jobs.len();
+        let cut_off = replayed.running.clone();
         let jobs = replayed
             .jobs
             .into_iter()
@@ -62,21 +65,25 @@ pub(crate) fn restore(
                 .map(store_task::from_kept_record)
                 .collect(),
         );
+        if !cut_off.is_empty() {
+            tracing::warn!(
+                jobs = cut_off.len(),
+                "jobs were running when their node stopped: counted as lost with their workers"
+            );
+            core.restore_cut_off_runs(&cut_off, clock::Clock::new().now());
+        }
         // The first handle reservation is on disk before any handle is
         // handed out, so no handle can repeat after a crash (and dead
         // jobs past the retention limits are dropped there too).
-        for effect in core.take_effects() {
-            match effect {
-                Effect::Store(StoreOp::Reserve(upto)) => store.reserve(upto),
-                Effect::Store(StoreOp::Done(id)) => store.done(id),
-                Effect::Store(StoreOp::Schedule(s)) => {
-                    store.schedule(&store_task::to_schedule_record(s))
-                }
-                Effect::Store(StoreOp::Unschedule(id)) => store.unschedule(id),
-                Effect::Store(StoreOp::Forget(id)) => store.forget(id),
-                _ => {}
-            }
-        }
+        let ops: Vec<StoreOp> = core
+            .take_effects()
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Store(op) => Some(op),
+                _ => None,
+            })
+            .collect();
+        store_task::apply(store.as_mut(), ops, &mut Vec::new(), &mut Vec::new());
         store.flush().map_err(store_err)?;
         if count > 0 {
             tracing::info!(jobs = count, "restored stored jobs");

@@ -256,7 +256,7 @@ fn store_thread(
 
 /// Buffers `batch` in the store: new jobs' ids go to `added`, every other
 /// op also to `kept` (to be written again if the flush fails).
-fn apply(
+pub(crate) fn apply(
     store: &mut dyn Store,
     batch: Vec<StoreOp>,
     added: &mut Vec<JobId>,
@@ -280,6 +280,7 @@ fn apply(
             StoreOp::Kept(ref k) => store.kept(&to_kept_record(k)),
             StoreOp::Forget(id) => store.forget(id),
             StoreOp::Done(id) => store.done(id),
+            StoreOp::Started(id) => store.started(id),
             StoreOp::Update { id, attempts } => store.update(id, attempts),
             StoreOp::Reserve(upto) => store.reserve(upto),
             StoreOp::Retry {

@@ -55,6 +55,10 @@ pub struct Replayed {
     /// The first handle number that was never handed out (past every job,
     /// schedule and kept id ever stored, and every reservation).
     pub next_id: u64,
+    /// Live jobs that were running when the store was last written (a
+    /// backend that records starts, [`Store::started`]): their run was
+    /// cut off. Empty for the others.
+    pub running: Vec<u64>,
 }
 
 /// A durable set of jobs.
@@ -98,6 +102,12 @@ pub trait Store: Send {
     /// Buffers dropping a kept record; an unknown id (or one beyond
     /// [`MAX_ID`]) changes nothing.
     fn forget(&mut self, id: u64);
+    /// Buffers the start of a run of a live job: a backend a cluster
+    /// shares remembers it until the job's next Done, Update, Retry or Dead,
+    /// so the node that takes the jobs over counts the cut-off run.
+    /// Default: not recorded (a restarted single node requeues its running
+    /// jobs as gearmand does).
+    fn started(&mut self, _id: u64) {}
     /// Buffers a handle high-water mark: numbers below `upto` may be in use.
     /// Capped at `MAX_ID + 1`: no stored id can be larger.
     fn reserve(&mut self, upto: u64);
@@ -191,18 +201,28 @@ pub(crate) struct Sets {
     pub(crate) schedules: Schedules,
     pub(crate) kept: KeptSet,
     pub(crate) high: u64,
+    /// Live jobs whose run started and has not ended (a backend that
+    /// records starts).
+    pub(crate) running: std::collections::BTreeSet<u64>,
 }
 
 impl Sets {
     /// The state as a replay hands it out.
     pub(crate) fn replayed(&self) -> Replayed {
-        replayed(
+        let mut r = replayed(
             self.live.values().cloned().collect(),
             self.dead.values().cloned().collect(),
             self.schedules.values().cloned().collect(),
             self.kept.values().cloned().collect(),
             self.high,
-        )
+        );
+        r.running = self
+            .running
+            .iter()
+            .copied()
+            .filter(|id| self.live.contains_key(id))
+            .collect();
+        r
     }
 }
 
@@ -218,8 +238,16 @@ pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
         schedules,
         kept,
         high,
+        running,
     } = sets;
     for op in ops {
+        // Whatever else it does, an op on a job ends the run it was in.
+        match &op {
+            Op::Done(id) | Op::Update { id, .. } | Op::Retry { id, .. } | Op::Dead { id, .. } => {
+                running.remove(id);
+            }
+            _ => {}
+        }
         match op {
             Op::Add(r) => {
                 *high = (*high).max(r.id.saturating_add(1));
@@ -300,5 +328,6 @@ pub(crate) fn replayed(
         schedules,
         kept,
         next_id,
+        running: Vec::new(),
     }
 }

@@ -264,3 +264,72 @@ fn one_store_per_database_until_the_holder_goes() {
     // The lock goes with the holder's session (open waits for it).
     open(&url).replay().expect("reopen");
 }
+
+#[test]
+fn runs_in_flight_are_remembered_until_their_job_moves_on() {
+    let url = shared().fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    for id in 1..=4 {
+        s.add(&job(id, "f", "", 0, b"x"));
+    }
+    s.flush().expect("flush");
+    // 1 runs; 2 starts and ends in the same batch; 3 ends then starts again.
+    s.started(1);
+    s.started(2);
+    s.done(2);
+    s.update(3, 1);
+    s.started(3);
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open(&url);
+    let r = s.replay().expect("replay");
+    assert_eq!(r.running, vec![1, 3]);
+    // A requeue (Update), a retry and a completion end the runs.
+    s.update(1, 1);
+    s.started(4);
+    s.retry(3, 2, None);
+    s.flush().expect("flush");
+    drop(s);
+    let mut s = open(&url);
+    assert_eq!(s.replay().expect("replay").running, vec![4]);
+    s.done(4);
+    s.flush().expect("flush");
+    let count: i64 = sql(&url)
+        .query_one("SELECT count(*) FROM gearshift_running", &[])
+        .and_then(|r| r.try_get(0))
+        .expect("count");
+    assert_eq!(count, 0);
+}
+
+#[test]
+fn a_fenced_store_writes_nothing_once_the_lease_moved_on() {
+    let url = shared().fresh_db();
+    let mut db = sql(&url);
+    let mut s = PgStore::open(
+        &url,
+        PgOptions {
+            fence: Some(0),
+            ..PgOptions::default()
+        },
+    )
+    .expect("open");
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 0, b"x"));
+    s.flush().expect("the lease is at epoch 0");
+    db.execute("UPDATE gearshift_leader SET epoch = epoch + 1", &[])
+        .expect("takeover");
+    s.add(&job(2, "f", "", 0, b"y"));
+    s.done(1);
+    match s.flush() {
+        Err(StoreError::Fenced(server)) => assert!(server.starts_with("postgres://"), "{server}"),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    let ids: Vec<i64> = db
+        .query("SELECT id FROM gearshift_jobs ORDER BY id", &[])
+        .expect("jobs")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, vec![1], "the fenced batch stored nothing");
+}

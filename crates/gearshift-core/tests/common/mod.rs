@@ -234,7 +234,7 @@ impl World {
         text
     }
 
-    fn collect(&mut self) {
+    pub fn collect(&mut self) {
         let first = self.store_ops.len();
         self.collect_once();
         if self.auto_persist {

@@ -4,7 +4,7 @@
 //! CTEs run in one implicit transaction, in one round trip, so a batch is
 //! all stored or none of it. A failed statement restores the copy.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use bytes::{Bytes, BytesMut};
 use postgres::types::{IsNull, ToSql, Type};
@@ -13,14 +13,15 @@ use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets
 
 /// The flush statement: deletes, then upserts from parallel arrays, for
 /// jobs ($1; $2-$13), schedules ($14; $15-$24) and kept records ($25;
-/// $26-$41), and the high-water mark ($42). Fenced (a cluster's leader),
-/// every write also needs the lease to still be at epoch $43: the lease
+/// $26-$41), the high-water mark ($42), and the running marks (gone $43,
+/// new $44). Fenced (a cluster's leader), every write also needs the lease
+/// to still be at epoch $45: the lease
 /// row is share-locked, so a takeover waits for this statement, and once a
 /// takeover has committed the statement writes nothing and updates no row.
 pub(super) fn flush_sql(fenced: bool) -> String {
     let (fence, and_fence, where_fence) = if fenced {
         (
-            "fence AS (SELECT epoch FROM gearshift_leader WHERE epoch = $43::bigint FOR SHARE),\n",
+            "fence AS (SELECT epoch FROM gearshift_leader WHERE epoch = $45::bigint FOR SHARE),\n",
             " AND EXISTS (SELECT 1 FROM fence)",
             " WHERE EXISTS (SELECT 1 FROM fence)",
         )
@@ -64,7 +65,10 @@ ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, ba
          attempts = EXCLUDED.attempts, created_ms = EXCLUDED.created_ms,
          started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
          expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
-         result = EXCLUDED.result, history = EXCLUDED.history)
+         result = EXCLUDED.result, history = EXCLUDED.history),
+rd AS (DELETE FROM gearshift_running WHERE id = ANY($43::bigint[]){and_fence}),
+ri AS (INSERT INTO gearshift_running (id) SELECT * FROM UNNEST($44::bigint[]){where_fence}
+       ON CONFLICT (id) DO NOTHING)
 UPDATE gearshift_reservation SET last_reserved = GREATEST(last_reserved, $42::bigint){where_fence}
 "
     )
@@ -184,6 +188,40 @@ pub(super) fn apply(sets: &mut Sets, ops: Vec<Op>) -> (Params, Undo) {
 }
 
 /// An id (never past [`MAX_ID`]) as a `BIGINT`.
+/// The index of the last op of the batch that ended each job's run
+/// (Done, Update, Retry, Dead).
+pub(super) fn run_ends(ops: &[Op]) -> HashMap<u64, usize> {
+    let mut last_end = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::Done(id) | Op::Update { id, .. } | Op::Retry { id, .. } | Op::Dead { id, .. } =
+            op
+        {
+            last_end.insert(*id, i);
+        }
+    }
+    last_end
+}
+
+/// After the batch is applied: marks the runs `started` (each with the
+/// number of ops buffered before it) that no later op ended, on jobs
+/// still live.
+pub(super) fn mark_runs(sets: &mut Sets, ends: &HashMap<u64, usize>, started: &[(usize, u64)]) {
+    for &(at, id) in started {
+        let ended_after = ends.get(&id).is_some_and(|&e| e >= at);
+        if !ended_after && sets.live.contains_key(&id) {
+            sets.running.insert(id);
+        }
+    }
+}
+
+/// The running marks dropped and added from `before` to `after`.
+pub(super) fn run_changes(before: &BTreeSet<u64>, after: &BTreeSet<u64>) -> (Vec<i64>, Vec<i64>) {
+    (
+        before.difference(after).map(|&id| big(id)).collect(),
+        after.difference(before).map(|&id| big(id)).collect(),
+    )
+}
+
 fn big(id: u64) -> i64 {
     i64::try_from(id).unwrap_or(i64::MAX)
 }
@@ -207,6 +245,9 @@ pub(super) struct Params {
     kept_gone: Vec<i64>,
     kept: KeptCols,
     last_reserved: i64,
+    /// Running marks to drop and to add.
+    pub(super) run_gone: Vec<i64>,
+    pub(super) run_new: Vec<i64>,
 }
 
 impl Params {
@@ -218,6 +259,8 @@ impl Params {
             + self.schedules.id.len()
             + self.kept_gone.len()
             + self.kept.id.len()
+            + self.run_gone.len()
+            + self.run_new.len()
     }
 
     /// The parameters in statement order, with the fencing epoch last
@@ -269,6 +312,8 @@ impl Params {
             &k.result,
             &k.history,
             &self.last_reserved,
+            &self.run_gone,
+            &self.run_new,
         ];
         if let Some(epoch) = fence {
             params.push(epoch);

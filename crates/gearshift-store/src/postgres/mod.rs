@@ -82,6 +82,9 @@ pub struct PgStore {
     lock_wait: Duration,
     /// The leader's epoch, for a fenced store.
     fence: Option<i64>,
+    /// Runs started since the last flush, each with the number of ops
+    /// buffered before it.
+    started: Vec<(usize, u64)>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -145,6 +148,7 @@ impl PgStore {
             applied,
             lock_wait: opts.lock_wait,
             fence: opts.fence,
+            started: Vec::new(),
         })
     }
 
@@ -307,13 +311,19 @@ impl Store for PgStore {
         self.batch.reserve(upto);
     }
 
+    fn started(&mut self, id: u64) {
+        self.started.push((self.batch.len(), id));
+    }
+
     fn discard(&mut self) {
         self.batch.discard();
+        self.started.clear();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
+        let started = std::mem::take(&mut self.started);
         let ops = self.batch.take()?;
-        if ops.is_empty() {
+        if ops.is_empty() && started.is_empty() {
             return Ok(());
         }
         // Nothing buffered counts as written unless the statement commits.
@@ -321,7 +331,11 @@ impl Store for PgStore {
         let Some(sets) = self.sets.as_mut() else {
             return Err(StoreError::Corrupt("the state was not read".into()));
         };
-        let (params, undo) = flush::apply(sets, ops);
+        let ends = flush::run_ends(&ops);
+        let running_before = sets.running.clone();
+        let (mut params, undo) = flush::apply(sets, ops);
+        flush::mark_runs(sets, &ends, &started);
+        (params.run_gone, params.run_new) = flush::run_changes(&running_before, &sets.running);
         let rows = params.rows();
         let server = self.server.clone();
         // A connection lost since the load (reconnect failing) is undone
@@ -347,6 +361,7 @@ impl Store for PgStore {
                 warn!(error = %e, rows, "a flush to PostgreSQL failed; its batch is not stored");
                 if let Some(sets) = self.sets.as_mut() {
                     undo.restore(sets);
+                    sets.running = running_before;
                 }
                 Err(self.failed(e))
             }

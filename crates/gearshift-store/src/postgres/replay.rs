@@ -39,6 +39,9 @@ pub(super) fn load(client: &mut Client, server: &str) -> Result<Sets, StoreError
             &[],
         )
         .map_err(err)?;
+    let running = tx
+        .query("SELECT id FROM gearshift_running ORDER BY id", &[])
+        .map_err(err)?;
     let last_reserved: i64 = tx
         .query_one("SELECT last_reserved FROM gearshift_reservation", &[])
         .and_then(|r| r.try_get(0))
@@ -50,6 +53,12 @@ pub(super) fn load(client: &mut Client, server: &str) -> Result<Sets, StoreError
             .map_err(|_| corrupt("gearshift_reservation", last_reserved, "a negative mark"))?,
         ..Sets::default()
     };
+    for row in &running {
+        let id: i64 = row.try_get(0).map_err(err)?;
+        let id =
+            u64::try_from(id).map_err(|_| corrupt("gearshift_running", id, "a negative id"))?;
+        sets.running.insert(id);
+    }
     for row in &jobs {
         let c = Cols::new(row, "gearshift_jobs")?;
         let r = JobRecord {

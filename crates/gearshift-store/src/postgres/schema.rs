@@ -16,7 +16,7 @@ use super::connect::unreachable_or_refused;
 use crate::StoreError;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The highest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -107,6 +107,15 @@ CREATE TABLE gearshift_cluster (
 );
 INSERT INTO gearshift_cluster (one, secret)
     VALUES (TRUE, encode(sha256((gen_random_uuid()::text || gen_random_uuid()::text)::bytea), 'hex'));
+";
+
+/// Version 3: the jobs a leader was running, so the node that takes over
+/// counts their cut-off run (`worker_lost`) instead of running them as if
+/// never tried.
+const V3: &str = "
+CREATE TABLE gearshift_running (
+    id            BIGINT PRIMARY KEY
+);
 ";
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; returns the versions this
