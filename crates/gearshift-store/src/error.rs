@@ -48,6 +48,15 @@ pub enum StoreError {
         /// The driver's error with its causes.
         why: String,
     },
+    /// TLS to the database cannot be set up as asked (a root certificate
+    /// file missing or unreadable).
+    #[error("cannot set up TLS to PostgreSQL at {server}: {why}")]
+    Tls {
+        /// `postgres://user@host:port/db`, without the password.
+        server: String,
+        /// What is missing or wrong.
+        why: String,
+    },
     /// The database refused a statement (permissions, a constraint, a
     /// schema it does not expect).
     #[error("PostgreSQL at {server} refused {what}: {why}")]

@@ -17,7 +17,7 @@
 //! - [`memory`]: an in-memory backend (tests; the semantics without a disk).
 //! - [`log`]: the embedded default, an append-only log with checksummed
 //!   frames, torn-tail recovery and compaction.
-//! - [`postgres`]: a PostgreSQL backend (one node; no TLS yet).
+//! - [`postgres`]: a PostgreSQL backend (one node; TLS with rustls).
 //! - [`fault`]: a wrapper that fails after N operations, for error-path tests.
 //! - [`conformance`]: the suite every backend must pass.
 

@@ -1,30 +1,325 @@
 //! Connecting: the URL (or libpq `key=value` string) with libpq's
-//! environment defaults, a password-free name for messages, and how
-//! driver errors become [`StoreError`]s.
+//! environment defaults, its `sslmode` and `sslrootcert`, a password-free
+//! name for messages, and how driver errors become [`StoreError`]s.
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
-use postgres::config::Host;
+use postgres::config::{Host, SslMode as DriverSslMode};
 use postgres::{Client, Config, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
+use tracing::{debug, warn};
 
+use super::tls;
 use crate::StoreError;
 
-/// Parses `url` and fills what it leaves out from the environment, as
-/// libpq does (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`).
-pub(super) fn config(url: &str) -> Result<Config, StoreError> {
-    // Not echoed: it may hold a password.
-    let mut config: Config = url
-        .parse()
-        .map_err(|e: postgres::Error| StoreError::BadUrl(causes(&e)))?;
-    libpq_defaults(&mut config, |name| std::env::var(name).ok());
-    Ok(config)
+/// libpq's `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// Plain; TLS only if the server refuses a plain connection.
+    Allow,
+    /// TLS if the server offers it, else plain (libpq's default).
+    Prefer,
+    /// TLS; the certificate is checked only if a root certificate file
+    /// exists (as libpq does).
+    Require,
+    /// TLS with a certificate signed by a root in `sslrootcert`.
+    VerifyCa,
+    /// As `VerifyCa`, and the certificate names the host connected to.
+    VerifyFull,
 }
 
-/// Connects without TLS (TLS is not supported yet).
-pub(super) fn connect(config: &Config, server: &str) -> Result<Client, StoreError> {
-    config
-        .connect(NoTls)
-        .map_err(|e| unreachable_or_refused(&e, server, "the connection"))
+impl SslMode {
+    const ALL: [(&'static str, SslMode); 6] = [
+        ("disable", SslMode::Disable),
+        ("allow", SslMode::Allow),
+        ("prefer", SslMode::Prefer),
+        ("require", SslMode::Require),
+        ("verify-ca", SslMode::VerifyCa),
+        ("verify-full", SslMode::VerifyFull),
+    ];
+
+    fn parse(text: &str) -> Option<SslMode> {
+        Self::ALL
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|(_, mode)| *mode)
+    }
+}
+
+impl fmt::Display for SslMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = Self::ALL
+            .iter()
+            .find(|(_, mode)| mode == self)
+            .map_or("?", |(name, _)| name);
+        f.write_str(name)
+    }
+}
+
+/// The TLS a connection string and the environment ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// `sslmode`, else `PGSSLMODE`, else `prefer`.
+    pub mode: SslMode,
+    /// `sslrootcert`, else `PGSSLROOTCERT`, else `~/.postgresql/root.crt`
+    /// (used only if it exists, as libpq does).
+    pub root_cert: Option<PathBuf>,
+}
+
+/// Parses `url` and fills what it leaves out from the environment, as
+/// libpq does (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`,
+/// `PGSSLMODE`, `PGSSLROOTCERT`).
+pub(super) fn config(url: &str) -> Result<(Config, TlsSettings), StoreError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let (rest, params) = take_tls_params(url)?;
+    // Not echoed: it may hold a password.
+    let mut config: Config = rest
+        .parse()
+        .map_err(|e: postgres::Error| StoreError::BadUrl(causes(&e)))?;
+    libpq_defaults(&mut config, env);
+    Ok((config, tls_settings(params, env)?))
+}
+
+/// `sslmode` and `sslrootcert` as a connection string gives them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct TlsParams {
+    sslmode: Option<String>,
+    sslrootcert: Option<String>,
+}
+
+impl TlsParams {
+    /// Keeps `value` if `key` is one of ours (the last one wins, as in
+    /// libpq); false for any other key.
+    fn take(&mut self, key: &str, value: String) -> bool {
+        match key {
+            "sslmode" => self.sslmode = Some(value),
+            "sslrootcert" => self.sslrootcert = Some(value),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Takes `sslmode` and `sslrootcert` out of a URL or `key=value` string
+/// (the driver knows neither `verify-*` nor `sslrootcert`); the rest is
+/// returned as written, for the driver. Errors never echo the string.
+fn take_tls_params(url: &str) -> Result<(String, TlsParams), StoreError> {
+    let bad = |what: &str| StoreError::BadUrl(what.to_owned());
+    let prefix = ["postgres://", "postgresql://"]
+        .into_iter()
+        .find(|p| url.starts_with(p));
+    let mut params = TlsParams::default();
+    let Some(prefix) = prefix else {
+        let rest = take_conninfo_params(url, &mut params).map_err(bad)?;
+        return Ok((rest, params));
+    };
+    // As the driver reads a URL: the credentials end at the first `@`,
+    // the parameters start at the next `?`, `key=value` joined by `&`.
+    let after_creds = url[prefix.len()..]
+        .find('@')
+        .map_or(prefix.len(), |i| prefix.len() + i + 1);
+    let Some(q) = url[after_creds..].find('?').map(|i| after_creds + i) else {
+        return Ok((url.to_owned(), params));
+    };
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .map(|s| s.into_owned())
+            .map_err(|_| bad("a URL parameter is not UTF-8 once percent-decoded"))
+    };
+    let mut kept = Vec::new();
+    for pair in url[q + 1..].split('&').filter(|p| !p.is_empty()) {
+        let ours = match pair.split_once('=') {
+            Some((k, v)) => params.take(&decode(k)?, decode(v)?),
+            None => false,
+        };
+        if !ours {
+            kept.push(pair);
+        }
+    }
+    let mut rest = url[..q].to_owned();
+    if !kept.is_empty() {
+        rest.push('?');
+        rest.push_str(&kept.join("&"));
+    }
+    Ok((rest, params))
+}
+
+/// [`take_tls_params`] for libpq's `key = value ...` form: values may be
+/// single-quoted, and a backslash escapes the next character.
+fn take_conninfo_params(s: &str, params: &mut TlsParams) -> Result<String, &'static str> {
+    let mut rest = String::new();
+    let mut it = s.char_indices().peekable();
+    let skip_ws = |it: &mut std::iter::Peekable<std::str::CharIndices>| {
+        while it.next_if(|(_, c)| c.is_whitespace()).is_some() {}
+    };
+    loop {
+        skip_ws(&mut it);
+        let Some(&(start, _)) = it.peek() else { break };
+        let mut key = String::new();
+        while let Some((_, c)) = it.next_if(|(_, c)| !c.is_whitespace() && *c != '=') {
+            key.push(c);
+        }
+        skip_ws(&mut it);
+        if it.next().map(|(_, c)| c) != Some('=') {
+            return Err("expected `=` after a keyword in the connection string");
+        }
+        skip_ws(&mut it);
+        let quoted = it.next_if(|(_, c)| *c == '\'').is_some();
+        let mut value = String::new();
+        let mut closed = !quoted;
+        while let Some((_, c)) = it.next() {
+            match c {
+                '\'' if quoted => {
+                    closed = true;
+                    break;
+                }
+                '\\' => value.extend(it.next().map(|(_, c)| c)),
+                c if c.is_whitespace() && !quoted => break,
+                c => value.push(c),
+            }
+        }
+        if !closed {
+            return Err("unterminated quoted value in the connection string");
+        }
+        let end = it.peek().map_or(s.len(), |&(i, _)| i);
+        if !params.take(&key, value) {
+            rest.push_str(s[start..end].trim_end());
+            rest.push(' ');
+        }
+    }
+    Ok(rest.trim_end().to_owned())
+}
+
+/// The TLS settings from what the string gave and the environment.
+fn tls_settings(
+    params: TlsParams,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<TlsSettings, StoreError> {
+    let given = |p: Option<String>, var: &str| p.or_else(|| env(var).filter(|v| !v.is_empty()));
+    let mode = match given(params.sslmode, "PGSSLMODE") {
+        None => SslMode::Prefer,
+        Some(text) => SslMode::parse(&text).ok_or_else(|| {
+            StoreError::BadUrl(format!(
+                "sslmode {text:?} is none of disable, allow, prefer, require, verify-ca, \
+                 verify-full"
+            ))
+        })?,
+    };
+    let root_cert = match given(params.sslrootcert, "PGSSLROOTCERT") {
+        Some(s) if s == "system" => {
+            return Err(StoreError::BadUrl(
+                "sslrootcert=system (the system's trusted roots) is not supported: give a PEM \
+                 file of root certificates"
+                    .into(),
+            ))
+        }
+        Some(path) => Some(PathBuf::from(path)),
+        None => env("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| Path::new(&h).join(".postgresql/root.crt")),
+    };
+    Ok(TlsSettings { mode, root_cert })
+}
+
+/// The TLS half of connecting: the settings and the rustls connector
+/// built from them once (its root certificates read at open).
+pub(super) struct Tls {
+    settings: TlsSettings,
+    connector: Option<MakeRustlsConnect>,
+}
+
+impl Tls {
+    /// Reads the root certificates `settings` calls for, if any.
+    pub(super) fn new(settings: TlsSettings, server: &str) -> Result<Tls, StoreError> {
+        let connector = tls::connector(&settings).map_err(|why| StoreError::Tls {
+            server: server.into(),
+            why,
+        })?;
+        Ok(Tls {
+            settings,
+            connector,
+        })
+    }
+
+    /// The `sslmode` in force.
+    pub(super) fn mode(&self) -> SslMode {
+        self.settings.mode
+    }
+}
+
+/// Connects as `tls.mode()` says, with libpq's fallbacks: `allow` tries
+/// TLS when the server refuses a plain connection, `prefer` a plain one
+/// when the TLS handshake fails. A Unix socket is always plain (libpq
+/// never uses TLS on one).
+pub(super) fn connect(config: &Config, tls: &Tls, server: &str) -> Result<Client, StoreError> {
+    let plain = || {
+        let mut c = config.clone();
+        c.ssl_mode(DriverSslMode::Disable);
+        c.connect(NoTls)
+    };
+    let local = config
+        .get_hosts()
+        .iter()
+        .all(|h| matches!(h, Host::Unix(_)));
+    let Some(connector) = tls.connector.as_ref().filter(|_| !local) else {
+        return plain().map_err(|e| unreachable_or_refused(&e, server, "the connection"));
+    };
+    let secure = |mode| {
+        let mut c = config.clone();
+        c.ssl_mode(mode);
+        c.connect(connector.clone())
+    };
+    let result = match tls.mode() {
+        SslMode::Disable => plain(),
+        SslMode::Allow => match plain() {
+            Err(e) if e.as_db_error().is_some() => {
+                debug!(%server, error = %e, "plain connection refused; trying TLS (sslmode=allow)");
+                secure(DriverSslMode::Require)
+            }
+            r => r,
+        },
+        SslMode::Prefer => match secure(DriverSslMode::Prefer) {
+            Err(e) if is_tls_error(&e) => {
+                warn!(%server, error = %causes(&e), "TLS failed; connecting without it (sslmode=prefer)");
+                plain()
+            }
+            r => r,
+        },
+        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+            secure(DriverSslMode::Require)
+        }
+    };
+    result.map_err(|e| {
+        let mut err = unreachable_or_refused(&e, server, "the connection");
+        if let StoreError::Unreachable { why, .. } = &mut err {
+            if is_tls_error(&e) {
+                why.push_str(&tls_hint(&tls.settings));
+            }
+        }
+        err
+    })
+}
+
+/// A failed TLS negotiation or handshake (the driver's error kind is not
+/// public; its text is fixed).
+fn is_tls_error(e: &postgres::Error) -> bool {
+    e.to_string().contains("TLS")
+}
+
+/// What the check was, for a failed handshake's message.
+fn tls_hint(settings: &TlsSettings) -> String {
+    match &settings.root_cert {
+        Some(p) if settings.mode != SslMode::Disable && p.exists() => format!(
+            " (sslmode={}, checked against the root certificates in {})",
+            settings.mode,
+            p.display()
+        ),
+        _ => format!(" (sslmode={})", settings.mode),
+    }
 }
 
 /// Fills in what libpq would take from the environment when the
@@ -135,6 +430,112 @@ pub(super) fn unreachable_or_refused(e: &postgres::Error, server: &str, what: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn split(url: &str) -> (String, TlsParams) {
+        take_tls_params(url).expect("split")
+    }
+
+    fn params(mode: Option<&str>, root: Option<&str>) -> TlsParams {
+        TlsParams {
+            sslmode: mode.map(String::from),
+            sslrootcert: root.map(String::from),
+        }
+    }
+
+    #[test]
+    fn tls_params_come_out_of_a_url() {
+        assert_eq!(
+            split("postgres://u:p@h:1/d?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem"),
+            (
+                "postgres://u:p@h:1/d".into(),
+                params(Some("verify-full"), Some("/etc/ca.pem"))
+            )
+        );
+        assert_eq!(
+            split("postgresql://h/d?connect_timeout=3&sslmode=require&application_name=x"),
+            (
+                "postgresql://h/d?connect_timeout=3&application_name=x".into(),
+                params(Some("require"), None)
+            )
+        );
+        // A `?` in the password is not the query; no query, no change.
+        assert_eq!(
+            split("postgres://u:p?x@h/d"),
+            ("postgres://u:p?x@h/d".into(), params(None, None))
+        );
+        // The last one wins, as in libpq.
+        assert_eq!(
+            split("postgres://h/d?sslmode=disable&sslmode=verify-ca").1,
+            params(Some("verify-ca"), None)
+        );
+    }
+
+    #[test]
+    fn tls_params_come_out_of_a_conninfo_string() {
+        assert_eq!(
+            split("host=h sslmode = verify-ca  sslrootcert='/my certs/ca.pem' dbname=d"),
+            (
+                "host=h dbname=d".into(),
+                params(Some("verify-ca"), Some("/my certs/ca.pem"))
+            )
+        );
+        assert_eq!(
+            split(r"password='it\'s' sslrootcert=a\ b"),
+            (r"password='it\'s'".into(), params(None, Some("a b")))
+        );
+        assert_eq!(split("").0, "");
+    }
+
+    #[test]
+    fn a_broken_conninfo_string_is_refused_without_echoing_it() {
+        for bad in ["password='hunter2", "hunter2 host=h"] {
+            let text = take_tls_params(bad).expect_err(bad).to_string();
+            assert!(!text.contains("hunter2"), "{text}");
+        }
+    }
+
+    #[test]
+    fn sslmode_and_sslrootcert_fall_back_to_the_env_then_libpq_defaults() {
+        let env = |k: &str| match k {
+            "PGSSLMODE" => Some("verify-full".to_string()),
+            "PGSSLROOTCERT" => Some("/env/ca.pem".to_string()),
+            _ => None,
+        };
+        let s = tls_settings(params(None, None), env).expect("settings");
+        assert_eq!(s.mode, SslMode::VerifyFull);
+        assert_eq!(s.root_cert.as_deref(), Some(Path::new("/env/ca.pem")));
+        let s = tls_settings(params(Some("require"), Some("/url.pem")), env).expect("settings");
+        assert_eq!(s.mode, SslMode::Require);
+        assert_eq!(s.root_cert.as_deref(), Some(Path::new("/url.pem")));
+
+        let home = |k: &str| (k == "HOME").then(|| "/home/g".to_string());
+        let s = tls_settings(params(None, None), home).expect("settings");
+        assert_eq!(s.mode, SslMode::Prefer);
+        assert_eq!(
+            s.root_cert.as_deref(),
+            Some(Path::new("/home/g/.postgresql/root.crt"))
+        );
+    }
+
+    #[test]
+    fn a_bad_sslmode_or_sslrootcert_system_is_refused() {
+        let e = tls_settings(params(Some("verify"), None), |_| None).expect_err("bad mode");
+        assert!(e.to_string().contains("verify-full"), "{e}");
+        let e = tls_settings(params(None, Some("system")), |_| None).expect_err("system");
+        assert!(e.to_string().contains("not supported"), "{e}");
+        for (name, mode) in SslMode::ALL {
+            assert_eq!(SslMode::parse(&mode.to_string()), Some(mode), "{name}");
+        }
+    }
+
+    #[test]
+    fn verify_modes_parse_through_config() {
+        let (c, s) = config("postgres://u:pw@h:1/d?sslmode=verify-full&sslrootcert=/ca.pem")
+            .expect("config");
+        assert_eq!(describe(&c), "postgres://u@h:1/d");
+        assert_eq!(s.mode, SslMode::VerifyFull);
+        assert_eq!(s.root_cert.as_deref(), Some(Path::new("/ca.pem")));
+    }
 
     #[test]
     fn env_fills_what_the_url_leaves_out() {

@@ -58,6 +58,7 @@ pub struct Beat {
 /// A node's link to the cluster's tables.
 pub struct Lease {
     config: Config,
+    tls: connect::Tls,
     server: String,
     client: Option<Client>,
     me: NodeAddrs,
@@ -82,11 +83,12 @@ impl Lease {
         me: NodeAddrs,
         timeout: Duration,
     ) -> Result<Lease, StoreError> {
-        let (config, server) = base_config(url, opts)?;
-        let mut client = connect::connect(&config, &server)?;
+        let (config, tls, server) = base_config(url, opts)?;
+        let mut client = connect::connect(&config, &tls, &server)?;
         schema::migrate(&mut client, &server)?;
         let mut lease = Lease {
             config,
+            tls,
             server,
             client: Some(client),
             me,
@@ -111,7 +113,7 @@ impl Lease {
             self.client = None;
         }
         if self.client.is_none() {
-            self.client = Some(connect::connect(&self.config, &self.server)?);
+            self.client = Some(connect::connect(&self.config, &self.tls, &self.server)?);
         }
         let server = self.server.clone();
         self.client.as_mut().ok_or(StoreError::Unreachable {

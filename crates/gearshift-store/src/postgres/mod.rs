@@ -11,7 +11,8 @@
 //! connection is re-opened at the next flush or replay, which then
 //! re-reads the state (the failed batch may or may not have committed).
 //!
-//! - `connect`: the URL, libpq's environment defaults, error mapping;
+//! - `connect`: the URL, libpq's environment defaults and `sslmode`,
+//!   error mapping; `tls`: the rustls connector and certificate checks;
 //! - `schema`: tables and versioned migrations;
 //! - `flush`: the batch statement; `replay`: reading the state back;
 //! - `lease`: the cluster's node table and leader lease.
@@ -23,6 +24,7 @@ mod flush;
 pub mod lease;
 mod replay;
 mod schema;
+mod tls;
 
 use std::time::Duration;
 
@@ -66,6 +68,8 @@ impl Default for PgOptions {
 /// A store in a PostgreSQL database.
 pub struct PgStore {
     config: Config,
+    /// The `sslmode` and the connector for it.
+    tls: connect::Tls,
     /// `postgres://user@host:port/db`, for messages (no password).
     server: String,
     /// The connection and its prepared flush statement; None after the
@@ -127,20 +131,22 @@ fn claim(client: &mut postgres::Client, server: &str, wait: Duration) -> Result<
 impl PgStore {
     /// Connects to `url` (`postgres://user:pass@host:port/db`, or libpq's
     /// `key=value` form; `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
-    /// `PGDATABASE` fill what it leaves out) without TLS, takes the
+    /// `PGDATABASE` fill what it leaves out) with TLS as libpq's `sslmode`
+    /// and `sslrootcert` (or `PGSSLMODE`, `PGSSLROOTCERT`) ask, takes the
     /// database for this node (`StoreError::Locked` if another Gearshift
     /// holds it), and brings the schema up to date.
     pub fn open(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
-        let (config, server) = base_config(url, &opts)?;
-        let mut client = connect::connect(&config, &server)?;
+        let (config, tls, server) = base_config(url, &opts)?;
+        let mut client = connect::connect(&config, &tls, &server)?;
         if opts.fence.is_none() {
             claim(&mut client, &server, opts.lock_wait)?;
         }
         let applied = schema::migrate(&mut client, &server)?;
         let statement = prepare(&mut client, &server, opts.fence.is_some())?;
-        debug!(%server, fence = ?opts.fence, "opened the PostgreSQL store");
+        debug!(%server, fence = ?opts.fence, sslmode = %tls.mode(), "opened the PostgreSQL store");
         Ok(PgStore {
             config,
+            tls,
             server,
             conn: Some((client, statement)),
             sets: None,
@@ -170,7 +176,7 @@ impl PgStore {
             self.conn = None;
         }
         if self.conn.is_none() {
-            let mut client = connect::connect(&self.config, &self.server)?;
+            let mut client = connect::connect(&self.config, &self.tls, &self.server)?;
             if self.fence.is_none() {
                 claim(&mut client, &self.server, self.lock_wait)?;
             }
@@ -233,15 +239,15 @@ impl Drop for PgStore {
 /// password (the URL itself if it does not parse).
 pub fn describe_url(url: &str) -> String {
     match connect::config(url) {
-        Ok(c) => connect::describe(&c),
+        Ok((c, _)) => connect::describe(&c),
         Err(_) => "PostgreSQL (an unparsable URL)".into(),
     }
 }
 
 /// The URL parsed, with the options' defaults where it sets nothing, and
 /// its name for messages.
-fn base_config(url: &str, opts: &PgOptions) -> Result<(Config, String), StoreError> {
-    let mut config = connect::config(url)?;
+fn base_config(url: &str, opts: &PgOptions) -> Result<(Config, connect::Tls, String), StoreError> {
+    let (mut config, tls) = connect::config(url)?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(opts.connect_timeout);
     }
@@ -252,7 +258,8 @@ fn base_config(url: &str, opts: &PgOptions) -> Result<(Config, String), StoreErr
         config.application_name("gearshift");
     }
     let server = connect::describe(&config);
-    Ok((config, server))
+    let tls = connect::Tls::new(tls, &server)?;
+    Ok((config, tls, server))
 }
 
 /// Prepares the flush statement (once per connection: a flush is then

@@ -3,6 +3,7 @@
 //! As root the server runs as the `postgres` user (PostgreSQL refuses
 //! root). A watcher process stops it and removes its directory when the
 //! test process exits, so a shared cluster in a static is cleaned up too.
+//! [`Cluster::start_tls`] turns on TLS with a given certificate.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -16,6 +17,21 @@ pub struct Cluster {
     dir: PathBuf,
     pub port: u16,
     as_postgres: bool,
+    /// More server options (`-c ssl=on ...`).
+    extra: String,
+}
+
+/// TLS for [`Cluster::start_tls`].
+// Not every test binary that includes this module uses it.
+#[allow(dead_code)]
+pub struct ServerTls {
+    /// The server's certificate (and any intermediates), PEM.
+    pub cert_pem: String,
+    /// Its private key, PEM.
+    pub key_pem: String,
+    /// TCP connections to any database but `postgres` (which
+    /// [`Cluster::fresh_db`] connects to, plain) must use TLS.
+    pub tls_only: bool,
 }
 
 /// The directory of the server programs: `PG_BIN`, else the newest
@@ -67,7 +83,18 @@ fn free_port() -> u16 {
 
 impl Cluster {
     /// initdb and start a new cluster.
+    #[allow(dead_code)]
     pub fn start() -> Cluster {
+        Cluster::start_with(None)
+    }
+
+    /// initdb and start a new cluster that serves TLS.
+    #[allow(dead_code)]
+    pub fn start_tls(tls: &ServerTls) -> Cluster {
+        Cluster::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&ServerTls>) -> Cluster {
         static N: AtomicU32 = AtomicU32::new(0);
         let bin = pg_bin();
         let dir = std::env::temp_dir().join(format!(
@@ -80,11 +107,12 @@ impl Cluster {
         if as_postgres {
             run(Command::new("chown").arg("postgres:postgres").arg(&dir));
         }
-        let c = Cluster {
+        let mut c = Cluster {
             bin,
             dir,
             port: free_port(),
             as_postgres,
+            extra: String::new(),
         };
         c.watch();
         c.pg("initdb")
@@ -95,8 +123,42 @@ impl Cluster {
             .status()
             .map(|s| assert!(s.success(), "initdb failed"))
             .expect("run initdb");
+        if let Some(tls) = tls {
+            c.set_up_tls(tls);
+        }
         c.resume();
         c
+    }
+
+    /// Puts the certificate and key in the data directory (the key readable
+    /// by the server's user only, or PostgreSQL refuses it) and, for
+    /// `tls_only`, makes pg_hba.conf take TLS only (`hostssl`).
+    fn set_up_tls(&mut self, tls: &ServerTls) {
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data();
+        for (name, pem) in [("server.crt", &tls.cert_pem), ("server.key", &tls.key_pem)] {
+            let path = data.join(name);
+            std::fs::write(&path, pem).expect("write the server's TLS files");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod the server's TLS files");
+            if self.as_postgres {
+                run(Command::new("chown").arg("postgres:postgres").arg(&path));
+            }
+        }
+        if tls.tls_only {
+            let hba = data.join("pg_hba.conf");
+            let text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+            // The first matching line wins: plain for `postgres`, else TLS.
+            let mut new = String::from("host postgres all 127.0.0.1/32 trust\n");
+            for line in text.lines() {
+                match line.strip_prefix("host ") {
+                    Some(rest) => new.push_str(&format!("hostssl {rest}\n")),
+                    None => new.push_str(&format!("{line}\n")),
+                }
+            }
+            std::fs::write(&hba, new).expect("write pg_hba.conf");
+        }
+        self.extra = " -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key".into();
     }
 
     fn data(&self) -> PathBuf {
@@ -118,9 +180,10 @@ impl Cluster {
     /// Starts the server (again, after [`Cluster::stop`]) on its port.
     pub fn resume(&self) {
         let opts = format!(
-            "-k {} -p {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-k {} -p {} -c listen_addresses=127.0.0.1 -c fsync=off{}",
             self.dir.display(),
-            self.port
+            self.port,
+            self.extra
         );
         let ok = self
             .pg("pg_ctl")
@@ -207,6 +270,7 @@ fn run(c: &mut Command) {
 }
 
 /// The cluster every test of this binary shares (a database each).
+#[allow(dead_code)]
 pub fn shared() -> &'static Cluster {
     static SHARED: OnceLock<Cluster> = OnceLock::new();
     SHARED.get_or_init(Cluster::start)
