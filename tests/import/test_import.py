@@ -9,7 +9,9 @@ packets, that a worker gets every job gearmand stored: function, unique,
 data, priority order, and an epoch job only once it is due. It also checks
 what gearmand actually left in the database (its key collisions), that a
 second import of the same file is refused without --force, and that an
-import into a directory a running server holds is refused.
+import into a directory a running server holds is refused. One test
+imports into a PostgreSQL store (`--store postgres://...`) instead, and
+serves it with `gearshift serve --store`.
 
 Python 3 stdlib only; reuses tests/interop/harness.py. Every wait is
 bounded. Ends with `N passed, N failed`.
@@ -99,10 +101,14 @@ class Postgres:
         """How `gearshift import` names the queue table `queue`."""
         return "postgres://gearshift@127.0.0.1:%d/postgres?table=queue" % self.port
 
-    def sql(self, statement):
+    def store_url(self, db):
+        """A `--store` URL for database `db` of this cluster."""
+        return "postgres://gearshift@127.0.0.1:%d/%s" % (self.port, db)
+
+    def sql(self, statement, db="postgres"):
         """Rows of `statement`, each a list of column strings."""
         r = subprocess.run([os.path.join(self.bin, "psql"), "-X", "-h", "127.0.0.1", "-p",
-                            str(self.port), "-U", "gearshift", "-d", "postgres", "-At",
+                            str(self.port), "-U", "gearshift", "-d", db, "-At",
                             "-F", "|", "-c", statement],
                            capture_output=True, text=True, timeout=30)
         check(r.returncode == 0, "psql failed: %s" % r.stderr)
@@ -485,8 +491,101 @@ def test_postgres_migration(tmp):
         pg.stop()
 
 
+def test_import_into_postgres_store(tmp):
+    """A gearmand sqlite queue imported into a PostgreSQL store (a second
+    database of the throwaway cluster), then served by a cluster node; a
+    second import is refused without --force, and so is an import while a
+    node serves the database."""
+    db = os.path.join(tmp, "gearmand.sqlite")
+    binary = b"\x00bin\x00ary\xff\x00"
+    gm = gearmand(db)
+    try:
+        c = h.Conn(gm.port)
+        submit(c, h.SUBMIT_JOB_LOW_BG, "f", "u-low", b"low")
+        submit(c, h.SUBMIT_JOB_BG, "f", "u-norm", binary)
+        submit(c, h.SUBMIT_JOB_HIGH_BG, "f", "u-high", b"high")
+        submit(c, h.SUBMIT_JOB_BG, "g", "u-g", b"g-data")
+        c.close()
+    finally:
+        gm.stop()
+
+    pg = Postgres(tmp).start()
+    try:
+        pg.sql("CREATE DATABASE gs")
+        store = pg.store_url("gs")
+
+        def pg_import(*extra):
+            return h.run([GEARSHIFT, "import", "--gearmand-sqlite", db, "--store", store,
+                          "--job-handle-prefix", PREFIX] + list(extra), timeout=60)
+
+        def jobs_in_store():
+            return pg.sql("SELECT count(*) FROM gearshift_jobs", db="gs")[0][0]
+
+        r = pg_import()
+        check_eq(r.returncode, 0, "import exit status (stderr %r)" % r.stderr)
+        check_eq(r.stdout.strip(), "imported 4 jobs from %s into %s (functions: f 3, g 1)"
+                 % (db, store), "summary line")
+        check_eq(jobs_in_store(), "4", "jobs in gearshift_jobs")
+        check_eq(pg.sql("SELECT source, jobs FROM gearshift_imports", db="gs"),
+                 [[os.path.realpath(db), "4"]], "the import's record")
+        check_eq(pg.sql("SELECT count(*) FROM gearshift_nodes", db="gs"), [["0"]],
+                 "the import's node row is gone")
+        check_eq(pg.sql("SELECT node, expires_at = '-infinity' FROM gearshift_leader",
+                        db="gs")[0][1], "t", "the import released the lease")
+
+        # The same file again: refused, nothing written.
+        r = pg_import()
+        check(r.returncode != 0, "a second import must be refused")
+        check("already imported" in r.stderr and "--force" in r.stderr,
+              "second import message: %r" % r.stderr)
+        check_eq(jobs_in_store(), "4", "jobs after the refused second import")
+
+        srv = h.Server("%s serve -L 127.0.0.1 -p {port} --store %s --job-handle-prefix %s"
+                       % (GEARSHIFT, store, PREFIX), "gearshift").start()
+        try:
+            w = Worker(srv.port, "f", "g")
+            deadline = time.monotonic() + 20
+            jobs = w.drain()
+            # A node serves jobs once it has taken the lease.
+            while not jobs and time.monotonic() < deadline:
+                time.sleep(0.2)
+                jobs = w.drain()
+            check_eq(sorted((j[1], j[2], j[3]) for j in jobs), sorted([
+                (b"f", b"u-high", b"high"),
+                (b"f", b"u-norm", binary),
+                (b"f", b"u-low", b"low"),
+                (b"g", b"u-g", b"g-data"),
+            ]), "every imported job, handed to the worker")
+            check_eq(sorted(handle_number(j[0]) for j in jobs), [1, 2, 3, 4],
+                     "new handle numbers")
+            w.close()
+
+            # A node leads the cluster: refused, nothing written.
+            r = pg_import("--force")
+            check(r.returncode != 0, "an import while a node serves must fail")
+            check("leads the cluster" in r.stderr and "stop every node" in r.stderr,
+                  "node-leads message: %r" % r.stderr)
+            check_eq(pg.sql("SELECT jobs FROM gearshift_imports", db="gs"), [["4"]],
+                     "the import record after the refused import")
+            check_eq(pg.sql("SELECT count(*) FROM gearshift_nodes WHERE name LIKE 'import-%'",
+                            db="gs"), [["0"]], "no import node row left")
+        finally:
+            srv.stop()
+        check_eq(jobs_in_store(), "0", "every job done")
+
+        # --force imports again, after the handles the node reserved.
+        r = pg_import("--force")
+        check_eq(r.returncode, 0, "forced import exit status (stderr %r)" % r.stderr)
+        check("imported 4 jobs" in r.stdout and "--force imported" in r.stderr,
+              "forced import: %r %r" % (r.stdout, r.stderr))
+        ids = [int(row[0]) for row in pg.sql("SELECT id FROM gearshift_jobs", db="gs")]
+        check(len(ids) == 4 and min(ids) > 4, "re-imported ids after the first ones: %r" % ids)
+    finally:
+        pg.stop()
+
+
 TESTS = [test_migration_keeps_every_stored_job, test_gearmand_quirks_custom_table,
-         test_postgres_migration]
+         test_postgres_migration, test_import_into_postgres_store]
 
 
 def main():

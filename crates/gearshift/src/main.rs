@@ -1,7 +1,8 @@
 //! The `gearshift` command: `serve` runs the job server with gearmand's
 //! familiar flags; `import` moves a gearmand persistent queue into the
-//! embedded store; `submit`, `work` and `admin` are the everyday client,
-//! worker and admin tools, built on the `gearshift-client` library.
+//! embedded store or PostgreSQL; `submit`, `work` and `admin` are the
+//! everyday client, worker and admin tools, built on the `gearshift-client`
+//! library.
 //!
 //! - `serve`, `import/`: the server side.
 //! - `submit` (and `batch` for `--lines`), `work`, `admin_cmd` (with
@@ -36,7 +37,7 @@ struct Cli {
 enum Command {
     /// Run the job server.
     Serve(Box<serve::ServeArgs>),
-    /// Import a stopped gearmand's libsqlite3 or Postgres queue into the data directory.
+    /// Import a stopped gearmand's libsqlite3 or Postgres queue into the data directory or PostgreSQL.
     Import(import::ImportArgs),
     /// Submit a job (or one per input line) and print its result.
     Submit(submit::SubmitArgs),

@@ -218,12 +218,12 @@ fn parse_durability(s: &str) -> Result<Durability, String> {
 }
 
 /// Whether `--store` names a PostgreSQL database.
-fn is_postgres_url(s: &str) -> bool {
+pub(crate) fn is_postgres_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
 }
 
 /// `log`, `memory` or a PostgreSQL URL.
-fn parse_store(s: &str) -> Result<String, String> {
+pub(crate) fn parse_store(s: &str) -> Result<String, String> {
     if s == "log" || s == "memory" || is_postgres_url(s) {
         Ok(s.to_owned())
     } else {

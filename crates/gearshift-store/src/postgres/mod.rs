@@ -15,12 +15,14 @@
 //!   error mapping; `tls`: the rustls connector and certificate checks;
 //! - `schema`: tables and versioned migrations;
 //! - `flush`: the batch statement; `replay`: reading the state back;
-//! - `lease`: the cluster's node table and leader lease.
+//! - `lease`: the cluster's node table and leader lease;
+//! - `imports`: the record of gearmand queues `gearshift import` loaded.
 
 mod connect;
 
 pub use connect::{causes, describe, libpq_defaults};
 mod flush;
+mod imports;
 pub mod lease;
 mod replay;
 mod schema;
@@ -33,7 +35,12 @@ use tracing::{debug, warn};
 
 use crate::batch::Batch;
 use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Sets, Store, StoreError};
+pub use imports::ImportRecord;
 pub use schema::SCHEMA_VERSION;
+
+/// More to write in the transaction of a flush, after its batch (an
+/// import's record): it commits with the batch or not at all.
+type AlsoWrite<'a> = &'a dyn Fn(&mut postgres::Transaction<'_>) -> Result<(), postgres::Error>;
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -328,9 +335,17 @@ impl Store for PgStore {
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
+        self.flush_with(None)
+    }
+}
+
+impl PgStore {
+    /// The flush; with `also`, the batch and what `also` writes are one
+    /// transaction (run even when nothing is buffered).
+    fn flush_with(&mut self, also: Option<AlsoWrite<'_>>) -> Result<(), StoreError> {
         let started = std::mem::take(&mut self.started);
         let ops = self.batch.take()?;
-        if ops.is_empty() && started.is_empty() {
+        if ops.is_empty() && started.is_empty() && also.is_none() {
             return Ok(());
         }
         // Nothing buffered counts as written unless the statement commits.
@@ -349,9 +364,27 @@ impl Store for PgStore {
         // like a failed statement.
         let fence = self.fence;
         let written = self.conn().and_then(|(client, statement)| {
-            let updated = client
-                .execute(&*statement, &params.as_sql(fence.as_ref()))
-                .map_err(|e| connect::unreachable_or_refused(&e, &server, "the flush"))?;
+            let err =
+                |e: postgres::Error| connect::unreachable_or_refused(&e, &server, "the flush");
+            let updated = match also {
+                None => client
+                    .execute(&*statement, &params.as_sql(fence.as_ref()))
+                    .map_err(err)?,
+                Some(also) => {
+                    let mut tx = client.transaction().map_err(err)?;
+                    let updated = tx
+                        .execute(&*statement, &params.as_sql(fence.as_ref()))
+                        .map_err(err)?;
+                    // Fenced out: dropping `tx` rolls it back. Otherwise the
+                    // statement share-locked the lease row, so no takeover
+                    // commits before this transaction does.
+                    if updated > 0 {
+                        also(&mut tx).map_err(err)?;
+                        tx.commit().map_err(err)?;
+                    }
+                    updated
+                }
+            };
             // The statement's last part updates the one reservation row
             // unless the fence stopped every part of it.
             if updated == 0 {

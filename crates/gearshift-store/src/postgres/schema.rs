@@ -16,7 +16,7 @@ use super::connect::unreachable_or_refused;
 use crate::StoreError;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The highest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -115,6 +115,20 @@ INSERT INTO gearshift_cluster (one, secret)
 const V3: &str = "
 CREATE TABLE gearshift_running (
     id            BIGINT PRIMARY KEY
+);
+";
+
+/// Version 4: `gearshift import`'s record of the gearmand queues imported
+/// into this database (as the log store's `imported-gearmand.txt`): one
+/// row per queue, by its address (`source`), with what identified its
+/// content at the last import (`fingerprint`), so the same queue is not
+/// queued twice by accident.
+const V4: &str = "
+CREATE TABLE gearshift_imports (
+    source        TEXT PRIMARY KEY,
+    fingerprint   TEXT NOT NULL,
+    imported_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    jobs          BIGINT NOT NULL
 );
 ";
 

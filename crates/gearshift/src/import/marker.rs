@@ -1,9 +1,12 @@
-//! The import marker: one line per import in the data directory, so the
-//! same gearmand queue is not queued twice by accident.
+//! The import marker: one line per import in the data directory (for a
+//! PostgreSQL store, a row of its `gearshift_imports`), so the same
+//! gearmand queue is not queued twice by accident.
 
 use std::io::Write;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
+
+use gearshift_store::PgStore;
 
 use super::{utc, MARKER};
 
@@ -48,6 +51,81 @@ impl Source {
             stamp: u128::from(fingerprint),
         }
     }
+
+    /// Where the queue is: the marker's path column, and the `source` of
+    /// its `gearshift_imports` row.
+    pub(super) fn key(&self) -> &str {
+        &self.path
+    }
+
+    /// What identifies its content, for `gearshift_imports`: the marker's
+    /// two figures as `size:stamp`.
+    pub(super) fn fingerprint(&self) -> String {
+        format!("{}:{}", self.size, self.stamp)
+    }
+}
+
+/// An earlier import of a queue at the same place as the one imported now.
+struct Prior {
+    /// Its content was the same (an import of it again queues it twice).
+    same: bool,
+    jobs: String,
+    /// When, as [`utc`] prints it.
+    at: String,
+}
+
+/// Refuses to import `source` again into the store `into` (unless
+/// `force`), or says that it was imported before; `see` names where the
+/// record of the earlier imports is.
+fn judge(
+    source: &Source,
+    priors: impl IntoIterator<Item = Prior>,
+    force: bool,
+    into: &str,
+    see: &str,
+) -> Result<Option<String>, String> {
+    let mut changed = None;
+    for Prior { same, jobs, at } in priors {
+        if same {
+            if force {
+                return Ok(Some(format!(
+                    "{} was imported before ({jobs} jobs on {at}); --force imported \
+                     its jobs again",
+                    source.path
+                )));
+            }
+            return Err(format!(
+                "{} was already imported into {into} ({jobs} jobs on {at}, see {see}); \
+                 importing it again would queue every job twice. Pass --force to do it anyway",
+                source.path
+            ));
+        }
+        changed = Some(format!(
+            "{} was imported before ({jobs} jobs on {at}) and has changed since: \
+             any job it still held from then is now queued twice",
+            source.path
+        ));
+    }
+    Ok(changed)
+}
+
+/// [`check_marker`] for a PostgreSQL store (`server` names it), from its
+/// `gearshift_imports` row.
+pub(super) fn check_imports(
+    store: &mut PgStore,
+    server: &str,
+    source: &Source,
+    force: bool,
+) -> Result<Option<String>, String> {
+    let prior = store
+        .imported(source.key())
+        .map_err(|e| format!("cannot read the earlier imports: {e}"))?
+        .map(|r| Prior {
+            same: r.fingerprint == source.fingerprint(),
+            jobs: r.jobs.to_string(),
+            at: u64::try_from(r.imported_at_ms).map_or_else(|_| "?".to_owned(), utc),
+        });
+    judge(source, prior, force, server, "its table gearshift_imports")
 }
 
 /// Keeps a path on one tab-separated line.
@@ -71,38 +149,21 @@ pub(super) fn check_marker(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    let mut changed = None;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let f: Vec<&str> = line.splitn(5, '\t').collect();
-        let [size, mtime, at, jobs, p] = f[..] else {
-            continue;
-        };
-        let at = at.parse().map_or_else(|_| at.to_owned(), utc);
-        if p != source.path {
-            continue;
-        }
-        if size == source.size.to_string() && mtime == source.stamp.to_string() {
-            if force {
-                return Ok(Some(format!(
-                    "{} was imported before ({jobs} jobs on {at}); --force imported \
-                     its jobs again",
-                    source.path
-                )));
-            }
-            return Err(format!(
-                "{} was already imported into {} ({jobs} jobs on {at}, see {MARKER}); \
-                 importing it again would queue every job twice. Pass --force to do it anyway",
-                source.path,
-                dir.display()
-            ));
-        }
-        changed = Some(format!(
-            "{} was imported before ({jobs} jobs on {at}) and has changed since: \
-             any job it still held from then is now queued twice",
-            source.path
-        ));
-    }
-    Ok(changed)
+    let priors = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|line| {
+            let f: Vec<&str> = line.splitn(5, '\t').collect();
+            let [size, mtime, at, jobs, p] = f[..] else {
+                return None;
+            };
+            (p == source.path).then(|| Prior {
+                same: size == source.size.to_string() && mtime == source.stamp.to_string(),
+                jobs: jobs.to_owned(),
+                at: at.parse().map_or_else(|_| at.to_owned(), utc),
+            })
+        });
+    judge(source, priors, force, &dir.display().to_string(), MARKER)
 }
 
 pub(super) fn record_import(

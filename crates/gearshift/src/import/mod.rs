@@ -1,28 +1,36 @@
 //! `gearshift import`: moves a gearmand 1.1 persistent queue (the table of
-//! its `libsqlite3` or `Postgres` plugin) into the embedded store, so a
-//! migration loses no job.
+//! its `libsqlite3` or `Postgres` plugin) into the embedded store or a
+//! PostgreSQL store (`--store postgres://...`), so a migration loses no
+//! job.
 //!
 //! Everything is read and checked before anything is written: a missing
-//! table, an unreadable row or a data directory held by a running server
-//! stops the import with nothing written. The jobs are then appended after
-//! any the store already holds, with new handle numbers (gearmand never
-//! stored handles), in one flush (one `fsync`). Each import is recorded in
-//! [`MARKER`] in the data directory, and importing the same queue again
-//! (a file with the same path, size and mtime; a table at the same address
-//! with the same rows) is refused unless `--force`: a second import would
-//! queue every job twice.
+//! table, an unreadable row or a store in use by a running server stops
+//! the import with nothing written. The jobs are then appended after any
+//! the store already holds, with new handle numbers (gearmand never stored
+//! handles), in one flush (one `fsync`, or one PostgreSQL transaction).
+//! Each import is recorded (in [`MARKER`] in the data directory, or in the
+//! database's `gearshift_imports` table, in the jobs' own transaction), and
+//! importing the same queue again (a file with the same path, size and
+//! mtime; a table at the same address with the same rows) is refused
+//! unless `--force`: a second import would queue every job twice.
+//!
+//! A PostgreSQL store is a cluster's: the import takes the cluster's lease
+//! as a node would (and is refused while a node holds it), so no node
+//! writes while it does, and its flush is fenced by the lease's epoch.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use clap::{ArgGroup, Args};
 use gearshift_core::CoreConfig;
-use gearshift_store::{JobRecord, LogOptions, LogStore, Store, StoreError};
+use gearshift_store::postgres::describe_url;
+use gearshift_store::postgres::lease::{Lease, NodeAddrs};
+use gearshift_store::{JobRecord, LogOptions, LogStore, PgOptions, PgStore, Store, StoreError};
 
-use crate::serve::{default_data_dir, default_handle_prefix};
+use crate::serve::{default_data_dir, default_handle_prefix, is_postgres_url, parse_store};
 
 mod marker;
 mod postgres;
@@ -30,12 +38,16 @@ mod sqlite;
 #[cfg(test)]
 mod tests;
 
-use marker::{check_marker, record_import, Source};
+use marker::{check_imports, check_marker, record_import, Source};
 use postgres::read_gearmand_postgres;
 use sqlite::read_gearmand_sqlite;
 
 /// File in the data directory that lists every import, one line each.
 pub const MARKER: &str = "imported-gearmand.txt";
+
+/// How long the import's hold on a PostgreSQL cluster's lease lasts
+/// unrenewed (it is renewed just before the flush, and released at the end).
+const LEASE: Duration = Duration::from_secs(30);
 
 /// gearmand refuses longer uniques (`GEARMAN_MAX_UNIQUE_SIZE`).
 const MAX_UNIQUE: usize = 64;
@@ -60,16 +72,24 @@ pub struct ImportArgs {
     /// gearman_queue, or `--libpq-table`, default queue).
     #[arg(long)]
     table: Option<String>,
+    /// Store to import into, as `serve --store` names it: `log` (the
+    /// embedded store in --data-dir) or a PostgreSQL URL
+    /// (`postgres://user:pass@host:port/db`; PGHOST, PGUSER, PGPASSWORD,
+    /// PGDATABASE, PGPORT fill what it leaves out). No node of the
+    /// database's cluster may be running: stop them all, import, start them.
+    #[arg(long, env = "GEARSHIFT_STORE", hide_env_values = true, default_value = "log", value_parser = parse_store)]
+    store: String,
     /// Directory of the embedded store to import into (default as for
-    /// `serve`). No server may be running on it.
+    /// `serve`). No server may be running on it. Unused with a PostgreSQL
+    /// --store.
     #[arg(long, env = "GEARSHIFT_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Job handle prefix of the new handles (default `H:<hostname>`); give
     /// the one `gearshift serve` will use.
     #[arg(long)]
     job_handle_prefix: Option<String>,
-    /// Import even if this queue was imported into this directory before
-    /// (its jobs are then queued twice).
+    /// Import even if this queue was imported into this store before (its
+    /// jobs are then queued twice).
     #[arg(long)]
     force: bool,
 }
@@ -110,7 +130,13 @@ struct Row {
 }
 
 fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
-    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    if args.store == "memory" {
+        return Err(
+            "--store memory keeps no job across a restart; import into `log` \
+                    (--data-dir) or a postgres:// URL"
+                .into(),
+        );
+    }
     let prefix = args
         .job_handle_prefix
         .clone()
@@ -120,13 +146,33 @@ fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
         ..CoreConfig::default()
     }
     .validate()?;
-    let (rows, source, from) = read(args)?;
+    let queue = read(args)?;
+    if is_postgres_url(&args.store) {
+        check_size(&queue.rows, &prefix)?;
+        return into_postgres(&args.store, &queue, &prefix, args.force, now);
+    }
+    into_log(args, &queue, &prefix, now)
+}
+
+/// A queue read from gearmand's table.
+struct Queue {
+    rows: Vec<Row>,
+    /// What identifies it for the import record.
+    source: Source,
+    /// How the summary names it.
+    from: String,
+}
+
+/// Imports into the embedded store in `--data-dir`.
+fn into_log(args: &ImportArgs, queue: &Queue, prefix: &str, now: u64) -> Result<Summary, String> {
+    let Queue { rows, source, from } = queue;
+    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     // Checked before anything is written, and again under the store's lock
     // (held until the import is recorded) against a concurrent import.
-    let mut warnings: Vec<String> = check_marker(&dir, &source, args.force)?
+    let mut warnings: Vec<String> = check_marker(&dir, source, args.force)?
         .into_iter()
         .collect();
-    check_size(&rows, &prefix)?;
+    check_size(rows, prefix)?;
 
     let mut store = LogStore::open(&dir, LogOptions::default()).map_err(|e| match e {
         StoreError::Locked(_) => format!(
@@ -135,12 +181,12 @@ fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
         ),
         e => format!("cannot open the store in {}: {e}", dir.display()),
     })?;
-    check_marker(&dir, &source, args.force)?;
-    append(&mut store, &rows, &prefix, now)
+    check_marker(&dir, source, args.force)?;
+    append(&mut store, rows, prefix, now)
         .map_err(|e| format!("cannot write the store in {}: {e}", dir.display()))?;
     // The jobs are durable now: a failure to record the import must not
     // read as "nothing imported", or a retry would queue them twice.
-    if let Err(e) = record_import(&dir, &source, rows.len(), now) {
+    if let Err(e) = record_import(&dir, source, rows.len(), now) {
         warnings.push(format!(
             "the jobs were imported, but recording the import in {} failed ({e}): \
              do not import {from} again",
@@ -149,19 +195,128 @@ fn run(args: &ImportArgs, now: u64) -> Result<Summary, String> {
     }
     drop(store);
     Ok(Summary {
-        line: summary_line(&rows, &from, &dir),
+        line: summary_line(rows, from, &dir.display().to_string()),
+        warnings,
+    })
+}
+
+/// Imports into the PostgreSQL store at `url`, holding its cluster's lease
+/// (refused while a node holds it); the lease is released and the
+/// import's node row removed whatever happens.
+fn into_postgres(
+    url: &str,
+    queue: &Queue,
+    prefix: &str,
+    force: bool,
+    now: u64,
+) -> Result<Summary, String> {
+    let server = describe_url(url);
+    let me = NodeAddrs {
+        name: format!(
+            "import-{}@{}",
+            std::process::id(),
+            gethostname::gethostname().to_string_lossy()
+        ),
+        // Not a Gearman listener: no node relays to an import.
+        gearman: "-".into(),
+        http: None,
+    };
+    let mut lease =
+        Lease::open(url, &PgOptions::default(), me, LEASE).map_err(|e| e.to_string())?;
+    let mut after = Vec::new();
+    let result = match lease.try_take() {
+        Err(e) => Err(e.to_string()),
+        Ok(None) => Err(format!(
+            "a Gearshift node leads the cluster on {server}; stop every node first, \
+             import, then start them again"
+        )),
+        Ok(Some(epoch)) => {
+            let r = import_leading(url, &server, epoch, &mut lease, queue, prefix, force, now);
+            if let Err(e) = lease.release(epoch) {
+                after.push(format!(
+                    "cannot release the cluster's lease ({e}): a node takes over only once \
+                     it expires, within {} s",
+                    LEASE.as_secs()
+                ));
+            }
+            r
+        }
+    };
+    if let Err(e) = lease.leave() {
+        after.push(format!(
+            "cannot remove the import's row {:?} from gearshift_nodes ({e}); delete it by hand",
+            lease.me().name
+        ));
+    }
+    match result {
+        Ok(mut summary) => {
+            summary.warnings.extend(after);
+            Ok(summary)
+        }
+        Err(e) if after.is_empty() => Err(e),
+        Err(e) => Err(format!("{e} (and: {})", after.join("; "))),
+    }
+}
+
+/// The import proper, under the lease at `epoch`: the record of earlier
+/// imports checked, then the jobs and the new record in one fenced
+/// transaction.
+#[allow(clippy::too_many_arguments)]
+fn import_leading(
+    url: &str,
+    server: &str,
+    epoch: i64,
+    lease: &mut Lease,
+    queue: &Queue,
+    prefix: &str,
+    force: bool,
+    now: u64,
+) -> Result<Summary, String> {
+    let Queue { rows, source, from } = queue;
+    let opts = PgOptions {
+        fence: Some(epoch),
+        ..PgOptions::default()
+    };
+    let mut store = PgStore::open(url, opts).map_err(|e| e.to_string())?;
+    let warnings: Vec<String> = check_imports(&mut store, server, source, force)?
+        .into_iter()
+        .collect();
+    stage(&mut store, rows, prefix, now).map_err(|e| e.to_string())?;
+    // A long replay may have used up much of the lease: renew it, so no
+    // node takes over (and fences the flush out) while it runs.
+    let beat = lease.beat(Some(epoch)).map_err(|e| e.to_string())?;
+    if !beat.renewed {
+        return Err(format!(
+            "the import's hold on the cluster's lease expired (after {} s) before it wrote",
+            LEASE.as_secs()
+        ));
+    }
+    store
+        .flush_recording_import(source.key(), &source.fingerprint(), rows.len() as u64)
+        .map_err(|e| match e {
+            StoreError::Fenced(_) => {
+                format!("a Gearshift node took the cluster's lease on {server} during the import")
+            }
+            e => format!("cannot write the store at {server}: {e}"),
+        })?;
+    Ok(Summary {
+        line: summary_line(rows, from, server),
         warnings,
     })
 }
 
 /// Reads the queue the flags name: its rows, what identifies it for the
-/// marker, and how the summary names it.
-fn read(args: &ImportArgs) -> Result<(Vec<Row>, Source, String), String> {
+/// import record, and how the summary names it.
+fn read(args: &ImportArgs) -> Result<Queue, String> {
     if let Some(conninfo) = &args.gearmand_postgres {
         let table = args.table.as_deref().unwrap_or("queue");
         let read = read_gearmand_postgres(conninfo, table)?;
         let source = Source::table(&read.name, read.rows.len(), read.fingerprint);
-        return Ok((read.rows, source, read.name));
+        return Ok(Queue {
+            rows: read.rows,
+            source,
+            from: read.name,
+        });
     }
     let Some(file) = &args.gearmand_sqlite else {
         return Err("name the queue to import: --gearmand-sqlite or --gearmand-postgres".into());
@@ -169,22 +324,33 @@ fn read(args: &ImportArgs) -> Result<(Vec<Row>, Source, String), String> {
     let table = args.table.as_deref().unwrap_or("gearman_queue");
     let source = Source::of(file)?;
     let rows = read_gearmand_sqlite(file, table)?;
-    Ok((rows, source, file.display().to_string()))
+    Ok(Queue {
+        rows,
+        source,
+        from: file.display().to_string(),
+    })
 }
 
 /// Adds the jobs after every handle number the store has used, reserves
 /// past the last one, and makes it all durable in one flush.
 fn append(store: &mut dyn Store, rows: &[Row], prefix: &str, now: u64) -> Result<(), StoreError> {
+    stage(store, rows, prefix, now)?;
+    store.flush()
+}
+
+/// [`append`] without the flush: the jobs and the reservation buffered.
+fn stage(store: &mut dyn Store, rows: &[Row], prefix: &str, now: u64) -> Result<(), StoreError> {
     let next_id = store.replay()?.next_id;
     let records = to_records(rows, next_id, prefix, now);
     for r in &records {
         store.add(r);
     }
     store.reserve(next_id + records.len() as u64);
-    store.flush()
+    Ok(())
 }
 
-fn summary_line(rows: &[Row], from: &str, dir: &Path) -> String {
+/// `imported N jobs from <queue> into <store> (functions: ...)`.
+fn summary_line(rows: &[Row], from: &str, into: &str) -> String {
     let mut per_function: BTreeMap<String, usize> = BTreeMap::new();
     for r in rows {
         *per_function
@@ -204,7 +370,7 @@ fn summary_line(rows: &[Row], from: &str, dir: &Path) -> String {
         "imported {} jobs from {} into {} (functions: {functions})",
         rows.len(),
         from,
-        dir.display()
+        into
     )
 }
 

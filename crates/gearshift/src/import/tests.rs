@@ -1,6 +1,8 @@
 //! Unit tests of the import: reading rows, mapping them to records, the
 //! refusals and the marker.
 
+use std::path::Path;
+
 use rusqlite::Connection;
 
 use super::*;
@@ -23,6 +25,7 @@ fn args(file: &Path, data: &Path) -> ImportArgs {
         gearmand_sqlite: Some(file.to_path_buf()),
         gearmand_postgres: None,
         table: None,
+        store: "log".to_owned(),
         data_dir: Some(data.to_path_buf()),
         job_handle_prefix: Some("H:test".to_owned()),
         force: false,
