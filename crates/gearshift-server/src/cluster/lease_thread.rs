@@ -41,18 +41,45 @@ pub fn trusted_for(timeout: Duration) -> Duration {
     timeout * 3 / 4
 }
 
-/// Runs until [`Cmd::Stop`] (or the sender is dropped).
+/// The first beat, made before the node serves: a node that finds the
+/// lease free starts out leading instead of relaying for a moment.
+pub fn first(lease: &mut Lease, timeout: Duration) -> Result<Status, gearshift_store::StoreError> {
+    let beat = lease.beat(None)?;
+    if beat.leader.is_some() {
+        return Ok(Status {
+            leader: beat.leader,
+            leading: None,
+        });
+    }
+    let asked = Instant::now();
+    Ok(match lease.try_take()? {
+        Some(epoch) => {
+            tracing::info!(epoch, node = %lease.me().name, "this node leads the cluster");
+            Status {
+                leader: Some(Leader {
+                    epoch,
+                    node: lease.me().clone(),
+                }),
+                leading: Some((epoch, asked + trusted_for(timeout))),
+            }
+        }
+        None => Status::default(),
+    })
+}
+
+/// Runs until [`Cmd::Stop`] (or the sender is dropped), from `start`.
 pub fn run(
     mut lease: Lease,
     timeout: Duration,
+    start: Status,
     tx: watch::Sender<Status>,
     cmds: mpsc::Receiver<Cmd>,
 ) {
     let every = beat_every(timeout);
-    let mut leading: Option<(i64, Instant)> = None;
-    let mut leader: Option<Leader> = None;
+    let mut leading = start.leading;
+    let mut leader = start.leader;
     let mut failing = false;
-    let mut next = Instant::now();
+    let mut next = Instant::now() + every;
     loop {
         let wait = next.saturating_duration_since(Instant::now());
         match cmds.recv_timeout(wait) {

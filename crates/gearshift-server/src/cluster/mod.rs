@@ -58,6 +58,8 @@ pub struct Node {
     http: Option<std::net::TcpListener>,
     lease: Lease,
     secret: Arc<str>,
+    /// Where the lease stood at bind.
+    start: Status,
 }
 
 impl Node {
@@ -110,10 +112,11 @@ impl Node {
             ..PgOptions::default()
         };
         let lease_url = url.clone();
-        let (lease, secret) = tokio::task::spawn_blocking(move || {
+        let (lease, secret, start) = tokio::task::spawn_blocking(move || {
             let mut lease = Lease::open(&lease_url, &opts, me, timeout)?;
             let secret = lease.secret()?;
-            Ok::<_, gearshift_store::StoreError>((lease, secret))
+            let start = lease_thread::first(&mut lease, timeout)?;
+            Ok::<_, gearshift_store::StoreError>((lease, secret, start))
         })
         .await
         .map_err(|e| ServerError::Config(format!("joining the cluster panicked: {e}")))?
@@ -130,6 +133,7 @@ impl Node {
             timeout,
             lease,
             secret: secret.into(),
+            start,
         })
     }
 
@@ -162,13 +166,15 @@ impl Node {
             http,
             lease,
             secret,
+            start,
         } = self;
         let node: Arc<str> = lease.me().name.as_str().into();
-        let (status_tx, mut status) = watch::channel(Status::default());
+        let me = lease.me().clone();
+        let (status_tx, mut status) = watch::channel(start.clone());
         let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
         let lease_thread = std::thread::Builder::new()
             .name("gearshift-lease".into())
-            .spawn(move || lease_thread::run(lease, timeout, status_tx, cmd_rx));
+            .spawn(move || lease_thread::run(lease, timeout, start, status_tx, cmd_rx));
         let lease_thread = match lease_thread {
             Ok(t) => t,
             Err(e) => {
@@ -182,18 +188,35 @@ impl Node {
             let _ = stopping_tx.send(true);
         });
         let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
+        let (gearman_tx, gearman_rx) = watch::channel(None);
+        let (http_tx, http_rx) = watch::channel(None);
+        let (relay_stop_tx, relay_stop) = watch::channel(false);
+        let publisher = tokio::spawn(publish_upstreams(
+            status.clone(),
+            me,
+            secret.clone(),
+            node.clone(),
+            gearman_tx,
+            http_tx,
+        ));
+        let relays = Relays {
+            gearman: gearman_rx,
+            http: http_rx,
+            stop: relay_stop,
+        };
         loop {
-            follow(
-                &listeners,
-                &http,
-                &mut status,
-                &stopping,
-                &limit,
-                &secret,
-                &node,
-                timeout,
-            )
-            .await;
+            if status.borrow().leading.is_none() {
+                follow(
+                    &listeners,
+                    &http,
+                    &mut status,
+                    &stopping,
+                    &limit,
+                    &relays,
+                    timeout,
+                )
+                .await;
+            }
             if *stopping.borrow() {
                 break;
             }
@@ -221,6 +244,8 @@ impl Node {
                 }
             }
         }
+        let _ = relay_stop_tx.send(true);
+        publisher.abort();
         let _ = cmd_tx.send(Cmd::Stop);
         let _ = tokio::task::spawn_blocking(move || lease_thread.join()).await;
     }
@@ -251,25 +276,35 @@ fn tokio_listener(l: &std::net::TcpListener) -> Option<TcpListener> {
     TcpListener::from_std(l).ok()
 }
 
-/// Relays every accepted connection to the leader until this node leads
-/// or stops.
-#[allow(clippy::too_many_arguments)]
-async fn follow(
-    listeners: &[std::net::TcpListener],
-    http: &Option<std::net::TcpListener>,
-    status: &mut watch::Receiver<Status>,
-    stopping: &watch::Receiver<bool>,
-    limit: &Arc<Semaphore>,
-    secret: &Arc<str>,
-    node: &Arc<str>,
-    timeout: Duration,
+/// Where relayed connections go, kept in step with the lease: the
+/// leader's addresses, or this node's own while it leads (a connection
+/// accepted while this node was taking over is then served by it).
+struct Relays {
+    gearman: watch::Receiver<Option<Upstream>>,
+    http: watch::Receiver<Option<Upstream>>,
+    stop: watch::Receiver<bool>,
+}
+
+/// Publishes the upstreams as the lease moves, logging the changes, until
+/// the status ends.
+async fn publish_upstreams(
+    mut status: watch::Receiver<Status>,
+    me: NodeAddrs,
+    secret: Arc<str>,
+    node: Arc<str>,
+    gearman: watch::Sender<Option<Upstream>>,
+    http: watch::Sender<Option<Upstream>>,
 ) {
     let upstream_of = |s: &Status, http_side: bool| -> Option<Upstream> {
-        let l = s.leader.as_ref().filter(|_| s.leading.is_none())?;
+        let target = match (&s.leading, &s.leader) {
+            (Some(_), _) => &me,
+            (None, Some(l)) => &l.node,
+            (None, None) => return None,
+        };
         let addr = if http_side {
-            l.node.http.clone()?
+            target.http.clone()?
         } else {
-            l.node.gearman.clone()
+            target.gearman.clone()
         };
         Some(Upstream {
             addr,
@@ -277,17 +312,48 @@ async fn follow(
             node: node.clone(),
         })
     };
-    let (gearman_tx, gearman_rx) = watch::channel(upstream_of(&status.borrow(), false));
-    let (http_tx, http_rx) = watch::channel(upstream_of(&status.borrow(), true));
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut announced = None;
+    loop {
+        {
+            let s = status.borrow_and_update();
+            let leader = s.leader.as_ref().map(|l| l.node.name.clone());
+            if s.leading.is_none() && leader != announced {
+                match &leader {
+                    Some(name) => {
+                        tracing::info!(leader = %name, "relaying connections to the leader")
+                    }
+                    None => tracing::info!("no node leads the cluster: connections wait"),
+                }
+            }
+            announced = leader;
+            gearman.send_if_modified(|u| replace(u, upstream_of(&s, false)));
+            http.send_if_modified(|u| replace(u, upstream_of(&s, true)));
+        }
+        if status.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Relays every accepted connection to the leader until this node leads
+/// or stops.
+async fn follow(
+    listeners: &[std::net::TcpListener],
+    http: &Option<std::net::TcpListener>,
+    status: &mut watch::Receiver<Status>,
+    stopping: &watch::Receiver<bool>,
+    limit: &Arc<Semaphore>,
+    relays: &Relays,
+    timeout: Duration,
+) {
     let mut tasks = Vec::new();
     let wait = timeout * 2;
     for l in listeners {
         if let Some(l) = tokio_listener(l) {
             tasks.push(tokio::spawn(relay::relay_loop(
                 Arc::new(l),
-                gearman_rx.clone(),
-                stop_rx.clone(),
+                relays.gearman.clone(),
+                relays.stop.clone(),
                 limit.clone(),
                 wait,
                 timeout,
@@ -297,42 +363,25 @@ async fn follow(
     if let Some(l) = http.as_ref().and_then(tokio_listener) {
         tasks.push(tokio::spawn(relay::relay_loop(
             Arc::new(l),
-            http_rx,
-            stop_rx.clone(),
+            relays.http.clone(),
+            relays.stop.clone(),
             limit.clone(),
             wait,
             timeout,
         )));
     }
     let mut stopping = stopping.clone();
-    let mut announced = None;
     loop {
-        {
-            let s = status.borrow_and_update();
-            if s.leading.is_some() {
-                break;
-            }
-            let leader = s.leader.as_ref().map(|l| l.node.name.clone());
-            if leader != announced {
-                match &leader {
-                    Some(name) => {
-                        tracing::info!(leader = %name, "relaying connections to the leader")
-                    }
-                    None => tracing::info!("no node leads the cluster: connections wait"),
-                }
-                announced = leader;
-            }
-            gearman_tx.send_if_modified(|u| replace(u, upstream_of(&s, false)));
-            http_tx.send_if_modified(|u| replace(u, upstream_of(&s, true)));
+        if status.borrow_and_update().leading.is_some() {
+            break;
         }
         tokio::select! {
             c = status.changed() => if c.is_err() { break },
             _ = stopping.wait_for(|s| *s) => break,
         }
     }
-    // Relayed connections end with the role: their jobs were the old
-    // leader's, and their clients reconnect (to this node, now leading).
-    let _ = stop_tx.send(true);
+    // The listeners go to the server; connections already accepted stay
+    // with their relay tasks (those to the old leader end as it changes).
     for t in tasks {
         t.abort();
         let _ = t.await;

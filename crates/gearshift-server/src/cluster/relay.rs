@@ -207,16 +207,34 @@ async fn relay_one(
     timeout: Duration,
 ) -> Result<(), String> {
     let _ = client.set_nodelay(true);
-    let up = tokio::time::timeout(wait, upstream.wait_for(|u| u.is_some()))
-        .await
-        .map_err(|_| format!("no node has led the cluster for {wait:?}"))?
-        .map_err(|_| "the node is stopping".to_string())?
-        .clone()
-        .ok_or("no leader")?;
-    let mut leader = tokio::time::timeout(timeout, TcpStream::connect(&up.addr))
-        .await
-        .map_err(|_| format!("connecting to the leader at {} timed out", up.addr))?
-        .map_err(|e| format!("cannot reach the leader at {}: {e}", up.addr))?;
+    let deadline = tokio::time::Instant::now() + wait;
+    // The leader as this node knows it; a dead one (not yet replaced in
+    // this node's view) is retried until the view changes or time is up.
+    let (up, mut leader) = loop {
+        let up = tokio::time::timeout_at(deadline, upstream.wait_for(|u| u.is_some()))
+            .await
+            .map_err(|_| format!("no node has led the cluster for {wait:?}"))?
+            .map_err(|_| "the node is stopping".to_string())?
+            .clone()
+            .ok_or("no leader")?;
+        let tried = tokio::time::timeout_at(deadline, TcpStream::connect(&up.addr)).await;
+        match tried {
+            Ok(Ok(s)) => break (up, s),
+            Ok(Err(e)) => {
+                tracing::debug!("cannot reach the leader at {}: {e}", up.addr);
+                let changed = upstream.wait_for(|u| u.as_ref() != Some(&up));
+                let pause = tokio::time::sleep(Duration::from_millis(50));
+                tokio::select! {
+                    _ = tokio::time::timeout_at(deadline, changed) => {}
+                    _ = pause => {}
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(format!("cannot reach the leader at {}: {e}", up.addr));
+                }
+            }
+            Err(_) => return Err(format!("connecting to the leader at {} timed out", up.addr)),
+        }
+    };
     watch_closely(&leader, timeout);
     leader
         .write_all(&preamble(&up.secret, &up.node, peer))
