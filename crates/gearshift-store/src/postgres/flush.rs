@@ -14,23 +14,29 @@ use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets
 /// The flush statement: deletes, then upserts from parallel arrays, for
 /// jobs ($1; $2-$13), schedules ($14; $15-$24) and kept records ($25;
 /// $26-$41), the high-water mark ($42), and the running marks (gone $43,
-/// new $44). Fenced (a cluster's leader), every write also needs the lease
-/// to still be at epoch $45: the lease
-/// row is share-locked, so a takeover waits for this statement, and once a
-/// takeover has committed the statement writes nothing and updates no row.
+/// new $44); it returns one row. Fenced (a cluster's leader), every write
+/// also needs the lease to still be at epoch $45, and no row is returned
+/// if it has moved on: the lease row is key-share-locked (the epoch is a
+/// key), so a takeover, which changes the epoch, waits for this statement,
+/// while the leader's renewals (which do not) go on; and once a takeover
+/// has committed, the statement writes nothing.
+/// Deletes join the ids' array (an index probe per id) rather than test
+/// `id = ANY(array)`, which a generic plan may check row by row.
 pub(super) fn flush_sql(fenced: bool) -> String {
-    let (fence, and_fence, where_fence) = if fenced {
+    let (fence, and_fence, where_fence, from_fence) = if fenced {
         (
-            "fence AS (SELECT epoch FROM gearshift_leader WHERE epoch = $45::bigint FOR SHARE),\n",
+            "fence AS (SELECT epoch FROM gearshift_leader WHERE epoch = $45::bigint FOR KEY SHARE),\n",
             " AND EXISTS (SELECT 1 FROM fence)",
             " WHERE EXISTS (SELECT 1 FROM fence)",
+            " FROM fence",
         )
     } else {
-        ("", "", "")
+        ("", "", "", "")
     };
     format!(
         "WITH
-{fence}jd AS (DELETE FROM gearshift_jobs WHERE id = ANY($1::bigint[]){and_fence}),
+{fence}jd AS (DELETE FROM gearshift_jobs t USING UNNEST($1::bigint[]) AS gone(id)
+       WHERE t.id = gone.id{and_fence}),
 ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
          due_ms, attempts, created_ms, died_ms, error)
        SELECT * FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
@@ -40,7 +46,8 @@ ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, da
          unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
          reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
          created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error),
-sd AS (DELETE FROM gearshift_schedules WHERE id = ANY($14::bigint[]){and_fence}),
+sd AS (DELETE FROM gearshift_schedules t USING UNNEST($14::bigint[]) AS gone(id)
+       WHERE t.id = gone.id{and_fence}),
 su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, function,
          unique_id, data, priority, next_ms, from_config)
        SELECT * FROM UNNEST($15::bigint[], $16::bytea[], $17::bytea[], $18::boolean[],
@@ -51,7 +58,8 @@ su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, fu
          function = EXCLUDED.function, unique_id = EXCLUDED.unique_id, data = EXCLUDED.data,
          priority = EXCLUDED.priority, next_ms = EXCLUDED.next_ms,
          from_config = EXCLUDED.from_config),
-kd AS (DELETE FROM gearshift_kept WHERE id = ANY($25::bigint[]){and_fence}),
+kd AS (DELETE FROM gearshift_kept t USING UNNEST($25::bigint[]) AS gone(id)
+       WHERE t.id = gone.id{and_fence}),
 ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, background,
          outcome, attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error,
          result, history)
@@ -66,10 +74,13 @@ ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, ba
          started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
          expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
          result = EXCLUDED.result, history = EXCLUDED.history),
-rd AS (DELETE FROM gearshift_running WHERE id = ANY($43::bigint[]){and_fence}),
+rd AS (DELETE FROM gearshift_running t USING UNNEST($43::bigint[]) AS gone(id)
+       WHERE t.id = gone.id{and_fence}),
 ri AS (INSERT INTO gearshift_running (id) SELECT * FROM UNNEST($44::bigint[]){where_fence}
-       ON CONFLICT (id) DO NOTHING)
-UPDATE gearshift_reservation SET last_reserved = GREATEST(last_reserved, $42::bigint){where_fence}
+       ON CONFLICT (id) DO NOTHING),
+ru AS (UPDATE gearshift_reservation SET last_reserved = $42::bigint
+       WHERE last_reserved < $42::bigint{and_fence})
+SELECT 1{from_fence}
 "
     )
 }

@@ -82,7 +82,8 @@ INSERT INTO gearshift_reservation (one, last_reserved) VALUES (TRUE, -1);
 /// Version 2: the cluster. `gearshift_nodes` has a row per node with its
 /// addresses and last heartbeat; `gearshift_leader` (one row) is the lease
 /// of the node that runs the jobs, with the epoch that fences a deposed
-/// leader's writes; `gearshift_cluster` holds the secret relays present.
+/// leader's writes (a key, so a flush's `FOR KEY SHARE` of the row makes a
+/// takeover wait while a renewal does not); `gearshift_cluster` holds the secret relays present.
 const V2: &str = "
 CREATE TABLE gearshift_nodes (
     name          TEXT PRIMARY KEY,
@@ -94,7 +95,7 @@ CREATE TABLE gearshift_nodes (
 );
 CREATE TABLE gearshift_leader (
     one           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
-    epoch         BIGINT NOT NULL,
+    epoch         BIGINT NOT NULL UNIQUE,
     node          TEXT,
     gearman_addr  TEXT,
     http_addr     TEXT,
