@@ -191,6 +191,25 @@ def test_jobs_cross_nodes(cl):
         rows = [f for f in funcs["functions"] if f["name"] == "later"]
         check(rows and sum(rows[0]["queued"].values()) == 4,
               "HTTP functions on %d: %r" % (n.port, funcs))
+    # The members, with the workers each node relays, from any node.
+    w = raw_worker(c.port, "later")
+    w2 = raw_worker(a.port, "other")
+
+    def members():
+        got = http_get(cl.http_port("b"), "/api/v1/cluster")
+        nodes = {n["name"]: (n["leader"], n["workers"]) for n in got["nodes"]}
+        return got if nodes == {"a": (True, 1), "b": (False, 0), "c": (False, 1)} else None
+    got = h.wait_for(members, 10, "the cluster view")
+    check_eq(got["workers"], 2, "workers in total")
+    # Pausing through a relaying node's HTTP pauses the cluster's function.
+    req = urllib.request.Request("http://127.0.0.1:%d/api/v1/functions/later/pause"
+                                 % cl.http_port("c"), method="POST", data=b"")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        check_eq(r.status, 200, "pause through c")
+    w.send_pkt(h.GRAB_JOB)
+    check_eq(w.read_pkt()[1], h.NO_JOB, "a paused function's job")
+    w.close()
+    w2.close()
 
 
 @with_cluster
@@ -226,6 +245,12 @@ def test_takeover_after_kill(cl):
     b = cl.start("b")
     c = cl.start("c")
     handles = {submit_bg(b.port, "t", "k%d" % i, "d%d" % i) for i in range(40)}
+    # An epoch job due after the takeover runs once, on the new leader.
+    due = int(time.time()) + 3
+    c_epoch = h.Conn(c.port)
+    c_epoch.send_pkt(h.SUBMIT_JOB_EPOCH, "t", "later", str(due), "at")
+    handles.add(c_epoch.expect_pkt(h.JOB_CREATED))
+    c_epoch.close()
     w = raw_worker(c.port, "t")
     running = grab(w)
     check(running is not None, "no job to hold")
@@ -244,15 +269,23 @@ def test_takeover_after_kill(cl):
     shown = h.admin(survivor.port, "show job %s" % running[0].decode())
     check("attempts\t1\n" in shown or "attempts: 1\n" in shown,
           "the held job after the takeover: %r" % shown)
-    seen = set()
+    seen = []
     w = h.wait_for(lambda: raw_worker(survivor.port, "t"), 10, "a worker link")
-    while True:
+    deadline = time.monotonic() + 15
+    while len(seen) < len(handles) and time.monotonic() < deadline:
         job = grab(w)
         if job is None:
-            break
-        seen.add(job[0])
+            w.send_pkt(h.PRE_SLEEP)
+            try:
+                w.expect_pkt(h.NOOP, timeout=1)
+            except h.TestFailure:
+                pass
+            continue
+        seen.append(job[0])
         w.send_pkt(h.WORK_COMPLETE, job[0], "")
-    check_eq(seen, handles, "jobs run after the takeover (the held one included)")
+    check_eq(sorted(seen), sorted(handles),
+             "jobs run after the takeover, once each (the held one and the epoch one included)")
+    check(time.time() >= due, "the epoch job ran before it was due")
     h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_jobs")[0][0] == "0", 10,
                "the store to empty")
 

@@ -24,6 +24,9 @@ pub struct ConnInfo {
     pub ip: String,
     /// Peer is on a loopback address (allowed to `shutdown`).
     pub loopback: bool,
+    /// The cluster node that relayed the connection; None when the peer
+    /// connected to this server directly.
+    pub node: Option<String>,
 }
 
 /// One connection's state in the core.

@@ -144,6 +144,8 @@ pub struct WorkerView {
     pub fd: i64,
     /// Peer address.
     pub address: String,
+    /// The cluster node it is connected to, when another node relayed it.
+    pub node: Option<String>,
     /// SET_CLIENT_ID, if any.
     pub client_id: Bytes,
     /// Connected at.
@@ -405,6 +407,7 @@ impl Core {
                 id,
                 fd: c.info.fd,
                 address: c.info.ip.clone(),
+                node: c.info.node.clone(),
                 client_id: c.client_id.clone(),
                 connected: c.connected,
                 last_seen: c.last_seen,

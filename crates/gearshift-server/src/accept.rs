@@ -50,23 +50,23 @@ pub(crate) async fn accept_loop(
                     c = gate.check(&stream) => c,
                     _ = stop.wait_for(|s| *s) => return,
                 };
-                let peer = match checked {
-                    Ok(None) => peer,
+                let (peer, node) = match checked {
+                    Ok(None) => (peer, None),
                     Ok(Some(r)) => {
                         watch_closely(&stream, gate.node_timeout);
                         tracing::debug!(%peer, node = %r.node, client = %r.peer, "relayed connection");
-                        r.peer
+                        (r.peer, Some(r.node))
                     }
                     Err(why) => {
                         tracing::warn!(%peer, "closing connection: {why}");
                         return;
                     }
                 };
-                hand_over(stream, peer, permit, &inboxes, &next_id);
+                hand_over(stream, peer, node, permit, &inboxes, &next_id);
             });
             continue;
         }
-        if !hand_over(stream, peer, permit, &inboxes, &next_id) {
+        if !hand_over(stream, peer, None, permit, &inboxes, &next_id) {
             return;
         }
     }
@@ -76,6 +76,7 @@ pub(crate) async fn accept_loop(
 fn hand_over(
     stream: TcpStream,
     peer: std::net::SocketAddr,
+    node: Option<String>,
     permit: tokio::sync::OwnedSemaphorePermit,
     inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>],
     next_id: &AtomicU64,
@@ -97,6 +98,7 @@ fn hand_over(
             stream,
             id,
             peer,
+            node,
             permit,
         };
         inboxes[thread].send(ToIo::Accept(accepted)).is_ok()

@@ -43,6 +43,8 @@ pub struct Accepted {
     pub id: ConnId,
     /// The peer's address.
     pub peer: SocketAddr,
+    /// The cluster node that relayed it, if one did.
+    pub node: Option<String>,
     /// Held while the connection lives (the connection limit).
     pub permit: OwnedSemaphorePermit,
 }
@@ -285,6 +287,7 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
         stream,
         id,
         peer,
+        node,
         permit,
     } = a;
     let stream = match stream
@@ -301,6 +304,7 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
         fd: i64::from(std::os::fd::AsRawFd::as_raw_fd(&*stream)),
         ip: peer.ip().to_canonical().to_string(),
         loopback: peer.ip().to_canonical().is_loopback(),
+        node,
     };
     let ctl = Rc::new(Notify::new());
     {

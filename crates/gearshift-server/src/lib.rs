@@ -100,6 +100,8 @@ pub struct Server {
     relays: Option<Arc<cluster::relay::RelayGate>>,
     /// A cluster leader's lease, which the hub obeys.
     lease: Option<Arc<cluster::trust::LeaseTrust>>,
+    /// The cluster's members, for the HTTP API.
+    cluster: Option<Arc<cluster::view::ClusterView>>,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -108,7 +110,7 @@ pub struct Server {
 pub struct Reloader(ReloadTx);
 
 /// The sending end of config reloads.
-type ReloadTx = watch::Sender<Option<Arc<Reload>>>;
+pub(crate) type ReloadTx = watch::Sender<Option<Arc<Reload>>>;
 
 impl Reloader {
     /// Replaces the policies and the config's schedules; jobs already
@@ -188,6 +190,7 @@ impl Server {
             http,
             relays: None,
             lease: None,
+            cluster: None,
             commit_latency: Arc::default(),
             reload: (reload_tx, reload_rx),
             cfg,
@@ -207,6 +210,11 @@ impl Server {
     /// leaves the hub (a deposed cluster leader).
     pub fn obey_lease(&mut self, lease: Arc<cluster::trust::LeaseTrust>) {
         self.lease = Some(lease);
+    }
+
+    /// Shows the cluster's members in the HTTP API (`/api/v1/cluster`).
+    pub fn show_cluster(&mut self, view: Arc<cluster::view::ClusterView>) {
+        self.cluster = Some(view);
     }
 
     /// A handle that replaces the policies while the server runs.
@@ -366,6 +374,7 @@ impl Server {
                     gearman,
                     max_body: self.cfg.max_packet_size,
                     relays: self.relays.clone(),
+                    cluster: self.cluster.clone(),
                 };
                 Some(tokio::spawn(http::serve(listener, ctx, http_stop_rx)))
             }

@@ -383,7 +383,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             node_timeout: args.node_timeout,
         };
         let pid_file = args.pid_file.clone();
-        let result = rt.block_on(run_node(cfg, cluster, pid_file));
+        let result = rt.block_on(run_node(cfg, cluster, pid_file, args.config.clone()));
         if let Some(path) = &args.pid_file {
             let _ = std::fs::remove_file(path);
         }
@@ -430,6 +430,7 @@ async fn run_node(
     cfg: ServerConfig,
     cluster: ClusterConfig,
     pid_file: Option<String>,
+    config_path: Option<PathBuf>,
 ) -> Result<(), String> {
     let store = cfg.store.describe();
     let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
@@ -442,6 +443,9 @@ async fn run_node(
     }
     if let Some(a) = node.http_addr() {
         tracing::info!("http listening on {a}");
+    }
+    if let Some(path) = config_path {
+        tokio::spawn(reload_on_hangup(path, node.reloader()));
     }
     node.run(shutdown_signal(pid_file)).await;
     Ok(())

@@ -74,6 +74,7 @@ pub fn run(
     start: Status,
     tx: watch::Sender<Status>,
     cmds: mpsc::Receiver<Cmd>,
+    view: &super::view::ClusterView,
 ) {
     let every = beat_every(timeout);
     let mut leading = start.leading;
@@ -146,6 +147,11 @@ pub fn run(
             }
         }
         publish(&tx, &leader, leading);
+        if !failing {
+            if let Ok(nodes) = lease.nodes() {
+                view.set(nodes);
+            }
+        }
     }
 }
 

@@ -11,11 +11,13 @@
 //!
 //! - `lease_thread`: heartbeats, taking and renewing the lease;
 //! - [`relay`]: the followers' relaying and the leader's check of it;
-//! - [`trust`]: the lease deadline the leader's hub obeys.
+//! - [`trust`]: the lease deadline the leader's hub obeys;
+//! - [`view`]: the node table as the HTTP API shows it.
 
 pub mod lease_thread;
 pub mod relay;
 pub mod trust;
+pub mod view;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -60,6 +62,8 @@ pub struct Node {
     secret: Arc<str>,
     /// Where the lease stood at bind.
     start: Status,
+    /// Config reloads, put in force whenever this node leads.
+    reload: (crate::ReloadTx, watch::Receiver<Option<Arc<crate::Reload>>>),
 }
 
 impl Node {
@@ -134,6 +138,7 @@ impl Node {
             lease,
             secret: secret.into(),
             start,
+            reload: watch::channel(None),
         })
     }
 
@@ -148,6 +153,12 @@ impl Node {
     /// The bound HTTP address.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// A handle that replaces the policies: at once while this node leads,
+    /// and whenever it starts leading later.
+    pub fn reloader(&self) -> crate::Reloader {
+        crate::Reloader(self.reload.0.clone())
     }
 
     /// This node's name.
@@ -167,14 +178,20 @@ impl Node {
             lease,
             secret,
             start,
+            reload,
         } = self;
+        let (_reload_tx, reloads) = reload;
         let node: Arc<str> = lease.me().name.as_str().into();
         let me = lease.me().clone();
+        let view = Arc::new(view::ClusterView::new(me.name.clone()));
+        let thread_view = view.clone();
         let (status_tx, mut status) = watch::channel(start.clone());
         let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
         let lease_thread = std::thread::Builder::new()
             .name("gearshift-lease".into())
-            .spawn(move || lease_thread::run(lease, timeout, start, status_tx, cmd_rx));
+            .spawn(move || {
+                lease_thread::run(lease, timeout, start, status_tx, cmd_rx, &thread_view)
+            });
         let lease_thread = match lease_thread {
             Ok(t) => t,
             Err(e) => {
@@ -233,6 +250,8 @@ impl Node {
                 &stopping,
                 &secret,
                 timeout,
+                &reloads,
+                &view,
             )
             .await
             {
@@ -388,6 +407,15 @@ async fn follow(
     }
 }
 
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn replace<T: PartialEq>(slot: &mut T, new: T) -> bool {
     if *slot == new {
         false
@@ -418,6 +446,8 @@ async fn lead(
     stopping: &watch::Receiver<bool>,
     secret: &Arc<str>,
     timeout: Duration,
+    reloads: &watch::Receiver<Option<Arc<crate::Reload>>>,
+    view: &Arc<view::ClusterView>,
 ) -> Led {
     let url = url.to_owned();
     let opts = PgOptions {
@@ -452,7 +482,22 @@ async fn lead(
     };
     let trust = Arc::new(LeaseTrust::new(until));
     server.obey_lease(trust.clone());
+    server.show_cluster(view.clone());
     tracing::info!(epoch, "leading: serving jobs from the shared store");
+    let reloader = server.reloader();
+    let mut reloads = reloads.clone();
+    let forward = tokio::spawn(async move {
+        loop {
+            let latest = reloads.borrow_and_update().clone();
+            if let Some(r) = latest {
+                reloader.reload((*r).clone());
+            }
+            if reloads.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    let _forwarding = AbortOnDrop(forward);
     let mut stopping = stopping.clone();
     let graceful = async move {
         let _ = stopping.wait_for(|s| *s).await;

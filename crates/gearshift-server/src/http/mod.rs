@@ -45,6 +45,8 @@ pub struct Context {
     pub max_body: usize,
     /// A cluster leader's check of connections relayed by other nodes.
     pub relays: Option<Arc<crate::cluster::relay::RelayGate>>,
+    /// The cluster's members (a node on PostgreSQL).
+    pub cluster: Option<Arc<crate::cluster::view::ClusterView>>,
 }
 
 /// Shared state of every handler.
@@ -147,6 +149,7 @@ pub fn router(app: State) -> Router {
         .route("/api/v1/jobs/{handle}", get(api::job))
         .route("/api/v1/jobs/{handle}/cancel", post(api::cancel))
         .route("/api/v1/workers", get(api::workers))
+        .route("/api/v1/cluster", get(api::cluster))
         .route("/api/v1/dead", get(api::dead).delete(api::drop_dead))
         .route("/api/v1/dead/retry", post(api::retry_dead))
         .route("/api/v1/dead/{handle}", delete(api::drop_one))

@@ -245,7 +245,8 @@ fn worker_json(w: &WorkerView) -> Value {
     let running: Vec<Value> = w.running.iter().map(|h| lossy(h)).collect();
     let functions: Vec<Value> = w.functions.iter().map(|f| lossy(f)).collect();
     json!({
-        "id": w.id, "fd": w.fd, "address": w.address, "client_id": lossy(&w.client_id),
+        "id": w.id, "fd": w.fd, "address": w.address, "node": w.node,
+        "client_id": lossy(&w.client_id),
         "connected_ms": w.connected, "last_seen_ms": w.last_seen,
         "jobs_done": w.jobs_done, "jobs_failed": w.jobs_failed,
         "running": running, "functions": functions,
@@ -294,4 +295,34 @@ pub async fn schedules(State(app): State<crate::http::State>) -> Reply {
     let ss = app.ctx.control.call(|c| c.schedules_view()).await?;
     let list: Vec<Value> = ss.iter().map(schedule_json).collect();
     ok(&json!({ "schedules": list }))
+}
+
+/// `GET /api/v1/cluster`: the nodes (from the node table, refreshed every
+/// heartbeat) with the workers connected through each.
+pub async fn cluster(State(app): State<crate::http::State>) -> Reply {
+    let Some(view) = app.ctx.cluster.clone() else {
+        return Err(ApiError::not_found(
+            "not a cluster node (the store is not PostgreSQL)",
+        ));
+    };
+    let ws = app.ctx.control.call(|c| c.workers_view()).await?;
+    let on = |name: &str| {
+        ws.iter()
+            .filter(|w| !w.functions.is_empty())
+            .filter(|w| w.node.as_deref().unwrap_or(&view.me) == name)
+            .count()
+    };
+    let nodes: Vec<Value> = view
+        .nodes()
+        .iter()
+        .map(|n| {
+            json!({
+                "name": n.node.name, "gearman": n.node.gearman, "http": n.node.http,
+                "version": n.version, "silent_ms": n.silent_ms, "leader": n.leader,
+                "workers": on(&n.node.name),
+            })
+        })
+        .collect();
+    let total = ws.iter().filter(|w| !w.functions.is_empty()).count();
+    ok(&json!({ "node": view.me, "nodes": nodes, "workers": total }))
 }
