@@ -176,6 +176,23 @@ def test_jobs_cross_nodes(cl):
     check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0olleh", "WORK_COMPLETE on b")
     client.close()
     w.close()
+    # Priorities hold across nodes: low on a, normal on b, high on c; a
+    # worker on b gets high, normal, low.
+    for port, ptype, data in ((a.port, h.SUBMIT_JOB_LOW_BG, "low"),
+                              (b.port, h.SUBMIT_JOB_BG, "normal"),
+                              (c.port, h.SUBMIT_JOB_HIGH_BG, "high")):
+        conn = h.Conn(port)
+        conn.send_pkt(ptype, "prio", "", data)
+        conn.expect_pkt(h.JOB_CREATED)
+        conn.close()
+    w = raw_worker(b.port, "prio")
+    order = []
+    for _ in range(3):
+        job = grab(w)
+        order.append(job[2])
+        w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check_eq(order, [b"high", b"normal", b"low"], "the order a worker got jobs from three nodes")
+    w.close()
     # Unique ids coalesce across nodes.
     handles = [submit_bg(n.port, "later", "same-unique", "x") for n in (a, b, c)]
     check_eq(len(set(handles)), 1, "handles of one unique id submitted on three nodes")
