@@ -344,6 +344,27 @@ def test_frozen_leader_is_fenced(cl):
     check_eq(cl.pg.sql("SELECT count(*) FROM gearshift_jobs")[0][0], "0", "jobs left")
 
 
+@with_cluster
+def test_a_stopping_leader_hands_over_at_once(cl):
+    cl.timeout_ms = 5000
+    a = cl.start("a", wait_leader=True)
+    b = cl.start("b")
+    submit_bg(b.port, "g", "k", "d")
+    # SIGTERM: a finishes, gives the lease up, and b leads long before the
+    # 5 s timeout would have passed.
+    os.kill(a.pid, signal.SIGTERM)
+    check_eq(a.proc.wait(timeout=10), 0, "a's exit code")
+    stopped = time.monotonic()
+    h.wait_for(lambda: cl.leader() == "b", 10, "b to lead")
+    took = time.monotonic() - stopped
+    check(took < 2.5, "b took over %.1fs after a stopped (timeout 5s)" % took)
+    del cl.nodes["a"]
+    w = h.wait_for(lambda: raw_worker(b.port, "g"), 10, "a worker link to b")
+    check(grab(w) is not None, "the stored job after the handover")
+    check_eq(cl.pg.sql("SELECT count(*) FROM gearshift_nodes WHERE name = 'a'")[0][0], "0",
+             "a's row after it left")
+
+
 class ChaosWorker(threading.Thread):
     """Grabs "chaos" jobs from a random live node, records each run
     (start, completion sent), reconnects when its link breaks."""
@@ -488,7 +509,8 @@ def test_chaos_kill_the_leader_under_load(cl):
 
 
 TESTS = [test_jobs_cross_nodes, test_php_and_perl_across_nodes, test_takeover_after_kill,
-         test_frozen_leader_is_fenced, test_chaos_kill_the_leader_under_load]
+         test_frozen_leader_is_fenced, test_a_stopping_leader_hands_over_at_once,
+         test_chaos_kill_the_leader_under_load]
 
 
 def main():
