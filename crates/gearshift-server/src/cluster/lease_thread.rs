@@ -81,6 +81,8 @@ pub fn run(
     let mut leader = start.leader;
     let mut failing = false;
     let mut next = Instant::now() + every;
+    // After stepping down, the lease is left to the other nodes this long.
+    let mut hold_off: Option<Instant> = None;
     loop {
         let wait = next.saturating_duration_since(Instant::now());
         match cmds.recv_timeout(wait) {
@@ -89,6 +91,7 @@ pub fn run(
                     // Another node need not wait out the timeout.
                     let _ = lease.release(epoch);
                 }
+                hold_off = Some(Instant::now() + timeout);
                 publish(&tx, &None, None);
                 next = Instant::now();
                 continue;
@@ -123,7 +126,8 @@ pub fn run(
                     }
                 }
                 leader = beat.leader;
-                if leading.is_none() && leader.is_none() {
+                let held_off = hold_off.is_some_and(|t| Instant::now() < t);
+                if leading.is_none() && leader.is_none() && !held_off {
                     let asked = Instant::now();
                     match lease.try_take() {
                         Ok(Some(epoch)) => {

@@ -256,10 +256,10 @@ impl Node {
             .await
             {
                 Led::Stopped => break,
+                // Back to relaying at once; the lease thread lets another
+                // node take the lease before this one may again.
                 Led::Deposed => {
                     let _ = cmd_tx.send(Cmd::StepDown);
-                    // Let the lease move on before this node may take it again.
-                    tokio::time::sleep(timeout).await;
                 }
             }
         }
