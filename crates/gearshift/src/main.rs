@@ -15,6 +15,7 @@ mod admin_cmd;
 mod batch;
 mod bench;
 mod import;
+mod logging;
 mod serve;
 mod servers;
 mod submit;

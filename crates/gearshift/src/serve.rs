@@ -5,7 +5,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
+
 use std::time::Duration;
 
 use clap::Args;
@@ -15,6 +15,8 @@ use gearshift_proto::Priority;
 use gearshift_server::cluster::{ClusterConfig, Node};
 use gearshift_server::{policy_file, Reload, Reloader, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
+
+use crate::logging::{LogFile, LogFormat};
 use tracing_subscriber::filter::LevelFilter;
 
 /// Flags of `gearshift serve`, named as gearmand names them.
@@ -42,6 +44,9 @@ pub struct ServeArgs {
     /// Log destination: a file path, `stderr` or `none`.
     #[arg(short = 'l', long, default_value = "stderr")]
     log_file: String,
+    /// Log lines: `text`, or `json` (one object per line).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
     /// Log level: FATAL, ALERT, CRITICAL, ERROR, WARNING, NOTICE, INFO, DEBUG.
     #[arg(long, default_value = "INFO")]
     verbose: String,
@@ -275,28 +280,6 @@ fn listen_addrs(args: &ServeArgs) -> Result<Vec<SocketAddr>, String> {
     Ok(out)
 }
 
-fn init_logging(args: &ServeArgs, filter: LevelFilter) -> Result<(), String> {
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(filter)
-        .with_target(false);
-    match args.log_file.as_str() {
-        "none" => {}
-        "stderr" => builder.with_writer(std::io::stderr).init(),
-        path => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| format!("cannot open log file {path}: {e}"))?;
-            builder
-                .with_ansi(false)
-                .with_writer(Mutex::new(file))
-                .init();
-        }
-    }
-    Ok(())
-}
-
 /// Runs the server; the exit code says whether it started.
 pub fn main(args: ServeArgs) -> ExitCode {
     match run(args) {
@@ -310,7 +293,7 @@ pub fn main(args: ServeArgs) -> ExitCode {
 
 fn run(args: ServeArgs) -> Result<(), String> {
     let filter = level(&args.verbose)?;
-    init_logging(&args, filter)?;
+    let log_file = crate::logging::init(&args.log_file, args.log_format, filter)?;
     let prefix = args
         .job_handle_prefix
         .clone()
@@ -383,7 +366,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
             node_timeout: args.node_timeout,
         };
         let pid_file = args.pid_file.clone();
-        let result = rt.block_on(run_node(cfg, cluster, pid_file, args.config.clone()));
+        let result = rt.block_on(run_node(
+            cfg,
+            cluster,
+            pid_file,
+            args.config.clone(),
+            log_file,
+        ));
         if let Some(path) = &args.pid_file {
             let _ = std::fs::remove_file(path);
         }
@@ -413,9 +402,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if addrs.iter().all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
-        if let Some(path) = config_path {
-            tokio::spawn(reload_on_hangup(path, server.reloader()));
-        }
+        tokio::spawn(on_hangup(config_path, server.reloader(), log_file));
         server.run(shutdown_signal(pid_file)).await;
         Ok::<(), String>(())
     });
@@ -431,6 +418,7 @@ async fn run_node(
     cluster: ClusterConfig,
     pid_file: Option<String>,
     config_path: Option<PathBuf>,
+    log_file: Option<LogFile>,
 ) -> Result<(), String> {
     let store = cfg.store.describe();
     let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
@@ -444,9 +432,7 @@ async fn run_node(
     if let Some(a) = node.http_addr() {
         tracing::info!("http listening on {a}");
     }
-    if let Some(path) = config_path {
-        tokio::spawn(reload_on_hangup(path, node.reloader()));
-    }
+    tokio::spawn(on_hangup(config_path, node.reloader(), log_file));
     node.run(shutdown_signal(pid_file)).await;
     Ok(())
 }
@@ -502,16 +488,27 @@ fn reload_of(file: policy_file::PolicyFile) -> Reload {
     }
 }
 
-/// Reloads the policy file at each SIGHUP; a file that does not load
-/// leaves the policies in force, and the log says why.
-async fn reload_on_hangup(path: PathBuf, reloader: Reloader) {
+/// At each SIGHUP: reopens the log file (logrotate moved it away) and
+/// reloads the policy file; a file that does not load leaves the policies
+/// in force, and the log says why.
+async fn on_hangup(config: Option<PathBuf>, reloader: Reloader, log: Option<LogFile>) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        tracing::error!("cannot install the SIGHUP handler: the policy file will not be reloaded");
+        tracing::error!("cannot install the SIGHUP handler: no log reopening or policy reload");
         return;
     };
     while hup.recv().await.is_some() {
-        match policy_file::load(&path) {
+        if let Some(log) = &log {
+            match log.reopen() {
+                Ok(()) => tracing::info!("SIGHUP: log file {} reopened", log.path().display()),
+                Err(e) => tracing::error!(
+                    "SIGHUP: cannot reopen the log file {}: {e}; logging on to the old one",
+                    log.path().display()
+                ),
+            }
+        }
+        let Some(path) = &config else { continue };
+        match policy_file::load(path) {
             Ok(file) => {
                 tracing::info!(
                     rules = file.policies.rules.len(),

@@ -1,0 +1,71 @@
+//! `gearshift serve`'s log: JSON lines, no colour codes off a terminal, and
+//! a log file reopened on SIGHUP (logrotate's move-then-signal).
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{eventually, Proc, BIN};
+
+fn serve(log: &std::path::Path, extra: &[&str]) -> Proc {
+    let child = Command::new(BIN)
+        .args(["serve", "-L", "127.0.0.1", "-p", "0", "--store", "memory"])
+        .args(["--http", "off", "--verbose", "INFO", "--log-file"])
+        .arg(log)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn gearshift serve");
+    Proc { child }
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn json_lines_parse_and_carry_the_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("gs.log");
+    let _s = serve(&log, &["--log-format", "json"]);
+    eventually("the address in the log", || read(&log).contains("listening on"));
+    for line in read(&log).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        assert!(v["level"].is_string(), "{line}");
+        assert!(v["fields"]["message"].is_string(), "{line}");
+    }
+}
+
+#[test]
+fn stderr_that_is_not_a_terminal_gets_no_colour_codes() {
+    let child = Command::new(BIN)
+        .args(["serve", "-L", "127.0.0.1", "-p", "0", "--store", "memory"])
+        .args(["--http", "off", "--verbose", "INFO"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gearshift serve");
+    let p = Proc { child };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    p.signal("TERM");
+    let out = p.finish(std::time::Duration::from_secs(10));
+    assert!(out.stderr.contains("listening on"), "{}", out.stderr);
+    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
+}
+
+#[test]
+fn sighup_reopens_a_log_file_moved_away() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("gs.log");
+    let rotated = dir.path().join("gs.log.1");
+    let s = serve(&log, &[]);
+    eventually("the address in the log", || read(&log).contains("listening on"));
+    std::fs::rename(&log, &rotated).expect("rotate");
+    s.signal("HUP");
+    eventually("a new log file", || read(&log).contains("reopened"));
+    assert!(read(&rotated).contains("listening on"));
+    assert!(!read(&rotated).contains("reopened"));
+}
