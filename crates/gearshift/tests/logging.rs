@@ -30,7 +30,9 @@ fn json_lines_parse_and_carry_the_message() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("gs.log");
     let _s = serve(&log, &["--log-format", "json"]);
-    eventually("the address in the log", || read(&log).contains("listening on"));
+    eventually("the address in the log", || {
+        read(&log).contains("listening on")
+    });
     for line in read(&log).lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
         assert!(v["level"].is_string(), "{line}");
@@ -62,7 +64,9 @@ fn sighup_reopens_a_log_file_moved_away() {
     let log = dir.path().join("gs.log");
     let rotated = dir.path().join("gs.log.1");
     let s = serve(&log, &[]);
-    eventually("the address in the log", || read(&log).contains("listening on"));
+    eventually("the address in the log", || {
+        read(&log).contains("listening on")
+    });
     std::fs::rename(&log, &rotated).expect("rotate");
     s.signal("HUP");
     eventually("a new log file", || read(&log).contains("reopened"));
