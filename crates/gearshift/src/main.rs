@@ -4,7 +4,8 @@
 //! everyday client, worker and admin tools, built on the `gearshift-client`
 //! library.
 //!
-//! - `serve`, `import/`: the server side.
+//! - `serve` (with `logging`), `import/`: the server side.
+//! - `docs_cmd`: shell completions and man pages from the clap definitions.
 //! - `submit` (and `batch` for `--lines`), `work`, `admin_cmd` (with
 //!   `table`): the tools; `bench/` the load tool; `servers` holds what they
 //!   share (`--server`, exit codes, readable errors), `top` the live view,
@@ -14,6 +15,7 @@
 mod admin_cmd;
 mod batch;
 mod bench;
+mod docs_cmd;
 mod import;
 mod logging;
 mod serve;
@@ -50,6 +52,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// A live view of a server's functions and workers, refreshed every second.
     Top(top::TopArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs_cmd::CompletionsArgs),
+    /// Print the man page, or write every page into a directory (--out).
+    Man(docs_cmd::ManArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -62,5 +68,7 @@ fn main() -> std::process::ExitCode {
         Command::Admin(args) => admin_cmd::main(args),
         Command::Bench(args) => bench::main(args),
         Command::Top(args) => top::main(args),
+        Command::Completions(args) => docs_cmd::completions(args),
+        Command::Man(args) => docs_cmd::man(args),
     }
 }
