@@ -20,6 +20,10 @@ pub struct CoreConfig {
     /// A durable store backs the core: background jobs are acknowledged
     /// only once [`crate::Core::persisted`] confirms them.
     pub durable: bool,
+    /// `--max-queue-memory`: the most bytes of job payloads (unique id,
+    /// data and reducer of every job the server holds) before new jobs are
+    /// refused; 0 = no cap.
+    pub max_job_bytes: u64,
 }
 
 impl Default for CoreConfig {
@@ -33,6 +37,7 @@ impl Default for CoreConfig {
             version: concat!("gearshift-", env!("CARGO_PKG_VERSION")).to_owned(),
             verbose: "ERROR".to_owned(),
             durable: false,
+            max_job_bytes: 0,
         }
     }
 }

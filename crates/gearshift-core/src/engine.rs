@@ -63,6 +63,10 @@ pub struct Core {
     pub(crate) next_assignment: u64,
     /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
     pub(crate) track_runs: bool,
+    /// Payload bytes of every job in the table (`--max-queue-memory`).
+    pub(crate) job_bytes: u64,
+    /// Submissions refused: the function's `maxqueue`, then the memory cap.
+    pub(crate) refused: [u64; 2],
     pub(crate) handles: Handles,
     pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
     pub(crate) effects: Vec<Effect>,
@@ -109,6 +113,8 @@ impl Core {
             acks: IdMap::default(),
             next_assignment: 0,
             track_runs: false,
+            job_bytes: 0,
+            refused: [0; 2],
             timers: BinaryHeap::new(),
             effects: Vec::new(),
             reserved: 0,

@@ -250,6 +250,12 @@ impl Job {
         UniqueKey::of(self.unique())
     }
 
+    /// What the job counts toward `--max-queue-memory`: its unique id,
+    /// data and reducer.
+    pub fn held_bytes(&self) -> u64 {
+        (self.payload.len() + self.reducer().map_or(0, Bytes::len)) as u64
+    }
+
     /// Reducer for SUBMIT_REDUCE_JOB*.
     pub fn reducer(&self) -> Option<&Bytes> {
         self.extra.as_ref().and_then(|e| e.reducer.as_ref())

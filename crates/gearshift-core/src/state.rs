@@ -26,6 +26,7 @@ impl Core {
     /// `submitted` one (not restored or revived) also in the function's stats.
     pub(crate) fn insert_job(&mut self, job: Job, submitted: bool) {
         let (func, state, p) = (job.func(), job.state, job.priority.index());
+        self.job_bytes += job.held_bytes();
         self.jobs.insert(job);
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
@@ -58,6 +59,7 @@ impl Core {
     /// rest of what points at it is [`Core::remove_job`]'s business).
     pub(crate) fn take_job(&mut self, id: JobId) -> Option<Job> {
         let job = self.jobs.remove(id)?;
+        self.job_bytes = self.job_bytes.saturating_sub(job.held_bytes());
         if let Some(f) = self.funcs.get_mut(job.func()).and_then(Option::as_mut) {
             f.total = f.total.saturating_sub(1);
             count(f, job.state, job.priority.index(), false);

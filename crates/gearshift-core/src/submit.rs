@@ -100,9 +100,23 @@ impl Core {
         let (priority, background) = (s.priority(), s.background());
         let p = priority.index();
         let mut policy = false;
+        let cap = self.cfg.max_job_bytes;
+        let size = (s.unique().len() + s.data().len()) as u64;
+        if cap > 0 && self.job_bytes.saturating_add(size) > cap {
+            self.refused[1] += 1;
+            self.send(
+                conn,
+                Response::error(
+                    "QUEUE_ERROR",
+                    "Job queue is full: the server holds its --max-queue-memory of job data",
+                ),
+            );
+            return;
+        }
         if let Some(f) = self.func(func) {
             let limit = f.max_queue[p];
             if limit > 0 && i64::from(f.total) >= limit {
+                self.refused[0] += 1;
                 self.send(conn, Response::error("QUEUE_ERROR", "Job queue is full"));
                 return;
             }

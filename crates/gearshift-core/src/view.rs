@@ -238,6 +238,12 @@ pub struct Totals {
     pub admin_conns: u64,
     /// Every other connection.
     pub client_conns: u64,
+    /// Payload bytes of every job held (`--max-queue-memory` caps it).
+    pub job_bytes: u64,
+    /// Submissions refused by a function's `maxqueue`.
+    pub refused_maxqueue: u64,
+    /// Submissions refused by `--max-queue-memory`.
+    pub refused_memory: u64,
 }
 
 impl Core {
@@ -475,6 +481,9 @@ impl Core {
         let mut stats = self.dropped_stats;
         let mut t = Totals {
             dead: self.retained.dead.len() as u64,
+            job_bytes: self.job_bytes,
+            refused_maxqueue: self.refused[0],
+            refused_memory: self.refused[1],
             ..Totals::default()
         };
         for f in self.funcs.iter().flatten() {

@@ -588,3 +588,41 @@ fn restored_state_with_control_bytes_cannot_split_listings() {
     well_formed(&w.probe("show jobs"), '\t', 4, n);
     well_formed(&w.probe("status"), '\t', 4, n + 1);
 }
+
+#[test]
+fn the_queue_memory_cap_refuses_new_jobs_until_data_is_freed() {
+    let mut w = World::with(CoreConfig {
+        max_job_bytes: 25,
+        ..CoreConfig::default()
+    });
+    w.conns(&[1, 2]);
+    // 1 + 10 bytes, then 10: 21 held; 10 more would pass 25.
+    let h = w.bg(1, "f", "k", "0123456789");
+    w.bg(1, "g", "", "0123456789");
+    w.req(
+        1,
+        Request::Submit(job_with("f", "", "0123456789", Priority::High, true)),
+    );
+    let full = "Job queue is full: the server holds its --max-queue-memory of job data";
+    w.expect(1, err("QUEUE_ERROR", full));
+    // A duplicate of a held job adds nothing and goes through.
+    assert_eq!(w.bg(1, "f", "k", "0123456789"), h);
+    let t = w.core.totals();
+    assert_eq!(
+        (t.job_bytes, t.refused_memory, t.refused_maxqueue),
+        (21, 1, 0)
+    );
+    // A finished job frees its bytes.
+    w.can_do(2, &["f"]);
+    let (got, _) = w.grab_job(2);
+    w.req(
+        2,
+        Request::WorkComplete {
+            handle: got,
+            data: Bytes::new(),
+        },
+    );
+    assert_eq!(w.core.totals().job_bytes, 10);
+    w.bg(1, "f", "", "0123456789");
+    assert_eq!(w.core.totals().job_bytes, 20);
+}

@@ -318,3 +318,40 @@ async fn the_grafana_dashboard_charts_only_exported_series() {
         }
     }
 }
+
+#[tokio::test]
+async fn refusals_by_the_queue_memory_cap_are_counted() {
+    let mut cfg = config();
+    cfg.core.max_job_bytes = 250;
+    let s = start(cfg).await;
+    let c = gearshift_client::Client::builder()
+        .server(s.gearman)
+        .build()
+        .expect("client");
+    let mut refused = 0;
+    for _ in 0..4 {
+        // 100 bytes each: the third passes 250.
+        if c.job("big", vec![b'x'; 100]).background().await.is_err() {
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 2);
+    let text = client()
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("body");
+    let m = parse(&text);
+    assert_eq!(m["gearshift_job_bytes"], 200.0);
+    assert_eq!(
+        m["gearshift_submissions_refused_total{reason=\"queue_memory\"}"],
+        2.0
+    );
+    assert_eq!(
+        m["gearshift_submissions_refused_total{reason=\"maxqueue\"}"],
+        0.0
+    );
+}

@@ -53,6 +53,11 @@ pub struct ServeArgs {
     /// Largest packet body accepted, in bytes (suffixes K, M, G allowed).
     #[arg(long, default_value = "64M", value_parser = parse_size)]
     max_packet_size: usize,
+    /// Most bytes of job data (unique ids, payloads, reducers) the server
+    /// holds before it refuses new submissions with ERROR QUEUE_ERROR
+    /// (K, M, G suffixes; 0 = no cap).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    max_queue_memory: usize,
     /// Most simultaneous connections; more wait in the listen backlog.
     #[arg(long, default_value_t = 100_000)]
     max_connections: usize,
@@ -307,6 +312,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         version: CoreConfig::default().version,
         verbose: args.verbose.to_ascii_uppercase(),
         durable: false,
+        max_job_bytes: args.max_queue_memory as u64,
     };
     let store = match args.store.as_str() {
         "memory" => StoreConfig::Memory,

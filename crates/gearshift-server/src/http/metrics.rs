@@ -193,6 +193,28 @@ pub fn render(fs: &[FunctionView], t: &Totals, commits: &HistogramSnapshot) -> S
     ] {
         let _ = writeln!(out, "gearshift_connections{{role=\"{role}\"}} {n}");
     }
+    head(
+        &mut out,
+        "gearshift_job_bytes",
+        "gauge",
+        "Bytes of job data held (unique ids, payloads, reducers).",
+    );
+    let _ = writeln!(out, "gearshift_job_bytes {}", t.job_bytes);
+    head(
+        &mut out,
+        "gearshift_submissions_refused_total",
+        "counter",
+        "Submissions refused because a queue was full.",
+    );
+    for (reason, n) in [
+        ("maxqueue", t.refused_maxqueue),
+        ("queue_memory", t.refused_memory),
+    ] {
+        let _ = writeln!(
+            out,
+            "gearshift_submissions_refused_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
     let name = "gearshift_store_commit_seconds";
     head(
         &mut out,
