@@ -90,6 +90,9 @@ pub struct ServerConfig {
     pub schedules: Vec<ScheduleSpec>,
     /// The HTTP listener (metrics, JSON API, events, dashboard); `None`: off.
     pub http: Option<HttpConfig>,
+    /// A connection that has sent nothing this long after it was accepted
+    /// is closed (`--idle-timeout`); `None`: never.
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 /// Settings of the HTTP listener (docs/http.md).
@@ -175,6 +178,7 @@ impl Default for ServerConfig {
             policies: Policies::default(),
             schedules: Vec::new(),
             http: None,
+            idle_timeout: None,
         }
     }
 }

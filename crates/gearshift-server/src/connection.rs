@@ -39,7 +39,12 @@ pub async fn serve(
     ctl: Rc<Notify>,
     io: Rc<RefCell<IoThread>>,
 ) {
-    let max_packet = io.borrow().max_packet;
+    let (max_packet, idle_timeout) = {
+        let t = io.borrow();
+        (t.max_packet, t.idle_timeout)
+    };
+    // Until the first byte arrives, the connection may stay silent only so long.
+    let mut silent_until = idle_timeout.map(|d| tokio::time::Instant::now() + d);
     let mut buf = BytesMut::new();
     let mut reading = true;
     // Packets are cut out of the read buffer without copying, and queued
@@ -64,6 +69,15 @@ pub async fn serve(
             }
             // An async block: the timer is made only when the branch is enabled.
             _ = async { tokio::time::sleep(THROTTLE_WAIT).await }, if can_read && state.throttled => continue,
+            _ = async { tokio::time::sleep_until(silent_until.unwrap_or_else(tokio::time::Instant::now)).await }, if reading && silent_until.is_some() => {
+                tracing::info!(%peer, "closing connection: nothing sent within --idle-timeout ({:?})", idle_timeout.unwrap_or_default());
+                silent_until = None;
+                reading = false;
+                let mut t = io.borrow_mut();
+                t.idle_closed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                t.peer_closed(id);
+                continue;
+            }
             r = stream.readable(), if can_read && !state.throttled => {
                 if r.is_err() {
                     break;
@@ -82,6 +96,7 @@ pub async fn serve(
                 true
             }
             Ok(n) => {
+                silent_until = None;
                 if n == room {
                     chunk = (chunk * 2).min(MAX_CHUNK);
                 }

@@ -103,6 +103,10 @@ pub struct IoThread {
     peers: Peers,
     /// Largest packet body a connection may send.
     pub max_packet: usize,
+    /// How long a new connection may stay silent before it is closed.
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Connections closed for staying silent.
+    pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
     route: Route,
     /// The flusher (single thread) or the sender (several) was woken.
     flush_scheduled: bool,
@@ -124,6 +128,10 @@ pub struct IoSettings {
     pub hard_output: usize,
     /// Largest packet body accepted.
     pub max_packet: usize,
+    /// How long a new connection may stay silent before it is closed.
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Connections closed for that, counted for `/metrics`.
+    pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Where an I/O thread sends its items: the hub itself (one thread) or
@@ -184,6 +192,8 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         index: settings.index,
         peers: Peers::new(&settings.prefix, settings.max_output, settings.hard_output),
         max_packet: settings.max_packet,
+        idle_timeout: settings.idle_timeout,
+        idle_closed: settings.idle_closed.clone(),
         route,
         flush_scheduled: false,
         flush: Rc::new(Notify::new()),

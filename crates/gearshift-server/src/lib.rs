@@ -299,6 +299,7 @@ impl Server {
             }
         }
         let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
+        let idle_closed = Arc::new(AtomicU64::new(0));
         let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
         let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
         // The hub runs on the only I/O thread, or on a core thread of its own.
@@ -315,6 +316,8 @@ impl Server {
                 max_output: self.cfg.max_output,
                 hard_output,
                 max_packet: self.cfg.max_packet_size,
+                idle_timeout: self.cfg.idle_timeout,
+                idle_closed: idle_closed.clone(),
             };
             let sink = match inline_hub.take() {
                 Some(hub) => Sink::Inline(hub),
@@ -371,6 +374,7 @@ impl Server {
                     bus,
                     auth: http::auth::Auth::new(hc.token.clone(), hc.public_read),
                     commit_latency: self.commit_latency.clone(),
+                    idle_closed: idle_closed.clone(),
                     gearman,
                     max_body: self.cfg.max_packet_size,
                     relays: self.relays.clone(),

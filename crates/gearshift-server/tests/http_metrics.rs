@@ -355,3 +355,37 @@ async fn refusals_by_the_queue_memory_cap_are_counted() {
         0.0
     );
 }
+
+#[tokio::test]
+async fn silent_connections_are_closed_after_the_idle_timeout() {
+    let mut cfg = config();
+    cfg.idle_timeout = Some(std::time::Duration::from_millis(300));
+    let s = start(cfg).await;
+    let mut silent = tokio::net::TcpStream::connect(s.gearman)
+        .await
+        .expect("connect");
+    let mut talker = tokio::net::TcpStream::connect(s.gearman)
+        .await
+        .expect("connect");
+    talker.write_all(b"version\n").await.expect("write");
+    let mut buf = [0u8; 64];
+    assert!(talker.read(&mut buf).await.expect("version") > 0);
+    // The silent one is closed; the one that spoke stays, however quiet.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(5), silent.read(&mut buf))
+        .await
+        .expect("closed in time");
+    assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    talker.write_all(b"version\n").await.expect("write");
+    assert!(talker.read(&mut buf).await.expect("still served") > 0);
+    let text = client()
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("body");
+    // The HTTP client's own connections spoke at once; only one was silent.
+    assert_eq!(parse(&text)["gearshift_connections_idle_closed_total"], 1.0);
+}

@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// (K, M, G suffixes; 0 = no cap).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     max_queue_memory: usize,
+    /// Close a connection that sends nothing this long after connecting
+    /// (e.g. `30s`; `0`: never).
+    #[arg(long, default_value = "0", value_parser = parse_idle)]
+    idle_timeout: Option<Duration>,
     /// Most simultaneous connections; more wait in the listen backlog.
     #[arg(long, default_value_t = 100_000)]
     max_connections: usize,
@@ -125,6 +129,14 @@ pub struct ServeArgs {
     /// another node takes over its jobs (e.g. `5s`, `1500ms`).
     #[arg(long, default_value = "5s", value_parser = parse_timeout)]
     node_timeout: Duration,
+}
+
+/// An `--idle-timeout`: `0` (never) or a duration as `--node-timeout`.
+fn parse_idle(s: &str) -> Result<Option<Duration>, String> {
+    if s == "0" || s == "off" {
+        return Ok(None);
+    }
+    parse_timeout(s).map(Some)
 }
 
 /// A `--node-timeout`: `<n>ms` or `<n>s` (seconds may have a fraction),
@@ -350,6 +362,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         store,
         io_threads: usize::from(args.io_threads),
         max_output: args.max_output,
+        idle_timeout: args.idle_timeout,
     };
     if let Some(path) = &args.pid_file {
         std::fs::write(path, format!("{}\n", std::process::id()))

@@ -75,7 +75,12 @@ fn job_histogram(
 }
 
 /// The whole exposition.
-pub fn render(fs: &[FunctionView], t: &Totals, commits: &HistogramSnapshot) -> String {
+pub fn render(
+    fs: &[FunctionView],
+    t: &Totals,
+    commits: &HistogramSnapshot,
+    idle_closed: u64,
+) -> String {
     let mut out = String::with_capacity(4096 + fs.len() * 2048);
     let named: Vec<(String, &FunctionView)> = fs
         .iter()
@@ -215,6 +220,13 @@ pub fn render(fs: &[FunctionView], t: &Totals, commits: &HistogramSnapshot) -> S
             "gearshift_submissions_refused_total{{reason=\"{reason}\"}} {n}"
         );
     }
+    head(
+        &mut out,
+        "gearshift_connections_idle_closed_total",
+        "counter",
+        "Connections closed for sending nothing within --idle-timeout.",
+    );
+    let _ = writeln!(out, "gearshift_connections_idle_closed_total {idle_closed}");
     let name = "gearshift_store_commit_seconds";
     head(
         &mut out,
@@ -293,7 +305,11 @@ pub async fn scrape(State(app): State<super::State>) -> Result<Response, ApiErro
         .control
         .call(|c| (c.functions_view(), c.totals()))
         .await?;
-    let body = render(&fs, &t, &app.ctx.commit_latency.snapshot());
+    let idle = app
+        .ctx
+        .idle_closed
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), idle);
     Ok((
         StatusCode::OK,
         [(
