@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl"
+PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl systemd man-db"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -73,6 +73,9 @@ echo "== cluster suite: three nodes on one PostgreSQL, takeover, fencing, chaos"
 GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/cluster/test_cluster.py 2>&1 \
   | tee /tmp/gearshift-cluster.log
 cluster_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-cluster.log | tail -n 1)
+
+echo "== packaging: the systemd unit (systemd-analyze verify) and the man pages"
+GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_unit.sh
 
 echo "== dashboard suite: the web dashboard in real headless Chromium"
 # Needs chromium and chromium-driver (WebDriver spoken from python3's stdlib).

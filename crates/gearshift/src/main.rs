@@ -18,6 +18,7 @@ mod bench;
 mod docs_cmd;
 mod import;
 mod logging;
+mod sd_notify;
 mod serve;
 mod servers;
 mod submit;

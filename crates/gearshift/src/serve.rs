@@ -56,12 +56,12 @@ pub struct ServeArgs {
     /// Most bytes of job data (unique ids, payloads, reducers) the server
     /// holds before it refuses new submissions with ERROR QUEUE_ERROR
     /// (K, M, G suffixes; 0 = no cap).
-    #[arg(long, default_value = "0", value_parser = parse_size)]
-    max_queue_memory: usize,
+    #[arg(long, default_value = "0", value_parser = parse_bytes)]
+    max_queue_memory: u64,
     /// Close a connection that sends nothing this long after connecting
     /// (e.g. `30s`; `0`: never).
     #[arg(long, default_value = "0", value_parser = parse_idle)]
-    idle_timeout: Option<Duration>,
+    idle_timeout: Duration,
     /// Most simultaneous connections; more wait in the listen backlog.
     #[arg(long, default_value_t = 100_000)]
     max_connections: usize,
@@ -131,12 +131,12 @@ pub struct ServeArgs {
     node_timeout: Duration,
 }
 
-/// An `--idle-timeout`: `0` (never) or a duration as `--node-timeout`.
-fn parse_idle(s: &str) -> Result<Option<Duration>, String> {
+/// An `--idle-timeout`: `0` (never: zero) or a duration as `--node-timeout`.
+fn parse_idle(s: &str) -> Result<Duration, String> {
     if s == "0" || s == "off" {
-        return Ok(None);
+        return Ok(Duration::ZERO);
     }
-    parse_timeout(s).map(Some)
+    parse_timeout(s)
 }
 
 /// A `--node-timeout`: `<n>ms` or `<n>s` (seconds may have a fraction),
@@ -212,17 +212,26 @@ fn http_config(
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (digits, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&s[..s.len() - 1], 1usize << 10),
-        Some('M') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let n: usize = digits.parse().map_err(|_| format!("not a size: {s:?}"))?;
-    n.checked_mul(mult)
+    let v = parse_bytes(s)?;
+    usize::try_from(v)
+        .ok()
         .filter(|&v| v > 0 && v <= u32::MAX as usize)
         .ok_or_else(|| format!("size {s:?} must be between 1 byte and 4 GiB (the wire limit)"))
+}
+
+/// A byte count with an optional K, M, G or T suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M') => (&t[..t.len() - 1], 1 << 20),
+        Some('G') => (&t[..t.len() - 1], 1 << 30),
+        Some('T') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size {s:?} is too large"))
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -324,7 +333,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         version: CoreConfig::default().version,
         verbose: args.verbose.to_ascii_uppercase(),
         durable: false,
-        max_job_bytes: args.max_queue_memory as u64,
+        max_job_bytes: args.max_queue_memory,
     };
     let store = match args.store.as_str() {
         "memory" => StoreConfig::Memory,
@@ -362,7 +371,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         store,
         io_threads: usize::from(args.io_threads),
         max_output: args.max_output,
-        idle_timeout: args.idle_timeout,
+        idle_timeout: (!args.idle_timeout.is_zero()).then_some(args.idle_timeout),
     };
     if let Some(path) = &args.pid_file {
         std::fs::write(path, format!("{}\n", std::process::id()))
@@ -422,7 +431,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
         tokio::spawn(on_hangup(config_path, server.reloader(), log_file));
-        server.run(shutdown_signal(pid_file)).await;
+        let stop = shutdown_signal(pid_file);
+        crate::sd_notify::notify("READY=1");
+        server.run(stop).await;
         Ok::<(), String>(())
     });
     if let Some(path) = &args.pid_file {
@@ -452,36 +463,44 @@ async fn run_node(
         tracing::info!("http listening on {a}");
     }
     tokio::spawn(on_hangup(config_path, node.reloader(), log_file));
-    node.run(shutdown_signal(pid_file)).await;
+    let stop = shutdown_signal(pid_file);
+    crate::sd_notify::notify("READY=1");
+    node.run(stop).await;
     Ok(())
 }
 
 /// Resolves at the first SIGINT/SIGTERM, which starts the graceful stop
 /// (accept nothing new, exit once running jobs finish), and leaves a task
 /// that exits the process at once on the second.
-async fn shutdown_signal(pid_file: Option<String>) {
-    let Some(mut signals) = StopSignals::install() else {
-        tracing::error!(
-            "cannot install signal handlers: only an admin `shutdown` stops the server"
+fn shutdown_signal(pid_file: Option<String>) -> impl std::future::Future<Output = ()> {
+    // Installed now, before the server says it is ready: a signal sent
+    // right after that must start the graceful stop, not kill the process.
+    let signals = StopSignals::install();
+    async move {
+        let Some(mut signals) = signals else {
+            tracing::error!(
+                "cannot install signal handlers: only an admin `shutdown` stops the server"
+            );
+            return std::future::pending().await;
+        };
+        let (name, _) = signals.next().await;
+        tracing::info!(
+            "{name} received: stopping once running jobs finish (signal again to exit at once)"
         );
-        return std::future::pending().await;
-    };
-    let (name, _) = signals.next().await;
-    tracing::info!(
-        "{name} received: stopping once running jobs finish (signal again to exit at once)"
-    );
-    // The streams stay registered in this task: dropped, they would leave
-    // tokio's handler catching (and ignoring) every later signal.
-    tokio::spawn(async move {
-        let (name, code) = signals.next().await;
-        tracing::warn!("{name} received again: exiting at once with {code}");
-        if let Some(path) = &pid_file {
-            let _ = std::fs::remove_file(path);
-        }
-        // No flush: the log store acknowledges a job only once written and
-        // cuts a torn last write at replay, so this is no worse than a crash.
-        std::process::exit(code);
-    });
+        crate::sd_notify::notify("STOPPING=1");
+        // The streams stay registered in this task: dropped, they would leave
+        // tokio's handler catching (and ignoring) every later signal.
+        tokio::spawn(async move {
+            let (name, code) = signals.next().await;
+            tracing::warn!("{name} received again: exiting at once with {code}");
+            if let Some(path) = &pid_file {
+                let _ = std::fs::remove_file(path);
+            }
+            // No flush: the log store acknowledges a job only once written and
+            // cuts a torn last write at replay, so this is no worse than a crash.
+            std::process::exit(code);
+        });
+    }
 }
 
 /// What a loaded policy file puts in force.

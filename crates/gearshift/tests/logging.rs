@@ -73,3 +73,33 @@ fn sighup_reopens_a_log_file_moved_away() {
     assert!(read(&rotated).contains("listening on"));
     assert!(!read(&rotated).contains("reopened"));
 }
+
+#[test]
+fn systemd_hears_ready_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock_path = dir.path().join("notify");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind");
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let log = dir.path().join("gs.log");
+    let child = Command::new(BIN)
+        .args(["serve", "-L", "127.0.0.1", "-p", "0", "--store", "memory"])
+        .args(["--http", "off", "--log-file"])
+        .arg(&log)
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn gearshift serve");
+    let p = Proc { child };
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("READY");
+    assert_eq!(&buf[..n], b"READY=1");
+    // Ready means listening.
+    assert!(read(&log).contains("listening on"));
+    p.signal("TERM");
+    let n = sock.recv(&mut buf).expect("STOPPING");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+}
