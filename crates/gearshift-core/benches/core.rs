@@ -31,6 +31,7 @@ fn info(fd: i64) -> ConnInfo {
         fd,
         ip: "127.0.0.1".into(),
         loopback: true,
+        admin: true,
         node: None,
     }
 }

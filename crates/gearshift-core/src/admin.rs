@@ -17,6 +17,17 @@ use crate::Millis;
 
 impl Core {
     pub(crate) fn admin(&mut self, conn: ConnId, cmd: AdminCommand, _now: Millis) {
+        if cmd.changes() && !self.conns.get(&conn.0).is_some_and(|c| c.info.admin) {
+            if let Some(c) = self.conns.get(&conn.0) {
+                tracing::warn!(peer = %c.info.ip, command = ?cmd, "admin command refused: the peer may not change the server (--admin-allow)");
+            }
+            let denied = match cmd {
+                AdminCommand::Shutdown { .. } => text::ERR_SHUTDOWN_DENIED,
+                _ => text::ERR_CHANGE_DENIED,
+            };
+            self.emit(conn, Effect::Text(conn, Bytes::from_static(denied)));
+            return;
+        }
         let reply: Vec<u8> = match cmd {
             AdminCommand::Status => self.status_text(),
             AdminCommand::PriorityStatus => self.priority_status_text(),
@@ -61,12 +72,9 @@ impl Core {
             AdminCommand::Verbose => ok_line(&self.cfg.verbose),
             AdminCommand::Version => ok_line(&self.cfg.version),
             AdminCommand::Shutdown { graceful } => {
-                if self.conns.get(&conn.0).is_some_and(|c| c.info.loopback) {
-                    self.emit(conn, Effect::Text(conn, Bytes::from_static(text::OK_CRLF)));
-                    self.effects.push(Effect::Shutdown { graceful });
-                    return;
-                }
-                text::ERR_SHUTDOWN_DENIED.to_vec()
+                self.emit(conn, Effect::Text(conn, Bytes::from_static(text::OK_CRLF)));
+                self.effects.push(Effect::Shutdown { graceful });
+                return;
             }
             AdminCommand::ShowJob(handle) => self.show_job(&handle),
             AdminCommand::ShowDead(function) => self.show_dead(function.as_deref()),

@@ -22,8 +22,12 @@ pub struct ConnInfo {
     pub fd: i64,
     /// Peer address as text, shown by `workers`.
     pub ip: String,
-    /// Peer is on a loopback address (allowed to `shutdown`).
+    /// Peer is on a loopback address.
     pub loopback: bool,
+    /// Peer may send admin commands that change things
+    /// ([`gearshift_proto::AdminCommand::changes`]): loopback, or a network
+    /// of `--admin-allow`.
+    pub admin: bool,
     /// The cluster node that relayed the connection; None when the peer
     /// connected to this server directly.
     pub node: Option<String>,

@@ -35,6 +35,7 @@ fn core() -> Core {
             fd,
             ip: "127.0.0.1".into(),
             loopback: true,
+            admin: true,
             node: None,
         };
         core.connect(conn, info);

@@ -27,9 +27,33 @@ pub const ERR_FUNCTION_NOT_FOUND: &[u8] = b"ERR function not found\r\n";
 /// Reply to `create function F` when F holds a control byte (see [`crate::escape`]).
 pub const ERR_CONTROL_IN_NAME: &[u8] =
     b"ERR INVALID_ARGUMENTS function+name+contains+a+control+character\r\n";
-/// Reply to `shutdown` from a non-loopback peer.
+/// Reply to `shutdown` from a peer that may not change the server.
 pub const ERR_SHUTDOWN_DENIED: &[u8] =
-    b"ERR PERMISSION_DENIED shutdown+is+only+accepted+from+loopback\r\n";
+    b"ERR PERMISSION_DENIED shutdown+is+only+accepted+from+loopback+or+--admin-allow\r\n";
+/// Reply to a command that changes jobs or functions ([`AdminCommand::changes`])
+/// from a peer that may not.
+pub const ERR_CHANGE_DENIED: &[u8] =
+    b"ERR PERMISSION_DENIED changes+are+only+accepted+from+loopback+or+--admin-allow\r\n";
+
+impl AdminCommand {
+    /// Whether the command changes jobs, functions or the server (cancel,
+    /// drop, maxqueue, the dead set, schedules, pause and resume,
+    /// shutdown): only loopback or `--admin-allow` peers may send those.
+    pub fn changes(&self) -> bool {
+        matches!(
+            self,
+            AdminCommand::CancelJob(_)
+                | AdminCommand::DropFunction(_)
+                | AdminCommand::MaxQueue { .. }
+                | AdminCommand::Shutdown { .. }
+                | AdminCommand::RetryDead(..)
+                | AdminCommand::DropDead(..)
+                | AdminCommand::DropSchedule(_)
+                | AdminCommand::Pause(_)
+                | AdminCommand::Resume(_)
+        )
+    }
+}
 
 /// Most words a command line may have (gearmand closes the connection past this).
 pub const MAX_WORDS: usize = 5;

@@ -93,6 +93,9 @@ pub struct ServerConfig {
     /// A connection that has sent nothing this long after it was accepted
     /// is closed (`--idle-timeout`); `None`: never.
     pub idle_timeout: Option<std::time::Duration>,
+    /// Networks besides loopback whose peers may send admin commands that
+    /// change things (`--admin-allow`).
+    pub admin_allow: crate::allow::AllowList,
 }
 
 /// Settings of the HTTP listener (docs/http.md).
@@ -179,6 +182,7 @@ impl Default for ServerConfig {
             schedules: Vec::new(),
             http: None,
             idle_timeout: None,
+            admin_allow: crate::allow::AllowList::default(),
         }
     }
 }

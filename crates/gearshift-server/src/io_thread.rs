@@ -107,6 +107,7 @@ pub struct IoThread {
     pub idle_timeout: Option<std::time::Duration>,
     /// Connections closed for staying silent.
     pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
+    admin_allow: Arc<crate::allow::AllowList>,
     route: Route,
     /// The flusher (single thread) or the sender (several) was woken.
     flush_scheduled: bool,
@@ -132,6 +133,8 @@ pub struct IoSettings {
     pub idle_timeout: Option<std::time::Duration>,
     /// Connections closed for that, counted for `/metrics`.
     pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
+    /// Who besides loopback may change things over the admin protocol.
+    pub admin_allow: Arc<crate::allow::AllowList>,
 }
 
 /// Where an I/O thread sends its items: the hub itself (one thread) or
@@ -194,6 +197,7 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         max_packet: settings.max_packet,
         idle_timeout: settings.idle_timeout,
         idle_closed: settings.idle_closed.clone(),
+        admin_allow: settings.admin_allow.clone(),
         route,
         flush_scheduled: false,
         flush: Rc::new(Notify::new()),
@@ -314,6 +318,8 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
         fd: i64::from(std::os::fd::AsRawFd::as_raw_fd(&*stream)),
         ip: peer.ip().to_canonical().to_string(),
         loopback: peer.ip().to_canonical().is_loopback(),
+        admin: peer.ip().to_canonical().is_loopback()
+            || io.borrow().admin_allow.contains(peer.ip()),
         node,
     };
     let ctl = Rc::new(Notify::new());

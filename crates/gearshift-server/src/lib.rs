@@ -24,6 +24,7 @@
 //! connections out.
 
 mod accept;
+pub mod allow;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -317,6 +318,7 @@ impl Server {
                 hard_output,
                 max_packet: self.cfg.max_packet_size,
                 idle_timeout: self.cfg.idle_timeout,
+                admin_allow: Arc::new(self.cfg.admin_allow.clone()),
                 idle_closed: idle_closed.clone(),
             };
             let sink = match inline_hub.take() {
@@ -375,6 +377,7 @@ impl Server {
                     auth: http::auth::Auth::new(hc.token.clone(), hc.public_read),
                     commit_latency: self.commit_latency.clone(),
                     idle_closed: idle_closed.clone(),
+                    admin_allow: Arc::new(self.cfg.admin_allow.clone()),
                     gearman,
                     max_body: self.cfg.max_packet_size,
                     relays: self.relays.clone(),

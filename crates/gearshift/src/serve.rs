@@ -12,6 +12,7 @@ use clap::Args;
 use gearshift_core::schedule::ScheduleSpec;
 use gearshift_core::CoreConfig;
 use gearshift_proto::Priority;
+use gearshift_server::allow::AllowList;
 use gearshift_server::cluster::{ClusterConfig, Node};
 use gearshift_server::{policy_file, Reload, Reloader, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
@@ -58,6 +59,12 @@ pub struct ServeArgs {
     /// (K, M, G suffixes; 0 = no cap).
     #[arg(long, default_value = "0", value_parser = parse_bytes)]
     max_queue_memory: u64,
+    /// Networks (besides loopback) whose peers may send admin commands that
+    /// change things (cancel, drop, maxqueue, shutdown, dead set, pause)
+    /// and HTTP changes without the token: `10.0.0.0/8`, `192.0.2.7`
+    /// (repeatable, or comma-separated; `0.0.0.0/0,::/0` for anyone).
+    #[arg(long, value_delimiter = ',')]
+    admin_allow: Vec<String>,
     /// Close a connection that sends nothing this long after connecting
     /// (e.g. `30s`; `0`: never).
     #[arg(long, default_value = "0", value_parser = parse_idle)]
@@ -359,6 +366,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         None => Reload::default(),
     };
     let listen = listen_addrs(&args)?;
+    let admin_allow = AllowList::parse(args.admin_allow.iter().map(String::as_str))
+        .map_err(|e| format!("--admin-allow: {e}"))?;
     let http = http_config(&args, &listen)?;
     let cfg = ServerConfig {
         http,
@@ -371,6 +380,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         store,
         io_threads: usize::from(args.io_threads),
         max_output: args.max_output,
+        admin_allow,
         idle_timeout: (!args.idle_timeout.is_zero()).then_some(args.idle_timeout),
     };
     if let Some(path) = &args.pid_file {

@@ -166,6 +166,7 @@ impl World {
             fd: n as i64,
             ip: ip.to_owned(),
             loopback,
+            admin: loopback,
             node: None,
         };
         self.core.connect(ConnId(n), info);

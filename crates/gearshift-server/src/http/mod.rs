@@ -39,6 +39,8 @@ pub struct Context {
     pub auth: auth::Auth,
     /// The store's group commit latencies.
     pub commit_latency: Arc<AtomicHistogram>,
+    /// Networks besides loopback trusted like loopback (`--admin-allow`).
+    pub admin_allow: Arc<crate::allow::AllowList>,
     /// Connections closed for sending nothing (`--idle-timeout`).
     pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
     /// This server's Gearman address, as a loopback client reaches it.
