@@ -260,6 +260,10 @@ impl Node {
                 // node take the lease before this one may again.
                 Led::Deposed => {
                     let _ = cmd_tx.send(Cmd::StepDown);
+                    // Not again on the epoch just lost.
+                    let _ = status
+                        .wait_for(|s| s.leading.map(|(e, _)| e) != Some(epoch))
+                        .await;
                 }
             }
         }
