@@ -70,7 +70,9 @@ fn field(text: &str, key: &str) -> String {
 async fn retries_and_dead_jobs_survive_restarts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = log_config(dir.path(), Durability::Fsync);
-    cfg.policies = retry_policy("mail*", 2, 400);
+    // A backoff long enough that the restart below (slow on a loaded
+    // machine) surely comes before the retry is due.
+    cfg.policies = retry_policy("mail*", 2, 3000);
     let mut server = TestServer::start(cfg.clone()).await;
     let mut client = server.connect().await;
     client.send(&submit_bg("mail_out", "m-1", b"hello")).await;
