@@ -26,7 +26,6 @@ usage: perf/cluster-bench.py [latency] [rates]
 
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -48,27 +47,6 @@ GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "release
 BENCH = os.path.abspath(os.environ.get("BENCH") or os.path.join(ROOT, "..", "shared", "bench"))
 N = int(os.environ.get("N", "2000"))
 REPS = int(os.environ.get("REPS", "3"))
-
-
-class DurablePostgres(Postgres):
-    """The test suites' throwaway cluster, at PostgreSQL's own durability
-    (they turn fsync off)."""
-
-    def start(self):
-        os.makedirs(self.dir)
-        if self.as_user:
-            os.chmod(os.path.dirname(self.dir), 0o755)
-            shutil.chown(self.dir, "postgres", "postgres")
-        self._run([os.path.join(self.bin, "initdb"), "-D", self.data, "-A", "trust",
-                   "-U", "gearshift", "-E", "UTF8"])
-        self.port = h.free_port()
-        self._run([os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-l",
-                   os.path.join(self.dir, "log"), "-w", "-t", "60", "-o",
-                   "-p %d -k %s -c listen_addresses=127.0.0.1" % (self.port, self.dir),
-                   "start"], timeout=90)
-        got = self.sql("SHOW fsync")[0][0], self.sql("SHOW synchronous_commit")[0][0]
-        assert got == ("on", "on"), got
-        return self
 
 
 def pct(xs, p):
@@ -163,7 +141,9 @@ def rates(cl, nodes):
 def main():
     steps = [a for a in sys.argv[1:]] or ["latency", "rates"]
     tmp = tempfile.mkdtemp(prefix="gs-cluster-bench-")
-    pg = DurablePostgres(tmp).start()
+    pg = Postgres(tmp).start(durable=True)
+    got = pg.sql("SHOW fsync")[0][0], pg.sql("SHOW synchronous_commit")[0][0]
+    assert got == ("on", "on"), got
     cl = Cluster(pg, timeout_ms=5000)
     import test_cluster
     test_cluster.GEARSHIFT = GEARSHIFT

@@ -25,14 +25,11 @@ usage: python3 tests/cluster/test_cluster.py [name-substring ...]
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -520,27 +517,7 @@ def main():
         print("!! %s is not an executable (cargo build -p gearshift)" % GEARSHIFT)
         print("0 passed, %d failed" % len(tests))
         return 1
-    passed = failed = 0
-    t0 = time.monotonic()
-    print("== cluster suite: %d tests; GEARSHIFT=%s" % (len(tests), GEARSHIFT), flush=True)
-    for t in tests:
-        tmp = tempfile.mkdtemp(prefix="gs-cluster-")
-        start = time.monotonic()
-        try:
-            t(tmp)
-        except Exception as e:  # noqa: BLE001 - the runner reports everything
-            failed += 1
-            detail = str(e) if isinstance(e, h.TestFailure) else traceback.format_exc()
-            print("FAIL %s (%.2fs): %s" % (t.__name__, time.monotonic() - start, detail),
-                  flush=True)
-        else:
-            passed += 1
-            print("PASS %s (%.2fs)" % (t.__name__, time.monotonic() - start), flush=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("== cluster suite finished in %.1fs" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (passed, failed), flush=True)
-    return 0 if failed == 0 else 1
+    return h.run_tmp_suite("cluster suite", tests, "gs-cluster-", "GEARSHIFT=%s" % GEARSHIFT)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -71,18 +69,20 @@ class Postgres:
         check(r.returncode == 0, "%s failed: %s%s" % (cmd[0], r.stdout, r.stderr))
         return r
 
-    def start(self):
+    def start(self, durable=False):
+        """`durable`: PostgreSQL's own fsync (tests turn it off for speed)."""
         os.makedirs(self.dir)
         if self.as_user:
             os.chmod(os.path.dirname(self.dir), 0o755)
             shutil.chown(self.dir, "postgres", "postgres")
         self._run([os.path.join(self.bin, "initdb"), "-D", self.data, "-A", "trust",
-                   "-U", "gearshift", "-E", "UTF8", "--no-sync"])
+                   "-U", "gearshift", "-E", "UTF8"] + ([] if durable else ["--no-sync"]))
         self.port = h.free_port()
         self._run([os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-l",
                    os.path.join(self.dir, "log"), "-w", "-t", "60", "-o",
-                   "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off"
-                   % (self.port, self.dir), "start"], timeout=90)
+                   "-p %d -k %s -c listen_addresses=127.0.0.1%s"
+                   % (self.port, self.dir, "" if durable else " -c fsync=off"), "start"],
+                  timeout=90)
         return self
 
     def stop(self):
@@ -597,28 +597,8 @@ def main():
                   % path)
             print("0 passed, %d failed" % len(tests))
             return 1
-    passed = failed = 0
-    t0 = time.monotonic()
-    print("== import suite: %d tests; GEARSHIFT=%s GEARMAND=%s"
-          % (len(tests), GEARSHIFT, GEARMAND), flush=True)
-    for t in tests:
-        tmp = tempfile.mkdtemp(prefix="gs-import-")
-        start = time.monotonic()
-        try:
-            t(tmp)
-        except Exception as e:  # noqa: BLE001 - the runner reports everything
-            failed += 1
-            detail = str(e) if isinstance(e, h.TestFailure) else traceback.format_exc()
-            print("FAIL %s (%.2fs): %s" % (t.__name__, time.monotonic() - start, detail),
-                  flush=True)
-        else:
-            passed += 1
-            print("PASS %s (%.2fs)" % (t.__name__, time.monotonic() - start), flush=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("== import suite finished in %.1fs" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (passed, failed), flush=True)
-    return 0 if failed == 0 else 1
+    return h.run_tmp_suite("import suite", tests, "gs-import-",
+                           "GEARSHIFT=%s GEARMAND=%s" % (GEARSHIFT, GEARMAND))
 
 
 if __name__ == "__main__":

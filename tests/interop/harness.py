@@ -552,6 +552,38 @@ def missing_clients(php, perl, tools=()):
             missing.append("perl Gearman::Client/Gearman::Worker (libgearman-client-perl)")
     return missing
 
+def run_tmp_suite(title, tests, prefix, banner=""):
+    """tests: functions taking a fresh temporary directory (removed after).
+
+    Runs those whose name contains a command-line substring (all without
+    one); prints PASS/FAIL per test and `N passed, N failed`; returns the
+    exit code.
+    """
+    wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
+    tests = [t for t in tests if not wanted or any(w in t.__name__ for w in wanted)]
+    passed = failed = 0
+    t0 = time.monotonic()
+    print("== %s: %d tests; %s" % (title, len(tests), banner), flush=True)
+    for t in tests:
+        tmp = tempfile.mkdtemp(prefix=prefix)
+        start = time.monotonic()
+        try:
+            t(tmp)
+        except Exception as e:  # noqa: BLE001 - the runner reports everything
+            failed += 1
+            detail = str(e) if isinstance(e, TestFailure) else traceback.format_exc()
+            print("FAIL %s (%.2fs): %s" % (t.__name__, time.monotonic() - start, detail),
+                  flush=True)
+        else:
+            passed += 1
+            print("PASS %s (%.2fs)" % (t.__name__, time.monotonic() - start), flush=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("== %s finished in %.1fs" % (title, time.monotonic() - t0))
+    print("%d passed, %d failed" % (passed, failed), flush=True)
+    return 0 if failed == 0 else 1
+
+
 def run_suite(title, tests, argv=None):
     """tests: list of (name, callable). Callables take no args and raise on failure.
 

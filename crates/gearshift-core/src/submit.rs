@@ -101,8 +101,12 @@ impl Core {
         let p = priority.index();
         let mut policy = false;
         let cap = self.cfg.max_job_bytes;
-        let size = (s.unique().len() + s.data().len()) as u64;
-        if cap > 0 && self.job_bytes.saturating_add(size) > cap {
+        if cap > 0
+            && self
+                .job_bytes
+                .saturating_add((s.unique().len() + s.data().len()) as u64)
+                > cap
+        {
             self.refused[1] += 1;
             self.send(
                 conn,

@@ -146,24 +146,10 @@ fn parse_idle(s: &str) -> Result<Duration, String> {
     parse_timeout(s)
 }
 
-/// A `--node-timeout`: `<n>ms` or `<n>s` (seconds may have a fraction),
-/// at least 200 ms.
+/// A `--node-timeout`: a duration as `--timeout` takes (`5s`, `1500ms`;
+/// `crate::when`), at least 200 ms.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?} is not a duration like 5s or 1500ms");
-    let d = match s.strip_suffix("ms") {
-        Some(ms) => Duration::from_millis(ms.parse().map_err(|_| bad())?),
-        None => {
-            let secs: f64 = s
-                .strip_suffix('s')
-                .unwrap_or(s)
-                .parse()
-                .map_err(|_| bad())?;
-            if !(0.0..1e6).contains(&secs) {
-                return Err(bad());
-            }
-            Duration::from_secs_f64(secs)
-        }
-    };
+    let d = crate::when::parse_duration(s)?;
     if d < Duration::from_millis(200) {
         return Err(format!("{s:?} is too short: at least 200ms"));
     }
