@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
-use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, Rights};
 use gearshift_proto::{GrabKind, PacketType, Priority, Request, Response, Submit};
 
 /// Jobs per iteration of the submit and drain groups.
@@ -31,8 +31,9 @@ fn info(fd: i64) -> ConnInfo {
         fd,
         ip: "127.0.0.1".into(),
         loopback: true,
-        admin: true,
+        rights: Rights::ALL,
         node: None,
+        identity: None,
     }
 }
 

@@ -13,7 +13,7 @@
 use std::alloc::System;
 
 use bytes::{Bytes, BytesMut};
-use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, Rights};
 use gearshift_proto::frame::{encode_parts, DEFAULT_MAX_PACKET};
 use gearshift_proto::{decode_frame, Frame, GrabKind, Magic, PacketType, Request, Response};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -31,8 +31,9 @@ fn info(fd: i64) -> ConnInfo {
         fd,
         ip: "127.0.0.1".into(),
         loopback: true,
-        admin: true,
+        rights: Rights::ALL,
         node: None,
+        identity: None,
     }
 }
 

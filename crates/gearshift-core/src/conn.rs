@@ -24,13 +24,44 @@ pub struct ConnInfo {
     pub ip: String,
     /// Peer is on a loopback address.
     pub loopback: bool,
-    /// Peer may send admin commands that change things
-    /// ([`gearshift_proto::AdminCommand::changes`]): loopback, or a network
-    /// of `--admin-allow`.
-    pub admin: bool,
+    /// What the peer may do (the config file's `[access]`, `--admin-allow`).
+    pub rights: Rights,
     /// The cluster node that relayed the connection; None when the peer
     /// connected to this server directly.
     pub node: Option<String>,
+    /// The subject of the TLS client certificate the peer presented.
+    pub identity: Option<String>,
+}
+
+/// What a connection's peer may do; the server decides when it connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rights {
+    /// Submit jobs and ask for their status.
+    pub submit: bool,
+    /// Register functions and take jobs.
+    pub work: bool,
+    /// Admin commands that only read (`status`, `workers`, `show jobs` ...).
+    pub read: bool,
+    /// Admin commands that change jobs, functions or the server
+    /// ([`gearshift_proto::AdminCommand::changes`]).
+    pub change: bool,
+}
+
+impl Rights {
+    /// Everything.
+    pub const ALL: Rights = Rights {
+        submit: true,
+        work: true,
+        read: true,
+        change: true,
+    };
+
+    /// Everything but admin changes: a peer neither on loopback nor allowed
+    /// by `--admin-allow`, when no `[access]` rules say otherwise.
+    pub const NO_CHANGES: Rights = Rights {
+        change: false,
+        ..Rights::ALL
+    };
 }
 
 /// One connection's state in the core.

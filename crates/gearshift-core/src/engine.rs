@@ -218,7 +218,7 @@ impl Core {
         self.now = self.now.max(now);
         let fail = matches!(input, Input::Request(Request::WorkFail { .. }));
         let admin = matches!(input, Input::Admin(_));
-        if !self.heard_from(conn, settles, fail, admin) {
+        if !self.heard_from(conn, settles, fail, admin) || !self.permitted(conn, &input) {
             return;
         }
         match input {
@@ -235,7 +235,7 @@ impl Core {
     /// that request (most of a busy server's packets are these).
     pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
         self.now = self.now.max(now);
-        if self.heard_from(conn, false, false, false) {
+        if self.heard_from(conn, false, false, false) && self.may_submit(conn) {
             self.submit(conn, s, now);
         }
     }

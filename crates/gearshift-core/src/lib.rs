@@ -29,6 +29,7 @@
 //!   [`metrics`]: per-function counters and histograms; [`events`]: live events.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
 
+pub mod access;
 pub mod admin;
 pub mod config;
 pub mod conn;
@@ -60,7 +61,7 @@ pub mod view;
 pub mod worker;
 
 pub use config::CoreConfig;
-pub use conn::ConnInfo;
+pub use conn::{ConnInfo, Rights};
 pub use effect::{DeadInfo, Effect, Input, StoreOp, StoredJob, StoredKept, StoredSchedule};
 pub use engine::Core;
 pub use ids::{ConnId, JobId};

@@ -148,6 +148,8 @@ pub struct WorkerView {
     pub node: Option<String>,
     /// SET_CLIENT_ID, if any.
     pub client_id: Bytes,
+    /// The subject of its TLS client certificate, if it presented one.
+    pub identity: Option<String>,
     /// Connected at.
     pub connected: Millis,
     /// Last packet at.
@@ -415,6 +417,7 @@ impl Core {
                 address: c.info.ip.clone(),
                 node: c.info.node.clone(),
                 client_id: c.client_id.clone(),
+                identity: c.info.identity.clone(),
                 connected: c.connected,
                 last_seen: c.last_seen,
                 jobs_done: c.jobs_done,

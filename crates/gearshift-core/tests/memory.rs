@@ -35,8 +35,9 @@ fn core() -> Core {
             fd,
             ip: "127.0.0.1".into(),
             loopback: true,
-            admin: true,
+            rights: gearshift_core::Rights::ALL,
             node: None,
+            identity: None,
         };
         core.connect(conn, info);
     }

@@ -35,6 +35,11 @@ pub const ERR_SHUTDOWN_DENIED: &[u8] =
 pub const ERR_CHANGE_DENIED: &[u8] =
     b"ERR PERMISSION_DENIED changes+are+only+accepted+from+loopback+or+--admin-allow\r\n";
 
+/// Reply to a read-only admin command from a peer the access rules do not
+/// let read.
+pub const ERR_READ_DENIED: &[u8] =
+    b"ERR PERMISSION_DENIED admin+commands+are+not+allowed+from+this+peer\r\n";
+
 impl AdminCommand {
     /// Whether the command changes jobs, functions or the server (cancel,
     /// drop, maxqueue, the dead set, schedules, pause and resume,

@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
-use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input, StoreOp, StoredJob};
+use gearshift_core::{
+    ConnId, ConnInfo, Core, CoreConfig, Effect, Input, Rights, StoreOp, StoredJob,
+};
 use gearshift_proto::{
     decode_frame, parse_admin, Frame, GrabKind, Priority, Request, Response, Submit, SubmitInPlace,
 };
@@ -166,8 +168,13 @@ impl World {
             fd: n as i64,
             ip: ip.to_owned(),
             loopback,
-            admin: loopback,
+            rights: if loopback {
+                Rights::ALL
+            } else {
+                Rights::NO_CHANGES
+            },
             node: None,
+            identity: None,
         };
         self.core.connect(ConnId(n), info);
     }
