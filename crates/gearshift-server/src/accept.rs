@@ -12,6 +12,8 @@ use tokio::sync::{watch, Semaphore};
 use crate::cluster::relay::{watch_closely, RelayGate};
 use crate::hub;
 use crate::io_thread::{Accepted, ToIo};
+use crate::sock::StdSock;
+use crate::tls::TlsServer;
 
 /// Accepts connections and deals them out to the I/O threads in turn.
 pub(crate) async fn accept_loop(
@@ -21,6 +23,7 @@ pub(crate) async fn accept_loop(
     limit: Arc<Semaphore>,
     next_id: Arc<AtomicU64>,
     gate: Option<Arc<RelayGate>>,
+    tls: Option<TlsServer>,
 ) {
     loop {
         let permit = tokio::select! {
@@ -40,6 +43,22 @@ pub(crate) async fn accept_loop(
             }
         };
         configure(&stream);
+        if let Some(tls) = &tls {
+            // The handshake runs off this loop, so a slow peer delays no other.
+            let (tls, inboxes, next_id) = (tls.clone(), inboxes.clone(), next_id.clone());
+            let mut stop = stop.clone();
+            tokio::spawn(async move {
+                let session = tokio::select! {
+                    s = tls.accept(stream, peer) => s,
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                if let Some((sock, identity)) = session {
+                    tracing::debug!(%peer, identity = identity.as_deref().unwrap_or("-"), "TLS connection");
+                    hand_over(sock, peer, None, identity, permit, &inboxes, &next_id);
+                }
+            });
+            continue;
+        }
         if let Some(gate) = &gate {
             // A relayed connection names its client in a first line: read
             // it off this loop, so a slow peer delays no other.
@@ -62,47 +81,56 @@ pub(crate) async fn accept_loop(
                         return;
                     }
                 };
-                hand_over(stream, peer, node, permit, &inboxes, &next_id);
+                if let Some(sock) = into_std(stream, peer) {
+                    hand_over(sock, peer, node, None, permit, &inboxes, &next_id);
+                }
             });
             continue;
         }
-        if !hand_over(stream, peer, None, permit, &inboxes, &next_id) {
+        let Some(sock) = into_std(stream, peer) else {
+            continue;
+        };
+        if !hand_over(sock, peer, None, None, permit, &inboxes, &next_id) {
             return;
+        }
+    }
+}
+
+/// The blocking socket an I/O thread registers; `None` (logged) on failure.
+fn into_std(stream: TcpStream, peer: std::net::SocketAddr) -> Option<StdSock> {
+    match stream.into_std() {
+        Ok(s) => Some(StdSock::Tcp(s)),
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "cannot hand a connection over");
+            None
         }
     }
 }
 
 /// Deals a connection out to its I/O thread; false once the threads are gone.
 fn hand_over(
-    stream: TcpStream,
+    stream: StdSock,
     peer: std::net::SocketAddr,
     node: Option<String>,
+    identity: Option<String>,
     permit: tokio::sync::OwnedSemaphorePermit,
     inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>],
     next_id: &AtomicU64,
 ) -> bool {
-    let threads = inboxes.len() as u64;
-    {
-        let stream = match stream.into_std() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "cannot hand a connection over");
-                return true;
-            }
-        };
-        // Ids start at 1; `id % threads` names the owning thread.
-        let n = next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = ConnId(n);
-        let thread = hub::thread_of(id, threads as usize);
-        let accepted = Accepted {
-            stream,
-            id,
-            peer,
-            node,
-            permit,
-        };
-        inboxes[thread].send(ToIo::Accept(accepted)).is_ok()
-    }
+    let threads = inboxes.len();
+    // Ids start at 1; `id % threads` names the owning thread.
+    let id = ConnId(next_id.fetch_add(1, Ordering::Relaxed) + 1);
+    let accepted = Accepted {
+        stream,
+        id,
+        peer,
+        node,
+        identity,
+        permit,
+    };
+    inboxes[hub::thread_of(id, threads)]
+        .send(ToIo::Accept(accepted))
+        .is_ok()
 }
 
 /// No Nagle delay (request/response traffic), and TCP keepalive so a worker

@@ -93,9 +93,12 @@ pub struct ServerConfig {
     /// A connection that has sent nothing this long after it was accepted
     /// is closed (`--idle-timeout`); `None`: never.
     pub idle_timeout: Option<std::time::Duration>,
-    /// Networks besides loopback whose peers may send admin commands that
-    /// change things (`--admin-allow`).
-    pub admin_allow: crate::allow::AllowList,
+    /// Who may submit, work, read and change (`[access]`, `--admin-allow`).
+    pub access: crate::access::AccessRules,
+    /// TLS for the Gearman listeners (`--ssl`); `None`: plaintext only.
+    pub tls: Option<crate::tls::TlsServer>,
+    /// Addresses to listen on with TLS, beside the plain `listen` ones.
+    pub tls_listen: Vec<SocketAddr>,
 }
 
 /// Settings of the HTTP listener (docs/http.md).
@@ -131,6 +134,9 @@ pub struct Reload {
     pub policies: Policies,
     /// The config file's schedules.
     pub schedules: Vec<ScheduleSpec>,
+    /// New access rules for connections opened from now on; `None` keeps
+    /// the rules in force.
+    pub access: Option<crate::access::AccessRules>,
 }
 
 /// Unwritten output past which a connection is closed. Its own requests
@@ -182,7 +188,9 @@ impl Default for ServerConfig {
             schedules: Vec::new(),
             http: None,
             idle_timeout: None,
-            admin_allow: crate::allow::AllowList::default(),
+            access: crate::access::AccessRules::default(),
+            tls: None,
+            tls_listen: Vec::new(),
         }
     }
 }

@@ -14,11 +14,11 @@ use gearshift_core::{ConnId, Input};
 use gearshift_proto::frame::HEADER_LEN;
 use gearshift_proto::{decode_frame, Frame, FrameError, Response, SubmitInPlace};
 use tokio::io::Interest;
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use crate::hub::Item;
 use crate::io_thread::IoThread;
+use crate::sock::Sock;
 
 /// Read buffer size a new connection starts with: an idle connection holds
 /// no more than this.
@@ -35,7 +35,7 @@ const THROTTLE_WAIT: Duration = Duration::from_millis(1);
 pub async fn serve(
     id: ConnId,
     peer: SocketAddr,
-    stream: Rc<TcpStream>,
+    stream: Rc<Sock>,
     ctl: Rc<Notify>,
     io: Rc<RefCell<IoThread>>,
 ) {
@@ -171,7 +171,7 @@ fn feed_frames(
 /// the socket, so the readiness is cleared at once (the outer `WouldBlock`
 /// tells tokio so): the task then sleeps until new bytes arrive instead of
 /// spending a second `recv` to learn that there are none.
-fn read_some(stream: &TcpStream, buf: &mut BytesMut, room: usize) -> std::io::Result<usize> {
+fn read_some(stream: &Sock, buf: &mut BytesMut, room: usize) -> std::io::Result<usize> {
     let mut got = None;
     let result = stream.try_io(Interest::READABLE, || {
         let n = stream.try_read_buf(buf)?;

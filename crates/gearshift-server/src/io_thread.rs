@@ -22,7 +22,6 @@ use std::sync::{mpsc, Arc};
 use crate::config::Reload;
 use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
 
 use crate::core_thread::ToCore;
@@ -38,13 +37,15 @@ pub const MAX_IN_FLIGHT: usize = 8 << 20;
 /// A connection accepted for an I/O thread.
 pub struct Accepted {
     /// The socket (still blocking; the thread registers it).
-    pub stream: std::net::TcpStream,
+    pub stream: crate::sock::StdSock,
     /// Its id; `id % threads` is the thread.
     pub id: ConnId,
     /// The peer's address.
     pub peer: SocketAddr,
     /// The cluster node that relayed it, if one did.
     pub node: Option<String>,
+    /// The subject of the TLS client certificate it presented, if any.
+    pub identity: Option<String>,
     /// Held while the connection lives (the connection limit).
     pub permit: OwnedSemaphorePermit,
 }
@@ -107,7 +108,7 @@ pub struct IoThread {
     pub idle_timeout: Option<std::time::Duration>,
     /// Connections closed for staying silent.
     pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
-    admin_allow: Arc<crate::allow::AllowList>,
+    access: Arc<crate::access::AccessCell>,
     route: Route,
     /// The flusher (single thread) or the sender (several) was woken.
     flush_scheduled: bool,
@@ -133,8 +134,8 @@ pub struct IoSettings {
     pub idle_timeout: Option<std::time::Duration>,
     /// Connections closed for that, counted for `/metrics`.
     pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
-    /// Who besides loopback may change things over the admin protocol.
-    pub admin_allow: Arc<crate::allow::AllowList>,
+    /// The access rules in force, which give each new connection its rights.
+    pub access: Arc<crate::access::AccessCell>,
 }
 
 /// Where an I/O thread sends its items: the hub itself (one thread) or
@@ -197,7 +198,7 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         max_packet: settings.max_packet,
         idle_timeout: settings.idle_timeout,
         idle_closed: settings.idle_closed.clone(),
-        admin_allow: settings.admin_allow.clone(),
+        access: settings.access.clone(),
         route,
         flush_scheduled: false,
         flush: Rc::new(Notify::new()),
@@ -302,12 +303,10 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
         id,
         peer,
         node,
+        identity,
         permit,
     } = a;
-    let stream = match stream
-        .set_nonblocking(true)
-        .and_then(|()| TcpStream::from_std(stream))
-    {
+    let stream = match crate::sock::Sock::from_std(stream) {
         Ok(s) => Rc::new(s),
         Err(e) => {
             tracing::warn!(%peer, error = %e, "cannot register a new connection");
@@ -315,12 +314,16 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
         }
     };
     let info = ConnInfo {
-        fd: i64::from(std::os::fd::AsRawFd::as_raw_fd(&*stream)),
+        fd: i64::from(stream.raw_fd()),
         ip: peer.ip().to_canonical().to_string(),
         loopback: peer.ip().to_canonical().is_loopback(),
-        admin: peer.ip().to_canonical().is_loopback()
-            || io.borrow().admin_allow.contains(peer.ip()),
+        rights: io
+            .borrow()
+            .access
+            .get()
+            .rights(peer.ip(), identity.as_deref()),
         node,
+        identity,
     };
     let ctl = Rc::new(Notify::new());
     {

@@ -24,6 +24,7 @@
 //! connections out.
 
 mod accept;
+pub mod access;
 pub mod allow;
 pub mod clock;
 pub mod cluster;
@@ -40,7 +41,9 @@ pub mod io_thread;
 pub mod peers;
 pub mod policy_file;
 mod restore;
+pub mod sock;
 pub mod store_task;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -89,6 +92,8 @@ pub enum ServerError {
 pub struct Server {
     cfg: ServerConfig,
     listeners: Vec<TcpListener>,
+    /// Listeners whose connections speak TLS (`--ssl`).
+    tls_listeners: Vec<TcpListener>,
     core: Core,
     store: Option<Box<dyn Store>>,
     /// The HTTP listener, if configured and bound.
@@ -165,7 +170,10 @@ impl Server {
     ) -> Result<Server, ServerError> {
         cfg.core.validate().map_err(ServerError::Config)?;
         let (listeners, http) = bind_listeners(&cfg).await?;
-        Server::bind_on(cfg, store, listeners, http).await
+        let tls_listeners = bind_tls_listeners(&cfg).await?;
+        let mut server = Server::bind_on(cfg, store, listeners, http).await?;
+        server.tls_listeners = tls_listeners;
+        Ok(server)
     }
 
     /// Like [`Server::bind_with_store`] on listeners bound already (a
@@ -196,6 +204,7 @@ impl Server {
             reload: (reload_tx, reload_rx),
             cfg,
             listeners,
+            tls_listeners: Vec::new(),
             core,
             store,
         })
@@ -231,6 +240,14 @@ impl Server {
             .collect()
     }
 
+    /// The bound TLS addresses (`--ssl`).
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.tls_listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
     /// The bound HTTP address, if the HTTP listener is on.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http.as_ref().and_then(|l| l.local_addr().ok())
@@ -242,6 +259,7 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let threads = self.cfg.resolved_io_threads();
         let inline = threads == 1;
+        let access = Arc::new(access::AccessCell::new(self.cfg.access.clone()));
         let (stop_tx, stop_rx) = watch::channel(false);
         let done = Arc::new(Notify::new());
         let signals = Signals {
@@ -318,7 +336,7 @@ impl Server {
                 hard_output,
                 max_packet: self.cfg.max_packet_size,
                 idle_timeout: self.cfg.idle_timeout,
-                admin_allow: Arc::new(self.cfg.admin_allow.clone()),
+                access: access.clone(),
                 idle_closed: idle_closed.clone(),
             };
             let sink = match inline_hub.take() {
@@ -354,6 +372,7 @@ impl Server {
         };
         let reloads = tokio::spawn(forward_reloads(
             self.reload.1.clone(),
+            access.clone(),
             inline.then(|| inboxes[0].clone()),
             core_tx.clone(),
         ));
@@ -377,7 +396,7 @@ impl Server {
                     auth: http::auth::Auth::new(hc.token.clone(), hc.public_read),
                     commit_latency: self.commit_latency.clone(),
                     idle_closed: idle_closed.clone(),
-                    admin_allow: Arc::new(self.cfg.admin_allow.clone()),
+                    access: access.clone(),
                     gearman,
                     max_body: self.cfg.max_packet_size,
                     relays: self.relays.clone(),
@@ -390,7 +409,12 @@ impl Server {
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
         let next_id = Arc::new(AtomicU64::new(0));
         let mut tasks = Vec::new();
-        for listener in self.listeners {
+        let plain = self.listeners.into_iter().map(|l| (l, None));
+        let tls = self
+            .tls_listeners
+            .into_iter()
+            .map(|l| (l, self.cfg.tls.clone()));
+        for (listener, tls) in plain.chain(tls) {
             tasks.push(tokio::spawn(accept::accept_loop(
                 listener,
                 inboxes.clone(),
@@ -398,6 +422,7 @@ impl Server {
                 limit.clone(),
                 next_id.clone(),
                 self.relays.clone(),
+                tls,
             )));
         }
         let mut aborts = AbortOnDrop(tasks.iter().map(|t| t.abort_handle()).collect());
@@ -486,9 +511,27 @@ pub async fn bind_listeners(
     Ok((listeners, http))
 }
 
+/// Binds the `--ssl` listen addresses.
+async fn bind_tls_listeners(cfg: &ServerConfig) -> Result<Vec<TcpListener>, ServerError> {
+    if cfg.tls.is_none() && !cfg.tls_listen.is_empty() {
+        return Err(ServerError::Config(
+            "TLS listen addresses need a certificate and key".into(),
+        ));
+    }
+    let mut listeners = Vec::new();
+    for &addr in &cfg.tls_listen {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        listeners.push(l);
+    }
+    Ok(listeners)
+}
+
 /// Hands each reload of the policies to the thread that runs the hub.
 async fn forward_reloads(
     mut rx: watch::Receiver<Option<Arc<Reload>>>,
+    access: Arc<access::AccessCell>,
     inline: Option<tokio::sync::mpsc::UnboundedSender<ToIo>>,
     core: std::sync::mpsc::Sender<ToCore>,
 ) {
@@ -496,6 +539,9 @@ async fn forward_reloads(
         let Some(p) = rx.borrow_and_update().clone() else {
             continue;
         };
+        if let Some(rules) = &p.access {
+            access.set(rules.clone());
+        }
         match &inline {
             Some(io) => {
                 let _ = io.send(ToIo::Reload(p));

@@ -6,11 +6,11 @@
 use std::net::Shutdown;
 use std::rc::Rc;
 
+use crate::sock::Sock;
 use bytes::{Buf, BytesMut};
 use gearshift_core::handle::Handles;
 use gearshift_core::ids::IdMap;
 use gearshift_core::ConnId;
-use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit};
 
 use crate::hub::{Out, OutSink};
@@ -20,7 +20,7 @@ const KEEP_OUT_BUF: usize = 64 * 1024;
 
 /// One connection as its thread sees it.
 pub struct Peer {
-    stream: Rc<TcpStream>,
+    stream: Rc<Sock>,
     out: BytesMut,
     /// Listed in `Peers::dirty`.
     listed: bool,
@@ -98,7 +98,7 @@ impl Peers {
     pub fn insert(
         &mut self,
         id: ConnId,
-        stream: Rc<TcpStream>,
+        stream: Rc<Sock>,
         ctl: Rc<Notify>,
         permit: OwnedSemaphorePermit,
     ) {
@@ -186,7 +186,7 @@ impl Peers {
     /// Closes every socket at once (the thread ends).
     pub fn shut_all(&mut self) {
         for (_, p) in self.map.drain() {
-            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
+            p.stream.shutdown(Shutdown::Both);
             p.ctl.notify_one();
         }
     }
@@ -235,7 +235,7 @@ impl Peers {
             p.ctl.notify_one();
         }
         if p.closing && p.out.is_empty() {
-            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Write);
+            p.stream.shutdown(Shutdown::Write);
             p.ctl.notify_one();
             self.map.remove(&id);
         }
@@ -245,7 +245,7 @@ impl Peers {
     /// misbehaving; the hub is told unless it already forgot it.
     fn cut_off(&mut self, id: ConnId) {
         if let Some(p) = self.map.remove(&id) {
-            let _ = socket2::SockRef::from(&*p.stream).shutdown(Shutdown::Both);
+            p.stream.shutdown(Shutdown::Both);
             p.ctl.notify_one();
             if !p.closing {
                 self.failed.push(id);

@@ -167,6 +167,7 @@ async fn a_reload_puts_new_policies_in_force() {
     server.reloader.reload(gearshift_server::Reload {
         policies: retry_policy("f", 2, 100),
         schedules: Vec::new(),
+        access: None,
     });
     // The reload reaches the core in order with other work: until it has,
     // a failure is still final.

@@ -12,8 +12,10 @@ use clap::Args;
 use gearshift_core::schedule::ScheduleSpec;
 use gearshift_core::CoreConfig;
 use gearshift_proto::Priority;
+use gearshift_server::access::AccessRules;
 use gearshift_server::allow::AllowList;
 use gearshift_server::cluster::{ClusterConfig, Node};
+use gearshift_server::tls::{TlsFiles, TlsServer};
 use gearshift_server::{policy_file, Reload, Reloader, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
 
@@ -65,6 +67,27 @@ pub struct ServeArgs {
     /// (repeatable, or comma-separated; `0.0.0.0/0,::/0` for anyone).
     #[arg(long, value_delimiter = ',')]
     admin_allow: Vec<String>,
+    /// Speak TLS on the Gearman port: every `-L` address, or only the
+    /// `--ssl-listen` ones when given. Needs --ssl-certificate and --ssl-key.
+    #[arg(long)]
+    ssl: bool,
+    /// The server's certificate chain (PEM).
+    #[arg(long, env = "GEARMAND_SERVER_PEM", value_name = "FILE")]
+    ssl_certificate: Option<PathBuf>,
+    /// The server's private key (PEM).
+    #[arg(long, env = "GEARMAND_SERVER_KEY", value_name = "FILE")]
+    ssl_key: Option<PathBuf>,
+    /// CA certificates (PEM) that sign client certificates; a client that
+    /// presents one is named by its subject in `workers` and the API.
+    #[arg(long, env = "GEARMAND_CA_CERTIFICATE", value_name = "FILE")]
+    ssl_ca_file: Option<PathBuf>,
+    /// Refuse TLS clients without a certificate signed by --ssl-ca-file.
+    #[arg(long)]
+    ssl_verify_client: bool,
+    /// TLS listen address `HOST:PORT` (repeatable; implies --ssl): TLS
+    /// there, plaintext on the `-L` addresses.
+    #[arg(long, value_name = "HOST:PORT")]
+    ssl_listen: Vec<String>,
     /// Close a connection that sends nothing this long after connecting
     /// (e.g. `30s`; `0`: never).
     #[arg(long, default_value = "0", value_parser = parse_idle)]
@@ -299,6 +322,46 @@ fn listen_addrs(args: &ServeArgs) -> Result<Vec<SocketAddr>, String> {
     Ok(out)
 }
 
+/// The TLS settings: with `--ssl` and no `--ssl-listen`, every `-L`
+/// address speaks TLS (as gearmand's `--ssl`); with `--ssl-listen`, those
+/// addresses do and the `-L` ones stay plaintext.
+fn tls_config(
+    args: &ServeArgs,
+    listen: &mut Vec<SocketAddr>,
+) -> Result<(Option<TlsServer>, Vec<SocketAddr>), String> {
+    if !args.ssl && args.ssl_listen.is_empty() {
+        for (flag, set) in [("--ssl-verify-client", args.ssl_verify_client)] {
+            if set {
+                return Err(format!("{flag} needs --ssl or --ssl-listen"));
+            }
+        }
+        return Ok((None, Vec::new()));
+    }
+    let (Some(certificate), Some(key)) = (&args.ssl_certificate, &args.ssl_key) else {
+        return Err("--ssl needs --ssl-certificate and --ssl-key (or GEARMAND_SERVER_PEM and GEARMAND_SERVER_KEY); refusing to serve plaintext instead".into());
+    };
+    let files = TlsFiles {
+        certificate: certificate.clone(),
+        key: key.clone(),
+        ca: args.ssl_ca_file.clone(),
+        verify_client: args.ssl_verify_client,
+    };
+    let tls = TlsServer::load(&files)?;
+    let tls_listen = if args.ssl_listen.is_empty() {
+        std::mem::take(listen)
+    } else {
+        let mut out = Vec::new();
+        for l in &args.ssl_listen {
+            let found = l
+                .to_socket_addrs()
+                .map_err(|e| format!("--ssl-listen {l:?}: {e} (give HOST:PORT)"))?;
+            out.extend(found);
+        }
+        out
+    };
+    Ok((Some(tls), tls_listen))
+}
+
 /// Runs the server; the exit code says whether it started.
 pub fn main(args: ServeArgs) -> ExitCode {
     match run(args) {
@@ -338,6 +401,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
             durability: args.durability,
         },
     };
+    let admin_allow = AllowList::parse(args.admin_allow.iter().map(String::as_str))
+        .map_err(|e| format!("--admin-allow: {e}"))?;
     let jobs = match &args.config {
         Some(path) => {
             let file = policy_file::load(path).map_err(|e| e.to_string())?;
@@ -347,14 +412,18 @@ fn run(args: ServeArgs) -> Result<(), String> {
                 "policies loaded from {}",
                 path.display()
             );
-            reload_of(file)
+            file
         }
-        None => Reload::default(),
+        None => policy_file::PolicyFile::default(),
     };
-    let listen = listen_addrs(&args)?;
-    let admin_allow = AllowList::parse(args.admin_allow.iter().map(String::as_str))
-        .map_err(|e| format!("--admin-allow: {e}"))?;
+    let jobs = reload_of(jobs, &admin_allow);
+    let mut listen = listen_addrs(&args)?;
+    let (tls, tls_listen) = tls_config(&args, &mut listen)?;
+    if tls.is_some() && matches!(store, StoreConfig::Postgres { .. }) {
+        return Err("--ssl is not supported on a PostgreSQL cluster node yet: put a TLS sidecar in front of each node (docs/tls.md)".into());
+    }
     let http = http_config(&args, &listen)?;
+    let access = jobs.access.clone().unwrap_or_default();
     let cfg = ServerConfig {
         http,
         policies: jobs.policies,
@@ -366,7 +435,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         store,
         io_threads: usize::from(args.io_threads),
         max_output: args.max_output,
-        admin_allow,
+        access,
+        tls,
+        tls_listen,
         idle_timeout: (!args.idle_timeout.is_zero()).then_some(args.idle_timeout),
     };
     if let Some(path) = &args.pid_file {
@@ -419,14 +490,17 @@ fn run(args: ServeArgs) -> Result<(), String> {
         for a in &addrs {
             tracing::info!("listening on {a}");
         }
+        for a in server.tls_addrs() {
+            tracing::info!("listening on {a} (TLS)");
+        }
         if let Some(a) = server.http_addr() {
             tracing::info!("http listening on {a}");
         }
         tracing::info!(io_threads = cfg_threads, "connection threads");
-        if addrs.iter().all(|a| a.ip().is_loopback()) {
+        if addrs.iter().chain(&server.tls_addrs()).all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
-        tokio::spawn(on_hangup(config_path, server.reloader(), log_file));
+        tokio::spawn(on_hangup(config_path, admin_allow, server.reloader(), log_file));
         let stop = shutdown_signal(pid_file);
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;
@@ -447,6 +521,7 @@ async fn run_node(
     log_file: Option<LogFile>,
 ) -> Result<(), String> {
     let store = cfg.store.describe();
+    let admin_allow = cfg.access.admin_allow.clone();
     let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
     tracing::info!(
         "jobs are stored in PostgreSQL at {store}; node {} of its cluster",
@@ -458,7 +533,12 @@ async fn run_node(
     if let Some(a) = node.http_addr() {
         tracing::info!("http listening on {a}");
     }
-    tokio::spawn(on_hangup(config_path, node.reloader(), log_file));
+    tokio::spawn(on_hangup(
+        config_path,
+        admin_allow,
+        node.reloader(),
+        log_file,
+    ));
     let stop = shutdown_signal(pid_file);
     crate::sd_notify::notify("READY=1");
     node.run(stop).await;
@@ -500,7 +580,7 @@ fn shutdown_signal(pid_file: Option<String>) -> impl std::future::Future<Output 
 }
 
 /// What a loaded policy file puts in force.
-fn reload_of(file: policy_file::PolicyFile) -> Reload {
+fn reload_of(file: policy_file::PolicyFile, admin_allow: &AllowList) -> Reload {
     let schedules = file
         .schedules
         .into_iter()
@@ -516,16 +596,26 @@ fn reload_of(file: policy_file::PolicyFile) -> Reload {
             },
         })
         .collect();
+    let access = AccessRules {
+        admin_allow: admin_allow.clone(),
+        ..file.access.unwrap_or_default()
+    };
     Reload {
         policies: file.policies,
         schedules,
+        access: Some(access),
     }
 }
 
 /// At each SIGHUP: reopens the log file (logrotate moved it away) and
 /// reloads the policy file; a file that does not load leaves the policies
 /// in force, and the log says why.
-async fn on_hangup(config: Option<PathBuf>, reloader: Reloader, log: Option<LogFile>) {
+async fn on_hangup(
+    config: Option<PathBuf>,
+    admin_allow: AllowList,
+    reloader: Reloader,
+    log: Option<LogFile>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         tracing::error!("cannot install the SIGHUP handler: no log reopening or policy reload");
@@ -550,7 +640,7 @@ async fn on_hangup(config: Option<PathBuf>, reloader: Reloader, log: Option<LogF
                     "SIGHUP: policies reloaded from {}",
                     path.display()
                 );
-                reloader.reload(reload_of(file));
+                reloader.reload(reload_of(file, &admin_allow));
             }
             Err(e) => tracing::error!("SIGHUP: keeping the policies in force: {e}"),
         }

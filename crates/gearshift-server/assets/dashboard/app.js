@@ -274,7 +274,8 @@
       var rows = ws.map(function (w) {
         var running = (w.running || []).map(function (h) { return el('div', null, jobLink(h)); });
         return el('tr', { 'data-testid': 'worker-row-' + w.id },
-          td(w.client_id || '–', { class: 'mono', 'data-label': 'client id' }),
+          td(w.client_id && w.client_id !== '-' ? w.client_id : (w.identity || '–'),
+            { class: 'mono', 'data-label': 'client id', title: w.identity ? 'TLS certificate: ' + w.identity : '' }),
           td(w.address, { class: 'mono', 'data-label': 'address' }),
           td(ago(w.connected_ms), { 'data-label': 'connected', title: clock(w.connected_ms) }),
           td(ago(w.last_seen_ms), { 'data-label': 'last seen', title: clock(w.last_seen_ms) }),

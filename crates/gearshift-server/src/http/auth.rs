@@ -107,7 +107,14 @@ pub fn access_of(method: &Method, path: &str) -> Access {
     }
 }
 
-/// Applies [`Auth::check`] to every request.
+/// Whether a change submits a job (the API's, or gearmand's HTTP protocol,
+/// whose paths are function names).
+fn submits(method: &Method, path: &str) -> bool {
+    let ours = path.starts_with("/api/") || path == "/metrics" || path.starts_with("/assets/");
+    (method == Method::POST && path == "/api/v1/jobs") || (!ours && path != "/")
+}
+
+/// Applies the access rules and [`Auth::check`] to every request.
 pub async fn middleware(
     State(app): State<super::State>,
     ConnectInfo(super::listener::Peer(peer)): ConnectInfo<super::listener::Peer>,
@@ -115,9 +122,22 @@ pub async fn middleware(
     next: Next,
 ) -> Response {
     let access = access_of(req.method(), req.uri().path());
-    // `--admin-allow` networks are trusted as loopback is.
-    let loopback =
-        peer.ip().to_canonical().is_loopback() || app.ctx.admin_allow.contains(peer.ip());
+    // The Gearman port's access rules first (by address: HTTP has no client
+    // certificates); peers that may make admin changes are trusted as
+    // loopback is.
+    let rights = app.ctx.access.get().rights(peer.ip(), None);
+    let denied = match access {
+        Access::Read if !rights.read => Some("the access rules do not let this peer read"),
+        Access::Change if submits(req.method(), req.uri().path()) && !rights.submit => {
+            Some("the access rules do not let this peer submit jobs")
+        }
+        _ => None,
+    };
+    if let Some(why) = denied {
+        tracing::warn!(%peer, path = req.uri().path(), "HTTP request refused: {why}");
+        return ApiError::new(StatusCode::FORBIDDEN, why).into_response();
+    }
+    let loopback = rights.change;
     let authorization = req
         .headers()
         .get(header::AUTHORIZATION)

@@ -40,7 +40,7 @@ pub struct Context {
     /// The store's group commit latencies.
     pub commit_latency: Arc<AtomicHistogram>,
     /// Networks besides loopback trusted like loopback (`--admin-allow`).
-    pub admin_allow: Arc<crate::allow::AllowList>,
+    pub access: Arc<crate::access::AccessCell>,
     /// Connections closed for sending nothing (`--idle-timeout`).
     pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
     /// This server's Gearman address, as a loopback client reaches it.

@@ -30,7 +30,18 @@
 //! workload = "all"            # required (may be "")
 //! unique = "thumbs"           # optional unique id, at most 64 bytes
 //! priority = "normal"         # "high", "normal" or "low" (default normal)
+//!
+//! [access]                    # optional, once: who may do what
+//! submit = ["10.0.0.0/8", "cert:CN=app"]  # submit jobs, ask their status
+//! work = ["cert:*"]           # register functions, take jobs
+//! admin_read = ["loopback"]   # read-only admin commands, HTTP reads
+//! admin_change = ["cert:CN=ops"] # admin changes (loopback always may)
 //! ```
+//!
+//! An access list holds `"*"`, `"loopback"`, networks (`"10.0.0.0/8"`),
+//! `"cert:*"` (any verified TLS client certificate) and `"cert:SUBJECT"`
+//! (a whole certificate subject, or one `KEY=VALUE` of it). A list left out
+//! lets anyone; `admin_change` then means loopback and `--admin-allow`.
 //!
 //! Durations are strings of numbers with units `ms`, `s`, `m`, `h`, `d`,
 //! largest first (`"1500ms"`, `"10m"`, `"1h30m"`), or a bare whole number
@@ -59,6 +70,8 @@ pub struct PolicyFile {
     pub policies: Policies,
     /// The `[[schedule]]` sections, in file order.
     pub schedules: Vec<ScheduleDecl>,
+    /// The `[access]` section, if any (without `--admin-allow`).
+    pub access: Option<crate::access::AccessRules>,
 }
 
 /// One `[[schedule]]` section: a job to submit on a cron schedule.

@@ -15,6 +15,7 @@ use toml::Spanned;
 use super::cron::check_cron;
 use super::duration::{format_ms, parse_duration};
 use super::{line_column, PolicyFile, ScheduleDecl};
+use crate::access::{AccessRules, Who};
 
 /// Longest unique id a submission may carry (gearmand's 64 bytes).
 const MAX_UNIQUE: usize = gearshift_core::config::MAX_UNIQUE;
@@ -40,6 +41,38 @@ pub(super) struct RawFile {
     function: Vec<RawFunction>,
     #[serde(default)]
     schedule: Vec<RawSchedule>,
+    access: Option<RawAccess>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccess {
+    submit: Option<Vec<Spanned<String>>>,
+    work: Option<Vec<Spanned<String>>>,
+    admin_read: Option<Vec<Spanned<String>>>,
+    admin_change: Option<Vec<Spanned<String>>>,
+}
+
+impl RawAccess {
+    fn build(self) -> Result<AccessRules, Bad> {
+        let list = |items: Option<Vec<Spanned<String>>>| -> Result<Option<Vec<Who>>, Bad> {
+            let Some(items) = items else {
+                return Ok(None);
+            };
+            items
+                .iter()
+                .map(|i| Who::parse(i.get_ref()).or_else(|e| bad(i.span().start, e)))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some)
+        };
+        Ok(AccessRules {
+            submit: list(self.submit)?,
+            work: list(self.work)?,
+            admin_read: list(self.admin_read)?,
+            admin_change: list(self.admin_change)?,
+            admin_allow: Default::default(),
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -173,6 +206,7 @@ impl RawFile {
                 retention,
             },
             schedules,
+            access: self.access.map(RawAccess::build).transpose()?,
         })
     }
 }

@@ -109,8 +109,35 @@ fn full_example() {
             unique: Some("thumbs".into()),
             priority: "high".into(),
         }],
+        access: None,
     };
     assert_eq!(file, expected);
+}
+
+#[test]
+fn the_access_section() {
+    let text = "[access]\nsubmit = [\"10.0.0.0/8\", \"cert:CN=app\"]\nwork = [\"cert:*\"]\nadmin_read = [\"loopback\", \"*\"]\n";
+    let access = parse(text)
+        .expect("parses")
+        .access
+        .expect("an access section");
+    use crate::access::Who;
+    assert_eq!(
+        access.submit,
+        Some(vec![
+            Who::Nets(crate::allow::AllowList::parse(["10.0.0.0/8"]).expect("net")),
+            Who::Cert("CN=app".into())
+        ])
+    );
+    assert_eq!(access.work, Some(vec![Who::AnyCert]));
+    assert_eq!(access.admin_read, Some(vec![Who::Loopback, Who::Anyone]));
+    assert_eq!(access.admin_change, None);
+    let (line, column, message) = refused("[access]\nwork = [\"loopback\",\n  \"10.0.0.0/40\"]\n");
+    assert_eq!((line, column), (3, 3), "{message}");
+    assert!(message.contains("prefix"), "{message}");
+    let (line, _, message) = refused("[access]\nread = []\n");
+    assert_eq!(line, 2, "{message}");
+    assert!(message.contains("unknown field"), "{message}");
 }
 
 #[test]

@@ -1,0 +1,101 @@
+//! A connection's socket: TCP, or the server's end of a socket pair whose
+//! other end a TLS session pumps ([`crate::tls`]). The I/O threads treat
+//! both alike.
+
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+use bytes::BufMut;
+use tokio::io::Interest;
+
+/// A socket handed to an I/O thread (still blocking).
+pub enum StdSock {
+    /// A plaintext TCP connection.
+    Tcp(std::net::TcpStream),
+    /// The plaintext side of a TLS connection.
+    Unix(std::os::unix::net::UnixStream),
+}
+
+/// A registered, non-blocking socket.
+pub enum Sock {
+    /// A plaintext TCP connection.
+    Tcp(tokio::net::TcpStream),
+    /// The plaintext side of a TLS connection.
+    Unix(tokio::net::UnixStream),
+}
+
+impl Sock {
+    /// Registers `s` with this thread's runtime.
+    pub fn from_std(s: StdSock) -> io::Result<Sock> {
+        Ok(match s {
+            StdSock::Tcp(s) => {
+                s.set_nonblocking(true)?;
+                Sock::Tcp(tokio::net::TcpStream::from_std(s)?)
+            }
+            StdSock::Unix(s) => {
+                s.set_nonblocking(true)?;
+                Sock::Unix(tokio::net::UnixStream::from_std(s)?)
+            }
+        })
+    }
+
+    /// Waits until a read may succeed.
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.readable().await,
+            Sock::Unix(s) => s.readable().await,
+        }
+    }
+
+    /// Waits until a write may succeed.
+    pub async fn writable(&self) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.writable().await,
+            Sock::Unix(s) => s.writable().await,
+        }
+    }
+
+    /// Runs `f`, clearing the readiness it reports `WouldBlock` for.
+    pub fn try_io<R>(&self, i: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        match self {
+            Sock::Tcp(s) => s.try_io(i, f),
+            Sock::Unix(s) => s.try_io(i, f),
+        }
+    }
+
+    /// Reads what is there into `buf` without waiting.
+    pub fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.try_read_buf(buf),
+            Sock::Unix(s) => s.try_read_buf(buf),
+        }
+    }
+
+    /// Writes what fits without waiting.
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.try_write(buf),
+            Sock::Unix(s) => s.try_write(buf),
+        }
+    }
+
+    /// Shuts one or both directions down; errors (a peer already gone) are moot.
+    pub fn shutdown(&self, how: Shutdown) {
+        let _ = socket2::SockRef::from(self).shutdown(how);
+    }
+
+    /// The descriptor number, as `workers` shows it.
+    pub fn raw_fd(&self) -> i32 {
+        self.as_fd().as_raw_fd()
+    }
+}
+
+impl AsFd for Sock {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Sock::Tcp(s) => s.as_fd(),
+            Sock::Unix(s) => s.as_fd(),
+        }
+    }
+}

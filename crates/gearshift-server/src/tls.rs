@@ -1,0 +1,241 @@
+//! TLS on the Gearman port (`--ssl`): the server's certificate and key,
+//! optional client certificates checked against a CA, and the session of
+//! each TLS connection. A session is pumped through a socket pair, so the
+//! I/O threads serve its plaintext side like any TCP connection.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+use tokio_rustls::TlsAcceptor;
+
+use crate::sock::StdSock;
+
+/// Longest a client may take over its TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a client closed, how long its last replies may take to go out.
+const LINGER: Duration = Duration::from_secs(5);
+
+/// Where the TLS material is (gearmand's flags and environment variables).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The server's certificate chain, PEM.
+    pub certificate: PathBuf,
+    /// The server's private key, PEM.
+    pub key: PathBuf,
+    /// CAs whose client certificates are accepted, PEM; with it a client
+    /// may present a certificate (its subject becomes its identity).
+    pub ca: Option<PathBuf>,
+    /// Refuse clients without a certificate the CA signed.
+    pub verify_client: bool,
+}
+
+/// A loaded TLS configuration, ready to accept sessions.
+#[derive(Clone)]
+pub struct TlsServer {
+    acceptor: TlsAcceptor,
+    /// Client certificates are required.
+    pub verify_client: bool,
+}
+
+impl std::fmt::Debug for TlsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsServer")
+            .field("verify_client", &self.verify_client)
+            .finish_non_exhaustive()
+    }
+}
+
+fn ring() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+}
+
+/// The certificates of a PEM file; an error when it holds none.
+pub fn load_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = read(path, what)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the {what} {} is not valid PEM: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "the {what} {} holds no certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+impl TlsServer {
+    /// Loads and checks the files: any problem is an error naming the file.
+    pub fn load(files: &TlsFiles) -> Result<TlsServer, String> {
+        let certs = load_certs(&files.certificate, "certificate")?;
+        let pem = read(&files.key, "key")?;
+        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+            format!(
+                "the key {} holds no usable private key: {e}",
+                files.key.display()
+            )
+        })?;
+        let builder = rustls::ServerConfig::builder_with_provider(ring())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?;
+        let builder = match &files.ca {
+            Some(ca) => {
+                let mut roots = RootCertStore::empty();
+                for c in load_certs(ca, "CA file")? {
+                    roots
+                        .add(c)
+                        .map_err(|e| format!("the CA file {}: {e}", ca.display()))?;
+                }
+                let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), ring());
+                let verifier = if files.verify_client {
+                    verifier.build()
+                } else {
+                    verifier.allow_unauthenticated().build()
+                };
+                builder.with_client_cert_verifier(
+                    verifier.map_err(|e| format!("the CA file {}: {e}", ca.display()))?,
+                )
+            }
+            None if files.verify_client => return Err(
+                "--ssl-verify-client needs --ssl-ca-file (the CAs that sign client certificates)"
+                    .into(),
+            ),
+            None => builder.with_no_client_auth(),
+        };
+        let config = builder.with_single_cert(certs, key).map_err(|e| {
+            format!(
+                "the certificate {} and the key {} do not go together: {e}",
+                files.certificate.display(),
+                files.key.display()
+            )
+        })?;
+        Ok(TlsServer {
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+            verify_client: files.verify_client,
+        })
+    }
+
+    /// Runs the handshake on `tcp`; on success starts pumping the session
+    /// and returns the plaintext socket for an I/O thread, with the
+    /// subject of the client's certificate if it presented one.
+    pub async fn accept(
+        &self,
+        tcp: TcpStream,
+        peer: std::net::SocketAddr,
+    ) -> Option<(StdSock, Option<String>)> {
+        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::info!(%peer, "closing connection: TLS handshake failed: {e}");
+                return None;
+            }
+            Err(_) => {
+                tracing::info!(%peer, "closing connection: no TLS handshake within {HANDSHAKE_TIMEOUT:?}");
+                return None;
+            }
+        };
+        let identity = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(|c| subject_of(c));
+        let (inner, outer) = match UnixStream::pair() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing connection: no socket pair for its TLS session");
+                return None;
+            }
+        };
+        let std = match outer.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing connection: cannot hand its TLS session over");
+                return None;
+            }
+        };
+        tokio::spawn(pump(tls, inner));
+        Some((StdSock::Unix(std), identity))
+    }
+}
+
+/// A certificate's subject as `KEY=VALUE` parts joined by commas, in the
+/// certificate's order, with the usual short keys (`C=DE,O=Acme,CN=app`).
+pub fn subject_of(der: &CertificateDer<'_>) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+    let mut parts = Vec::new();
+    for rdn in cert.subject().iter() {
+        for attr in rdn.iter() {
+            let oid = attr.attr_type().to_id_string();
+            let key = match oid.as_str() {
+                "2.5.4.3" => "CN",
+                "2.5.4.5" => "serialNumber",
+                "2.5.4.6" => "C",
+                "2.5.4.7" => "L",
+                "2.5.4.8" => "ST",
+                "2.5.4.10" => "O",
+                "2.5.4.11" => "OU",
+                "0.9.2342.19200300.100.1.1" => "UID",
+                "0.9.2342.19200300.100.1.25" => "DC",
+                "1.2.840.113549.1.9.1" => "emailAddress",
+                other => other,
+            };
+            let value = attr.as_str().unwrap_or("?");
+            parts.push(format!("{key}={value}"));
+        }
+    }
+    Some(parts.join(","))
+}
+
+/// Copies between the TLS session and the server's side until either ends:
+/// when the server closes, so does the session; when the client closes,
+/// the server's last replies still go out.
+async fn pump(tls: tokio_rustls::server::TlsStream<TcpStream>, inner: UnixStream) {
+    let (mut tls_rd, mut tls_wr) = tokio::io::split(tls);
+    let (mut rd, mut wr) = inner.into_split();
+    let up = async {
+        let r = copy(&mut tls_rd, &mut wr).await;
+        let _ = wr.shutdown().await;
+        r
+    };
+    let down = async {
+        let r = copy(&mut rd, &mut tls_wr).await;
+        let _ = tls_wr.shutdown().await;
+        r
+    };
+    tokio::pin!(up, down);
+    tokio::select! {
+        _ = &mut down => {}
+        _ = &mut up => {
+            let _ = tokio::time::timeout(LINGER, down).await;
+        }
+    }
+}
+
+/// Copies until EOF or an error, flushing after every read so a reply
+/// never waits in the TLS buffer.
+async fn copy(
+    from: &mut (impl tokio::io::AsyncRead + Unpin),
+    to: &mut (impl tokio::io::AsyncWrite + Unpin),
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        to.write_all(&buf[..n]).await?;
+        to.flush().await?;
+    }
+}
