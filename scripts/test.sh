@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl systemd man-db"
+PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl systemd man-db openssl socat"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -74,6 +74,13 @@ GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/cluster/
   | tee /tmp/gearshift-cluster.log
 cluster_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-cluster.log | tail -n 1)
 
+echo "== TLS suite: TLS listeners, client certificates, access rules, a socat sidecar"
+# Certificates from openssl; libgearman's gearman tool through socat;
+# gearmand (gearman-job-server) for its plaintext --ssl.
+GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/tls/test_tls.py 2>&1 \
+  | tee /tmp/gearshift-tls.log
+tls_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-tls.log | tail -n 1)
+
 echo "== packaging: the systemd unit (systemd-analyze verify) and the man pages"
 GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_unit.sh
 
@@ -86,4 +93,5 @@ dash_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-dashboard
 echo "rust: ${rust_passed} passed, ${rust_failed} failed"
 echo "crash: ${crash_passed} passed, ${crash_failed} failed"
 echo "cluster: ${cluster_summary}"
+echo "tls: ${tls_summary}"
 echo "dashboard: ${dash_summary}"
