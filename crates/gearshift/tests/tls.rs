@@ -129,13 +129,14 @@ impl Front {
     }
 }
 
-/// `gearshift ARGS…` with `env` set (and libgearman's variables cleared).
+/// `gearshift ARGS…` with `env` set (libgearman's variables and SSL_CERT_FILE cleared first).
 fn run(s: &Server, args: &[&str], env: &[(&str, &str)]) -> Out {
     let mut c = s.cmd(args);
     for v in [
         "GEARMAND_CA_CERTIFICATE",
         "GEARMAN_CLIENT_PEM",
         "GEARMAN_CLIENT_KEY",
+        "SSL_CERT_FILE",
     ] {
         c.env_remove(v);
     }
@@ -175,6 +176,14 @@ fn submit_work_admin_and_bench_over_tls() {
     assert_eq!(out.code(), 0, "{out:?}");
     assert!(out.stdout.contains("\"upper\""), "{out:?}");
 
+    // --tls alone: the system bundle, here SSL_CERT_FILE.
+    let out = run(
+        &s,
+        &["admin", "version", "-s", &f.server, "--tls"],
+        &[("SSL_CERT_FILE", &ca.ca())],
+    );
+    assert_eq!(out.code(), 0, "{out:?}");
+
     // The variable alone does not turn TLS on: plain TCP to the plain port works.
     let out = run(
         &s,
@@ -193,8 +202,8 @@ fn submit_work_admin_and_bench_over_tls() {
     worker.signal("TERM");
     let status = worker.wait_within(common::WAIT);
     assert!(status.success(), "{status:?}");
-    // worker, submit, admin, bench (several): all through the front.
-    assert!(f.forwarded() >= 4, "{}", f.forwarded());
+    // worker, submit, admin twice, bench (several): all through the front.
+    assert!(f.forwarded() >= 5, "{}", f.forwarded());
 }
 
 #[test]
