@@ -40,6 +40,20 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// TLS settings are unusable: a file that cannot be read, bad PEM, no
+    /// certificate in a file, a key that does not fit its certificate.
+    #[error("TLS configuration: {0}")]
+    TlsConfig(String),
+    /// The TLS handshake with a server failed: an untrusted or misnamed
+    /// certificate, a server that wants a client certificate, a server that
+    /// does not speak TLS on that port. Nothing was sent in plain text.
+    #[error("TLS handshake with {addr} failed: {source}")]
+    TlsHandshake {
+        /// The server address as configured.
+        addr: String,
+        /// Why (a rustls error inside an `io::Error`, or a timeout).
+        source: std::io::Error,
+    },
     /// Every configured server is down or was refused; nothing was sent.
     #[error("no server reachable (last error: {last})")]
     NoServerAvailable {
@@ -106,6 +120,10 @@ impl Error {
     /// assert!(!Error::JobFailed { handle: "H:x:1".into() }.is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
+        if let Error::TlsHandshake { source, .. } = self {
+            // Certificate trouble (a rustls error) stays; a reset or a timeout may not.
+            return source.kind() != std::io::ErrorKind::InvalidData;
+        }
         matches!(
             self,
             Error::Connect { .. }

@@ -12,7 +12,10 @@
 //! - [`AdminClient`] ([`admin`]): the text protocol, parsed into types.
 //! - [`error`]: the one [`Error`] type.
 //! - [`addr`]: [`ServerAddr`], normalised `host:port`.
-//! - `wire` (private): framed, buffered I/O shared by all three;
+//! - [`tls`]: [`TlsConfig`], TLS to servers for all three (a CA bundle, an
+//!   optional client certificate); `.tls(config)` on either builder,
+//!   [`AdminClient::connect_with`].
+//! - `wire` (private): framed, buffered I/O (TCP or TLS) shared by all three;
 //!   `backoff` (private): reconnect delays.
 //!
 //! ```
@@ -50,6 +53,7 @@ pub mod admin;
 mod backoff;
 pub mod client;
 pub mod error;
+pub mod tls;
 mod wire;
 pub mod worker;
 
@@ -60,4 +64,5 @@ pub use client::{
 };
 pub use error::{AdminErrorKind, Error, Result};
 pub use gearshift_proto::Priority;
+pub use tls::{TlsConfig, TlsConfigBuilder};
 pub use worker::{WorkError, Worker, WorkerBuilder, WorkerJob};

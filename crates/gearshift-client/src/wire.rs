@@ -1,42 +1,190 @@
-//! Buffered, framed I/O on one TCP connection, shared by the client
-//! connection task, the worker sessions and the admin client.
+//! Buffered, framed I/O on one connection (plain TCP or TLS), shared by
+//! the client connection task, the worker sessions and the admin client.
 //!
 //! Requests are encoded with [`Request::encode`] into a write buffer;
 //! [`Wire::recv`] reads and writes at the same time (so neither side can
 //! stall the other with a full socket buffer) until a whole frame is there,
 //! cut by [`decode_frame`] and parsed by [`Response::parse`]. Every method
-//! is cancel safe: all progress lives in the two buffers.
+//! is cancel safe: all progress lives in the two buffers (and, with TLS,
+//! in rustls's own buffer, flushed before the next wait for a reply).
+//!
+//! The two transports are an enum, not a boxed trait object, so the plain
+//! path stays a direct call on tokio's TCP halves.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use gearshift_proto::frame::DEFAULT_MAX_PACKET;
 use gearshift_proto::{decode_frame, Frame, Request, Response};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 
+use crate::addr::ServerAddr;
 use crate::error::{Error, Result};
+use crate::tls::TlsConfig;
 
 /// Room kept free in the read buffer before each read.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// The receiving half of a connection.
+enum Reader {
+    Tcp(OwnedReadHalf),
+    Tls(tokio::io::ReadHalf<TlsStream<TcpStream>>),
+}
+
+/// The sending half; a TLS half remembers bytes rustls may still hold.
+enum Writer {
+    Tcp(OwnedWriteHalf),
+    Tls {
+        half: tokio::io::WriteHalf<TlsStream<TcpStream>>,
+        unflushed: bool,
+    },
+}
+
+impl AsyncRead for Reader {
+    #[inline]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Reader::Tcp(r) => Pin::new(r).poll_read(cx, buf),
+            Reader::Tls(r) => Pin::new(r).poll_read(cx, buf),
+        }
+    }
+}
+
+impl Reader {
+    /// Reads what has already arrived; `WouldBlock` when nothing has.
+    fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        match self {
+            Reader::Tcp(r) => r.try_read_buf(buf),
+            Reader::Tls(r) => {
+                // No readiness API through TLS: poll once with a waker that
+                // does nothing (the next real read registers its own).
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                let read = std::pin::pin!(r.read_buf(buf));
+                match read.poll(&mut cx) {
+                    Poll::Ready(r) => r,
+                    Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+                }
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Writer {
+    #[inline]
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_write(cx, buf),
+            Writer::Tls { half, unflushed } => {
+                let r = Pin::new(half).poll_write(cx, buf);
+                if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+                    *unflushed = true;
+                }
+                r
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_flush(cx),
+            Writer::Tls { half, unflushed } => {
+                let r = Pin::new(half).poll_flush(cx);
+                if matches!(r, Poll::Ready(Ok(()))) {
+                    *unflushed = false;
+                }
+                r
+            }
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => Pin::new(w).poll_shutdown(cx),
+            Writer::Tls { half, .. } => Pin::new(half).poll_shutdown(cx),
+        }
+    }
+}
+
+impl Writer {
+    /// True while rustls may hold written bytes not yet on the socket
+    /// (its `poll_write` returns before sending all it took).
+    #[inline]
+    fn unflushed(&self) -> bool {
+        matches!(
+            self,
+            Writer::Tls {
+                unflushed: true,
+                ..
+            }
+        )
+    }
+
+    /// Writes some of `wbuf`, or flushes rustls when `wbuf` is empty.
+    async fn push(&mut self, wbuf: &mut BytesMut) -> Result<()> {
+        if wbuf.is_empty() {
+            self.flush().await?;
+        } else if self.write_buf(wbuf).await? == 0 {
+            return Err(Error::ConnectionLost);
+        }
+        Ok(())
+    }
+}
+
 /// One connection's socket halves and buffers.
 pub(crate) struct Wire {
-    rd: OwnedReadHalf,
-    wr: OwnedWriteHalf,
+    rd: Reader,
+    wr: Writer,
     rbuf: BytesMut,
     wbuf: BytesMut,
 }
 
 impl Wire {
-    /// Wraps a connected stream.
-    pub(crate) fn new(stream: TcpStream) -> Wire {
-        let (rd, wr) = stream.into_split();
-        Wire {
+    /// Connects to `addr` (TCP within `limit`, then the TLS handshake
+    /// within `limit` again when `tls` is set).
+    pub(crate) async fn connect(
+        addr: &ServerAddr,
+        limit: Duration,
+        tls: Option<&TlsConfig>,
+    ) -> Result<Wire> {
+        let tcp = addr.connect(limit).await?;
+        let (rd, wr) = match tls {
+            None => {
+                let (rd, wr) = tcp.into_split();
+                (Reader::Tcp(rd), Writer::Tcp(wr))
+            }
+            Some(tls) => {
+                let stream = tls.handshake(addr, tcp, limit).await?;
+                let (rd, wr) = tokio::io::split(stream);
+                (
+                    Reader::Tls(rd),
+                    Writer::Tls {
+                        half: wr,
+                        unflushed: false,
+                    },
+                )
+            }
+        };
+        Ok(Wire {
             rd,
             wr,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             wbuf: BytesMut::new(),
-        }
+        })
     }
 
     /// Queues a request; it is written by the next `recv` or `flush`.
@@ -61,6 +209,9 @@ impl Wire {
             if n == 0 {
                 return Err(Error::ConnectionLost);
             }
+        }
+        if self.wr.unflushed() {
+            self.wr.flush().await?;
         }
         Ok(())
     }
@@ -147,15 +298,13 @@ impl Wire {
                 self.rbuf.reserve(READ_CHUNK);
             }
             let Wire { rd, wr, rbuf, wbuf } = self;
-            let read = if wbuf.is_empty() {
+            let read = if wbuf.is_empty() && !wr.unflushed() {
                 rd.read_buf(rbuf).await?
             } else {
                 tokio::select! {
                     r = rd.read_buf(rbuf) => r?,
-                    w = wr.write_buf(wbuf) => {
-                        if w? == 0 {
-                            return Err(Error::ConnectionLost);
-                        }
+                    w = wr.push(wbuf) => {
+                        w?;
                         continue;
                     }
                 }

@@ -24,9 +24,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use gearshift_client::{AdminClient, AdminErrorKind, Error, Priority, ServerAddr};
+use gearshift_client::{AdminClient, AdminErrorKind, Error, Priority, ServerAddr, TlsConfig};
 
-use crate::servers::{self, ServerArgs, EXIT_UNREACHABLE};
+use crate::servers::{self, ServerArgs, TlsArgs, EXIT_UNREACHABLE};
 use crate::when;
 
 mod render;
@@ -38,6 +38,8 @@ use render::{json, num, table, text_or_null, Cell, Reply};
 pub struct AdminArgs {
     #[command(flatten)]
     servers: ServerArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Print JSON (an array of objects, each with its "server") instead of a table.
     #[arg(long, global = true)]
     json: bool,
@@ -166,18 +168,22 @@ pub fn main(args: AdminArgs) -> ExitCode {
     if addrs.is_empty() {
         return servers::fail(EXIT_UNREACHABLE, "no server given");
     }
+    let tls = match args.tls.config() {
+        Ok(tls) => tls,
+        Err(code) => return code,
+    };
     let rt = match servers::runtime(0) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    rt.block_on(run(args, addrs))
+    rt.block_on(run(args, addrs, tls))
 }
 
-async fn run(args: AdminArgs, addrs: Vec<ServerAddr>) -> ExitCode {
+async fn run(args: AdminArgs, addrs: Vec<ServerAddr>, tls: Option<TlsConfig>) -> ExitCode {
     let mut answers: Vec<(String, Reply)> = Vec::new();
     let mut errors: Vec<(String, Error)> = Vec::new();
     for addr in &addrs {
-        match one(addr, &args.command, args.timeout).await {
+        match one(addr, tls.as_ref(), &args.command, args.timeout).await {
             Ok(reply) => answers.push((addr.to_string(), reply)),
             Err(e) => errors.push((addr.to_string(), e)),
         }
@@ -221,8 +227,13 @@ async fn run(args: AdminArgs, addrs: Vec<ServerAddr>) -> ExitCode {
 }
 
 /// Runs the command on one server.
-async fn one(addr: &ServerAddr, command: &AdminCommand, timeout: Duration) -> Result<Reply, Error> {
-    let mut admin = AdminClient::connect(addr).await?;
+async fn one(
+    addr: &ServerAddr,
+    tls: Option<&TlsConfig>,
+    command: &AdminCommand,
+    timeout: Duration,
+) -> Result<Reply, Error> {
+    let mut admin = AdminClient::connect_with(addr, tls).await?;
     admin.set_timeout(Some(timeout));
     let done = || Reply {
         columns: &[("RESULT", false)],

@@ -1,18 +1,20 @@
-//! What the client-side subcommands (`submit`, `work`, `admin`) share: the
-//! `--server` list (repeatable, or `GEARSHIFT_SERVERS`, default
-//! `127.0.0.1:4730`), their exit codes, a tokio runtime, and turning a
-//! library [`Error`] into one readable line.
+//! What the client-side subcommands (`submit`, `work`, `admin`, `bench`,
+//! `top`) share: the `--server` list (repeatable, or `GEARSHIFT_SERVERS`,
+//! default `127.0.0.1:4730`), the `--tls` flags, their exit codes, a tokio
+//! runtime, and turning a library [`Error`] into one readable line.
 //!
 //! The library reports "no server reachable" with the last failure as text;
 //! to say *which* server is down and why, [`explain`] then tries a plain TCP
 //! connection to each configured server (no Gearman traffic).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Args;
-use gearshift_client::{Error, ServerAddr};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, FromArgMatches};
+use gearshift_client::{AdminClient, Error, ServerAddr, TlsConfig};
 
 /// Exit code of a job that failed (WORK_FAIL, WORK_EXCEPTION, timeout) or
 /// of an admin command the server refused (`ERR …`).
@@ -51,6 +53,109 @@ impl ServerArgs {
     }
 }
 
+/// The `--tls` flags as clap sees them; [`TlsArgs`] adds where they came from.
+#[derive(Args, Debug, Clone, Default)]
+struct TlsFlags {
+    /// Connect with TLS; the server's certificate must chain to --tls-ca
+    /// (else to the system CA bundle) and name the server's host.
+    #[arg(long, global = true)]
+    tls: bool,
+    /// CA bundle (PEM) to check the server's certificate against; implies --tls.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "GEARMAND_CA_CERTIFICATE"
+    )]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM), for servers that verify clients; implies --tls.
+    #[arg(long, global = true, value_name = "FILE", env = "GEARMAN_CLIENT_PEM")]
+    tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM); implies --tls.
+    #[arg(long, global = true, value_name = "FILE", env = "GEARMAN_CLIENT_KEY")]
+    tls_key: Option<PathBuf>,
+    /// Name the server's certificate must carry (default: each --server's
+    /// host); implies --tls.
+    #[arg(long, global = true, value_name = "NAME")]
+    tls_server_name: Option<String>,
+}
+
+/// `--tls`, `--tls-ca`, `--tls-cert`, `--tls-key`, `--tls-server-name`.
+///
+/// A file flag given on the command line turns TLS on; the same file from
+/// libgearman's environment variables (`GEARMAND_CA_CERTIFICATE`,
+/// `GEARMAN_CLIENT_PEM`, `GEARMAN_CLIENT_KEY`) is only a fallback used once
+/// TLS is on, as in libgearman, so a stray variable never breaks plain TCP.
+#[derive(Debug, Clone, Default)]
+pub struct TlsArgs {
+    flags: TlsFlags,
+    /// A `--tls-*` value was given on the command line.
+    implied: bool,
+}
+
+impl FromArgMatches for TlsArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let flags = TlsFlags::from_arg_matches(m)?;
+        let typed = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+        let implied = ["tls_ca", "tls_cert", "tls_key", "tls_server_name"]
+            .into_iter()
+            .any(typed);
+        Ok(TlsArgs { flags, implied })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = TlsArgs::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for TlsArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        TlsFlags::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        TlsFlags::augment_args_for_update(cmd)
+    }
+}
+
+impl TlsArgs {
+    /// The TLS settings (`None`: plain TCP); a missing or bad file is a
+    /// readable error and exit code 2.
+    pub fn config(&self) -> Result<Option<TlsConfig>, ExitCode> {
+        let f = &self.flags;
+        if !f.tls && !self.implied {
+            return Ok(None);
+        }
+        let mut b = TlsConfig::builder();
+        if let Some(ca) = &f.tls_ca {
+            b = b.ca_file(ca);
+        }
+        match (&f.tls_cert, &f.tls_key) {
+            (Some(cert), Some(key)) => b = b.client_cert_files(cert, key),
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(fail(
+                    EXIT_UNREACHABLE,
+                    "--tls-cert needs --tls-key (or GEARMAN_CLIENT_KEY)",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(fail(
+                    EXIT_UNREACHABLE,
+                    "--tls-key needs --tls-cert (or GEARMAN_CLIENT_PEM)",
+                ))
+            }
+        }
+        if let Some(name) = &f.tls_server_name {
+            b = b.server_name(name);
+        }
+        b.build()
+            .map(Some)
+            .map_err(|e| fail(EXIT_UNREACHABLE, &e.to_string()))
+    }
+}
+
 /// A runtime for one subcommand; `threads == 0` means current-thread.
 pub fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, ExitCode> {
     let built = if threads == 0 {
@@ -78,6 +183,7 @@ pub fn is_connection_error(e: &Error) -> bool {
     matches!(
         e,
         Error::Connect { .. }
+            | Error::TlsHandshake { .. }
             | Error::NoServerAvailable { .. }
             | Error::NotConnected
             | Error::ConnectionLost
@@ -89,7 +195,7 @@ pub fn is_connection_error(e: &Error) -> bool {
 /// The exit code for an error: [`EXIT_UNREACHABLE`] for connection and
 /// usage trouble, [`EXIT_FAILED`] otherwise.
 pub fn exit_code_for(e: &Error) -> u8 {
-    if is_connection_error(e) || matches!(e, Error::InvalidArgument(_)) {
+    if is_connection_error(e) || matches!(e, Error::InvalidArgument(_) | Error::TlsConfig(_)) {
         EXIT_UNREACHABLE
     } else {
         EXIT_FAILED
@@ -138,7 +244,10 @@ pub async fn explain(e: &Error, servers: &[ServerAddr]) -> String {
                     down.push(format!("{s}: {}", reason(&io)));
                 }
             }
-            if down.is_empty() {
+            if down.is_empty() && last.starts_with("TLS handshake") {
+                // Reachable, but TLS failed: the hint would mislead.
+                format!("no server reachable: {last}")
+            } else if down.is_empty() {
                 format!("no server reachable ({last}) — {HINT}")
             } else {
                 format!("cannot reach {} — {HINT}", down.join(", "))
@@ -155,13 +264,18 @@ pub async fn explain(e: &Error, servers: &[ServerAddr]) -> String {
 }
 
 /// Fails with a readable error unless at least one server accepts a TCP
-/// connection; warns on stderr about the others. For the worker, which
-/// otherwise retries silently forever.
-pub async fn require_one(servers: &[ServerAddr]) -> Result<(), ExitCode> {
+/// connection (and, with `tls`, a TLS handshake); warns on stderr about
+/// the others. For the worker, which otherwise retries silently forever.
+pub async fn require_one(servers: &[ServerAddr], tls: Option<&TlsConfig>) -> Result<(), ExitCode> {
     let mut down = Vec::new();
     for s in servers {
         if let Err(e) = probe(s).await {
             down.push(unreachable(s.as_str(), &e));
+        } else if let Some(tls) = tls {
+            // An admin connection is a handshake without Gearman traffic.
+            if let Err(e) = AdminClient::connect_with(s, Some(tls)).await {
+                down.push(e.to_string());
+            }
         }
     }
     if down.len() == servers.len() {

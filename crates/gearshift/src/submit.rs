@@ -27,7 +27,7 @@ use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use gearshift_client::{Client, Error, JobBuilder, JobEvent, Priority, ServerAddr};
 
-use crate::servers::{self, ServerArgs, EXIT_FAILED, EXIT_UNREACHABLE};
+use crate::servers::{self, ServerArgs, TlsArgs, EXIT_FAILED, EXIT_UNREACHABLE};
 use crate::when;
 
 /// Flags of `gearshift submit`.
@@ -35,6 +35,8 @@ use crate::when;
 pub struct SubmitArgs {
     #[command(flatten)]
     servers: ServerArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Function to run.
     #[arg(short = 'f', long = "function", value_name = "FN")]
     function: String,
@@ -164,7 +166,13 @@ pub fn main(args: SubmitArgs) -> ExitCode {
             Err(e) => return servers::fail(EXIT_UNREACHABLE, &format!("cannot read stdin: {e}")),
         },
     };
-    let client = match Client::builder().servers(&addrs).no_timeout().build() {
+    let mut builder = Client::builder().servers(&addrs).no_timeout();
+    match args.tls.config() {
+        Ok(Some(tls)) => builder = builder.tls(tls),
+        Ok(None) => {}
+        Err(code) => return code,
+    }
+    let client = match builder.build() {
         Ok(c) => c,
         Err(e) => return servers::fail(EXIT_UNREACHABLE, &e.to_string()),
     };

@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gearshift_client::{AdminClient, Error, ServerAddr};
+use gearshift_client::{AdminClient, Error, ServerAddr, TlsConfig};
 
-use crate::servers::{self, ServerArgs, EXIT_UNREACHABLE};
+use crate::servers::{self, ServerArgs, TlsArgs, EXIT_UNREACHABLE};
 use crate::table::Table;
 use crate::when;
 
@@ -21,6 +21,8 @@ use crate::when;
 pub struct TopArgs {
     #[command(flatten)]
     servers: ServerArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Time between refreshes.
     #[arg(long, short = 'i', value_name = "DURATION", default_value = "1s",
           value_parser = when::parse_timeout)]
@@ -38,16 +40,20 @@ pub fn main(args: TopArgs) -> ExitCode {
     let Some(addr) = args.servers.list().into_iter().next() else {
         return servers::fail(EXIT_UNREACHABLE, "no server given");
     };
+    let tls = match args.tls.config() {
+        Ok(tls) => tls,
+        Err(code) => return code,
+    };
     let rt = match servers::runtime(0) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    rt.block_on(run(args, addr))
+    rt.block_on(run(args, addr, tls))
 }
 
-async fn run(args: TopArgs, addr: ServerAddr) -> ExitCode {
+async fn run(args: TopArgs, addr: ServerAddr, tls: Option<TlsConfig>) -> ExitCode {
     let clear = !args.once && std::io::stdout().is_terminal();
-    let mut admin = match AdminClient::connect(&addr).await {
+    let mut admin = match AdminClient::connect_with(&addr, tls.as_ref()).await {
         Ok(a) => a,
         Err(e) => {
             let msg = servers::explain(&e, std::slice::from_ref(&addr)).await;

@@ -26,7 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{watch, Notify};
 
-use crate::servers::{self, ServerArgs, EXIT_UNREACHABLE};
+use crate::servers::{self, ServerArgs, TlsArgs, EXIT_UNREACHABLE};
 
 /// Exit code after a second signal killed the running jobs.
 const EXIT_KILLED: u8 = 130;
@@ -36,6 +36,8 @@ const EXIT_KILLED: u8 = 130;
 pub struct WorkArgs {
     #[command(flatten)]
     servers: ServerArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Function to serve (repeatable; every one runs the same command).
     #[arg(short = 'f', long = "function", value_name = "FN", required = true)]
     functions: Vec<String>,
@@ -68,12 +70,16 @@ pub fn main(args: WorkArgs) -> ExitCode {
             return servers::fail(EXIT_UNREACHABLE, &format!("command not found: {name}"));
         }
     }
+    let tls = match args.tls.config() {
+        Ok(tls) => tls,
+        Err(code) => return code,
+    };
     let rt = match servers::runtime(2) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
     rt.block_on(async move {
-        if let Err(code) = servers::require_one(&addrs).await {
+        if let Err(code) = servers::require_one(&addrs, tls.as_ref()).await {
             return code;
         }
         let stop = watch::Sender::new(false);
@@ -83,6 +89,9 @@ pub fn main(args: WorkArgs) -> ExitCode {
         let mut builder = Worker::builder()
             .servers(&addrs)
             .concurrency(usize::try_from(args.concurrency).unwrap_or(1));
+        if let Some(tls) = tls {
+            builder = builder.tls(tls);
+        }
         if let Some(id) = args.client_id {
             builder = builder.client_id(id);
         }

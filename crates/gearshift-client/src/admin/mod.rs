@@ -30,6 +30,7 @@ pub use types::{
 use crate::addr::ServerAddr;
 use crate::client::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
 use crate::error::{AdminErrorKind, Error, Result};
+use crate::tls::TlsConfig;
 use crate::wire::Wire;
 
 /// A connection speaking the admin text protocol to one server.
@@ -88,10 +89,25 @@ impl AdminClient {
     /// # Ok(()) }
     /// ```
     pub async fn connect(addr: impl ToString) -> Result<AdminClient> {
+        AdminClient::connect_with(addr, None).await
+    }
+
+    /// Connects over TLS (see [`TlsConfig`]) when `tls` is set, else like
+    /// [`connect`](Self::connect).
+    ///
+    /// ```no_run
+    /// # async fn f() -> gearshift_client::Result<()> {
+    /// use gearshift_client::{AdminClient, TlsConfig};
+    /// let tls = TlsConfig::builder().ca_file("/etc/gearman/ca.pem").build()?;
+    /// let mut admin = AdminClient::connect_with("gearman.internal", Some(&tls)).await?;
+    /// println!("{}", admin.version().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with(addr: impl ToString, tls: Option<&TlsConfig>) -> Result<AdminClient> {
         let addr = ServerAddr::new(addr);
-        let stream = addr.connect(DEFAULT_CONNECT_TIMEOUT).await?;
+        let wire = Wire::connect(&addr, DEFAULT_CONNECT_TIMEOUT, tls).await?;
         Ok(AdminClient {
-            wire: Wire::new(stream),
+            wire,
             addr,
             timeout: Some(DEFAULT_TIMEOUT),
             broken: false,

@@ -7,6 +7,7 @@ use crate::addr::ServerAddr;
 use crate::client::pool::{Pool, PoolConfig};
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::tls::TlsConfig;
 
 /// Default limit on each client call.
 ///
@@ -55,6 +56,7 @@ impl Default for ClientBuilder {
                 exceptions: true,
                 backoff_min: Duration::from_millis(100),
                 backoff_max: Duration::from_secs(5),
+                tls: None,
             },
         }
     }
@@ -149,6 +151,20 @@ impl ClientBuilder {
     pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.pool.backoff_min = min;
         self.pool.backoff_max = max;
+        self
+    }
+
+    /// Speaks TLS to every server (see [`TlsConfig`]); plain TCP unless set.
+    ///
+    /// ```no_run
+    /// use gearshift_client::{Client, TlsConfig};
+    /// let tls = TlsConfig::builder().ca_file("/etc/gearman/ca.pem").build()?;
+    /// let client = Client::builder().server("gearman.internal").tls(tls).build()?;
+    /// # let _ = client;
+    /// # Ok::<(), gearshift_client::Error>(())
+    /// ```
+    pub fn tls(mut self, config: TlsConfig) -> Self {
+        self.pool.tls = Some(config);
         self
     }
 

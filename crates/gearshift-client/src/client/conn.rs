@@ -16,7 +16,6 @@ use std::collections::{HashMap, VecDeque};
 use bytes::Bytes;
 use gearshift_proto::request::parse_atoi;
 use gearshift_proto::{Request, Response};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::addr::ServerAddr;
@@ -84,10 +83,10 @@ pub(crate) struct ConnHandle {
 }
 
 impl ConnHandle {
-    /// Starts the task that owns `stream`.
-    pub(crate) fn spawn(stream: TcpStream, addr: ServerAddr) -> ConnHandle {
+    /// Starts the task that owns `wire`.
+    pub(crate) fn spawn(wire: Wire, addr: ServerAddr) -> ConnHandle {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(Wire::new(stream), rx, addr));
+        tokio::spawn(run(wire, rx, addr));
         ConnHandle { tx }
     }
 

@@ -23,6 +23,8 @@ use crate::addr::ServerAddr;
 use crate::backoff::Backoff;
 use crate::client::conn::{ConnHandle, EventSender, Expect};
 use crate::error::{Error, Result};
+use crate::tls::TlsConfig;
+use crate::wire::Wire;
 
 /// Connection settings shared by every server of a pool.
 #[derive(Debug, Clone)]
@@ -35,6 +37,8 @@ pub(crate) struct PoolConfig {
     pub backoff_min: Duration,
     /// Longest reconnect delay.
     pub backoff_max: Duration,
+    /// TLS for every connection, or plain TCP.
+    pub tls: Option<TlsConfig>,
 }
 
 /// Which servers a request may use.
@@ -227,8 +231,9 @@ impl Pool {
     }
 
     async fn open(&self, addr: &ServerAddr) -> Result<ConnHandle> {
-        let stream = addr.connect(self.cfg.connect_timeout).await?;
-        let conn = ConnHandle::spawn(stream, addr.clone());
+        let tls = self.cfg.tls.as_ref();
+        let wire = Wire::connect(addr, self.cfg.connect_timeout, tls).await?;
+        let conn = ConnHandle::spawn(wire, addr.clone());
         if self.cfg.exceptions {
             let option = Request::Option("exceptions".into());
             let asked = conn.call(option, Expect::Option, None);

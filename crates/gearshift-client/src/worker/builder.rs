@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 use crate::addr::ServerAddr;
 use crate::client::DEFAULT_CONNECT_TIMEOUT;
 use crate::error::{Error, Result};
+use crate::tls::TlsConfig;
 use crate::worker::handler::{erase, WorkError};
 use crate::worker::job::WorkerJob;
 use crate::worker::{Function, Shared, Worker};
@@ -44,6 +45,7 @@ pub struct WorkerBuilder {
     backoff_min: Duration,
     backoff_max: Duration,
     connect_timeout: Duration,
+    tls: Option<TlsConfig>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -67,6 +69,7 @@ impl Default for WorkerBuilder {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            tls: None,
         }
     }
 }
@@ -226,6 +229,21 @@ impl WorkerBuilder {
         self
     }
 
+    /// Speaks TLS to every server (see [`TlsConfig`]), on every reconnect
+    /// too; plain TCP unless set.
+    ///
+    /// ```no_run
+    /// use gearshift_client::{TlsConfig, Worker};
+    /// let tls = TlsConfig::builder().ca_file("/etc/gearman/ca.pem").build()?;
+    /// let b = Worker::builder().server("gearman.internal").tls(tls);
+    /// # let _ = b;
+    /// # Ok::<(), gearshift_client::Error>(())
+    /// ```
+    pub fn tls(mut self, config: TlsConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
     /// Builds the worker; it connects when [`Worker::run`] starts.
     ///
     /// ```
@@ -265,6 +283,7 @@ impl WorkerBuilder {
                 backoff_min: self.backoff_min,
                 backoff_max: self.backoff_max,
                 connect_timeout: self.connect_timeout,
+                tls: self.tls,
             }),
         })
     }

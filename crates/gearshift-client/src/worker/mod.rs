@@ -28,6 +28,7 @@ pub use handler::WorkError;
 pub use job::WorkerJob;
 
 use crate::addr::ServerAddr;
+use crate::tls::TlsConfig;
 use handler::Handler;
 
 /// One registered function.
@@ -47,6 +48,7 @@ pub(crate) struct Shared {
     pub backoff_min: Duration,
     pub backoff_max: Duration,
     pub connect_timeout: Duration,
+    pub tls: Option<TlsConfig>,
 }
 
 impl Shared {

@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use gearshift_proto::{GrabKind, Request, Response};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use tokio::task::{Id, JoinSet};
 
@@ -50,14 +49,14 @@ pub(crate) async fn session(
             return;
         }
         let connected = tokio::select! {
-            r = addr.connect(shared.connect_timeout) => r,
+            r = Wire::connect(&addr, shared.connect_timeout, shared.tls.as_ref()) => r,
             _ = stopped(&mut stop) => return,
         };
         match connected {
-            Ok(stream) => {
+            Ok(wire) => {
                 backoff.reset();
                 tracing::info!(server = %addr, "worker connected");
-                match serve(&shared, stream, &mut stop).await {
+                match serve(&shared, wire, &mut stop).await {
                     Ok(()) => {
                         tracing::info!(server = %addr, "worker session stopped");
                         return;
@@ -100,11 +99,11 @@ struct Session<'a> {
 }
 
 /// Runs one connection: `Ok` after a graceful stop, `Err` when it dropped.
-async fn serve(shared: &Shared, stream: TcpStream, stop: &mut watch::Receiver<bool>) -> Result<()> {
+async fn serve(shared: &Shared, wire: Wire, stop: &mut watch::Receiver<bool>) -> Result<()> {
     let (out_tx, mut out_rx) = mpsc::channel(OUT_QUEUE);
     let mut s = Session {
         shared,
-        wire: Wire::new(stream),
+        wire,
         out_tx,
         tasks: JoinSet::new(),
         running: HashMap::new(),

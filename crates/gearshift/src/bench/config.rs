@@ -8,9 +8,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, ValueEnum};
-use gearshift_client::{Client, Error, ServerAddr};
+use gearshift_client::{AdminClient, Client, ClientBuilder, Error, ServerAddr, TlsConfig};
 
-use crate::servers::ServerArgs;
+use crate::servers::{ServerArgs, TlsArgs};
 use crate::when;
 
 /// Jobs of `submit` and `drain` when `--jobs` is not given.
@@ -28,6 +28,8 @@ const MAX_SIZE: usize = 1 << 30;
 pub struct BenchArgs {
     #[command(flatten)]
     pub servers: ServerArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Scenarios to run (comma-separated or repeated; they always run in
     /// the order submit, drain, roundtrip, echo).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
@@ -160,11 +162,13 @@ pub struct Config {
     pub threads: usize,
     /// JSON output.
     pub json: bool,
+    /// TLS for every connection (clients, workers, admin), or plain TCP.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Config {
-    /// Resolves the flags.
-    pub fn from_args(args: &BenchArgs) -> Config {
+    /// Resolves the flags (`tls` from [`TlsArgs::config`]).
+    pub fn from_args(args: &BenchArgs, tls: Option<TlsConfig>) -> Config {
         let function = args.function.clone().unwrap_or_else(|| {
             let ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -193,6 +197,7 @@ impl Config {
             size: args.size,
             threads: usize::try_from(args.threads).unwrap_or(0),
             json: args.json,
+            tls,
         }
     }
 
@@ -213,15 +218,24 @@ impl Config {
         }
     }
 
+    /// A client builder for the servers, with TLS if set.
+    pub fn client_builder(&self) -> ClientBuilder {
+        let b = Client::builder().servers(&self.servers);
+        match &self.tls {
+            Some(tls) => b.tls(tls.clone()),
+            None => b,
+        }
+    }
+
+    /// An admin connection to `addr`, with TLS if set.
+    pub async fn admin(&self, addr: &ServerAddr) -> Result<AdminClient, Error> {
+        AdminClient::connect_with(addr, self.tls.as_ref()).await
+    }
+
     /// One client per `--clients`, each with its own connections.
     pub fn clients(&self) -> Result<Vec<Client>, Error> {
         (0..self.clients)
-            .map(|_| {
-                Client::builder()
-                    .servers(&self.servers)
-                    .timeout(CALL_TIMEOUT)
-                    .build()
-            })
+            .map(|_| self.client_builder().timeout(CALL_TIMEOUT).build())
             .collect()
     }
 }

@@ -87,7 +87,7 @@ pub async fn run(cfg: &Config, queued: &Queued) -> Report {
     });
     let start = Instant::now();
     let handler_seen = seen.clone();
-    let crew = workers::start(&cfg.servers, &function, cfg.workers, move |job| {
+    let crew = workers::start(cfg, &function, cfg.workers, move |job| {
         let seen = handler_seen.clone();
         async move {
             seen.saw(job.data());
@@ -132,7 +132,7 @@ pub async fn run(cfg: &Config, queued: &Queued) -> Report {
             queued.before
         ));
     }
-    match queue::settle(&cfg.servers, &function, 0, SETTLE).await {
+    match queue::settle(cfg, &function, 0, SETTLE).await {
         Ok(0) => report.check.push_str("; queue empty"),
         Ok(left) => {
             report.check.push_str(&format!("; {left} left queued"));

@@ -54,7 +54,11 @@ const PREFLIGHT: Duration = Duration::from_secs(5);
 
 /// Runs `gearshift bench`.
 pub fn main(args: BenchArgs) -> ExitCode {
-    let cfg = Config::from_args(&args);
+    let tls = match args.tls.config() {
+        Ok(tls) => tls,
+        Err(code) => return code,
+    };
+    let cfg = Config::from_args(&args, tls);
     if cfg.servers.is_empty() {
         return servers::fail(EXIT_UNREACHABLE, "no server given");
     }
@@ -67,7 +71,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
 
 async fn run(cfg: Config) -> ExitCode {
     for (i, addr) in cfg.servers.iter().enumerate() {
-        if let Err(code) = preflight(i, addr, &cfg.servers).await {
+        if let Err(code) = preflight(&cfg, i, addr).await {
             return code;
         }
     }
@@ -135,9 +139,13 @@ async fn drain_after_submit(cfg: &Config, queued: Option<submit::Queued>) -> Rep
 
 /// One ECHO round trip to server `i`, so that a server that is down or is
 /// not a Gearman server is one clear error before any load.
-async fn preflight(i: usize, addr: &ServerAddr, all: &[ServerAddr]) -> Result<(), ExitCode> {
-    let client = Client::builder()
-        .server(addr)
+async fn preflight(cfg: &Config, i: usize, addr: &ServerAddr) -> Result<(), ExitCode> {
+    let all = &cfg.servers;
+    let mut builder = Client::builder().server(addr);
+    if let Some(tls) = &cfg.tls {
+        builder = builder.tls(tls.clone());
+    }
+    let client = builder
         .timeout(PREFLIGHT)
         .connect_timeout(PREFLIGHT)
         .build()

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use gearshift_client::{AdminClient, ServerAddr};
+use gearshift_client::ServerAddr;
+
+use crate::bench::config::Config;
 
 /// Pause between two polls.
 const POLL: Duration = Duration::from_millis(20);
@@ -13,8 +15,9 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The `total` (queued and running) and `workers` of `function` on one
 /// server; zeros when the server does not list it.
-async fn one(addr: &ServerAddr, function: &str) -> Result<(u64, u64), String> {
-    let mut admin = AdminClient::connect(addr)
+async fn one(cfg: &Config, addr: &ServerAddr, function: &str) -> Result<(u64, u64), String> {
+    let mut admin = cfg
+        .admin(addr)
         .await
         .map_err(|e| format!("admin connection to {addr}: {e}"))?;
     admin.set_timeout(Some(ADMIN_TIMEOUT));
@@ -29,10 +32,10 @@ async fn one(addr: &ServerAddr, function: &str) -> Result<(u64, u64), String> {
 }
 
 /// Jobs of `function` (queued and running), summed over `servers`.
-pub async fn total(servers: &[ServerAddr], function: &str) -> Result<u64, String> {
+pub async fn total(cfg: &Config, function: &str) -> Result<u64, String> {
     let mut sum = 0;
-    for s in servers {
-        sum += one(s, function).await?.0;
+    for s in &cfg.servers {
+        sum += one(cfg, s, function).await?.0;
     }
     Ok(sum)
 }
@@ -41,14 +44,14 @@ pub async fn total(servers: &[ServerAddr], function: &str) -> Result<u64, String
 /// the last value seen. (A worker's last WORK_COMPLETE may still be on its
 /// way when the admin connection asks.)
 pub async fn settle(
-    servers: &[ServerAddr],
+    cfg: &Config,
     function: &str,
     want: u64,
     limit: Duration,
 ) -> Result<u64, String> {
     let deadline = Instant::now() + limit;
     loop {
-        let now = total(servers, function).await?;
+        let now = total(cfg, function).await?;
         if now == want || Instant::now() >= deadline {
             return Ok(now);
         }
@@ -58,7 +61,7 @@ pub async fn settle(
 
 /// Waits until every server lists at least `n` workers for `function`.
 pub async fn wait_workers(
-    servers: &[ServerAddr],
+    cfg: &Config,
     function: &str,
     n: u64,
     limit: Duration,
@@ -66,8 +69,8 @@ pub async fn wait_workers(
     let deadline = Instant::now() + limit;
     loop {
         let mut least = u64::MAX;
-        for s in servers {
-            least = least.min(one(s, function).await?.1);
+        for s in &cfg.servers {
+            least = least.min(one(cfg, s, function).await?.1);
         }
         if least >= n {
             return Ok(());

@@ -29,7 +29,7 @@ pub async fn run(cfg: &Config) -> Report {
     let function = cfg
         .function_for(Scenario::Roundtrip)
         .unwrap_or_else(|| cfg.function.clone());
-    let crew = workers::start(&cfg.servers, &function, cfg.workers, |job| async move {
+    let crew = workers::start(cfg, &function, cfg.workers, |job| async move {
         Ok::<_, WorkError>(job.data().clone())
     });
     let crew = match crew {
@@ -40,7 +40,7 @@ pub async fn run(cfg: &Config) -> Report {
         }
     };
     let workers = u64::try_from(cfg.workers).unwrap_or(u64::MAX);
-    if let Err(e) = queue::wait_workers(&cfg.servers, &function, workers, REGISTER).await {
+    if let Err(e) = queue::wait_workers(cfg, &function, workers, REGISTER).await {
         crew.stop().await;
         report.fail(e);
         return report;

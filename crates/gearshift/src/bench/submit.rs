@@ -39,7 +39,7 @@ pub struct Queued {
 pub async fn run(cfg: &Config, label: &str) -> (Report, Option<Queued>) {
     let mut report = Report::new(Scenario::Submit);
     let function = cfg.function.clone();
-    let before = match queue::total(&cfg.servers, &function).await {
+    let before = match queue::total(cfg, &function).await {
         Ok(n) => n,
         Err(e) => {
             report.fail(e);
@@ -82,7 +82,7 @@ pub async fn run(cfg: &Config, label: &str) -> (Report, Option<Queued>) {
     report.fail_on_errors();
     let count = seqs.count();
     let want = before + count;
-    match queue::settle(&cfg.servers, &function, want, SETTLE).await {
+    match queue::settle(cfg, &function, want, SETTLE).await {
         Ok(held) => {
             report.check = format!("admin status shows {held} jobs queued, {want} expected");
             if held != want {

@@ -7,9 +7,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_client::{Error, ServerAddr, WorkError, Worker, WorkerJob};
+use gearshift_client::{Error, WorkError, Worker, WorkerJob};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+
+use crate::bench::config::Config;
 
 /// Jobs each worker runs at once: 2 lets the next GRAB go out while a
 /// handler finishes.
@@ -25,12 +27,7 @@ pub struct Crew {
 }
 
 /// Starts `count` workers serving `function` on every server with `handler`.
-pub fn start<F, Fut>(
-    servers: &[ServerAddr],
-    function: &str,
-    count: usize,
-    handler: F,
-) -> Result<Crew, Error>
+pub fn start<F, Fut>(cfg: &Config, function: &str, count: usize, handler: F) -> Result<Crew, Error>
 where
     F: Fn(WorkerJob) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Bytes, WorkError>> + Send + 'static,
@@ -38,8 +35,12 @@ where
     let (stop, _) = watch::channel(false);
     let mut tasks = JoinSet::new();
     for i in 0..count {
-        let worker = Worker::builder()
-            .servers(servers)
+        let mut builder = Worker::builder();
+        if let Some(tls) = &cfg.tls {
+            builder = builder.tls(tls.clone());
+        }
+        let worker = builder
+            .servers(&cfg.servers)
             .client_id(format!("gearshift-bench-{i}"))
             .concurrency(CONCURRENCY)
             .reconnect_backoff(Duration::from_millis(50), Duration::from_secs(1))
