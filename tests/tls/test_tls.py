@@ -405,19 +405,19 @@ def test_gearshift_cli_over_tls(tmp):
     procs = []
     try:
         addr = "127.0.0.1:%d" % s.tls_port
-        worker = h.Proc([GEARSHIFT, "work", "-h", addr, "--tls-ca", pki.ca,
+        worker = h.Proc([GEARSHIFT, "work", "-s", addr, "--tls-ca", pki.ca,
                          "--tls-cert", w1[0], "--tls-key", w1[1], "-f", "up", "--", "tr", "a-z", "A-Z"],
                         tmp, "worker")
         procs.append(worker)
         h.wait_for(lambda: "cli-worker" in h.admin(s.port, "workers"), 15,
                    "the CLI worker over TLS")
-        r = h.run([GEARSHIFT, "submit", "-h", addr, "--tls-ca", pki.ca, "-f", "up", "hello"],
+        r = h.run([GEARSHIFT, "submit", "-s", addr, "--tls-ca", pki.ca, "-f", "up", "hello"],
                   timeout=20)
         check_eq((r.returncode, r.stdout.strip()), (0, "HELLO"), "submit over TLS")
-        r = h.run([GEARSHIFT, "admin", "-h", addr, "--tls-ca", pki.ca, "status"], timeout=20)
+        r = h.run([GEARSHIFT, "admin", "-s", addr, "--tls-ca", pki.ca, "status"], timeout=20)
         check(r.returncode == 0 and "up" in r.stdout, "admin over TLS: %r %r" % (r.stdout, r.stderr))
         # No plaintext fallback: --tls against the plaintext port fails.
-        r = h.run([GEARSHIFT, "submit", "-h", "127.0.0.1:%d" % s.port, "--tls-ca", pki.ca,
+        r = h.run([GEARSHIFT, "submit", "-s", "127.0.0.1:%d" % s.port, "--tls-ca", pki.ca,
                    "-f", "up", "x"], timeout=20)
         check(r.returncode != 0, "TLS to a plaintext port: %r" % r.stdout)
     finally:
