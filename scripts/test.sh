@@ -81,8 +81,12 @@ GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/tls/test
   | tee /tmp/gearshift-tls.log
 tls_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-tls.log | tail -n 1)
 
-echo "== packaging: the systemd unit (systemd-analyze verify) and the man pages"
+echo "== packaging: the systemd unit (systemd-analyze verify), the man pages, the Dockerfile, the Debian package"
 GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_unit.sh
+GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_docker.sh
+# cargo deb around the debug binary built above (installs cargo-deb once);
+# `packaging/deb/build.sh` alone makes the release package.
+PROFILE=dev bash packaging/deb/build.sh
 
 echo "== dashboard suite: the web dashboard in real headless Chromium"
 # Needs chromium and chromium-driver (WebDriver spoken from python3's stdlib).
