@@ -241,6 +241,14 @@ def test_plain_and_tls_listeners_side_by_side(tmp):
             raise h.TestFailure("a client that does not trust the CA got a session")
         except ssl.SSLError:
             pass
+
+        def failures():
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % s.http_port, timeout=5) as r:
+                m = re.search(r"^gearshift_tls_handshake_failures_total (\d+)$",
+                              r.read().decode(), re.M)
+            return m and int(m.group(1)) >= 1
+
+        h.wait_for(failures, 10, "the failed handshake counted in /metrics")
     finally:
         s.stop()
 

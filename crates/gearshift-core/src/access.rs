@@ -51,6 +51,10 @@ impl Need {
         }
     }
 
+    fn index(self) -> usize {
+        self as usize
+    }
+
     fn what(self) -> &'static str {
         match self {
             Need::Submit => "submitting jobs",
@@ -103,6 +107,7 @@ impl Core {
         let Some(c) = self.conns.get(&conn.0) else {
             return;
         };
+        self.denied[need.index()] += 1;
         let who = c.info.identity.as_deref().unwrap_or("-");
         tracing::warn!(peer = %c.info.ip, identity = who, refused = need.what(), command = ?cmd, "request refused by the access rules");
         match cmd {

@@ -67,6 +67,8 @@ pub struct Core {
     pub(crate) job_bytes: u64,
     /// Submissions refused: the function's `maxqueue`, then the memory cap.
     pub(crate) refused: [u64; 2],
+    /// Requests the access rules refused: submit, work, read, change.
+    pub(crate) denied: [u64; 4],
     pub(crate) handles: Handles,
     pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
     pub(crate) effects: Vec<Effect>,
@@ -115,6 +117,7 @@ impl Core {
             track_runs: false,
             job_bytes: 0,
             refused: [0; 2],
+            denied: [0; 4],
             timers: BinaryHeap::new(),
             effects: Vec::new(),
             reserved: 0,

@@ -246,6 +246,8 @@ pub struct Totals {
     pub refused_maxqueue: u64,
     /// Submissions refused by `--max-queue-memory`.
     pub refused_memory: u64,
+    /// Requests the access rules refused: submit, work, admin read, admin change.
+    pub denied: [u64; 4],
 }
 
 impl Core {
@@ -487,6 +489,7 @@ impl Core {
             job_bytes: self.job_bytes,
             refused_maxqueue: self.refused[0],
             refused_memory: self.refused[1],
+            denied: self.denied,
             ..Totals::default()
         };
         for f in self.funcs.iter().flatten() {

@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 use crate::cluster::relay::{watch_closely, RelayGate};
+use crate::counters::ConnCounters;
 use crate::hub;
 use crate::io_thread::{Accepted, ToIo};
 use crate::sock::StdSock;
@@ -24,6 +25,7 @@ pub(crate) async fn accept_loop(
     next_id: Arc<AtomicU64>,
     gate: Option<Arc<RelayGate>>,
     tls: Option<TlsServer>,
+    counters: Arc<ConnCounters>,
 ) {
     loop {
         let permit = tokio::select! {
@@ -46,15 +48,19 @@ pub(crate) async fn accept_loop(
         if let Some(tls) = &tls {
             // The handshake runs off this loop, so a slow peer delays no other.
             let (tls, inboxes, next_id) = (tls.clone(), inboxes.clone(), next_id.clone());
+            let counters = counters.clone();
             let mut stop = stop.clone();
             tokio::spawn(async move {
                 let session = tokio::select! {
                     s = tls.accept(stream, peer) => s,
                     _ = stop.wait_for(|s| *s) => return,
                 };
-                if let Some((sock, identity)) = session {
-                    tracing::debug!(%peer, identity = identity.as_deref().unwrap_or("-"), "TLS connection");
-                    hand_over(sock, peer, None, identity, permit, &inboxes, &next_id);
+                match session {
+                    Some((sock, identity)) => {
+                        tracing::debug!(%peer, identity = identity.as_deref().unwrap_or("-"), "TLS connection");
+                        hand_over(sock, peer, None, identity, permit, &inboxes, &next_id);
+                    }
+                    None => ConnCounters::bump(&counters.tls_failed),
                 }
             });
             continue;

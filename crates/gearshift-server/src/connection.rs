@@ -74,7 +74,7 @@ pub async fn serve(
                 silent_until = None;
                 reading = false;
                 let mut t = io.borrow_mut();
-                t.idle_closed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                crate::counters::ConnCounters::bump(&t.counters.idle_closed);
                 t.peer_closed(id);
                 continue;
             }

@@ -107,7 +107,7 @@ pub struct IoThread {
     /// How long a new connection may stay silent before it is closed.
     pub idle_timeout: Option<std::time::Duration>,
     /// Connections closed for staying silent.
-    pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
+    pub counters: Arc<crate::counters::ConnCounters>,
     access: Arc<crate::access::AccessCell>,
     route: Route,
     /// The flusher (single thread) or the sender (several) was woken.
@@ -133,7 +133,7 @@ pub struct IoSettings {
     /// How long a new connection may stay silent before it is closed.
     pub idle_timeout: Option<std::time::Duration>,
     /// Connections closed for that, counted for `/metrics`.
-    pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
+    pub counters: Arc<crate::counters::ConnCounters>,
     /// The access rules in force, which give each new connection its rights.
     pub access: Arc<crate::access::AccessCell>,
 }
@@ -194,10 +194,15 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     let inline = matches!(route, Route::Inline(_));
     let io = Rc::new(RefCell::new(IoThread {
         index: settings.index,
-        peers: Peers::new(&settings.prefix, settings.max_output, settings.hard_output),
+        peers: Peers::new(
+            &settings.prefix,
+            settings.max_output,
+            settings.hard_output,
+            settings.counters.clone(),
+        ),
         max_packet: settings.max_packet,
         idle_timeout: settings.idle_timeout,
-        idle_closed: settings.idle_closed.clone(),
+        counters: settings.counters.clone(),
         access: settings.access.clone(),
         route,
         flush_scheduled: false,

@@ -32,6 +32,7 @@ pub mod config;
 pub mod connection;
 pub mod control;
 pub mod core_thread;
+pub mod counters;
 pub mod events;
 pub mod handoff;
 pub mod histogram;
@@ -318,7 +319,7 @@ impl Server {
             }
         }
         let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
-        let idle_closed = Arc::new(AtomicU64::new(0));
+        let counters = Arc::new(counters::ConnCounters::default());
         let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
         let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
         // The hub runs on the only I/O thread, or on a core thread of its own.
@@ -337,7 +338,7 @@ impl Server {
                 max_packet: self.cfg.max_packet_size,
                 idle_timeout: self.cfg.idle_timeout,
                 access: access.clone(),
-                idle_closed: idle_closed.clone(),
+                counters: counters.clone(),
             };
             let sink = match inline_hub.take() {
                 Some(hub) => Sink::Inline(hub),
@@ -395,7 +396,7 @@ impl Server {
                     bus,
                     auth: http::auth::Auth::new(hc.token.clone(), hc.public_read),
                     commit_latency: self.commit_latency.clone(),
-                    idle_closed: idle_closed.clone(),
+                    counters: counters.clone(),
                     access: access.clone(),
                     gearman,
                     max_body: self.cfg.max_packet_size,
@@ -423,6 +424,7 @@ impl Server {
                 next_id.clone(),
                 self.relays.clone(),
                 tls,
+                counters.clone(),
             )));
         }
         let mut aborts = AbortOnDrop(tasks.iter().map(|t| t.abort_handle()).collect());

@@ -50,6 +50,7 @@ pub struct Peers {
     handles: Handles,
     max_output: usize,
     hard_output: usize,
+    counters: std::sync::Arc<crate::counters::ConnCounters>,
 }
 
 impl OutSink for Peers {
@@ -83,7 +84,12 @@ impl OutSink for Peers {
 impl Peers {
     /// No connections; JOB_CREATED is encoded with handle `prefix`; output
     /// limits as in [`crate::ServerConfig::max_output`].
-    pub fn new(prefix: &str, max_output: usize, hard_output: usize) -> Self {
+    pub fn new(
+        prefix: &str,
+        max_output: usize,
+        hard_output: usize,
+        counters: std::sync::Arc<crate::counters::ConnCounters>,
+    ) -> Self {
         Peers {
             map: IdMap::default(),
             dirty: Vec::new(),
@@ -91,6 +97,7 @@ impl Peers {
             handles: Handles::new(prefix),
             max_output,
             hard_output,
+            counters,
         }
     }
 
@@ -225,6 +232,7 @@ impl Peers {
                 pending,
                 "closing connection: its peer does not read what it is sent"
             );
+            crate::counters::ConnCounters::bump(&self.counters.output_closed);
             self.cut_off(id);
             return;
         }

@@ -389,3 +389,88 @@ async fn silent_connections_are_closed_after_the_idle_timeout() {
     // The HTTP client's own connections spoke at once; only one was silent.
     assert_eq!(parse(&text)["gearshift_connections_idle_closed_total"], 1.0);
 }
+
+#[tokio::test]
+async fn a_peer_that_does_not_read_and_access_refusals_are_counted() {
+    fn packet(kind: u32, args: &[&[u8]]) -> Vec<u8> {
+        let body = args.join(&b"\0"[..]);
+        let mut p = b"\0REQ".to_vec();
+        p.extend_from_slice(&kind.to_be_bytes());
+        p.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        p.extend_from_slice(&body);
+        p
+    }
+    let mut cfg = config();
+    cfg.max_output = 64 * 1024;
+    cfg.max_packet_size = 64 * 1024;
+    // Only 127.0.0.1 may read: a peer on 127.0.0.2 is refused and counted.
+    cfg.access.admin_read = Some(vec![
+        gearshift_server::access::Who::parse("127.0.0.1").unwrap_or_else(|e| panic!("{e}"))
+    ]);
+    let s = start(cfg).await;
+    let other = tokio::net::TcpSocket::new_v4().expect("socket");
+    other
+        .bind("127.0.0.2:0".parse().expect("addr"))
+        .expect("bind");
+    let mut denied = other.connect(s.gearman).await.expect("connect");
+    denied.write_all(b"status\n").await.expect("write");
+    let mut buf = [0u8; 256];
+    let n = denied.read(&mut buf).await.expect("reply");
+    assert!(
+        buf[..n].starts_with(b"ERR PERMISSION_DENIED"),
+        "{:?}",
+        &buf[..n]
+    );
+    // A foreground client with a small receive buffer that never reads,
+    // and a worker streaming WORK_DATA to it far past the hard cap
+    // (4 x 64 KiB + 2 x 64 KiB): the client is closed.
+    let mut worker = tokio::net::TcpStream::connect(s.gearman)
+        .await
+        .expect("connect");
+    worker
+        .write_all(&packet(1, &[b"stream"]))
+        .await
+        .expect("can_do");
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut stuck = sock.connect(s.gearman).await.expect("connect");
+    stuck
+        .write_all(&packet(7, &[b"stream", b"", b"go"]))
+        .await
+        .expect("submit");
+    let n = stuck.read(&mut buf).await.expect("job created");
+    assert!(n >= 12 && buf[7] == 8, "JOB_CREATED: {:?}", &buf[..n]);
+    let handle = buf[12..n].to_vec();
+    worker.write_all(&packet(9, &[])).await.expect("grab");
+    let mut assign = [0u8; 512];
+    let n = worker.read(&mut assign).await.expect("assign");
+    assert!(n >= 12 && assign[7] == 11, "JOB_ASSIGN: {:?}", &assign[..n]);
+    let chunk = vec![7u8; 60 * 1024];
+    let data = packet(28, &[&handle, &chunk]);
+    for _ in 0..200 {
+        worker.write_all(&data).await.expect("work data");
+    }
+    let mut closed = 0.0;
+    for _ in 0..100 {
+        let text = client()
+            .get(format!("{}/metrics", s.base))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("body");
+        let m = parse(&text);
+        assert_eq!(
+            m["gearshift_access_denied_total{right=\"admin_read\"}"],
+            1.0
+        );
+        assert_eq!(m["gearshift_access_denied_total{right=\"submit\"}"], 0.0);
+        closed = m["gearshift_connections_output_closed_total"];
+        if closed >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(closed, 1.0);
+}

@@ -79,7 +79,7 @@ pub fn render(
     fs: &[FunctionView],
     t: &Totals,
     commits: &HistogramSnapshot,
-    idle_closed: u64,
+    conns: (u64, u64, u64),
 ) -> String {
     let mut out = String::with_capacity(4096 + fs.len() * 2048);
     let named: Vec<(String, &FunctionView)> = fs
@@ -226,7 +226,40 @@ pub fn render(
         "counter",
         "Connections closed for sending nothing within --idle-timeout.",
     );
+    let (idle_closed, output_closed, tls_failed) = conns;
     let _ = writeln!(out, "gearshift_connections_idle_closed_total {idle_closed}");
+    head(
+        &mut out,
+        "gearshift_connections_output_closed_total",
+        "counter",
+        "Connections closed because their peer did not read what it was sent (--max-output).",
+    );
+    let _ = writeln!(
+        out,
+        "gearshift_connections_output_closed_total {output_closed}"
+    );
+    head(
+        &mut out,
+        "gearshift_tls_handshake_failures_total",
+        "counter",
+        "TLS connections closed because their handshake failed or timed out.",
+    );
+    let _ = writeln!(out, "gearshift_tls_handshake_failures_total {tls_failed}");
+    head(
+        &mut out,
+        "gearshift_access_denied_total",
+        "counter",
+        "Requests the [access] rules refused, by the right they needed.",
+    );
+    for (right, n) in ["submit", "work", "admin_read", "admin_change"]
+        .iter()
+        .zip(t.denied)
+    {
+        let _ = writeln!(
+            out,
+            "gearshift_access_denied_total{{right=\"{right}\"}} {n}"
+        );
+    }
     let name = "gearshift_store_commit_seconds";
     head(
         &mut out,
@@ -305,11 +338,8 @@ pub async fn scrape(State(app): State<super::State>) -> Result<Response, ApiErro
         .control
         .call(|c| (c.functions_view(), c.totals()))
         .await?;
-    let idle = app
-        .ctx
-        .idle_closed
-        .load(std::sync::atomic::Ordering::Relaxed);
-    let body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), idle);
+    let conns = app.ctx.counters.snapshot();
+    let body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), conns);
     Ok((
         StatusCode::OK,
         [(

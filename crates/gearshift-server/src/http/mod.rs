@@ -42,7 +42,7 @@ pub struct Context {
     /// Networks besides loopback trusted like loopback (`--admin-allow`).
     pub access: Arc<crate::access::AccessCell>,
     /// Connections closed for sending nothing (`--idle-timeout`).
-    pub idle_closed: Arc<std::sync::atomic::AtomicU64>,
+    pub counters: Arc<crate::counters::ConnCounters>,
     /// This server's Gearman address, as a loopback client reaches it.
     pub gearman: Option<SocketAddr>,
     /// Largest request body (the server's packet limit).
