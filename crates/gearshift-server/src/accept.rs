@@ -16,17 +16,34 @@ use crate::io_thread::{Accepted, ToIo};
 use crate::sock::StdSock;
 use crate::tls::TlsServer;
 
-/// Accepts connections and deals them out to the I/O threads in turn.
-pub(crate) async fn accept_loop(
-    listener: TcpListener,
-    inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
-    mut stop: watch::Receiver<bool>,
-    limit: Arc<Semaphore>,
-    next_id: Arc<AtomicU64>,
-    gate: Option<Arc<RelayGate>>,
-    tls: Option<TlsServer>,
-    counters: Arc<ConnCounters>,
-) {
+/// What every accept loop shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// The I/O threads' inboxes.
+    pub inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
+    /// Turns true when the server stops accepting.
+    pub stop: watch::Receiver<bool>,
+    /// The connection cap.
+    pub limit: Arc<Semaphore>,
+    /// The last connection id given out.
+    pub next_id: Arc<AtomicU64>,
+    /// A cluster leader's check of relayed connections.
+    pub gate: Option<Arc<RelayGate>>,
+    /// Counters for `/metrics`.
+    pub counters: Arc<ConnCounters>,
+}
+
+/// Accepts connections and deals them out to the I/O threads in turn;
+/// with `tls`, each after its TLS handshake.
+pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsServer>, shared: Shared) {
+    let Shared {
+        inboxes,
+        mut stop,
+        limit,
+        next_id,
+        gate,
+        counters,
+    } = shared;
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },

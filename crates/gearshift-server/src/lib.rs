@@ -416,16 +416,15 @@ impl Server {
             .into_iter()
             .map(|l| (l, self.cfg.tls.clone()));
         for (listener, tls) in plain.chain(tls) {
-            tasks.push(tokio::spawn(accept::accept_loop(
-                listener,
-                inboxes.clone(),
-                stop_rx.clone(),
-                limit.clone(),
-                next_id.clone(),
-                self.relays.clone(),
-                tls,
-                counters.clone(),
-            )));
+            let shared = accept::Shared {
+                inboxes: inboxes.clone(),
+                stop: stop_rx.clone(),
+                limit: limit.clone(),
+                next_id: next_id.clone(),
+                gate: self.relays.clone(),
+                counters: counters.clone(),
+            };
+            tasks.push(tokio::spawn(accept::accept_loop(listener, tls, shared)));
         }
         let mut aborts = AbortOnDrop(tasks.iter().map(|t| t.abort_handle()).collect());
         aborts.0.push(reloads.abort_handle());
