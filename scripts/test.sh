@@ -11,6 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's start, with the time since the script began.
+stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
+
 PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl systemd man-db openssl socat"
 missing=""
 for p in $PKGS; do
@@ -23,18 +26,18 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== cargo test"
+stage "cargo test"
 cargo test --workspace --quiet 2>&1 | tee /tmp/gearshift-cargo-test.log
 rust_passed=$(grep -Eo '[0-9]+ passed' /tmp/gearshift-cargo-test.log | awk '{s+=$1} END {print s+0}')
 rust_failed=$(grep -Eo '[0-9]+ failed' /tmp/gearshift-cargo-test.log | awk '{s+=$1} END {print s+0}')
 
-echo "== server and client suites again with 3 I/O threads and the core thread"
+stage "server and client suites again with 3 I/O threads and the core thread"
 # The default on this 2-core machine is one I/O thread that runs the core
 # itself; servers with more cores hand work to a core thread instead.
 GEARSHIFT_TEST_IO_THREADS=3 cargo test --quiet -p gearshift-server -p gearshift-client 2>&1 \
@@ -42,17 +45,17 @@ GEARSHIFT_TEST_IO_THREADS=3 cargo test --quiet -p gearshift-server -p gearshift-
 rust_passed=$((rust_passed + $(grep -Eo '[0-9]+ passed' /tmp/gearshift-cargo-test-threads.log | awk '{s+=$1} END {print s+0}')))
 rust_failed=$((rust_failed + $(grep -Eo '[0-9]+ failed' /tmp/gearshift-cargo-test-threads.log | awk '{s+=$1} END {print s+0}')))
 
-echo "== interop and differential suites against target/debug/gearshift"
+stage "interop and differential suites against target/debug/gearshift"
 cargo build --quiet -p gearshift
 # --verbose ERROR: gearmand's default level, so `verbose` answers alike in the
 # differential suite; --store memory: gearmand's default queue, and every test
 # server starts empty (the durable store has its own restart and crash tests).
 export SERVER_CMD="$PWD/target/debug/gearshift serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 --store memory --log-file none --verbose ERROR"
 bash tests/interop/run.sh
-echo "== the same with 3 I/O threads and the core thread"
+stage "the same with 3 I/O threads and the core thread"
 SERVER_CMD="$SERVER_CMD --io-threads 3" bash tests/interop/run.sh
 
-echo "== crash suite: SIGKILL under load, restart, no acknowledged job lost"
+stage "crash suite: SIGKILL under load, restart, no acknowledged job lost"
 # Its own servers: the durable log store in fresh temp data dirs.
 GEARSHIFT_BIN="$PWD/target/debug/gearshift" timeout -k 10 600 python3 tests/crash/crash.py 2>&1 \
   | tee /tmp/gearshift-crash.log
@@ -61,34 +64,34 @@ crash_passed=${crash_summary%% passed*}
 crash_failed=${crash_summary#*, }
 crash_failed=${crash_failed%% failed}
 
-echo "== import suite: real gearmand libsqlite3 and Postgres queues through gearshift import"
+stage "import suite: real gearmand libsqlite3 and Postgres queues through gearshift import"
 # Needs gearman-job-server (gearmand with its libsqlite3 and Postgres queues),
 # postgresql (initdb, pg_ctl and psql for a cluster of the test's own, on a
 # free port of 127.0.0.1) and python3's stdlib.
 GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/import/test_import.py
 
-echo "== cluster suite: three nodes on one PostgreSQL, takeover, fencing, chaos"
+stage "cluster suite: three nodes on one PostgreSQL, takeover, fencing, chaos"
 # A throwaway PostgreSQL cluster of its own (postgresql), PHP and Perl
 # clients; the chaos test's seed is printed (CHAOS_SEED to replay one).
 GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/cluster/test_cluster.py 2>&1 \
   | tee /tmp/gearshift-cluster.log
 cluster_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-cluster.log | tail -n 1)
 
-echo "== TLS suite: TLS listeners, client certificates, access rules, a socat sidecar"
+stage "TLS suite: TLS listeners, client certificates, access rules, a socat sidecar"
 # Certificates from openssl; libgearman's gearman tool through socat;
 # gearmand (gearman-job-server) for its plaintext --ssl.
 GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/tls/test_tls.py 2>&1 \
   | tee /tmp/gearshift-tls.log
 tls_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/gearshift-tls.log | tail -n 1)
 
-echo "== packaging: the systemd unit (systemd-analyze verify), the man pages, the Dockerfile, the Debian package"
+stage "packaging: the systemd unit (systemd-analyze verify), the man pages, the Dockerfile, the Debian package"
 GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_unit.sh
 GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_docker.sh
 # cargo deb around the debug binary built above (installs cargo-deb once);
 # `packaging/deb/build.sh` alone makes the release package.
 PROFILE=dev bash packaging/deb/build.sh
 
-echo "== dashboard suite: the web dashboard in real headless Chromium"
+stage "dashboard suite: the web dashboard in real headless Chromium"
 # Needs chromium and chromium-driver (WebDriver spoken from python3's stdlib).
 GEARSHIFT_BIN="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/dashboard/test_dashboard.py 2>&1 \
   | tee /tmp/gearshift-dashboard.log
@@ -99,3 +102,4 @@ echo "crash: ${crash_passed} passed, ${crash_failed} failed"
 echo "cluster: ${cluster_summary}"
 echo "tls: ${tls_summary}"
 echo "dashboard: ${dash_summary}"
+echo "total: $((SECONDS / 60))m$((SECONDS % 60))s"
