@@ -8,16 +8,28 @@ use gearshift_proto::{decode_frame, Frame, SubmitInPlace};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let cfg = CoreConfig { job_retries: 3, worker_wakeup: 1, ..CoreConfig::default() };
+    let cfg = CoreConfig {
+        job_retries: 3,
+        worker_wakeup: 1,
+        ..CoreConfig::default()
+    };
     let mut core = Core::new(cfg);
     let mut now = 1_000_000u64;
     for c in 0..4 {
-        let info = ConnInfo { fd: c, ip: "127.0.0.1".into(), loopback: true };
+        let info = ConnInfo {
+            fd: c,
+            ip: "127.0.0.1".into(),
+            loopback: true,
+            admin: true,
+            node: None,
+        };
         core.connect(ConnId(c as u64), info);
     }
     // Each chunk: [conn selector, time step, frame bytes ...] split on 0xFF 0xFF.
     for chunk in data.split(|&b| b == 0xFF) {
-        let [sel, step, rest @ ..] = chunk else { continue };
+        let [sel, step, rest @ ..] = chunk else {
+            continue;
+        };
         let conn = ConnId(u64::from(*sel % 5));
         now += u64::from(*step) * 10;
         if *sel % 5 == 4 {
@@ -37,5 +49,8 @@ fuzz_target!(|data: &[u8]| {
         }
         core.on_timeout(now);
         let _ = core.take_effects();
+        if let Err(e) = core.check_invariants() {
+            panic!("invariant broken: {e}");
+        }
     }
 });

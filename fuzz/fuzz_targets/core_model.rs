@@ -1,0 +1,808 @@
+//! Model-based fuzzing of the routing core: typed requests from four
+//! connections (submissions with and without unique ids, priorities and run
+//! times; abilities with and without time limits; grabs; work results and
+//! updates; status queries; sleeps; disconnects; time moving) drive a
+//! `Core` and a small reference model side by side. After every step the
+//! core's own `check_invariants` must hold and the core must agree with the
+//! model: every handle it created is queued, scheduled or running on exactly
+//! one live worker that can do its function, or finished (never to come
+//! back); a named unique id joins the live job that has it; a grab takes the
+//! head of the highest-priority queue the worker can do, or NO_JOB only when
+//! there is none; a result reaches each waiting client exactly once; a lost
+//! worker's jobs go back to their queue (or fail at the retry limit); a
+//! foreground job nobody waits for any more is dropped before it starts.
+#![no_main]
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use gearshift_core::policy::{can_do_timeout_ms, TimeoutUnit};
+use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
+use gearshift_proto::{GrabKind, Priority, Request, Response, Submit};
+use libfuzzer_sys::arbitrary::{self, Arbitrary};
+use libfuzzer_sys::fuzz_target;
+
+const SLOTS: usize = 4;
+const FUNCS: [&str; 3] = ["a", "b", "c"];
+const UNIQUES: [&str; 3] = ["u0", "u1", "u2"];
+/// The connection the model asks GET_STATUS from after every step.
+const OBSERVER: u64 = 1_000_000;
+const PREFIX: &str = "H:fuzz";
+/// The clock starts here (Unix ms); epoch submissions are around it.
+const START: u64 = 1_000_000;
+
+#[derive(Debug, Arbitrary)]
+struct Case {
+    job_retries: u8,
+    exceptions: bool,
+    ops: Vec<Op>,
+}
+
+#[derive(Debug, Clone, Copy, Arbitrary)]
+enum Work {
+    Complete,
+    Fail,
+    Exception,
+    Data,
+    Warning,
+    Status,
+}
+
+#[derive(Debug, Arbitrary)]
+enum Op {
+    Submit {
+        slot: u8,
+        func: u8,
+        unique: Option<u8>,
+        prio: u8,
+        bg: bool,
+        /// Seconds after the clock's start to run at (SUBMIT_JOB_EPOCH).
+        epoch: Option<u8>,
+    },
+    CanDo {
+        slot: u8,
+        func: u8,
+        timeout: Option<u16>,
+    },
+    CantDo {
+        slot: u8,
+        func: u8,
+    },
+    Reset {
+        slot: u8,
+    },
+    PreSleep {
+        slot: u8,
+    },
+    Grab {
+        slot: u8,
+        kind: u8,
+    },
+    Work {
+        slot: u8,
+        what: Work,
+        /// Picks one of the slot's held jobs, else any handle ever made.
+        pick: u8,
+        own: bool,
+    },
+    GetStatus {
+        slot: u8,
+        pick: u8,
+    },
+    Exceptions {
+        slot: u8,
+    },
+    Disconnect {
+        slot: u8,
+    },
+    Advance {
+        ms: u16,
+        fire: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    Queued,
+    Scheduled(u64),
+    Running { worker: u64, deadline: Option<u64> },
+    Done,
+}
+
+#[derive(Debug)]
+struct MJob {
+    func: usize,
+    prio: usize,
+    unique: Option<usize>,
+    data: Bytes,
+    bg: bool,
+    state: St,
+    /// Foreground submitters attached, once per submission.
+    clients: Vec<u64>,
+    retries: u32,
+}
+
+#[derive(Debug, Default)]
+struct MConn {
+    id: u64,
+    /// Newest first, with the CAN_DO_TIMEOUT limit in ms.
+    abilities: Vec<(usize, Option<u64>)>,
+    exceptions: bool,
+    after_exception: Option<u64>,
+}
+
+struct Model {
+    core: Core,
+    now: u64,
+    job_retries: u32,
+    exceptions_all: bool,
+    jobs: BTreeMap<u64, MJob>,
+    /// Queued job ids per function and priority, in the order they run.
+    queues: [[VecDeque<u64>; 3]; FUNCS.len()],
+    slots: [MConn; SLOTS],
+    next_conn: u64,
+    /// Terminal packets the current step must produce: (client, job).
+    expect_terminal: Vec<(u64, u64)>,
+}
+
+fn handle(id: u64) -> Bytes {
+    Bytes::from(format!("{PREFIX}:{id}"))
+}
+
+fn id_of(h: &[u8]) -> u64 {
+    std::str::from_utf8(h)
+        .ok()
+        .and_then(|s| s.strip_prefix(PREFIX))
+        .and_then(|s| s.strip_prefix(':'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not a handle of this core: {h:?}"))
+}
+
+fn info(fd: u64) -> ConnInfo {
+    ConnInfo {
+        fd: fd as i64,
+        ip: "127.0.0.1".into(),
+        loopback: true,
+        admin: true,
+        node: None,
+    }
+}
+
+impl Model {
+    fn new(job_retries: u32, exceptions: bool) -> Model {
+        let cfg = CoreConfig {
+            handle_prefix: PREFIX.into(),
+            job_retries,
+            exceptions,
+            ..CoreConfig::default()
+        };
+        let mut core = Core::new(cfg);
+        core.set_now(START);
+        core.connect(ConnId(OBSERVER), info(OBSERVER));
+        let mut m = Model {
+            core,
+            now: START,
+            job_retries,
+            exceptions_all: exceptions,
+            jobs: BTreeMap::new(),
+            queues: Default::default(),
+            slots: Default::default(),
+            next_conn: 1,
+            expect_terminal: Vec::new(),
+        };
+        for s in 0..SLOTS {
+            m.open(s);
+        }
+        m
+    }
+
+    fn open(&mut self, slot: usize) {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        self.slots[slot] = MConn {
+            id,
+            ..MConn::default()
+        };
+        self.core.connect(ConnId(id), info(id));
+    }
+
+    fn send(&mut self, conn: u64, req: Request) -> Vec<Effect> {
+        self.core
+            .handle(ConnId(conn), Input::Request(req), self.now);
+        self.core.take_effects()
+    }
+
+    fn queue_of(&mut self, id: u64) -> &mut VecDeque<u64> {
+        let j = &self.jobs[&id];
+        let (f, p) = (j.func, j.prio);
+        &mut self.queues[f][p]
+    }
+
+    fn unqueue(&mut self, id: u64) {
+        self.queue_of(id).retain(|&j| j != id);
+    }
+
+    fn queued_for(&self, conn: &MConn) -> bool {
+        conn.abilities
+            .iter()
+            .any(|&(f, _)| self.queues[f].iter().any(|q| !q.is_empty()))
+    }
+
+    /// A job ends and tells each waiting client once.
+    fn finish_told(&mut self, id: u64) {
+        let job = self.jobs.get_mut(&id).expect("live job");
+        job.state = St::Done;
+        for &c in &job.clients {
+            self.expect_terminal.push((c, id));
+        }
+        job.clients.clear();
+    }
+
+    /// A held job goes back to its queue (gearmand's requeue).
+    fn requeue(&mut self, id: u64) {
+        let limit = self.job_retries;
+        let job = self.jobs.get_mut(&id).expect("live job");
+        assert!(matches!(job.state, St::Running { .. }));
+        job.retries += 1;
+        if limit > 0 && job.retries >= limit {
+            self.finish_told(id);
+        } else if !job.bg && job.clients.is_empty() {
+            job.state = St::Done;
+        } else {
+            job.state = St::Queued;
+            let q = self.queue_of(id);
+            let at = q.iter().position(|&j| j > id).unwrap_or(q.len());
+            q.insert(at, id);
+        }
+    }
+
+    fn held_by(&self, conn: u64) -> Vec<u64> {
+        self.jobs
+            .iter()
+            .filter(|(_, j)| matches!(j.state, St::Running { worker, .. } if worker == conn))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    fn step(&mut self, op: &Op) {
+        self.expect_terminal.clear();
+        let slot = |s: &u8| usize::from(*s) % SLOTS;
+        let effects = match op {
+            Op::Submit {
+                slot: s,
+                func,
+                unique,
+                prio,
+                bg,
+                epoch,
+            } => self.submit(
+                slot(s),
+                usize::from(*func) % FUNCS.len(),
+                unique.map(|u| usize::from(u) % UNIQUES.len()),
+                usize::from(*prio) % 3,
+                *bg,
+                *epoch,
+            ),
+            Op::CanDo {
+                slot: s,
+                func,
+                timeout,
+            } => {
+                let s = slot(s);
+                let f = usize::from(*func) % FUNCS.len();
+                let name = Bytes::from_static(FUNCS[f].as_bytes());
+                let (req, ms) = match timeout {
+                    Some(t) => (
+                        Request::CanDoTimeout {
+                            function: name,
+                            timeout: Bytes::from(t.to_string()),
+                        },
+                        can_do_timeout_ms(i64::from(*t), TimeoutUnit::Auto),
+                    ),
+                    None => (Request::CanDo(name), None),
+                };
+                let conn = &mut self.slots[s];
+                conn.after_exception = None;
+                conn.abilities.retain(|a| a.0 != f);
+                conn.abilities.insert(0, (f, ms));
+                let id = conn.id;
+                let effects = self.send(id, req);
+                only_noops(&effects);
+                effects
+            }
+            Op::CantDo { slot: s, func } => {
+                let f = usize::from(*func) % FUNCS.len();
+                self.drop_abilities(
+                    slot(s),
+                    Request::CantDo(Bytes::from_static(FUNCS[f].as_bytes())),
+                    Some(f),
+                )
+            }
+            Op::Reset { slot: s } => self.drop_abilities(slot(s), Request::ResetAbilities, None),
+            Op::PreSleep { slot: s } => {
+                let conn = &mut self.slots[slot(s)];
+                conn.after_exception = None;
+                let id = conn.id;
+                let ready = self.queued_for(&self.slots[slot(s)]);
+                let effects = self.send(id, Request::PreSleep);
+                let noop = effects == [Effect::Send(ConnId(id), Response::Noop)];
+                assert!(
+                    noop == ready && (ready || effects.is_empty()),
+                    "{effects:?}"
+                );
+                effects
+            }
+            Op::Grab { slot: s, kind } => self.grab(slot(s), *kind),
+            Op::Work {
+                slot: s,
+                what,
+                pick,
+                own,
+            } => self.work(slot(s), *what, *pick, *own),
+            Op::GetStatus { slot: s, pick } => {
+                let conn = &mut self.slots[slot(s)];
+                conn.after_exception = None;
+                let id = conn.id;
+                let job = self.pick_any(*pick);
+                let effects = self.send(id, Request::GetStatus(handle(job)));
+                assert_eq!(effects.len(), 1, "{effects:?}");
+                self.check_status(&effects[0], job);
+                effects
+            }
+            Op::Exceptions { slot: s } => {
+                let conn = &mut self.slots[slot(s)];
+                conn.after_exception = None;
+                conn.exceptions = true;
+                let id = conn.id;
+                let name = Bytes::from_static(b"exceptions");
+                let effects = self.send(id, Request::Option(name.clone()));
+                assert_eq!(
+                    effects,
+                    [Effect::Send(ConnId(id), Response::OptionRes(name))]
+                );
+                effects
+            }
+            Op::Disconnect { slot: s } => self.disconnect(slot(s)),
+            Op::Advance { ms, fire } => {
+                self.now += u64::from(*ms);
+                self.core.set_now(self.now);
+                if *fire {
+                    self.fire_timers()
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        self.check_terminals(&effects);
+        self.check_core();
+    }
+
+    fn submit(
+        &mut self,
+        s: usize,
+        func: usize,
+        unique: Option<usize>,
+        prio: usize,
+        bg: bool,
+        epoch: Option<u8>,
+    ) -> Vec<Effect> {
+        let conn = self.slots[s].id;
+        self.slots[s].after_exception = None;
+        let data = Bytes::from(format!("{}", self.jobs.len()));
+        let req = Request::Submit(Submit {
+            function: Bytes::from_static(FUNCS[func].as_bytes()),
+            unique: unique.map_or(Bytes::new(), |u| Bytes::from_static(UNIQUES[u].as_bytes())),
+            data: data.clone(),
+            priority: Priority::ALL[prio],
+            background: bg,
+            epoch: epoch.map(|e| (START / 1000 + u64::from(e)) as i64),
+            reducer: None,
+        });
+        let effects = self.send(conn, req);
+        // One JOB_CREATED to the submitter; the rest can only wake sleepers.
+        let mut created = None;
+        for e in &effects {
+            match e {
+                Effect::Created(c, id) if c.0 == conn && created.is_none() => created = Some(*id),
+                Effect::Send(c, Response::JobCreated(h)) if c.0 == conn && created.is_none() => {
+                    created = Some(id_of(h))
+                }
+                Effect::Send(_, Response::Noop) => {}
+                other => panic!("submit: unexpected {other:?} in {effects:?}"),
+            }
+        }
+        let id = created.unwrap_or_else(|| panic!("submit: no JOB_CREATED in {effects:?}"));
+        let live = |j: &MJob| j.state != St::Done;
+        let existing = unique.and_then(|u| {
+            self.jobs
+                .iter()
+                .find(|(_, j)| live(j) && j.func == func && j.unique == Some(u))
+                .map(|(&id, _)| id)
+        });
+        match existing {
+            Some(old) => {
+                assert_eq!(id, old, "unique id {:?} did not join its job", unique);
+                let job = self.jobs.get_mut(&old).expect("live job");
+                if !bg {
+                    job.clients.push(conn);
+                }
+                job.bg |= bg;
+            }
+            None => {
+                let last = self.jobs.keys().next_back().copied().unwrap_or(0);
+                assert!(id > last, "handle {id} reused (last {last})");
+                let due = epoch
+                    .map(|e| (START / 1000 + u64::from(e)) * 1000)
+                    .filter(|&d| d > self.now);
+                self.jobs.insert(
+                    id,
+                    MJob {
+                        func,
+                        prio,
+                        unique,
+                        data,
+                        bg,
+                        state: due.map_or(St::Queued, St::Scheduled),
+                        clients: if bg { Vec::new() } else { vec![conn] },
+                        retries: 0,
+                    },
+                );
+                if due.is_none() {
+                    self.queues[func][prio].push_back(id);
+                }
+            }
+        }
+        effects
+    }
+
+    fn drop_abilities(&mut self, s: usize, req: Request, which: Option<usize>) -> Vec<Effect> {
+        let conn = self.slots[s].id;
+        self.slots[s].after_exception = None;
+        let dropped: Vec<usize> = self.slots[s]
+            .abilities
+            .iter()
+            .map(|a| a.0)
+            .filter(|&f| which.is_none_or(|w| w == f))
+            .collect();
+        self.slots[s].abilities.retain(|a| !dropped.contains(&a.0));
+        for id in self.held_by(conn) {
+            if dropped.contains(&self.jobs[&id].func) {
+                self.requeue(id);
+            }
+        }
+        self.send(conn, req)
+    }
+
+    fn grab(&mut self, s: usize, kind: u8) -> Vec<Effect> {
+        let conn = self.slots[s].id;
+        self.slots[s].after_exception = None;
+        let kind = [GrabKind::Plain, GrabKind::Uniq, GrabKind::All][usize::from(kind) % 3];
+        let effects = self.send(conn, Request::Grab(kind));
+        assert_eq!(effects.len(), 1, "grab: {effects:?}");
+        let Effect::Send(to, r) = &effects[0] else {
+            panic!("grab: {effects:?}");
+        };
+        assert_eq!(to.0, conn);
+        // The highest priority any of its functions has queued.
+        let abilities = self.slots[s].abilities.clone();
+        let best = (0..3).find(|&p| {
+            abilities
+                .iter()
+                .any(|&(f, _)| !self.queues[f][p].is_empty())
+        });
+        let (h, function, unique, data) = match (kind, r) {
+            (_, Response::NoJob) => {
+                assert!(best.is_none(), "NO_JOB with work queued: {:?}", self.queues);
+                return effects;
+            }
+            (
+                GrabKind::Plain,
+                Response::JobAssign {
+                    handle,
+                    function,
+                    data,
+                },
+            ) => (handle, function, None, data),
+            (
+                GrabKind::Uniq | GrabKind::All,
+                Response::JobAssignUniq {
+                    handle,
+                    function,
+                    unique,
+                    data,
+                },
+            ) => (handle, function, Some(unique), data),
+            other => panic!("grab: {other:?}"),
+        };
+        let id = id_of(h);
+        let job = self
+            .jobs
+            .get(&id)
+            .unwrap_or_else(|| panic!("assigned unknown {id}"));
+        assert_eq!(job.state, St::Queued, "assigned job {id} was not queued");
+        assert_eq!(function, FUNCS[job.func].as_bytes());
+        assert_eq!(data, &job.data);
+        if let Some(u) = unique {
+            assert_eq!(u, job.unique.map_or("", |u| UNIQUES[u]).as_bytes());
+        }
+        let ability = abilities.iter().find(|a| a.0 == job.func);
+        let Some(&(_, timeout)) = ability else {
+            panic!(
+                "job {id} of {} given to a worker that cannot do it",
+                FUNCS[job.func]
+            );
+        };
+        assert_eq!(Some(job.prio), best, "job {id} skipped a higher priority");
+        let head = self.queues[job.func][job.prio].pop_front();
+        assert_eq!(head, Some(id), "job {id} was not the head of its queue");
+        let deadline = timeout.map(|t| self.now + t);
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.state = St::Running {
+                worker: conn,
+                deadline,
+            };
+        }
+        effects
+    }
+
+    /// A job for a WORK_* or GET_STATUS: a held one, or any ever made.
+    fn pick_any(&self, pick: u8) -> u64 {
+        let n = self.jobs.len() as u64;
+        if n == 0 {
+            return 1;
+        }
+        // One past the last handle names a job that never existed.
+        let i = u64::from(pick) % (n + 1);
+        self.jobs
+            .keys()
+            .nth(i as usize)
+            .copied()
+            .unwrap_or(n + 1000)
+    }
+
+    fn work(&mut self, s: usize, what: Work, pick: u8, own: bool) -> Vec<Effect> {
+        let conn = self.slots[s].id;
+        let held = self.held_by(conn);
+        let id = if own && !held.is_empty() {
+            held[usize::from(pick) % held.len()]
+        } else {
+            self.pick_any(pick)
+        };
+        let h = handle(id);
+        let holds = held.contains(&id);
+        let after = self.slots[s].after_exception.take();
+        let data = Bytes::from_static(b"r");
+        let req = match what {
+            Work::Complete => Request::WorkComplete {
+                handle: h.clone(),
+                data: data.clone(),
+            },
+            Work::Fail => Request::WorkFail { handle: h.clone() },
+            Work::Exception => Request::WorkException {
+                handle: h.clone(),
+                data: data.clone(),
+            },
+            Work::Data => Request::WorkData {
+                handle: h.clone(),
+                data: data.clone(),
+            },
+            Work::Warning => Request::WorkWarning {
+                handle: h.clone(),
+                data: data.clone(),
+            },
+            Work::Status => Request::WorkStatus {
+                handle: h.clone(),
+                numerator: Bytes::from_static(b"1"),
+                denominator: Bytes::from_static(b"2"),
+            },
+        };
+        // A WORK_FAIL right after the WORK_EXCEPTION of the same job is
+        // its second half: no answer, nothing changes.
+        if matches!(what, Work::Fail) && after == Some(id) && !holds {
+            let effects = self.send(conn, req);
+            assert!(effects.is_empty(), "{effects:?}");
+            return effects;
+        }
+        let clients = self
+            .jobs
+            .get(&id)
+            .map(|j| j.clients.clone())
+            .unwrap_or_default();
+        let effects = self.send(conn, req);
+        if !holds {
+            assert_eq!(effects.len(), 1, "{effects:?}");
+            assert!(
+                matches!(&effects[0], Effect::Send(c, Response::Error { code, .. })
+                    if c.0 == conn && code[..] == b"JOB_NOT_FOUND"[..]),
+                "work on a job {id} not held: {effects:?}"
+            );
+            return effects;
+        }
+        match what {
+            Work::Complete | Work::Fail => self.finish_told(id),
+            Work::Exception => {
+                self.slots[s].after_exception = Some(id);
+                // Clients that asked for exceptions get WORK_EXCEPTION, the
+                // rest WORK_FAIL (checked in check_terminals).
+                self.finish_told(id);
+            }
+            Work::Data | Work::Warning | Work::Status => {
+                // Forwarded once per attached client, nothing else.
+                let mut to: Vec<u64> = effects
+                    .iter()
+                    .map(|e| match e {
+                        Effect::Send(c, r) if forwarded(r, &h) => c.0,
+                        other => panic!("work update: unexpected {other:?}"),
+                    })
+                    .collect();
+                let mut want = clients;
+                to.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(to, want, "work update recipients");
+            }
+        }
+        effects
+    }
+
+    fn disconnect(&mut self, s: usize) -> Vec<Effect> {
+        let conn = self.slots[s].id;
+        for id in self.held_by(conn) {
+            self.requeue(id);
+        }
+        let ids: Vec<u64> = self.jobs.keys().copied().collect();
+        for id in ids {
+            let job = self.jobs.get_mut(&id).expect("job");
+            if !job.clients.contains(&conn) {
+                continue;
+            }
+            job.clients.retain(|&c| c != conn);
+            let waiting = matches!(job.state, St::Queued | St::Scheduled(_));
+            if job.clients.is_empty() && !job.bg && waiting {
+                job.state = St::Done;
+                self.unqueue(id);
+            }
+        }
+        self.core.disconnect(ConnId(conn), self.now);
+        let effects = self.core.take_effects();
+        self.open(s);
+        effects
+    }
+
+    fn fire_timers(&mut self) -> Vec<Effect> {
+        let now = self.now;
+        // In the core's timer order: by time, then due times before run
+        // time limits, then by job.
+        let mut due: Vec<(u64, u8, u64)> = Vec::new();
+        for (&id, job) in &self.jobs {
+            match job.state {
+                St::Scheduled(t) if t <= now => due.push((t, 0, id)),
+                St::Running {
+                    deadline: Some(t), ..
+                } if t <= now => due.push((t, 1, id)),
+                _ => {}
+            }
+        }
+        due.sort_unstable();
+        for (_, kind, id) in due {
+            if kind == 0 {
+                self.jobs.get_mut(&id).expect("job").state = St::Queued;
+                self.queue_of(id).push_back(id);
+            } else {
+                self.requeue(id);
+            }
+        }
+        self.core.on_timeout(now);
+        self.core.take_effects()
+    }
+
+    fn wants_exception(&self, client: u64) -> bool {
+        self.exceptions_all || self.slots.iter().any(|c| c.id == client && c.exceptions)
+    }
+
+    /// Terminal packets (WORK_COMPLETE, WORK_FAIL, WORK_EXCEPTION) went
+    /// exactly to the clients of the jobs that ended, once per submission.
+    fn check_terminals(&self, effects: &[Effect]) {
+        let mut got: Vec<(u64, u64)> = Vec::new();
+        for e in effects {
+            let Effect::Send(c, r) = e else { continue };
+            let (h, exception) = match r {
+                Response::WorkComplete { handle, .. } | Response::WorkFail(handle) => {
+                    (handle, false)
+                }
+                Response::WorkException { handle, .. } => (handle, true),
+                _ => continue,
+            };
+            let id = id_of(h);
+            if exception {
+                assert!(
+                    self.wants_exception(c.0),
+                    "WORK_EXCEPTION to {} unasked",
+                    c.0
+                );
+            }
+            got.push((c.0, id));
+        }
+        let mut want = self.expect_terminal.clone();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want, "terminal packets in {effects:?}");
+        // No step may touch the store: this core has none.
+        assert!(!effects.iter().any(|e| matches!(e, Effect::Store(_))));
+    }
+
+    fn check_status(&self, e: &Effect, id: u64) {
+        let Effect::Send(_, Response::StatusRes { known, running, .. }) = e else {
+            panic!("status: {e:?}");
+        };
+        let (k, r) = match self.jobs.get(&id).map(|j| j.state) {
+            None | Some(St::Done) => (false, false),
+            Some(St::Running { .. }) => (true, true),
+            Some(_) => (true, false),
+        };
+        assert_eq!(
+            (*known, *running),
+            (k, r),
+            "status of job {id}: {:?}",
+            self.jobs.get(&id)
+        );
+    }
+
+    /// The core's own invariants, then the model's view of every job.
+    fn check_core(&mut self) {
+        if let Err(e) = self.core.check_invariants() {
+            panic!("core invariant broken: {e}");
+        }
+        let live = self.jobs.values().filter(|j| j.state != St::Done).count();
+        let running = self
+            .jobs
+            .values()
+            .filter(|j| matches!(j.state, St::Running { .. }))
+            .count();
+        assert_eq!(self.core.job_count(), live, "job count");
+        assert_eq!(self.core.running_jobs(), running as u64, "running jobs");
+        let ids: Vec<u64> = self.jobs.keys().copied().collect();
+        for id in ids {
+            let job = &self.jobs[&id];
+            if let St::Running { worker, .. } = job.state {
+                let conn = self.slots.iter().find(|c| c.id == worker);
+                let can = conn.is_some_and(|c| c.abilities.iter().any(|a| a.0 == job.func));
+                assert!(can, "job {id} runs on {worker}, which cannot do it");
+            }
+            let queued = self.queues[job.func][job.prio]
+                .iter()
+                .filter(|&&j| j == id)
+                .count();
+            assert_eq!(
+                queued,
+                usize::from(job.state == St::Queued),
+                "job {id} in queue"
+            );
+            let effects = self.send(OBSERVER, Request::GetStatus(handle(id)));
+            assert_eq!(effects.len(), 1, "{effects:?}");
+            self.check_status(&effects[0], id);
+        }
+    }
+}
+
+/// A WORK_DATA, WORK_WARNING or WORK_STATUS about `h`, as forwarded.
+fn forwarded(r: &Response, h: &Bytes) -> bool {
+    match r {
+        Response::WorkData { handle, .. }
+        | Response::WorkWarning { handle, .. }
+        | Response::WorkStatus { handle, .. } => handle == h,
+        _ => false,
+    }
+}
+
+fn only_noops(effects: &[Effect]) {
+    for e in effects {
+        assert!(matches!(e, Effect::Send(_, Response::Noop)), "{effects:?}");
+    }
+}
+
+fuzz_target!(|case: Case| {
+    let mut m = Model::new(u32::from(case.job_retries % 3), case.exceptions);
+    for op in case.ops.iter().take(200) {
+        m.step(op);
+    }
+});
