@@ -91,6 +91,11 @@ GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_docker.sh
 # `packaging/deb/build.sh` alone makes the release package.
 PROFILE=dev bash packaging/deb/build.sh
 
+stage "fuzz: every cargo-fuzz target for a few seconds over its corpus"
+# Built with stable cargo (fuzz/build.sh); the long campaign is
+# fuzz/campaign.sh (docs/fuzzing.md).
+FUZZ_SECONDS=${FUZZ_SECONDS:-8} bash scripts/fuzz-short.sh
+
 stage "dashboard suite: the web dashboard in real headless Chromium"
 # Needs chromium and chromium-driver (WebDriver spoken from python3's stdlib).
 GEARSHIFT_BIN="$PWD/target/debug/gearshift" timeout -k 10 300 python3 tests/dashboard/test_dashboard.py 2>&1 \

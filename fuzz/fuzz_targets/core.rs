@@ -3,7 +3,7 @@
 #![no_main]
 
 use bytes::BytesMut;
-use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Input};
+use gearshift_core::{ConnId, ConnInfo, Rights, Core, CoreConfig, Input};
 use gearshift_proto::{decode_frame, Frame, SubmitInPlace};
 use libfuzzer_sys::fuzz_target;
 
@@ -20,8 +20,19 @@ fuzz_target!(|data: &[u8]| {
             fd: c,
             ip: "127.0.0.1".into(),
             loopback: true,
-            admin: true,
+            // The last connection may do nothing: refusals are fuzzed too.
+            rights: if c == 3 {
+                Rights {
+                    submit: false,
+                    work: false,
+                    read: false,
+                    change: false,
+                }
+            } else {
+                Rights::ALL
+            },
             node: None,
+            identity: (c == 2).then(|| "O=Acme,CN=w".to_owned()),
         };
         core.connect(ConnId(c as u64), info);
     }

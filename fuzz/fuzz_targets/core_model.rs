@@ -163,8 +163,9 @@ fn info(fd: u64) -> ConnInfo {
         fd: fd as i64,
         ip: "127.0.0.1".into(),
         loopback: true,
-        admin: true,
+        rights: gearshift_core::Rights::ALL,
         node: None,
+        identity: None,
     }
 }
 
