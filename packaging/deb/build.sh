@@ -33,10 +33,14 @@ contents=$(dpkg-deb --contents "$deb")
 for want in ./usr/bin/gearshift ./usr/lib/systemd/system/gearshift.service ./etc/default/gearshift \
     ./usr/share/man/man1/gearshift-serve.1.gz ./usr/share/bash-completion/completions/gearshift \
     ./usr/share/doc/gearshift/examples/gearshift.example.toml; do
-  echo "$contents" | grep -q " $want\$" || { echo "FAIL package: $want is missing"; exit 1; }
+  grep -q " $want\$" <<<"$contents" || { echo "FAIL package: $want is missing"; exit 1; }
 done
-dpkg-deb --info "$deb" | grep -q "Depends:.*adduser" || { echo "FAIL package: Depends"; exit 1; }
-dpkg-deb --ctrl-tarfile "$deb" | tar -tf - | grep -q postinst || { echo "FAIL package: postinst"; exit 1; }
+# (Whole outputs in variables: `grep -q` on a pipe would cut its writer
+# off, and pipefail would call that a failure.)
+info=$(dpkg-deb --info "$deb")
+grep -q "Depends:.*adduser" <<<"$info" || { echo "FAIL package: Depends"; echo "$info"; exit 1; }
+control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -tf -)
+grep -q postinst <<<"$control" || { echo "FAIL package: postinst"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 dpkg-deb -x "$deb" "$tmp"

@@ -16,5 +16,6 @@ if echo "$out" | grep -v -e "Failed to connect" -e "^$" | grep -i "gearshift.ser
   echo "FAIL unit: systemd-analyze complained"
   exit 1
 fi
-"$BIN" serve --help | grep -q -- "--data-dir" || { echo "FAIL flags"; exit 1; }
+help=$("$BIN" serve --help)
+grep -q -- "--data-dir" <<<"$help" || { echo "FAIL flags"; exit 1; }
 echo "PASS unit"
