@@ -94,7 +94,7 @@ PROFILE=dev bash packaging/deb/build.sh
 stage "fuzz: every cargo-fuzz target for a few seconds over its corpus"
 # Built with stable cargo (fuzz/build.sh); the long campaign is
 # fuzz/campaign.sh (docs/fuzzing.md).
-FUZZ_SECONDS=${FUZZ_SECONDS:-8} bash scripts/fuzz-short.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-5} bash scripts/fuzz-short.sh
 
 stage "dashboard suite: the web dashboard in real headless Chromium"
 # Needs chromium and chromium-driver (WebDriver spoken from python3's stdlib).
