@@ -863,6 +863,26 @@ def growth(rows, warmup, duration):
     return out
 
 
+def generations(rows, warmup, ended):
+    """Per server process: RSS and fds after its warm-up, first and last
+    sample, with the queue depth beside them (a restart resets RSS, so
+    growth inside one process shows here)."""
+    out = []
+    for g in sorted({r["gen"] for r in rows}):
+        rs = [r for r in rows if r["gen"] == g and r["rss_kb"] is not None]
+        warm = [r for r in rs if r["age"] >= warmup] or rs
+        if not warm:
+            continue
+        a, b = warm[0], warm[-1]
+        out.append({"gen": g, "ended": ended.get(g, "end"), "samples": len(rs),
+                    "age_s": b["age"], "rss_kb_first": a["rss_kb"], "queue_first": a["queue"],
+                    "rss_kb_last": b["rss_kb"], "queue_last": b["queue"],
+                    "rss_kb_max": max(r["rss_kb"] for r in rs),
+                    "fds_max": max(r["fds"] for r in rs),
+                    "threads_max": max(r["threads"] for r in rs)})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.environ.get("GEARSHIFT")
@@ -1021,7 +1041,8 @@ def main():
             sent = book.totals["bg_sent"]
             unacked_ran = sum(1 for i in range(len(book.acks)) for n in range(len(book.acks[i]))
                               if not book.acks[i][n] and book.done[i][n])
-            multi_runs = sum(1 for r in book.runs for x in r if x > 1)
+            multi_runs = sum(1 for r, sb in zip(book.runs, book.subs)
+                             for x, y in zip(r, sb) if x > y)
             dups, dup_samples = book.classify_dups(ctl.ended)
             totals = dict(book.totals)
             kills, restarts = book.kills, dict(book.restarts)
@@ -1068,21 +1089,21 @@ def main():
             "seed": seed, "duration_s": d, "plan": plan, "interval_s": interval,
             "warmup_s": warmup, "cores": os.cpu_count(),
             "bg": {"sent": sent, "acknowledged": acked, "completions": totals["bg_done"],
-                   "ran_without_ack": unacked_ran, "assigned_more_than_once": multi_runs,
+                   "ran_without_ack": unacked_ran, "assigned_more_often_than_sent": multi_runs,
                    "duplicates": dups, "duplicate_samples": dup_samples},
             "fg": {"sent": totals["fg_sent"], "completed": totals["fg_done"],
                    "lost_to_restart": book.fg_lost_restart},
             "totals": totals, "kills": kills, "restarts": restarts,
             "server_ready_s": [round(s, 3) for _t, s in ctl.ready_times],
             "idle_fresh": idle0, "idle_end": idle_end, "drain_s": round(drain_secs, 1),
-            "growth": gr, "checks": checks, "problems": problems,
+            "growth": gr, "generations": generations(rows, warmup, ctl.ended), "checks": checks, "problems": problems,
             "worst_create_p99_ms": max(lat_create) if lat_create else None,
             "verdict": "PASS" if all_ok else "FAIL",
         }
         verdict = summary
         print("---")
         print("bg: %d sent, %d acknowledged, %d completions, %d ran without ack, "
-              "%d assigned more than once" % (sent, acked, totals["bg_done"], unacked_ran, multi_runs))
+              "%d assigned more often than sent" % (sent, acked, totals["bg_done"], unacked_ran, multi_runs))
         print("fg: %d sent, %d completed, %d lost to a restart"
               % (totals["fg_sent"], totals["fg_done"], book.fg_lost_restart))
         print("kills %d, restarts %s, admin sessions %d, http requests %d, event streams %d, "
@@ -1090,6 +1111,10 @@ def main():
               % (kills, restarts, totals["admin_sessions"], totals["http_requests"],
                  totals["events_streams"], totals["coalesce_resubmits"], drain_secs,
                  ", ".join("%.2fs" % s for _t, s in ctl.ready_times)))
+        for g in summary["generations"]:
+            print("generation %(gen)d (%(ended)s, %(age_s).0fs): rss %(rss_kb_first)s kB (queue "
+                  "%(queue_first)s) -> %(rss_kb_last)s kB (queue %(queue_last)s), max %(rss_kb_max)s kB; "
+                  "max fds %(fds_max)s, max threads %(threads_max)s" % g)
         for c in checks:
             print("%s %s: %s" % ("ok  " if c["ok"] else "FAIL", c["check"], c["detail"]))
         print("soak %s" % summary["verdict"], flush=True)
