@@ -939,6 +939,7 @@ def main():
     if csv:
         csv.write(",".join(COLUMNS) + "\n")
     rows, verdict = [], {}
+    chaos = None
     t_start = time.monotonic()
     try:
         ctl.start()
@@ -1122,6 +1123,8 @@ def main():
         ld.stop_submit.set()
         ld.stop_work.set()
         ld.stop_side.set()
+        if chaos is not None:
+            chaos.join(40.0)  # it may be starting a server: let it, then stop that
         ctl.close()
         if csv:
             csv.close()
@@ -1136,5 +1139,12 @@ def main():
     return 0 if verdict.get("verdict") == "PASS" else 1
 
 
+def _on_term(signum, _frame):
+    # `timeout` and Ctrl-C: unwind through main's `finally`, which stops
+    # the server (it runs in a session of its own).
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _on_term)
     sys.exit(main())
