@@ -195,18 +195,22 @@ class SoakServer(C.CrashServer):
 
 
 def proc_stats(pid):
-    """(rss_kb, fds, threads) of a live process, or None."""
+    """(rss_kb, fds, threads, rss_anon_kb, rss_file_kb, cpu_s) of a live
+    process, or None. RssFile is mostly the binary's text as more of its
+    code gets run; RssAnon is the heap and stacks."""
     try:
-        rss = threads = 0
+        st = {}
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Threads:"):
-                    threads = int(line.split()[1])
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "Threads", "RssAnon", "RssFile"):
+                    st[k] = int(v.split()[0])
         fds = len(os.listdir("/proc/%d/fd" % pid))
-        return rss, fds, threads
-    except (OSError, ValueError):
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+        return st["VmRSS"], fds, st["Threads"], st["RssAnon"], st["RssFile"], cpu
+    except (OSError, ValueError, KeyError, IndexError):
         return None
 
 
@@ -743,7 +747,8 @@ def chaos_loop(ld, workers, plan, t_start, t_end):
 # Sampling and judging
 
 
-COLUMNS = ["t", "gen", "age", "rss_kb", "fds", "threads", "data_kb", "queue", "running",
+COLUMNS = ["t", "gen", "age", "rss_kb", "anon_kb", "file_kb", "fds", "threads", "cpu_pct",
+           "load1", "data_kb", "queue", "running",
            "workers", "bg_ack_s", "bg_done_s", "fg_done_s",
            "create_p50", "create_p99", "create_max", "fg_p50", "fg_p99", "fg_max",
            "kills", "restarts"]
@@ -763,7 +768,14 @@ def sample(ld, t_start, last):
             book.problems.add("server generation %d exited by itself with %s"
                               % (ctl.generation, ctl.proc.returncode))
         st = proc_stats(ctl.proc.pid)
-    row["rss_kb"], row["fds"], row["threads"] = st if st else (None, None, None)
+    row["rss_kb"], row["fds"], row["threads"], row["anon_kb"], row["file_kb"], cpu = \
+        st if st else (None,) * 6
+    # Server CPU over the interval (None across a restart).
+    prev = last.get("cpu")
+    row["cpu_pct"] = (round(100.0 * (cpu - prev[1]) / dt, 1)
+                      if cpu is not None and prev and prev[0] == ctl.generation else None)
+    last["cpu"] = (ctl.generation, cpu) if cpu is not None else None
+    row["load1"] = round(os.getloadavg()[0], 2)
     row["data_kb"] = dir_kb(ctl.data_dir)
     row["queue"] = row["running"] = row["workers"] = None
     if ctl.up.is_set():
@@ -792,11 +804,13 @@ def fmt(v, w=7):
 
 
 def print_row(row):
-    print("t=%6.0fs gen=%-2d rss=%6sMB fds=%4s thr=%3s data=%6sMB q=%6s | bg %6s/s done %6s/s "
+    print("t=%6.0fs gen=%-2d rss=%6sMB anon=%5sMB fds=%4s thr=%3s cpu=%5s%% data=%6sMB q=%6s | "
+          "bg %6s/s done %6s/s "
           "fg %5s/s | created p50/p99/max %s/%s/%s ms | fg %s/%s/%s ms | kills %d restarts %d"
           % (row["t"], row["gen"],
              "-" if row["rss_kb"] is None else "%.1f" % (row["rss_kb"] / 1024.0),
-             fmt(row["fds"], 0), fmt(row["threads"], 0), "%.1f" % (row["data_kb"] / 1024.0),
+             "-" if row["anon_kb"] is None else "%.1f" % (row["anon_kb"] / 1024.0),
+             fmt(row["fds"], 0), fmt(row["threads"], 0), fmt(row["cpu_pct"], 0), "%.1f" % (row["data_kb"] / 1024.0),
              fmt(row["queue"], 0), row["bg_ack_s"], row["bg_done_s"], row["fg_done_s"],
              fmt(row["create_p50"], 0), fmt(row["create_p99"], 0), fmt(row["create_max"], 0),
              fmt(row["fg_p50"], 0), fmt(row["fg_p99"], 0), fmt(row["fg_max"], 0),
@@ -818,7 +832,10 @@ def growth(rows, warmup, duration):
     samples (the low-queue samples of both thirds; the pause cycle gives
     each third plenty of them). The thresholds:
 
-      RSS      median(last) <= 1.25 * median(first) + 8 MiB: a leak of a
+      RSS      RssAnon (heap and stacks; VmRSS also counts the pages of the
+               100 MB binary that have run, which grow as rarer code runs
+               for the first time, and is only shown):
+               median(last) <= 1.25 * median(first) + 8 MiB: a leak of a
                few hundred bytes per job or per connection over an hour of
                this load is tens of MB; allocator noise is well within.
       fds      max(last) <= max(first) + 4: fds are the listeners, the
@@ -848,10 +865,15 @@ def growth(rows, warmup, duration):
         out["checks"].append({"what": name, "first": a, "last": b, "limit": limit, "ok": ok})
         out["ok"] = out["ok"] and ok
 
+    a = median([r["anon_kb"] for r in lo_first])
+    b = median([r["anon_kb"] for r in lo_last])
+    lim = 1.25 * a + 8 * 1024
+    check("anon_kb (median, queue <= %d)" % qmed, a, b, round(lim), b <= lim)
+    # VmRSS adds the binary's pages as more of its code runs: shown, not judged.
     a = median([r["rss_kb"] for r in lo_first])
     b = median([r["rss_kb"] for r in lo_last])
-    lim = 1.25 * a + 8 * 1024
-    check("rss_kb (median, queue <= %d)" % qmed, a, b, round(lim), b <= lim)
+    out["checks"].append({"what": "rss_kb (median, queue <= %d; not judged)" % qmed,
+                          "first": a, "last": b, "limit": None, "ok": True})
     a, b = max(r["fds"] for r in first), max(r["fds"] for r in last)
     check("fds (max)", a, b, a + 4, b <= a + 4)
     a, b = max(r["threads"] for r in first), max(r["threads"] for r in last)
@@ -878,6 +900,8 @@ def generations(rows, warmup, ended):
                     "age_s": b["age"], "rss_kb_first": a["rss_kb"], "queue_first": a["queue"],
                     "rss_kb_last": b["rss_kb"], "queue_last": b["queue"],
                     "rss_kb_max": max(r["rss_kb"] for r in rs),
+                    "anon_kb_first": a["anon_kb"], "anon_kb_last": b["anon_kb"],
+                    "anon_kb_max": max(r["anon_kb"] for r in rs),
                     "fds_max": max(r["fds"] for r in rs),
                     "threads_max": max(r["threads"] for r in rs)})
     return out
@@ -944,7 +968,7 @@ def main():
     try:
         ctl.start()
         time.sleep(0.3)
-        idle0 = proc_stats(ctl.proc.pid)
+        idle0 = proc_stats(ctl.proc.pid)[:3]
         print("idle server: rss %.1f MB, %d fds, %d threads; gearman port %d, http port %d"
               % (idle0[0] / 1024.0, idle0[1], idle0[2], ctl.port, ctl.http_port), flush=True)
 
@@ -1025,6 +1049,7 @@ def main():
         fd_deadline = time.monotonic() + 10.0
         while time.monotonic() < fd_deadline:
             idle_end = proc_stats(ctl.proc.pid)
+            idle_end = idle_end and idle_end[:3]
             if idle_end and idle_end[1] <= idle0[1]:
                 break
             time.sleep(0.2)
@@ -1113,8 +1138,10 @@ def main():
                  totals["events_streams"], totals["coalesce_resubmits"], drain_secs,
                  ", ".join("%.2fs" % s for _t, s in ctl.ready_times)))
         for g in summary["generations"]:
-            print("generation %(gen)d (%(ended)s, %(age_s).0fs): rss %(rss_kb_first)s kB (queue "
-                  "%(queue_first)s) -> %(rss_kb_last)s kB (queue %(queue_last)s), max %(rss_kb_max)s kB; "
+            print("generation %(gen)d (%(ended)s, %(age_s).0fs): rss %(rss_kb_first)s kB, anon "
+                  "%(anon_kb_first)s kB (queue %(queue_first)s) -> rss %(rss_kb_last)s kB, anon "
+                  "%(anon_kb_last)s kB (queue %(queue_last)s), max rss %(rss_kb_max)s kB, max anon "
+                  "%(anon_kb_max)s kB; "
                   "max fds %(fds_max)s, max threads %(threads_max)s" % g)
         for c in checks:
             print("%s %s: %s" % ("ok  " if c["ok"] else "FAIL", c["check"], c["detail"]))
