@@ -43,7 +43,8 @@ server with SIGTERM (exit 0 within 30 s) and judges:
     live server, wrong replies, a server that exits by itself)
 
 usage: python3 perf/soak.py [--bin target/release/gearshift] [--duration 3600]
-           [--out soak.csv] [--interval 10] [--seed N]
+           [--out soak.csv] [--interval 10] [--seed N]  (--help for the knobs)
+       python3 perf/soak.py --table soak.csv [window-seconds]   (Markdown)
 Exit status 0 on PASS, 1 on FAIL. Python 3 stdlib only; every loop has a
 deadline and every socket operation a timeout.
 """
@@ -907,7 +908,53 @@ def generations(rows, warmup, ended):
     return out
 
 
+def table(path, window):
+    """A Markdown table of a run's CSV, one row per `window` seconds:
+    the last sample's RSS, RssAnon, fds and threads in the window, the
+    highest queue depth, the job rates, the median of the intervals' p50s
+    and the highest p99 and max latency."""
+    import csv as csvmod
+    with open(path) as f:
+        rows = [{k: (float(v) if v not in ("", None) else None) for k, v in r.items()}
+                for r in csvmod.DictReader(f)]
+    print("| minutes | gen | RSS MB | anon MB | fds | threads | max queue | bg acked/s | "
+          "bg done/s | fg done/s | JOB_CREATED p50 / p99 / max ms | fg p50 / p99 / max ms | "
+          "server CPU % | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def f1(v, k=1):
+        return "-" if v is None else ("%.*f" % (k, v))
+    w = 0.0
+    while True:
+        rs = [r for r in rows if w < r["t"] <= w + window]
+        if not rs:
+            break
+        up = [r for r in rs if r["rss_kb"] is not None]
+        lastup = up[-1] if up else {}
+
+        def agg(key, fn):
+            vals = [r[key] for r in rs if r[key] is not None]
+            return fn(vals) if vals else None
+        cpu = agg("cpu_pct", median)
+        print("| %d–%d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s | %s |"
+              % (w / 60, (w + window) / 60, ",".join(sorted({"%d" % r["gen"] for r in rs})),
+                 f1(lastup.get("rss_kb") and lastup["rss_kb"] / 1024.0),
+                 f1(lastup.get("anon_kb") and lastup["anon_kb"] / 1024.0),
+                 f1(lastup.get("fds"), 0), f1(lastup.get("threads"), 0),
+                 f1(agg("queue", max), 0),
+                 f1(agg("bg_ack_s", lambda v: sum(v) / len(v)), 0),
+                 f1(agg("bg_done_s", lambda v: sum(v) / len(v)), 0),
+                 f1(agg("fg_done_s", lambda v: sum(v) / len(v)), 0),
+                 f1(agg("create_p50", median)), f1(agg("create_p99", max)),
+                 f1(agg("create_max", max)), f1(agg("fg_p50", median)), f1(agg("fg_p99", max)),
+                 f1(agg("fg_max", max)), f1(cpu, 0), f1(agg("load1", median))))
+        w += window
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--table":
+        table(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 300.0)
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.environ.get("GEARSHIFT")
                     or os.path.join(ROOT, "target", "debug", "gearshift"))
