@@ -617,6 +617,11 @@ class Worker:
                 if book.complete_bg(i, n, gen):
                     self.unsettled = (i, n)
             left -= 1
+        if self.unsettled is not None:
+            # Leaving on our own: an echo answered means the server read the
+            # last WORK_COMPLETE, so it is not counted as cut off.
+            conn.echo_sync(timeout=10.0)
+            self.settle()
 
 
 def admin_loop(ld):
