@@ -56,6 +56,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -125,10 +126,11 @@ class SoakServer(C.CrashServer):
     for Gearman and HTTP and reads the ports from its log; restarts ask for
     the same ports (port 0 again if they cannot be had)."""
 
-    def __init__(self, tmp, binary):
+    def __init__(self, tmp, binary, extra=()):
         C.BINARY = binary
         super().__init__(tmp, "fsync", "soak")
         self.binary = binary
+        self.extra = list(extra)
         self.http_port = None
         self.ended = {}       # generation -> "term" | "kill"
         self.ready_times = []  # (t, seconds from exec to listening)
@@ -142,8 +144,9 @@ class SoakServer(C.CrashServer):
             hport = self.http_port if reuse else 0
             argv = [self.binary, "serve", "-L", "127.0.0.1", "-p", str(gport),
                     "--http", "127.0.0.1:%d" % hport, "--data-dir", self.data_dir,
-                    "--durability", "fsync", "--log-file", self.log_path,
-                    "--verbose", "INFO"]
+                    "--log-file", self.log_path, "--verbose", "INFO"] + self.extra
+            if not any(a.startswith("--durability") for a in self.extra):
+                argv += ["--durability", "fsync"]
             try:
                 offset = os.path.getsize(self.log_path)
             except OSError:
@@ -181,7 +184,7 @@ class SoakServer(C.CrashServer):
                 return int(g.group(1)), int(h.group(1))
             if self.proc.poll() is not None:
                 raise H.TestFailure("server exited with %s at start: %s"
-                                    % (self.proc.returncode, text[-1500:]))
+                                    % (self.proc.returncode, self.log_text()[-1500:]))
             if time.monotonic() > deadline:
                 raise H.TestFailure("no listening lines within %.0fs" % timeout)
             time.sleep(0.02)
@@ -981,6 +984,8 @@ def main():
     ap.add_argument("--min-growth-run", type=float, default=300.0,
                     help="runs shorter than this skip the growth checks")
     ap.add_argument("--drain-timeout", type=float, default=120.0)
+    ap.add_argument("--server-args", default="",
+                    help="more `serve` flags, e.g. \"--io-threads 3\" or \"--durability interval=50\"")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (data, server log)")
     args = ap.parse_args()
 
@@ -1008,7 +1013,7 @@ def main():
              plan["pause"], plan["cycle"], warmup, os.cpu_count()), flush=True)
 
     tmp = tempfile.mkdtemp(prefix="gearshift-soak-")
-    ctl = SoakServer(tmp, binary)
+    ctl = SoakServer(tmp, binary, shlex.split(args.server_args))
     book = Book(args.bg_submitters, args.fg_clients)
     ld = Load(ctl, book, args, rng)
     csv = open(args.out, "w") if args.out else None
