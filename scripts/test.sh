@@ -91,6 +91,10 @@ GEARSHIFT="$PWD/target/debug/gearshift" bash tests/packaging/check_docker.sh
 # `packaging/deb/build.sh` alone makes the release package.
 PROFILE=dev bash packaging/deb/build.sh
 
+stage "soak, short: 20 s of mixed load with worker kills and durable restarts"
+# The hour-long run and its figures: docs/soak.md.
+timeout -k 10 180 python3 perf/soak.py --bin "$PWD/target/debug/gearshift" --duration 20
+
 stage "fuzz: every cargo-fuzz target for a few seconds over its corpus"
 # Built with stable cargo (fuzz/build.sh); the long campaign is
 # fuzz/campaign.sh (docs/fuzzing.md).
