@@ -66,33 +66,13 @@ impl Need {
 }
 
 impl Core {
-    /// Whether `conn` may send `input`; when not, answers it with a refusal.
-    pub(crate) fn permitted(&mut self, conn: ConnId, input: &Input) -> bool {
+    /// Whether `conn`, holding `rights`, may send `input`; when not,
+    /// answers it with a refusal.
+    pub(crate) fn permitted(&mut self, conn: ConnId, rights: Rights, input: &Input) -> bool {
         let Some(need) = needs(input) else {
             return true;
         };
-        self.grants(conn, need, input)
-    }
-
-    /// [`Core::permitted`] for a submission read in place.
-    pub(crate) fn may_submit(&mut self, conn: ConnId) -> bool {
-        if self
-            .conns
-            .get(&conn.0)
-            .is_some_and(|c| c.info.rights.submit)
-        {
-            return true;
-        }
-        self.refuse(conn, Need::Submit, None);
-        false
-    }
-
-    fn grants(&mut self, conn: ConnId, need: Need, input: &Input) -> bool {
-        if self
-            .conns
-            .get(&conn.0)
-            .is_some_and(|c| need.granted(c.info.rights))
-        {
+        if need.granted(rights) {
             return true;
         }
         let cmd = match input {
@@ -100,6 +80,15 @@ impl Core {
             _ => None,
         };
         self.refuse(conn, need, cmd);
+        false
+    }
+
+    /// [`Core::permitted`] for a submission read in place.
+    pub(crate) fn may_submit(&mut self, conn: ConnId, rights: Rights) -> bool {
+        if rights.submit {
+            return true;
+        }
+        self.refuse(conn, Need::Submit, None);
         false
     }
 

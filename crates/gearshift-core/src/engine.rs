@@ -13,7 +13,7 @@ use gearshift_proto::escape;
 use gearshift_proto::{Request, Response, SubmitInPlace};
 
 use crate::config::CoreConfig;
-use crate::conn::{Conn, ConnInfo};
+use crate::conn::{Conn, ConnInfo, Rights};
 use crate::effect::{Effect, Input};
 use crate::function::Function;
 use crate::handle::Handles;
@@ -221,7 +221,10 @@ impl Core {
         self.now = self.now.max(now);
         let fail = matches!(input, Input::Request(Request::WorkFail { .. }));
         let admin = matches!(input, Input::Admin(_));
-        if !self.heard_from(conn, settles, fail, admin) || !self.permitted(conn, &input) {
+        let Some(rights) = self.heard_from(conn, settles, fail, admin) else {
+            return;
+        };
+        if !self.permitted(conn, rights, &input) {
             return;
         }
         match input {
@@ -238,20 +241,26 @@ impl Core {
     /// that request (most of a busy server's packets are these).
     pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
         self.now = self.now.max(now);
-        if self.heard_from(conn, false, false, false) && self.may_submit(conn) {
+        let rights = self.heard_from(conn, false, false, false);
+        if rights.is_some_and(|r| self.may_submit(conn, r)) {
             self.submit(conn, s, now);
         }
     }
 
-    /// Bookkeeping for any input from `conn`; false when the connection is
-    /// unknown. Any packet proves a worker is alive: if it still sleeps
+    /// Bookkeeping for any input from `conn`; its rights, or `None` when
+    /// the connection is unknown. Any packet proves a worker is alive: if it still sleeps
     /// (it sent something other than GRAB or PRE_SLEEP, which `settles`
     /// the sleep state itself) it may be woken again. `admin`: a text line
     /// (the connection's role in the overview).
-    fn heard_from(&mut self, conn: ConnId, settles: bool, work_fail: bool, admin: bool) -> bool {
-        let Some(c) = self.conns.get_mut(&conn.0) else {
-            return false;
-        };
+    fn heard_from(
+        &mut self,
+        conn: ConnId,
+        settles: bool,
+        work_fail: bool,
+        admin: bool,
+    ) -> Option<Rights> {
+        let c = self.conns.get_mut(&conn.0)?;
+        let rights = c.info.rights;
         c.last_seen = self.now;
         if admin {
             c.admin = true;
@@ -268,7 +277,7 @@ impl Core {
                 self.enlist_sleeper(conn);
             }
         }
-        true
+        Some(rights)
     }
 
     fn request(&mut self, conn: ConnId, req: Request, now: Millis) {
