@@ -39,11 +39,15 @@ pub mod histogram;
 pub mod http;
 pub mod hub;
 pub mod io_thread;
+mod listeners;
 pub mod peers;
 pub mod policy_file;
 mod restore;
 pub mod sock;
 pub mod store_task;
+
+pub use listeners::bind_listeners;
+use listeners::bind_tls_listeners;
 pub mod tls;
 
 use std::future::Future;
@@ -482,51 +486,6 @@ impl Server {
         })
         .await;
     }
-}
-
-/// Binds every listen address, and the HTTP address if configured (the
-/// Gearman server starts without HTTP if that fails: the log says why).
-pub async fn bind_listeners(
-    cfg: &ServerConfig,
-) -> Result<(Vec<TcpListener>, Option<TcpListener>), ServerError> {
-    let mut listeners = Vec::new();
-    for &addr in &cfg.listen {
-        let l = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServerError::Bind { addr, source })?;
-        listeners.push(l);
-    }
-    let http = match &cfg.http {
-        Some(h) => match TcpListener::bind(h.addr).await {
-            Ok(l) => Some(l),
-            Err(e) => {
-                tracing::warn!(
-                    "cannot listen for HTTP on {}: {e}; serving without HTTP",
-                    h.addr
-                );
-                None
-            }
-        },
-        None => None,
-    };
-    Ok((listeners, http))
-}
-
-/// Binds the `--ssl` listen addresses.
-async fn bind_tls_listeners(cfg: &ServerConfig) -> Result<Vec<TcpListener>, ServerError> {
-    if cfg.tls.is_none() && !cfg.tls_listen.is_empty() {
-        return Err(ServerError::Config(
-            "TLS listen addresses need a certificate and key".into(),
-        ));
-    }
-    let mut listeners = Vec::new();
-    for &addr in &cfg.tls_listen {
-        let l = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServerError::Bind { addr, source })?;
-        listeners.push(l);
-    }
-    Ok(listeners)
 }
 
 /// Hands each reload of the policies to the thread that runs the hub.

@@ -16,6 +16,7 @@ mod admin_cmd;
 mod batch;
 mod bench;
 mod docs_cmd;
+mod hangup;
 mod import;
 mod logging;
 mod sd_notify;

@@ -9,14 +9,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use gearshift_core::schedule::ScheduleSpec;
 use gearshift_core::CoreConfig;
-use gearshift_proto::Priority;
-use gearshift_server::access::AccessRules;
 use gearshift_server::allow::AllowList;
 use gearshift_server::cluster::{ClusterConfig, Node};
 use gearshift_server::tls::{TlsFiles, TlsServer};
-use gearshift_server::{policy_file, Reload, Reloader, Server, ServerConfig, StoreConfig};
+use gearshift_server::{policy_file, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
 
 use crate::logging::{LogFile, LogFormat};
@@ -416,7 +413,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         None => policy_file::PolicyFile::default(),
     };
-    let jobs = reload_of(jobs, &admin_allow);
+    let jobs = crate::hangup::reload_of(jobs, &admin_allow);
     let mut listen = listen_addrs(&args)?;
     let (tls, tls_listen) = tls_config(&args, &mut listen)?;
     if tls.is_some() && matches!(store, StoreConfig::Postgres { .. }) {
@@ -500,7 +497,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if addrs.iter().chain(&server.tls_addrs()).all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
-        tokio::spawn(on_hangup(config_path, admin_allow, server.reloader(), log_file));
+        tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file));
         let stop = shutdown_signal(pid_file);
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;
@@ -533,7 +530,7 @@ async fn run_node(
     if let Some(a) = node.http_addr() {
         tracing::info!("http listening on {a}");
     }
-    tokio::spawn(on_hangup(
+    tokio::spawn(crate::hangup::on_hangup(
         config_path,
         admin_allow,
         node.reloader(),
@@ -576,74 +573,6 @@ fn shutdown_signal(pid_file: Option<String>) -> impl std::future::Future<Output 
             // cuts a torn last write at replay, so this is no worse than a crash.
             std::process::exit(code);
         });
-    }
-}
-
-/// What a loaded policy file puts in force.
-fn reload_of(file: policy_file::PolicyFile, admin_allow: &AllowList) -> Reload {
-    let schedules = file
-        .schedules
-        .into_iter()
-        .map(|d| ScheduleSpec {
-            cron: d.cron,
-            function: d.function.into(),
-            unique: d.unique.unwrap_or_default().into(),
-            data: d.workload.into(),
-            priority: match d.priority.as_str() {
-                "high" => Priority::High,
-                "low" => Priority::Low,
-                _ => Priority::Normal,
-            },
-        })
-        .collect();
-    let access = AccessRules {
-        admin_allow: admin_allow.clone(),
-        ..file.access.unwrap_or_default()
-    };
-    Reload {
-        policies: file.policies,
-        schedules,
-        access: Some(access),
-    }
-}
-
-/// At each SIGHUP: reopens the log file (logrotate moved it away) and
-/// reloads the policy file; a file that does not load leaves the policies
-/// in force, and the log says why.
-async fn on_hangup(
-    config: Option<PathBuf>,
-    admin_allow: AllowList,
-    reloader: Reloader,
-    log: Option<LogFile>,
-) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        tracing::error!("cannot install the SIGHUP handler: no log reopening or policy reload");
-        return;
-    };
-    while hup.recv().await.is_some() {
-        if let Some(log) = &log {
-            match log.reopen() {
-                Ok(()) => tracing::info!("SIGHUP: log file {} reopened", log.path().display()),
-                Err(e) => tracing::error!(
-                    "SIGHUP: cannot reopen the log file {}: {e}; logging on to the old one",
-                    log.path().display()
-                ),
-            }
-        }
-        let Some(path) = &config else { continue };
-        match policy_file::load(path) {
-            Ok(file) => {
-                tracing::info!(
-                    rules = file.policies.rules.len(),
-                    schedules = file.schedules.len(),
-                    "SIGHUP: policies reloaded from {}",
-                    path.display()
-                );
-                reloader.reload(reload_of(file, &admin_allow));
-            }
-            Err(e) => tracing::error!("SIGHUP: keeping the policies in force: {e}"),
-        }
     }
 }
 
