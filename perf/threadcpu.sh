@@ -19,12 +19,16 @@
 # Servers (override with SERVERS="name=cmd;name=cmd", {port} for the port):
 #   gearmand-t4   gearmand 1.1.20 -t 4 --hashtable-buckets 200003
 #   gearshift-io2 Gearshift --store memory --io-threads 2 (two I/O threads
-#                 and the core thread: the layout a many-core machine gets)
+#                 sharing the hub: the layout a many-core machine gets), with
+#                 --http on {hport} so the time its hub was held is read
+#                 from /metrics
 #   gearshift     Gearshift --store memory with the machine's default
 #
 # Prints one line per run and, at the end, the medians per server and
-# scenario: the busiest thread's us/job, the core thread's (Gearshift; also
-# its user and system parts) and the whole process's. Raw output goes to $OUT
+# scenario: the busiest thread's us/job, the time Gearshift's shared hub was
+# held per job (its serial part: wall-clock time, so an upper bound), the
+# helper thread's CPU (gearshift-core: timers, commits, calls; with its user
+# and system parts) and the whole process's. Raw output goes to $OUT
 # (default /tmp/threadcpu.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,14 +47,17 @@ RAW=$TOOLS/rawload
 GL=$TOOLS/gearload
 
 default_servers="gearmand-t4=/usr/sbin/gearmand -L 127.0.0.1 -p {port} -t 4 --hashtable-buckets 200003 --log-file=none"
-default_servers+=";gearshift-io2=$GEARSHIFT serve -L 127.0.0.1 -p {port} --store memory --log-file none --io-threads 2"
+default_servers+=";gearshift-io2=$GEARSHIFT serve -L 127.0.0.1 -p {port} --store memory --log-file none --io-threads 2 --http 127.0.0.1:{hport}"
 default_servers+=";gearshift=$GEARSHIFT serve -L 127.0.0.1 -p {port} --store memory --log-file none"
 IFS=';' read -r -a servers <<< "${SERVERS:-$default_servers}"
 
 : > "$OUT"
 run_one() { # name cmd scenario rep
-  local name=$1 cmd=$2 sc=$3 rep=$4 port pid jobs fn
+  local name=$1 cmd=$2 sc=$3 rep=$4 port hport pid jobs fn metrics=()
   port=$("$RAW" freeport)
+  hport=$("$RAW" freeport)
+  [[ $cmd == *"{hport}"* ]] && metrics=(--metrics "http://127.0.0.1:$hport/metrics")
+  cmd=${cmd//\{hport\}/$hport}
   bash -c "exec ${cmd//\{port\}/$port}" > /dev/null 2>&1 &
   pid=$!
   for _ in $(seq 100); do "$RAW" ping -p "$port" > /dev/null 2>&1 && break; sleep 0.05; done
@@ -65,15 +72,16 @@ run_one() { # name cmd scenario rep
       set -- "$GL" rt -p "$port" -P "$pid" -c 16 -w 8 -n "$jobs" -s 100 -d 60 -U ;;
   esac
   local res
-  res=$(python3 perf/threadsplit.py "$pid" "$jobs" -- "$@" 2>&1 | grep -v '^{' || true)
+  res=$(python3 perf/threadsplit.py "${metrics[@]}" "$pid" "$jobs" -- "$@" 2>&1 | grep -v '^{' || true)
   kill "$pid" 2> /dev/null || true
   wait "$pid" 2> /dev/null || true
   # one line per thread, busiest first: "name tid us/job T user U sys S"
-  local proc busiest core
-  proc=$(awk '/us\/job/ {s += $4} END {printf "%.2f", s}' <<< "$res")
-  busiest=$(awk '/us\/job/ {print $4; exit}' <<< "$res")
+  local proc busiest core held
+  proc=$(awk '/ us\/job/ && $1 != "hub-held" {s += $4} END {printf "%.2f", s}' <<< "$res")
+  busiest=$(awk '/ us\/job/ && $1 != "hub-held" {print $4; exit}' <<< "$res")
   core=$(awk '$1 == "gearshift-core" {printf "%s/%s/%s", $4, $6, $8}' <<< "$res")
-  echo "$name $sc rep=$rep busiest=$busiest core=${core:--} process=$proc" | tee -a "$OUT"
+  held=$(awk '$1 == "hub-held" {print $3}' <<< "$res")
+  echo "$name $sc rep=$rep busiest=$busiest held=${held:--} core=${core:--} process=$proc" | tee -a "$OUT"
   echo "$res" | sed 's/^/    /' >> "$OUT"
 }
 
@@ -91,17 +99,17 @@ python3 - "$OUT" <<'EOF'
 import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    m = re.match(r"(\S+) (\S+) rep=\d+ busiest=(\S+) core=(\S+) process=(\S+)", line)
+    m = re.match(r"(\S+) (\S+) rep=\d+ busiest=(\S+) held=(\S+) core=(\S+) process=(\S+)", line)
     if m:
-        rows.setdefault((m[1], m[2]), []).append((m[3], m[4], m[5]))
+        rows.setdefault((m[1], m[2]), []).append((m[3], m[5], m[6], m[4]))
 med = lambda xs: "%.2f" % statistics.median(float(x) for x in xs) if xs and "-" not in xs else "-"
 def core(xs):
     if "-" in xs:
         return "-"
     parts = [x.split("/") for x in xs]
     return "%s (user %s, sys %s)" % tuple(med([p[i] for p in parts]) for i in range(3))
-print("| server | scenario | busiest thread | core thread | whole process |")
-print("|---|---|---:|---:|---:|")
+print("| server | scenario | busiest thread | hub held | helper thread (gearshift-core) | whole process |")
+print("|---|---|---:|---:|---:|---:|")
 for (name, sc), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    print("| %s | %s | %s | %s | %s |" % (name, sc, med([x[0] for x in v]), core([x[1] for x in v]), med([x[2] for x in v])))
+    print("| %s | %s | %s | %s | %s | %s |" % (name, sc, med([x[0] for x in v]), med([x[3] for x in v]), core([x[1] for x in v]), med([x[2] for x in v])))
 EOF

@@ -523,7 +523,7 @@ mod tests {
     #[test]
     fn a_request_stays_small() {
         // Every packet a connection sends travels as one of these (to the
-        // core thread, in batches): a rare large variant is boxed.
+        // shared hub, in batches): a rare large variant is boxed.
         assert!(std::mem::size_of::<Request>() <= 152);
     }
 }

@@ -1,6 +1,6 @@
 //! One connection's task on its I/O thread: it reads, cuts the bytes into
 //! frames, parses each into an [`Item`] and feeds it on (to the hub on this
-//! thread, or into the batch for the core thread); when its output could
+//! thread, or into the batch for the shared hub); when its output could
 //! not all be written, it waits for the socket to drain and writes the rest.
 //! It does not read while its output is over the limit.
 
@@ -25,7 +25,7 @@ use crate::sock::Sock;
 const MIN_CHUNK: usize = 256;
 /// Largest read buffer a busy connection grows to.
 const MAX_CHUNK: usize = 64 * 1024;
-/// How long a connection waits before reading again while the core thread
+/// How long a connection waits before reading again while the hub
 /// has not processed its earlier requests (only a connection with more
 /// than `max_output` of requests unanswered, or a flood on its thread).
 const THROTTLE_WAIT: Duration = Duration::from_millis(1);

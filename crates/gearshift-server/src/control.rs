@@ -6,7 +6,9 @@
 use gearshift_core::Core;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
-use crate::core_thread::ToCore;
+use std::sync::Arc;
+
+use crate::core_lock::{CoreLock, ToCore};
 use crate::io_thread::ToIo;
 
 /// A call to run on the core (the hub routes the effects it produced).
@@ -17,11 +19,11 @@ pub type Call = Box<dyn FnOnce(&mut Core) + Send>;
 #[error("the server is shutting down")]
 pub struct Stopped;
 
-/// Where calls go: the only I/O thread (hub inline) or the core thread.
+/// Where calls go: the only I/O thread (hub inline) or the shared hub.
 #[derive(Clone)]
 enum Route {
     Inline(tmpsc::UnboundedSender<ToIo>),
-    Core(std::sync::mpsc::Sender<ToCore>),
+    Core(Arc<CoreLock>),
 }
 
 /// Runs closures on the core. Cheap to clone.
@@ -38,10 +40,10 @@ impl Control {
         }
     }
 
-    /// Calls to the core thread.
-    pub(crate) fn core(tx: std::sync::mpsc::Sender<ToCore>) -> Self {
+    /// Calls to the shared hub.
+    pub(crate) fn core(core: Arc<CoreLock>) -> Self {
         Control {
-            route: Route::Core(tx),
+            route: Route::Core(core),
         }
     }
 
@@ -57,7 +59,7 @@ impl Control {
         });
         let sent = match &self.route {
             Route::Inline(io) => io.send(ToIo::Call(call)).is_ok(),
-            Route::Core(core) => core.send(ToCore::Call(call)).is_ok(),
+            Route::Core(core) => core.post(ToCore::Call(call)).is_ok(),
         };
         if !sent {
             return Err(Stopped);

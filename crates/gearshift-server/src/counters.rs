@@ -1,4 +1,5 @@
-//! Connection events counted outside the core, for `/metrics`.
+//! Connection events, and the shared hub's busy time, counted outside the
+//! core for `/metrics`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -11,6 +12,26 @@ pub struct ConnCounters {
     pub output_closed: AtomicU64,
     /// TLS handshakes that failed or timed out.
     pub tls_failed: AtomicU64,
+    /// Nanoseconds the hub shared by several I/O threads was held: the
+    /// serial part of the server's work ([`crate::core_lock`]).
+    pub core_busy_nanos: AtomicU64,
+    /// Rounds run while holding it.
+    pub core_rounds: AtomicU64,
+}
+
+/// The counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Closed for sending nothing within `--idle-timeout`.
+    pub idle_closed: u64,
+    /// Closed because their unwritten output passed the hard cap.
+    pub output_closed: u64,
+    /// TLS handshakes that failed or timed out.
+    pub tls_failed: u64,
+    /// Nanoseconds the shared hub was held.
+    pub core_busy_nanos: u64,
+    /// Rounds run while holding it.
+    pub core_rounds: u64,
 }
 
 impl ConnCounters {
@@ -19,12 +40,14 @@ impl ConnCounters {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `(idle_closed, output_closed, tls_failed)` now.
-    pub fn snapshot(&self) -> (u64, u64, u64) {
-        (
-            self.idle_closed.load(Ordering::Relaxed),
-            self.output_closed.load(Ordering::Relaxed),
-            self.tls_failed.load(Ordering::Relaxed),
-        )
+    /// The counters now.
+    pub fn snapshot(&self) -> Counts {
+        Counts {
+            idle_closed: self.idle_closed.load(Ordering::Relaxed),
+            output_closed: self.output_closed.load(Ordering::Relaxed),
+            tls_failed: self.tls_failed.load(Ordering::Relaxed),
+            core_busy_nanos: self.core_busy_nanos.load(Ordering::Relaxed),
+            core_rounds: self.core_rounds.load(Ordering::Relaxed),
+        }
     }
 }

@@ -1,8 +1,8 @@
-//! The core thread's hand-off of outputs to one I/O thread, made so that a
-//! busy I/O thread costs the core thread no system call.
+//! The hub's hand-off of outputs to one I/O thread, made so that a busy
+//! I/O thread costs the hub's holder no system call.
 //!
 //! Waking a thread that sleeps in `epoll_wait` takes a `write` to its
-//! eventfd, paid by the waker. So the core thread queues a batch and wakes
+//! eventfd, paid by the waker. So the holder queues a batch and wakes
 //! the I/O thread only when it is parked (or about to park). A running I/O
 //! thread picks the batch up after its current read, or just before it
 //! parks (tokio runs the `before_park` hook, and does not park when the
@@ -17,7 +17,7 @@ use crate::hub::Out;
 
 /// Batches for one I/O thread.
 pub struct OutSlot {
-    /// A lock-free queue: the core thread never waits for the I/O thread.
+    /// A lock-free queue: the hub's holder never waits for the I/O thread.
     tx: mpsc::Sender<Vec<Out>>,
     rx: Mutex<mpsc::Receiver<Vec<Out>>>,
     /// The I/O thread parked (or is about to).
@@ -41,17 +41,21 @@ impl OutSlot {
         })
     }
 
-    /// Core thread: queues a batch, waking the I/O thread only if it sleeps.
+    /// The hub's holder: queues a batch; true when the I/O thread sleeps
+    /// and must be woken ([`OutSlot::wake`], once the hub is let go).
     /// (Only the I/O thread takes, so the receiver's lock is never contended.)
-    pub fn push(&self, batch: Vec<Out>) {
+    pub fn push(&self, batch: Vec<Out>) -> bool {
         let _ = self.tx.send(batch);
         self.pending.store(true, Ordering::Release);
         // Pairs with the fence in `before_park`: either this sees the
         // thread parked, or the thread sees the batch before it parks.
         fence(Ordering::SeqCst);
-        if self.parked.load(Ordering::Relaxed) {
-            self.wake.notify_one();
-        }
+        self.parked.load(Ordering::Relaxed)
+    }
+
+    /// Wakes the I/O thread's taker (a system call when the thread sleeps).
+    pub fn wake(&self) {
+        self.wake.notify_one();
     }
 
     /// I/O thread: takes every queued batch.
@@ -73,9 +77,9 @@ impl OutSlot {
 
     /// I/O thread, in tokio's `before_park` hook: marks the thread parked,
     /// and wakes the taker (so the thread does not park) if batches wait.
-    /// (Waiting here a little for the answers to a batch still at the core
-    /// thread was tried: on 2 cores it took the core thread's CPU and cost
-    /// more per job in all than the wake-ups it saved.)
+    /// (Waiting here a little for the answers to a batch, when the hub had a
+    /// thread of its own, was tried: on 2 cores it took that thread's CPU
+    /// and cost more per job in all than the wake-ups it saved.)
     pub fn before_park(&self) {
         self.parked.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
@@ -95,8 +99,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// What one I/O thread has handed the core thread, and how far the core
-/// thread got: the I/O thread throttles reading on it.
+/// What one I/O thread has handed the hub, and how far the hub got: the
+/// I/O thread throttles reading on it.
 #[derive(Debug, Default)]
 pub struct Flow {
     /// Bytes handed over and not yet processed.
@@ -112,7 +116,7 @@ impl Flow {
         self.in_flight.fetch_add(bytes, Ordering::AcqRel);
     }
 
-    /// Core thread: batch `seq` of `bytes` is processed and its outputs
+    /// The hub's holder: batch `seq` of `bytes` is processed and its outputs
     /// handed out.
     pub fn done(&self, seq: u64, bytes: usize) {
         self.in_flight.fetch_sub(bytes, Ordering::AcqRel);

@@ -2,10 +2,10 @@
 //!
 //! Connections' requests come in as [`Item`]s, already framed and parsed by
 //! the I/O thread that owns the connection; what the core answers leaves as
-//! plain [`Out`] data through an [`OutSink`]: one outbox per I/O thread on the
-//! core thread, or straight into the connections' buffers on the only I/O
-//! thread. Nothing here calls back into the core to carry out an effect. The hub runs on the core thread ([`crate::core_thread`])
-//! or, with a single I/O thread, on that thread itself.
+//! plain [`Out`] data through an [`OutSink`]: one outbox per I/O thread when
+//! the I/O threads share it ([`crate::core_lock`]), or straight into the
+//! connections' buffers on the only I/O thread, where it then runs. Nothing
+//! here calls back into the core to carry out an effect.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,13 +70,13 @@ impl Out {
 
 /// Where the hub puts what it produced: straight into the connections'
 /// buffers (with the hub on the only I/O thread), or into one outbox per I/O
-/// thread (on the core thread).
+/// thread (shared by several I/O threads).
 pub trait OutSink {
     /// Takes one output, in order.
     fn push(&mut self, out: Out);
 }
 
-/// One outbox per I/O thread, for the core thread to hand out.
+/// One outbox per I/O thread, for the hub's holder to hand out.
 pub struct Outboxes(pub Vec<Vec<Out>>);
 
 impl OutSink for Outboxes {

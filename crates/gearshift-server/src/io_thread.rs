@@ -5,32 +5,32 @@
 //! parse them into [`Item`]s. With one I/O thread the hub runs right here
 //! and each read goes through it at once; with several, a thread collects
 //! the items of every connection that was ready together and hands them to
-//! the core thread as one batch, and the core thread answers with one batch
-//! of [`crate::hub::Out`]s, which the thread encodes into the connections' buffers and
-//! writes with one `write` per connection.
+//! the shared hub ([`crate::core_lock`]) as one batch, and gets back one
+//! batch of [`crate::hub::Out`]s, which the thread encodes into the
+//! connections' buffers and writes with one `write` per connection.
 //!
 //! The output side of its connections (buffers, writes, the limits that
 //! bound a connection's memory) is [`crate::peers`]; reading waits here
-//! while the core thread is behind on a connection's requests.
+//! while the hub is behind on a connection's requests.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use crate::config::Reload;
 use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
 use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
 
-use crate::core_thread::ToCore;
+use crate::core_lock::{CoreLock, ToCore};
 use crate::handoff::{Flow, OutSlot};
 use crate::hub::{Hub, Item, OutSink};
 use crate::peers::Peers;
 use crate::store_task::Commit;
 
-/// Bytes an I/O thread may have handed to the core thread and not yet seen
+/// Bytes an I/O thread may have handed to the hub and not yet seen
 /// processed; past it, its connections wait before reading more.
 pub const MAX_IN_FLIGHT: usize = 8 << 20;
 
@@ -73,12 +73,12 @@ pub enum ToIo {
 enum Route {
     /// The hub is on this thread.
     Inline(Box<Hub>),
-    /// Batches for the core thread.
+    /// Batches for the shared hub.
     Core {
-        tx: mpsc::Sender<ToCore>,
+        core: Arc<CoreLock>,
         pending: Vec<(ConnId, Item)>,
         pending_bytes: usize,
-        /// What was handed over and how far the core thread got.
+        /// What was handed over and how far the hub got.
         flow: Arc<Flow>,
         /// The number the pending batch will be sent with.
         next_seq: u64,
@@ -94,7 +94,7 @@ pub struct PeerState {
     pub blocked: bool,
     /// Reading is allowed (not paused, not closing).
     pub readable: bool,
-    /// The core thread is behind: wait a little before reading.
+    /// The hub is behind: wait a little before reading.
     pub throttled: bool,
 }
 
@@ -114,7 +114,7 @@ pub struct IoThread {
     flush_scheduled: bool,
     flush: Rc<Notify>,
     send: Rc<Notify>,
-    /// Where the core thread leaves outputs (several I/O threads).
+    /// Where the hub leaves outputs (several I/O threads).
     slot: Option<Arc<OutSlot>>,
 }
 
@@ -139,17 +139,17 @@ pub struct IoSettings {
 }
 
 /// Where an I/O thread sends its items: the hub itself (one thread) or
-/// the core thread.
+/// the hub shared by the I/O threads.
 pub enum Sink {
     /// Run the hub here.
     Inline(Box<Hub>),
-    /// Hand batches to the core thread.
+    /// Hand batches to the hub shared by the I/O threads.
     Core {
-        /// The core thread's inbox.
-        tx: mpsc::Sender<ToCore>,
-        /// This thread's flow of batches, shared with the core thread.
+        /// The shared hub.
+        core: Arc<CoreLock>,
+        /// This thread's flow of batches, shared with the hub.
         flow: Arc<Flow>,
-        /// Where the core thread leaves this thread's outputs.
+        /// Where the hub leaves this thread's outputs.
         slot: Arc<OutSlot>,
     },
 }
@@ -179,10 +179,14 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     let mut slot = None;
     let route = match sink {
         Sink::Inline(hub) => Route::Inline(hub),
-        Sink::Core { tx, flow, slot: s } => {
+        Sink::Core {
+            core,
+            flow,
+            slot: s,
+        } => {
             slot = Some(s);
             Route::Core {
-                tx,
+                core,
                 pending: Vec::new(),
                 pending_bytes: 0,
                 flow,
@@ -227,7 +231,7 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     stop(&io, helpers);
 }
 
-/// Takes the core thread's output batches and writes them: every batch
+/// Takes the hub's output batches and writes them: every batch
 /// that came meanwhile is encoded first, then each connection gets one write.
 async fn taker(io: Rc<RefCell<IoThread>>, slot: Arc<OutSlot>) {
     loop {
@@ -356,42 +360,51 @@ async fn flusher(io: Rc<RefCell<IoThread>>) {
 }
 
 /// Hands the items collected from every connection that was ready to the
-/// core thread as one batch, once all of them have had their turn.
+/// shared hub as one batch, once all of them have had their turn; when this
+/// thread ran the hub itself, its own answers are written at once.
 async fn sender(io: Rc<RefCell<IoThread>>) {
     let wake = io.borrow().send.clone();
+    let core = match &io.borrow().route {
+        Route::Core { core, .. } => core.clone(),
+        Route::Inline(_) => return,
+    };
     loop {
         wake.notified().await;
         let mut t = io.borrow_mut();
         let index = t.index;
-        if let Route::Core {
-            tx,
+        let Route::Core {
             pending,
             pending_bytes,
             flow,
             next_seq,
             scheduled,
+            ..
         } = &mut t.route
-        {
-            *scheduled = false;
-            if pending.is_empty() {
-                continue;
-            }
-            let items = std::mem::take(pending);
-            let bytes = std::mem::take(pending_bytes);
-            let seq = *next_seq;
-            *next_seq += 1;
-            flow.sent(bytes);
-            if tx
-                .send(ToCore::Batch {
-                    thread: index,
-                    items,
-                    bytes,
-                    seq,
-                })
-                .is_err()
-            {
-                tracing::debug!("core thread gone; items dropped");
-            }
+        else {
+            continue;
+        };
+        *scheduled = false;
+        if pending.is_empty() {
+            continue;
+        }
+        let batch = ToCore::Batch {
+            thread: index,
+            items: std::mem::take(pending),
+            bytes: std::mem::take(pending_bytes),
+            seq: *next_seq,
+        };
+        *next_seq += 1;
+        if let ToCore::Batch { bytes, .. } = &batch {
+            flow.sent(*bytes);
+        }
+        // Not borrowed while the hub runs: it touches only the slots.
+        drop(t);
+        if core.send(batch).is_err() {
+            tracing::debug!("the hub is gone; items dropped");
+        }
+        let mut t = io.borrow_mut();
+        if t.slot.as_ref().is_some_and(|s| s.has_pending()) {
+            t.take_outputs();
         }
     }
 }
@@ -435,7 +448,7 @@ impl IoThread {
     }
 
     /// How connection `id`'s task should go on; `None` once it is gone.
-    /// Reading waits while the core thread is behind on this thread's
+    /// Reading waits while the hub is behind on this thread's
     /// batches, or on more than `max_output` of this connection's requests
     /// (their answers could come back all at once).
     pub fn peer_state(&mut self, id: ConnId) -> Option<PeerState> {
@@ -457,7 +470,7 @@ impl IoThread {
         })
     }
 
-    /// Encodes and writes the batches the core thread left.
+    /// Encodes and writes the batches the hub left.
     fn take_outputs(&mut self) {
         let Some(slot) = self.slot.clone() else {
             return;
@@ -471,7 +484,7 @@ impl IoThread {
         self.report_failed();
     }
 
-    /// After a read: if the core thread left outputs, has the taker run
+    /// After a read: if the hub left outputs, has the taker run
     /// (woken from this thread, which costs no system call).
     pub fn poll_outputs(&self) {
         if let Some(slot) = &self.slot {

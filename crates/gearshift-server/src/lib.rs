@@ -1,4 +1,4 @@
-//! Runtime glue for Gearshift: listeners, I/O threads, the core thread,
+//! Runtime glue for Gearshift: listeners, I/O threads, the shared hub,
 //! the store thread, shutdown.
 //!
 //! [`Server::bind`] opens the store and the listeners (port 0 works, for
@@ -12,9 +12,10 @@
 //!   writes, the output limits.
 //! - [`hub`]: the sans-IO core with the clock and the store, fed
 //!   [`hub::Item`]s, answering plain [`hub::Out`]s per I/O thread.
-//! - [`core_thread`]: with several I/O threads, the hub's own thread; they
-//!   trade batches with it (one hand-off per batch, not per packet). With
-//!   one I/O thread the hub runs on it and no hand-off happens.
+//! - [`core_lock`]: with several I/O threads, the hub they share; each
+//!   hands it batches (one hand-off per batch, not per packet) and runs it
+//!   when no other thread does. With one I/O thread the hub runs on it and
+//!   no hand-off happens.
 //! - [`store_task`]: group commits on the store's thread, off the I/O path.
 //! - `restore`: the core rebuilt from the store at bind.
 //! - [`http`]: metrics, the JSON API, live events ([`events`]) and the
@@ -31,7 +32,7 @@ pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod control;
-pub mod core_thread;
+pub mod core_lock;
 pub mod counters;
 pub mod events;
 pub mod handoff;
@@ -63,7 +64,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 pub use config::{HttpConfig, Reload, ServerConfig, StoreConfig};
 pub use control::{Control, Stopped};
-use core_thread::{IoLinks, ToCore};
+use core_lock::{CoreLock, IoLinks, ToCore};
 use handoff::{Flow, OutSlot};
 use hub::{Hub, Signals};
 use io_thread::{IoSettings, Sink, ToIo};
@@ -287,7 +288,9 @@ impl Server {
                 bus
             });
         let prefix = hub.handle_prefix();
-        let (core_tx, core_rx) = std::sync::mpsc::channel::<ToCore>();
+        // Set once the shared hub exists (several I/O threads): the store
+        // thread's commits go to it.
+        let shared: Arc<std::sync::OnceLock<std::sync::Weak<CoreLock>>> = Arc::default();
         let mut inboxes = Vec::with_capacity(threads);
         let mut receivers = Vec::with_capacity(threads);
         for _ in 0..threads {
@@ -309,9 +312,11 @@ impl Server {
                     let _ = tx.send(ToIo::Commit(c));
                 })
             } else {
-                let tx = core_tx.clone();
+                let shared = shared.clone();
                 Box::new(move |c| {
-                    let _ = tx.send(ToCore::Commit(c));
+                    if let Some(core) = shared.get().and_then(std::sync::Weak::upgrade) {
+                        let _ = core.post(ToCore::Commit(c));
+                    }
                 })
             };
             match StoreTask::spawn(store, deliver, sync_every, self.commit_latency.clone()) {
@@ -326,11 +331,17 @@ impl Server {
         let counters = Arc::new(counters::ConnCounters::default());
         let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
         let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
-        // The hub runs on the only I/O thread, or on a core thread of its own.
-        let (mut inline_hub, core_hub) = if inline {
+        // The hub runs on the only I/O thread, or is shared by all of them.
+        let (mut inline_hub, core) = if inline {
             (Some(Box::new(hub)), None)
         } else {
-            (None, Some(hub))
+            let links = IoLinks {
+                slots: slots.clone(),
+                flows: flows.clone(),
+            };
+            let core = CoreLock::new(hub, links, counters.clone());
+            let _ = shared.set(Arc::downgrade(&core));
+            (None, Some(core))
         };
         let mut joins = Vec::new();
         for (index, rx) in receivers.into_iter().enumerate() {
@@ -344,10 +355,11 @@ impl Server {
                 access: access.clone(),
                 counters: counters.clone(),
             };
-            let sink = match inline_hub.take() {
-                Some(hub) => Sink::Inline(hub),
-                None => Sink::Core {
-                    tx: core_tx.clone(),
+            let sink = match (inline_hub.take(), &core) {
+                (Some(hub), _) => Sink::Inline(hub),
+                (None, None) => return,
+                (None, Some(core)) => Sink::Core {
+                    core: core.clone(),
                     flow: flows[index].clone(),
                     slot: slots[index].clone(),
                 },
@@ -357,38 +369,35 @@ impl Server {
                 io_thread::run(settings, sink, rx)
             }));
         }
-        if let Some(hub) = core_hub {
-            let links = IoLinks { slots, flows };
+        if let Some(core) = &core {
+            let core = core.clone();
             let name = "gearshift-core".to_owned();
-            joins.push(spawn_thread(name, move || {
-                core_thread::run(hub, core_rx, links)
-            }));
+            joins.push(spawn_thread(name, move || core.helper()));
         }
         let Some(joins) = joins.into_iter().collect::<Option<Vec<_>>>() else {
-            stop_all(&inboxes, &core_tx);
+            stop_all(&inboxes, core.as_ref());
             return;
         };
         tracing::debug!(io_threads = threads, inline, "threads started");
         // From here on, a dropped future (a crash in tests) stops the threads.
         let guard = StopGuard {
             inboxes: inboxes.clone(),
-            core: core_tx.clone(),
+            core: core.clone(),
             armed: true,
         };
         let reloads = tokio::spawn(forward_reloads(
             self.reload.1.clone(),
             access.clone(),
             inline.then(|| inboxes[0].clone()),
-            core_tx.clone(),
+            core.clone(),
         ));
         drop(self.reload);
         let (http_stop, http_stop_rx) = watch::channel(false);
         let http_task = match (self.http, &self.cfg.http, bus) {
             (Some(listener), Some(hc), Some(bus)) => {
-                let control = if inline {
-                    Control::inline(inboxes[0].clone())
-                } else {
-                    Control::core(core_tx.clone())
+                let control = match &core {
+                    None => Control::inline(inboxes[0].clone()),
+                    Some(core) => Control::core(core.clone()),
                 };
                 let gearman = self
                     .listeners
@@ -440,10 +449,9 @@ impl Server {
             _ = done.notified() => false,
         };
         if signalled {
-            if inline {
-                let _ = inboxes[0].send(ToIo::Shutdown(true));
-            } else {
-                let _ = core_tx.send(ToCore::Shutdown(true));
+            match &core {
+                None => drop(inboxes[0].send(ToIo::Shutdown(true))),
+                Some(core) => drop(core.post(ToCore::Shutdown(true))),
             }
             done.notified().await;
         }
@@ -468,10 +476,9 @@ impl Server {
         }
         reloads.abort();
         let (fin_tx, fin_rx) = tokio::sync::oneshot::channel();
-        if inline {
-            let _ = inboxes[0].send(ToIo::Finish(fin_tx));
-        } else {
-            let _ = core_tx.send(ToCore::Finish(fin_tx));
+        match &core {
+            None => drop(inboxes[0].send(ToIo::Finish(fin_tx))),
+            Some(core) => drop(core.post(ToCore::Finish(fin_tx))),
         }
         let _ = fin_rx.await;
         for tx in &inboxes {
@@ -493,7 +500,7 @@ async fn forward_reloads(
     mut rx: watch::Receiver<Option<Arc<Reload>>>,
     access: Arc<access::AccessCell>,
     inline: Option<tokio::sync::mpsc::UnboundedSender<ToIo>>,
-    core: std::sync::mpsc::Sender<ToCore>,
+    core: Option<Arc<CoreLock>>,
 ) {
     while rx.changed().await.is_ok() {
         let Some(p) = rx.borrow_and_update().clone() else {
@@ -502,13 +509,10 @@ async fn forward_reloads(
         if let Some(rules) = &p.access {
             access.set(rules.clone());
         }
-        match &inline {
-            Some(io) => {
-                let _ = io.send(ToIo::Reload(p));
-            }
-            None => {
-                let _ = core.send(ToCore::Reload(p));
-            }
+        match (&inline, &core) {
+            (Some(io), _) => drop(io.send(ToIo::Reload(p))),
+            (None, Some(core)) => drop(core.post(ToCore::Reload(p))),
+            (None, None) => {}
         }
     }
 }
@@ -544,23 +548,22 @@ impl Drop for AbortOnDrop {
 /// finished (nothing is drained: as a crash).
 struct StopGuard {
     inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
-    core: std::sync::mpsc::Sender<ToCore>,
+    core: Option<Arc<CoreLock>>,
     armed: bool,
 }
 
 impl Drop for StopGuard {
     fn drop(&mut self) {
         if self.armed {
-            stop_all(&self.inboxes, &self.core);
+            stop_all(&self.inboxes, self.core.as_ref());
         }
     }
 }
 
-fn stop_all(
-    inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>],
-    core: &std::sync::mpsc::Sender<ToCore>,
-) {
-    let _ = core.send(ToCore::Stop);
+fn stop_all(inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>], core: Option<&Arc<CoreLock>>) {
+    if let Some(core) = core {
+        let _ = core.post(ToCore::Stop);
+    }
     for tx in inboxes {
         let _ = tx.send(ToIo::Stop);
     }

@@ -30,7 +30,7 @@ pub struct Peer {
     pub paused: bool,
     /// Close once `out` is written; nothing more is added.
     pub closing: bool,
-    /// Bytes of requests handed to the core thread in batches up to
+    /// Bytes of requests handed to the shared hub in batches up to
     /// `sent_seq` and maybe not yet processed (several I/O threads).
     pub sent_bytes: usize,
     /// The last batch that carried this connection's requests.
@@ -66,7 +66,7 @@ impl OutSink for Peers {
             Out::Send(_, r) => r.encode(&mut p.out),
             Out::Created(_, job) => self.handles.encode_created(job, &mut p.out),
             Out::Text(_, t) => p.out.extend_from_slice(&t),
-            // Rendered here, so the core thread only copied the rows.
+            // Rendered here, so the hub's holder only copied the rows.
             Out::Listing(_, l) => p.out.extend_from_slice(&l.render()),
             Out::Close(_) => {
                 p.closing = true;

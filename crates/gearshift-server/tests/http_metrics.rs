@@ -474,3 +474,41 @@ async fn a_peer_that_does_not_read_and_access_refusals_are_counted() {
     }
     assert_eq!(closed, 1.0);
 }
+
+#[tokio::test]
+async fn the_time_the_shared_hub_was_held_is_counted() {
+    for threads in [1, 3] {
+        let mut cfg = config();
+        cfg.io_threads = threads;
+        let s = start(cfg).await;
+        let mut c = tokio::net::TcpStream::connect(s.gearman)
+            .await
+            .expect("connect");
+        let mut buf = [0u8; 64];
+        for _ in 0..20 {
+            c.write_all(b"version\n").await.expect("write");
+            assert!(c.read(&mut buf).await.expect("version") > 0);
+        }
+        let text = client()
+            .get(format!("{}/metrics", s.base))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("body");
+        let m = parse(&text);
+        let (busy, rounds) = (
+            m["gearshift_core_busy_seconds_total"],
+            m["gearshift_core_rounds_total"],
+        );
+        if threads == 1 {
+            // The hub runs on the only I/O thread: nothing is shared.
+            assert_eq!((busy, rounds), (0.0, 0.0));
+        } else {
+            // At least one round per request that waited for its answer.
+            assert!(rounds >= 20.0, "{rounds}");
+            assert!(busy > 0.0 && busy < 5.0, "{busy}");
+        }
+    }
+}

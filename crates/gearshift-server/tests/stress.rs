@@ -6,8 +6,8 @@
 //! job may join another. Every client must get, for each submission, its
 //! JOB_CREATED and then WORK_COMPLETE under that handle carrying exactly
 //! its own payload's echo (and any WORK_DATA only for its own job), and
-//! the deep queue must be untouched at the end. Run with the memory store
-//! and with the durable log store.
+//! the deep queue must be untouched at the end. Run with the memory store,
+//! with four I/O threads sharing the hub, and with the durable log store.
 //!
 //! The long version of this check, with libgearman clients and a deeper
 //! queue, is `tests/stress/results.sh`.
@@ -159,6 +159,13 @@ async fn run(cfg: ServerConfig) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_client_gets_its_own_results_with_a_deep_queue() {
     run(common::config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_client_gets_its_own_results_with_four_io_threads_sharing_the_hub() {
+    let mut cfg = common::config();
+    cfg.io_threads = 4;
+    run(cfg).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

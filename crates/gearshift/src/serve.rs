@@ -442,7 +442,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot write pid file {path}: {e}"))?;
     }
     // This runtime only accepts connections and waits for signals; the
-    // server starts its own I/O and core threads.
+    // server starts its own I/O threads.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -79,7 +79,7 @@ pub fn render(
     fs: &[FunctionView],
     t: &Totals,
     commits: &HistogramSnapshot,
-    conns: (u64, u64, u64),
+    conns: crate::counters::Counts,
 ) -> String {
     let mut out = String::with_capacity(4096 + fs.len() * 2048);
     let named: Vec<(String, &FunctionView)> = fs
@@ -226,7 +226,13 @@ pub fn render(
         "counter",
         "Connections closed for sending nothing within --idle-timeout.",
     );
-    let (idle_closed, output_closed, tls_failed) = conns;
+    let crate::counters::Counts {
+        idle_closed,
+        output_closed,
+        tls_failed,
+        core_busy_nanos,
+        core_rounds,
+    } = conns;
     let _ = writeln!(out, "gearshift_connections_idle_closed_total {idle_closed}");
     head(
         &mut out,
@@ -245,6 +251,24 @@ pub fn render(
         "TLS connections closed because their handshake failed or timed out.",
     );
     let _ = writeln!(out, "gearshift_tls_handshake_failures_total {tls_failed}");
+    head(
+        &mut out,
+        "gearshift_core_busy_seconds_total",
+        "counter",
+        "Time the hub shared by the I/O threads was held: the serial part of the work (0 with one I/O thread).",
+    );
+    let _ = writeln!(
+        out,
+        "gearshift_core_busy_seconds_total {}",
+        core_busy_nanos as f64 / 1e9
+    );
+    head(
+        &mut out,
+        "gearshift_core_rounds_total",
+        "counter",
+        "Rounds run while holding the shared hub.",
+    );
+    let _ = writeln!(out, "gearshift_core_rounds_total {core_rounds}");
     head(
         &mut out,
         "gearshift_access_denied_total",

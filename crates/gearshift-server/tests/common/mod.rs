@@ -34,7 +34,7 @@ pub const VERSION: &str = "gearshift-test";
 pub const PID: u32 = 4242;
 
 /// I/O threads of the test servers: `GEARSHIFT_TEST_IO_THREADS` (the test
-/// command runs the suite a second time with several, so the core thread's
+/// command runs the suite a second time with several, so the shared hub's
 /// hand-offs face every test too); by default the machine's choice.
 pub fn io_threads() -> usize {
     std::env::var("GEARSHIFT_TEST_IO_THREADS")
