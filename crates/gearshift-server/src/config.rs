@@ -155,7 +155,8 @@ impl ServerConfig {
     /// The I/O thread count in force: the configured one, or by default one
     /// thread for a machine of one or two cores (where the hand-off between
     /// threads costs more than a second thread gives) and one per core but
-    /// one, at most 16, on larger machines (the routing core has the last).
+    /// one, at most 16, on larger machines (the last is left to the store
+    /// thread, HTTP and the kernel).
     pub fn resolved_io_threads(&self) -> usize {
         if self.io_threads > 0 {
             return self.io_threads;
