@@ -236,6 +236,7 @@ impl Hub {
 
     /// A request, refused packet or admin line: [`Item::Input`] without the
     /// wrapping.
+    #[inline]
     pub fn request(&mut self, id: ConnId, input: Input, sink: &mut impl OutSink) {
         let now = self.round_now();
         self.run_input(id, input, now);
@@ -255,6 +256,7 @@ impl Hub {
         }
     }
 
+    #[inline]
     fn run_input(&mut self, id: ConnId, input: Input, now: Millis) {
         if self.draining.is_some() && self.refused_while_draining(id, &input) {
             return;
