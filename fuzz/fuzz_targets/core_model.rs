@@ -390,7 +390,7 @@ impl Model {
         let conn = self.slots[s].id;
         self.slots[s].after_exception = None;
         let data = Bytes::from(format!("{}", self.jobs.len()));
-        let req = Request::Submit(Submit {
+        let req = Request::Submit(Box::new(Submit {
             function: Bytes::from_static(FUNCS[func].as_bytes()),
             unique: unique.map_or(Bytes::new(), |u| Bytes::from_static(UNIQUES[u].as_bytes())),
             data: data.clone(),
@@ -398,7 +398,7 @@ impl Model {
             background: bg,
             epoch: epoch.map(|e| (START / 1000 + u64::from(e)) as i64),
             reducer: None,
-        });
+        }));
         let effects = self.send(conn, req);
         // One JOB_CREATED to the submitter; the rest can only wake sleepers.
         let mut created = None;

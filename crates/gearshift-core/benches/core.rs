@@ -67,7 +67,7 @@ fn uuid(i: usize) -> Bytes {
 }
 
 fn submit(unique: Bytes, data: &Bytes, background: bool) -> Input {
-    Input::Request(Request::Submit(Submit {
+    Input::Request(Request::Submit(Box::new(Submit {
         function: Bytes::from_static(b"resize"),
         unique,
         data: data.clone(),
@@ -75,7 +75,7 @@ fn submit(unique: Bytes, data: &Bytes, background: bool) -> Input {
         background,
         epoch: None,
         reducer: None,
-    }))
+    })))
 }
 
 fn submits(n: usize, uuids: bool) -> Vec<Input> {

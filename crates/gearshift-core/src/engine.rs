@@ -283,7 +283,7 @@ impl Core {
     fn request(&mut self, conn: ConnId, req: Request, now: Millis) {
         match req {
             Request::Echo(data) => self.send(conn, Response::EchoRes(data)),
-            Request::Submit(s) => self.submit(conn, s, now),
+            Request::Submit(s) => self.submit(conn, *s, now),
             Request::SubmitSched(s) => {
                 let s = *s;
                 self.submit_sched(conn, s.function, s.unique, s.when, s.data)

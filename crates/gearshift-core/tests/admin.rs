@@ -213,11 +213,11 @@ fn maxqueue_refuses_new_jobs_but_not_duplicates() {
     assert_eq!(w.admin(8, "maxqueue f 2"), "OK\r\n");
     let h = w.fg(1, "f", "k", "1");
     w.bg(1, "f", "", "2");
-    w.req(1, Request::Submit(common::job("f", "", "3")));
+    w.req(1, Request::Submit(Box::new(common::job("f", "", "3"))));
     w.expect(1, err("QUEUE_ERROR", "Job queue is full"));
     w.req(
         1,
-        Request::Submit(job_with("f", "", "3", Priority::High, true)),
+        Request::Submit(Box::new(job_with("f", "", "3", Priority::High, true))),
     );
     w.expect(1, err("QUEUE_ERROR", "Job queue is full"));
     // Coalesced duplicates, foreground or background, still go through.
@@ -239,7 +239,10 @@ fn maxqueue_per_priority() {
     w.admin(8, "create function f");
     assert_eq!(w.admin(8, "maxqueue f 3 2 1"), "OK\r\n");
     let sub = |w: &mut World, p| {
-        w.req(1, Request::Submit(job_with("f", "", "x", p, true)));
+        w.req(
+            1,
+            Request::Submit(Box::new(job_with("f", "", "x", p, true))),
+        );
         w.pop(1)
     };
     assert!(matches!(
@@ -288,7 +291,7 @@ fn running_jobs_count_against_maxqueue() {
     let h = w.bg(1, "f", "", "1");
     w.can_do(2, &["f"]);
     w.grab_job(2);
-    w.req(1, Request::Submit(common::job("f", "", "2")));
+    w.req(1, Request::Submit(Box::new(common::job("f", "", "2"))));
     w.expect(1, err("QUEUE_ERROR", "Job queue is full"));
     w.complete(2, &h, "");
     w.bg(1, "f", "", "2");
@@ -433,12 +436,18 @@ fn names_with_control_bytes_are_refused_and_change_nothing() {
         // Twice each: the harness alternates the in-place and parsed paths.
         for p in Priority::ALL.into_iter().filter(|_| submittable) {
             for bg in [false, false, true, true] {
-                w.req(1, Request::Submit(job_with(name, "u", "d", p, bg)));
+                w.req(
+                    1,
+                    Request::Submit(Box::new(job_with(name, "u", "d", p, bg))),
+                );
                 w.expect(1, refused_function());
             }
         }
         if submittable {
-            w.req(1, Request::Submit(common::epoch_job(name, "", "d", 1)));
+            w.req(
+                1,
+                Request::Submit(Box::new(common::epoch_job(name, "", "d", 1))),
+            );
             w.expect(1, refused_function());
         }
         w.req(2, Request::SetClientId(b(&format!("w{name}"))));

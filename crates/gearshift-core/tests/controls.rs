@@ -14,7 +14,10 @@ fn require_worker_refuses_a_submission_nobody_can_run() {
     p.require_worker = true;
     with_policy(&mut w, "needs_*", p);
     w.conns(&[1, 2]);
-    w.req(1, Request::Submit(common::job("needs_w", "", "x")));
+    w.req(
+        1,
+        Request::Submit(Box::new(common::job("needs_w", "", "x"))),
+    );
     match w.pop(1) {
         Response::Error { code, text } => {
             assert_eq!(code, b("NO_WORKER"));

@@ -22,7 +22,13 @@ fn a_background_job_that_uses_its_attempts_goes_to_the_dead_set() {
     );
     w.req(
         1,
-        Request::Submit(job_with("mail", "m1", "hello", Priority::Normal, true)),
+        Request::Submit(Box::new(job_with(
+            "mail",
+            "m1",
+            "hello",
+            Priority::Normal,
+            true,
+        ))),
     );
     w.persisted(&[1]);
     let h = match w.pop(1) {
@@ -111,7 +117,7 @@ fn dead_jobs_expire_after_dead_ttl_and_are_capped() {
     for i in 1..=3u64 {
         w.req(
             1,
-            Request::Submit(job_with("f", "", "x", Priority::Normal, true)),
+            Request::Submit(Box::new(job_with("f", "", "x", Priority::Normal, true))),
         );
         w.persisted(&[i]);
         let (h, _) = w.grab_job(2);

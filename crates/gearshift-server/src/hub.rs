@@ -226,7 +226,7 @@ impl Hub {
     pub fn submit(&mut self, id: ConnId, s: SubmitInPlace, sink: &mut impl OutSink) {
         let now = self.round_now();
         if self.draining.is_some() {
-            let input = Input::Request(Request::Submit(s.into_submit()));
+            let input = Input::Request(Request::Submit(Box::new(s.into_submit())));
             self.run_input(id, input, now);
         } else {
             self.core.handle_submit(id, s, now);

@@ -174,7 +174,7 @@ fn b(s: &str) -> Bytes {
 }
 
 fn bg_submit(function: &str, data: &str, priority: Priority) -> Request {
-    Request::Submit(Submit {
+    Request::Submit(Box::new(Submit {
         function: b(function),
         unique: Bytes::new(),
         data: b(data),
@@ -182,17 +182,17 @@ fn bg_submit(function: &str, data: &str, priority: Priority) -> Request {
         background: true,
         epoch: None,
         reducer: None,
-    })
+    }))
 }
 
 fn epoch_submit(function: &str, data: &str, epoch: i64) -> Request {
-    Request::Submit(Submit {
+    Request::Submit(Box::new(Submit {
         epoch: Some(epoch),
         ..match bg_submit(function, data, Priority::Normal) {
-            Request::Submit(s) => s,
+            Request::Submit(s) => *s,
             _ => unreachable!(),
         }
-    })
+    }))
 }
 
 /// The number at the end of a handle.

@@ -52,7 +52,7 @@ impl Conn {
 
     /// Submits a background job and returns its handle.
     fn submit_bg(&mut self, function: &str) -> Bytes {
-        self.send(Request::Submit(Submit {
+        self.send(Request::Submit(Box::new(Submit {
             function: Bytes::copy_from_slice(function.as_bytes()),
             unique: Bytes::new(),
             data: Bytes::from_static(b"x"),
@@ -60,7 +60,7 @@ impl Conn {
             background: true,
             epoch: None,
             reducer: None,
-        }));
+        })));
         match self.recv() {
             Response::JobCreated(h) => h,
             other => panic!("expected JOB_CREATED, got {other:?}"),

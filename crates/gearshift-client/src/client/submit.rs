@@ -214,7 +214,7 @@ impl<'a> JobBuilder<'a> {
     }
 
     fn request(&self, background: bool) -> Request {
-        Request::Submit(Submit {
+        Request::Submit(Box::new(Submit {
             function: self.function.clone(),
             unique: self.unique.clone(),
             data: self.data.clone(),
@@ -222,6 +222,6 @@ impl<'a> JobBuilder<'a> {
             background,
             epoch: self.epoch,
             reducer: None,
-        })
+        }))
     }
 }

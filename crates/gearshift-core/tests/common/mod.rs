@@ -361,7 +361,7 @@ impl World {
 
     /// Submits from `n` and returns the handle from JOB_CREATED.
     pub fn submit(&mut self, n: u64, s: Submit) -> Bytes {
-        self.req(n, Request::Submit(s));
+        self.req(n, Request::Submit(Box::new(s)));
         match self.pop(n) {
             Response::JobCreated(h) => h,
             other => panic!("conn {n}: expected JOB_CREATED, got {other:?}"),
