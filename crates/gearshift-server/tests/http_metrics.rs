@@ -489,14 +489,7 @@ async fn the_time_the_shared_hub_was_held_is_counted() {
             c.write_all(b"version\n").await.expect("write");
             assert!(c.read(&mut buf).await.expect("version") > 0);
         }
-        let text = client()
-            .get(format!("{}/metrics", s.base))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("body");
+        let (text, _) = scrape(&s.base).await;
         let m = parse(&text);
         let (busy, rounds) = (
             m["gearshift_core_busy_seconds_total"],
