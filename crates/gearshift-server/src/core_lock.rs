@@ -171,13 +171,16 @@ impl CoreLock {
             if self.busy.swap(true, Ordering::SeqCst) {
                 return;
             }
-            let wake = self.round();
+            let (wake, earlier_deadline) = self.round();
             self.busy.store(false, Ordering::SeqCst);
             // After letting go: a wake-up is a system call.
             for t in wake {
                 if let Some(slot) = self.links.slots.get(t) {
                     slot.wake();
                 }
+            }
+            if earlier_deadline {
+                self.poke();
             }
             if self.queued.load(Ordering::SeqCst) <= 0 {
                 return;
@@ -188,8 +191,9 @@ impl CoreLock {
 
     /// One round with the hub held: up to [`ROUND`] messages, due timers,
     /// then every I/O thread's outputs handed out. Returns the parked I/O
-    /// threads that got outputs.
-    fn round(&self) -> Vec<usize> {
+    /// threads that got outputs, and whether the helper thread must learn
+    /// of an earlier deadline.
+    fn round(&self) -> (Vec<usize>, bool) {
         let start = Instant::now();
         let mut held = lock(&self.held);
         let held = &mut *held;
@@ -237,6 +241,7 @@ impl CoreLock {
             }
         }
         self.queued.fetch_sub(taken as i64, Ordering::SeqCst);
+        let mut earlier_deadline = false;
         if let Some(hub) = held.hub.as_mut() {
             if hub.deadline().is_some_and(|at| at <= Instant::now()) {
                 hub.timer(&mut held.outboxes);
@@ -245,9 +250,7 @@ impl CoreLock {
             self.hand_out(&mut held.outboxes, &mut held.wake);
             let next = hub.deadline().map_or(u64::MAX, |at| self.ms_of(at));
             let before = self.deadline.swap(next, Ordering::AcqRel);
-            if next < before {
-                self.poke();
-            }
+            earlier_deadline = next < before;
         }
         for (thread, seq, bytes) in held.ran.drain(..) {
             if let Some(f) = self.links.flows.get(thread) {
@@ -259,7 +262,7 @@ impl CoreLock {
             .core_busy_nanos
             .fetch_add(spent, Ordering::Relaxed);
         self.counters.core_rounds.fetch_add(1, Ordering::Relaxed);
-        std::mem::take(&mut held.wake)
+        (std::mem::take(&mut held.wake), earlier_deadline)
     }
 
     /// Gives every I/O thread what the round produced for its connections;
