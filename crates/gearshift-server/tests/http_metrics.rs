@@ -61,14 +61,7 @@ async fn metrics_agree_with_status() {
             .expect("submit");
     }
     c.job("beta\"x", "1").background().await.expect("submit");
-    let text = client()
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("body");
+    let (text, _) = scrape(&s.base).await;
     let m = parse(&text);
     // `status`: FUNCTION\tTOTAL\tRUNNING\tWORKERS
     let mut admin = tokio::net::TcpStream::connect(s.gearman)
@@ -336,14 +329,7 @@ async fn refusals_by_the_queue_memory_cap_are_counted() {
         }
     }
     assert_eq!(refused, 2);
-    let text = client()
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("body");
+    let (text, _) = scrape(&s.base).await;
     let m = parse(&text);
     assert_eq!(m["gearshift_job_bytes"], 200.0);
     assert_eq!(
@@ -378,14 +364,7 @@ async fn silent_connections_are_closed_after_the_idle_timeout() {
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     talker.write_all(b"version\n").await.expect("write");
     assert!(talker.read(&mut buf).await.expect("still served") > 0);
-    let text = client()
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("body");
+    let (text, _) = scrape(&s.base).await;
     // The HTTP client's own connections spoke at once; only one was silent.
     assert_eq!(parse(&text)["gearshift_connections_idle_closed_total"], 1.0);
 }
@@ -452,14 +431,7 @@ async fn a_peer_that_does_not_read_and_access_refusals_are_counted() {
     }
     let mut closed = 0.0;
     for _ in 0..100 {
-        let text = client()
-            .get(format!("{}/metrics", s.base))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("body");
+        let (text, _) = scrape(&s.base).await;
         let m = parse(&text);
         assert_eq!(
             m["gearshift_access_denied_total{right=\"admin_read\"}"],

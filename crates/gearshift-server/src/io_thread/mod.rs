@@ -24,11 +24,14 @@ use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
 use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
 
-use crate::core_lock::{CoreLock, ToCore};
+use crate::core_lock::CoreLock;
 use crate::handoff::{Flow, OutSlot};
 use crate::hub::{Hub, Item, OutSink};
 use crate::peers::Peers;
 use crate::store_task::Commit;
+
+mod tasks;
+use tasks::{flusher, sender, taker, timer};
 
 /// Bytes an I/O thread may have handed to the hub and not yet seen
 /// processed; past it, its connections wait before reading more.
@@ -231,15 +234,6 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     stop(&io, helpers);
 }
 
-/// Takes the hub's output batches and writes them: every batch
-/// that came meanwhile is encoded first, then each connection gets one write.
-async fn taker(io: Rc<RefCell<IoThread>>, slot: Arc<OutSlot>) {
-    loop {
-        slot.waker().notified().await;
-        io.borrow_mut().take_outputs();
-    }
-}
-
 /// Carries out a control message; false when the thread must stop.
 fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
     match msg {
@@ -342,101 +336,6 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
         t.pump(None);
     }
     tokio::task::spawn_local(crate::connection::serve(id, peer, stream, ctl, io.clone()));
-}
-
-/// Writes the output that was routed to connections other than the one
-/// being read, once every task that was ready has had its turn, so a
-/// connection that gets output from several of them gets one write.
-async fn flusher(io: Rc<RefCell<IoThread>>) {
-    let wake = io.borrow().flush.clone();
-    loop {
-        wake.notified().await;
-        let mut t = io.borrow_mut();
-        t.flush_scheduled = false;
-        t.peers.write_dirty();
-        t.report_failed();
-        t.pump(None);
-    }
-}
-
-/// Hands the items collected from every connection that was ready to the
-/// shared hub as one batch, once all of them have had their turn; when this
-/// thread ran the hub itself, its own answers are written at once.
-async fn sender(io: Rc<RefCell<IoThread>>) {
-    let wake = io.borrow().send.clone();
-    let core = match &io.borrow().route {
-        Route::Core { core, .. } => core.clone(),
-        Route::Inline(_) => return,
-    };
-    loop {
-        wake.notified().await;
-        let mut t = io.borrow_mut();
-        let index = t.index;
-        let Route::Core {
-            pending,
-            pending_bytes,
-            flow,
-            next_seq,
-            scheduled,
-            ..
-        } = &mut t.route
-        else {
-            continue;
-        };
-        *scheduled = false;
-        if pending.is_empty() {
-            continue;
-        }
-        let batch = ToCore::Batch {
-            thread: index,
-            items: std::mem::take(pending),
-            bytes: std::mem::take(pending_bytes),
-            seq: *next_seq,
-        };
-        *next_seq += 1;
-        if let ToCore::Batch { bytes, .. } = &batch {
-            flow.sent(*bytes);
-        }
-        // Not borrowed while the hub runs: it touches only the slots.
-        drop(t);
-        if core.send(batch).is_err() {
-            tracing::debug!("the hub is gone; items dropped");
-        }
-        let mut t = io.borrow_mut();
-        if t.slot.as_ref().is_some_and(|s| s.has_pending()) {
-            t.take_outputs();
-        }
-    }
-}
-
-/// Fires the hub's timers when they are due (single I/O thread); woken
-/// early when the hub arms an earlier deadline.
-async fn timer(io: Rc<RefCell<IoThread>>) {
-    let wake = match &io.borrow().route {
-        Route::Inline(hub) => hub.timer_signal(),
-        Route::Core { .. } => return,
-    };
-    let mut deadline = io.borrow_mut().deadline();
-    loop {
-        tokio::select! {
-            _ = sleep_until(deadline) => {
-                let mut t = io.borrow_mut();
-                if let Some((hub, peers)) = t.hub_and_sink() {
-                    hub.timer(peers);
-                }
-                t.pump(None);
-                deadline = t.deadline();
-            }
-            _ = wake.notified() => deadline = io.borrow_mut().deadline(),
-        }
-    }
-}
-
-async fn sleep_until(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
-        None => std::future::pending().await,
-    }
 }
 
 impl IoThread {
