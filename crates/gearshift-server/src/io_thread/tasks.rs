@@ -64,16 +64,15 @@ pub(super) async fn sender(io: Rc<RefCell<IoThread>>) {
         if pending.is_empty() {
             continue;
         }
+        let bytes = std::mem::take(pending_bytes);
+        flow.sent(bytes);
         let batch = ToCore::Batch {
             thread: index,
             items: std::mem::take(pending),
-            bytes: std::mem::take(pending_bytes),
+            bytes,
             seq: *next_seq,
         };
         *next_seq += 1;
-        if let ToCore::Batch { bytes, .. } = &batch {
-            flow.sent(*bytes);
-        }
         // Not borrowed while the hub runs: it touches only the slots.
         drop(t);
         if core.send(batch).is_err() {
