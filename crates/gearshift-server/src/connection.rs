@@ -14,10 +14,10 @@ use gearshift_core::{ConnId, Input};
 use gearshift_proto::frame::HEADER_LEN;
 use gearshift_proto::{decode_frame, Frame, FrameError, Response, SubmitInPlace};
 use tokio::io::Interest;
-use tokio::sync::Notify;
 
 use crate::hub::Item;
 use crate::io_thread::IoThread;
+use crate::signal::Signal;
 use crate::sock::Sock;
 
 /// Read buffer size a new connection starts with: an idle connection holds
@@ -36,7 +36,7 @@ pub async fn serve(
     id: ConnId,
     peer: SocketAddr,
     stream: Rc<Sock>,
-    ctl: Rc<Notify>,
+    ctl: Rc<Signal>,
     io: Rc<RefCell<IoThread>>,
 ) {
     let (max_packet, idle_timeout) = {
@@ -59,7 +59,7 @@ pub async fn serve(
         let can_read = reading && state.readable;
         tokio::select! {
             biased;
-            _ = ctl.notified() => continue,
+            _ = ctl.wait() => continue,
             w = stream.writable(), if state.blocked => {
                 if w.is_err() {
                     break;

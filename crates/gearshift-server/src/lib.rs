@@ -44,6 +44,7 @@ mod listeners;
 pub mod peers;
 pub mod policy_file;
 mod restore;
+pub mod signal;
 pub mod sock;
 pub mod store_task;
 

@@ -11,7 +11,9 @@ use bytes::{Buf, BytesMut};
 use gearshift_core::handle::Handles;
 use gearshift_core::ids::IdMap;
 use gearshift_core::ConnId;
-use tokio::sync::{Notify, OwnedSemaphorePermit};
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::signal::Signal;
 
 use crate::hub::{Out, OutSink};
 
@@ -36,7 +38,7 @@ pub struct Peer {
     /// The last batch that carried this connection's requests.
     pub sent_seq: u64,
     /// Wakes the connection's task.
-    ctl: Rc<Notify>,
+    ctl: Rc<Signal>,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -54,6 +56,7 @@ pub struct Peers {
 }
 
 impl OutSink for Peers {
+    #[inline]
     fn push(&mut self, out: Out) {
         let id = out.conn();
         let Some(p) = self.map.get_mut(&id) else {
@@ -71,7 +74,7 @@ impl OutSink for Peers {
             Out::Close(_) => {
                 p.closing = true;
                 // Its task stops reading.
-                p.ctl.notify_one();
+                p.ctl.notify();
             }
         }
         if !p.listed {
@@ -106,7 +109,7 @@ impl Peers {
         &mut self,
         id: ConnId,
         stream: Rc<Sock>,
-        ctl: Rc<Notify>,
+        ctl: Rc<Signal>,
         permit: OwnedSemaphorePermit,
     ) {
         let peer = Peer {
@@ -172,7 +175,7 @@ impl Peers {
     /// Forgets a connection whose socket failed (its task reports it).
     pub fn forget(&mut self, id: ConnId) {
         if let Some(p) = self.map.remove(&id) {
-            p.ctl.notify_one();
+            p.ctl.notify();
         }
     }
 
@@ -194,7 +197,7 @@ impl Peers {
     pub fn shut_all(&mut self) {
         for (_, p) in self.map.drain() {
             p.stream.shutdown(Shutdown::Both);
-            p.ctl.notify_one();
+            p.ctl.notify();
         }
     }
 
@@ -211,7 +214,7 @@ impl Peers {
                     Ok(n) => p.out.advance(n),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         p.blocked = true;
-                        p.ctl.notify_one();
+                        p.ctl.notify();
                         break;
                     }
                     Err(e) => {
@@ -240,11 +243,11 @@ impl Peers {
             p.paused = true;
         } else if p.paused && pending <= self.max_output / 2 {
             p.paused = false;
-            p.ctl.notify_one();
+            p.ctl.notify();
         }
         if p.closing && p.out.is_empty() {
             p.stream.shutdown(Shutdown::Write);
-            p.ctl.notify_one();
+            p.ctl.notify();
             self.map.remove(&id);
         }
     }
@@ -254,7 +257,7 @@ impl Peers {
     fn cut_off(&mut self, id: ConnId) {
         if let Some(p) = self.map.remove(&id) {
             p.stream.shutdown(Shutdown::Both);
-            p.ctl.notify_one();
+            p.ctl.notify();
             if !p.closing {
                 self.failed.push(id);
             }

@@ -22,12 +22,13 @@ use std::sync::Arc;
 use crate::config::Reload;
 use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
-use tokio::sync::{mpsc as tmpsc, oneshot, Notify, OwnedSemaphorePermit};
+use tokio::sync::{mpsc as tmpsc, oneshot, OwnedSemaphorePermit};
 
 use crate::core_lock::CoreLock;
 use crate::handoff::{Flow, OutSlot};
 use crate::hub::{Hub, Item, OutSink};
 use crate::peers::Peers;
+use crate::signal::Signal;
 use crate::store_task::Commit;
 
 mod tasks;
@@ -115,8 +116,8 @@ pub struct IoThread {
     route: Route,
     /// The flusher (single thread) or the sender (several) was woken.
     flush_scheduled: bool,
-    flush: Rc<Notify>,
-    send: Rc<Notify>,
+    flush: Rc<Signal>,
+    send: Rc<Signal>,
     /// Where the hub leaves outputs (several I/O threads).
     slot: Option<Arc<OutSlot>>,
 }
@@ -213,8 +214,8 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         access: settings.access.clone(),
         route,
         flush_scheduled: false,
-        flush: Rc::new(Notify::new()),
-        send: Rc::new(Notify::new()),
+        flush: Rc::new(Signal::new()),
+        send: Rc::new(Signal::new()),
         slot: slot.clone(),
     }));
     let mut helpers = vec![tokio::task::spawn_local(flusher(io.clone()))];
@@ -328,7 +329,7 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
         node,
         identity,
     };
-    let ctl = Rc::new(Notify::new());
+    let ctl = Rc::new(Signal::new());
     {
         let mut t = io.borrow_mut();
         t.peers.insert(id, stream.clone(), ctl.clone(), permit);
@@ -433,7 +434,7 @@ impl IoThread {
             }
             if !*scheduled {
                 *scheduled = true;
-                self.send.notify_one();
+                self.send.notify();
             }
         }
     }
@@ -453,7 +454,7 @@ impl IoThread {
             }
             if self.peers.has_dirty() && !self.flush_scheduled {
                 self.flush_scheduled = true;
-                self.flush.notify_one();
+                self.flush.notify();
             }
             if !self.peers.has_failed() {
                 return;

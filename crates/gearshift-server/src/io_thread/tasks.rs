@@ -27,7 +27,7 @@ pub(super) async fn taker(io: Rc<RefCell<IoThread>>, slot: Arc<OutSlot>) {
 pub(super) async fn flusher(io: Rc<RefCell<IoThread>>) {
     let wake = io.borrow().flush.clone();
     loop {
-        wake.notified().await;
+        wake.wait().await;
         let mut t = io.borrow_mut();
         t.flush_scheduled = false;
         t.peers.write_dirty();
@@ -46,7 +46,7 @@ pub(super) async fn sender(io: Rc<RefCell<IoThread>>) {
         Route::Inline(_) => return,
     };
     loop {
-        wake.notified().await;
+        wake.wait().await;
         let mut t = io.borrow_mut();
         let index = t.index;
         let Route::Core {
