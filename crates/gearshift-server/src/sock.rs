@@ -2,6 +2,7 @@
 //! other end a TLS session pumps ([`crate::tls`]). The I/O threads treat
 //! both alike.
 
+use std::future::poll_fn;
 use std::io;
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -40,20 +41,24 @@ impl Sock {
         })
     }
 
-    /// Waits until a read may succeed.
+    /// Waits until a read may succeed. Only one task may wait to read a
+    /// socket (the socket keeps one waker per direction, so no waiter list
+    /// is locked to join and leave on every read).
     pub async fn readable(&self) -> io::Result<()> {
-        match self {
-            Sock::Tcp(s) => s.readable().await,
-            Sock::Unix(s) => s.readable().await,
-        }
+        poll_fn(|cx| match self {
+            Sock::Tcp(s) => s.poll_read_ready(cx),
+            Sock::Unix(s) => s.poll_read_ready(cx),
+        })
+        .await
     }
 
-    /// Waits until a write may succeed.
+    /// Waits until a write may succeed; only one task may wait to write.
     pub async fn writable(&self) -> io::Result<()> {
-        match self {
-            Sock::Tcp(s) => s.writable().await,
-            Sock::Unix(s) => s.writable().await,
-        }
+        poll_fn(|cx| match self {
+            Sock::Tcp(s) => s.poll_write_ready(cx),
+            Sock::Unix(s) => s.poll_write_ready(cx),
+        })
+        .await
     }
 
     /// Runs `f`, clearing the readiness it reports `WouldBlock` for.
