@@ -24,6 +24,7 @@ fn count(f: &mut Function, state: JobState, p: usize, add: bool) {
 impl Core {
     /// Puts a job in the table, counted in the state it starts in; a
     /// `submitted` one (not restored or revived) also in the function's stats.
+    #[inline]
     pub(crate) fn insert_job(&mut self, job: Job, submitted: bool) {
         let (func, state, p) = (job.func(), job.state, job.priority.index());
         self.job_bytes += job.held_bytes();
