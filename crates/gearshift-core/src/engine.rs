@@ -169,6 +169,11 @@ impl Core {
         std::mem::take(&mut self.effects)
     }
 
+    /// How many effects wait for [`Core::drain_effects_into`].
+    pub fn pending_effects(&self) -> usize {
+        self.effects.len()
+    }
+
     /// Moves the effects produced since the last call into `out`. When
     /// `out` is empty the two buffers are swapped (no effect is copied, and
     /// both keep their capacity).

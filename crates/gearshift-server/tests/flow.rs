@@ -119,3 +119,39 @@ async fn a_half_closed_peer_still_gets_its_answers() {
     assert_eq!(all.len(), expected.len(), "everything owed, then close");
     assert!(all[..] == expected[..], "echo then version, byte for byte");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_closed_submitter_gets_every_job_created_first() {
+    // More submissions than the hub lets wait unrouted, in one write, then
+    // the end of the stream: every JOB_CREATED comes back before the close.
+    let server = TestServer::start_default().await;
+    let mut conn = server.connect().await;
+    let n = 300;
+    let mut bytes = Vec::new();
+    for i in 0..n {
+        let data = format!("job {i}");
+        bytes.extend_from_slice(&req(
+            PacketType::SubmitJobBg,
+            &[b"half_closed_fn", b"", data.as_bytes()],
+        ));
+    }
+    conn.send(&bytes).await;
+    conn.stream.shutdown().await.expect("half-close");
+    let all = conn.read_to_close().await;
+    let mut buf = bytes::BytesMut::from(&all[..]);
+    let mut handles = Vec::new();
+    while let Some(frame) = gearshift_proto::decode_frame(&mut buf, 1 << 20).expect("frames") {
+        let gearshift_proto::Frame::Packet(p) = frame else {
+            panic!("expected a binary packet, got {frame:?}");
+        };
+        match Response::parse(&p) {
+            Ok(Response::JobCreated(h)) => handles.push(h),
+            other => panic!("expected JOB_CREATED, got {other:?}"),
+        }
+    }
+    assert!(buf.is_empty(), "nothing after the last whole packet");
+    assert_eq!(handles.len(), n, "one JOB_CREATED per submission");
+    let mut unique = handles.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), n, "every handle different");
+}
