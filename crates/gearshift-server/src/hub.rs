@@ -539,6 +539,18 @@ mod tests {
         }
     }
 
+    /// A hub with connection 1 open and `n` background submissions fed.
+    fn with_submissions(n: usize) -> (Hub, Collect, ConnId) {
+        let mut hub = hub();
+        let mut sink = Collect(Vec::new());
+        let a = ConnId(1);
+        open(&mut hub, a, &mut sink);
+        for i in 0..n {
+            hub.submit(a, background_submit(i), &mut sink);
+        }
+        (hub, sink, a)
+    }
+
     fn created_for(outs: &[Out], id: ConnId) -> usize {
         outs.iter()
             .filter(|o| matches!(o, Out::Created(c, _) if *c == id))
@@ -578,25 +590,13 @@ mod tests {
 
     #[test]
     fn a_long_pipeline_is_routed_before_the_list_grows_past_its_bound() {
-        let mut hub = hub();
-        let mut sink = Collect(Vec::new());
-        let a = ConnId(1);
-        open(&mut hub, a, &mut sink);
-        for n in 0..ROUTE_AFTER {
-            hub.submit(a, background_submit(n), &mut sink);
-        }
+        let (_hub, sink, a) = with_submissions(ROUTE_AFTER);
         assert_eq!(created_for(&sink.0, a), ROUTE_AFTER);
     }
 
     #[test]
     fn a_submitter_that_closes_still_gets_its_answers_before_the_close() {
-        let mut hub = hub();
-        let mut sink = Collect(Vec::new());
-        let a = ConnId(1);
-        open(&mut hub, a, &mut sink);
-        for n in 0..5 {
-            hub.submit(a, background_submit(n), &mut sink);
-        }
+        let (mut hub, mut sink, a) = with_submissions(5);
         // Its submissions and its end arrive in one batch (several I/O
         // threads), with no settle between them.
         hub.input(a, Item::Closed, &mut sink);
@@ -621,11 +621,7 @@ mod tests {
 
     #[test]
     fn finishing_routes_what_waits_before_closing_everyone() {
-        let mut hub = hub();
-        let mut sink = Collect(Vec::new());
-        let a = ConnId(1);
-        open(&mut hub, a, &mut sink);
-        hub.submit(a, background_submit(0), &mut sink);
+        let (mut hub, mut sink, a) = with_submissions(1);
         let _ = hub.finish(&mut sink);
         assert!(matches!(sink.0.first(), Some(Out::Created(c, _)) if *c == a));
         assert!(matches!(sink.0.last(), Some(Out::Close(c)) if *c == a));
