@@ -1,0 +1,139 @@
+//! The hub's routing rules on a sink that keeps every output: when a
+//! submission's answers go out, and that nothing owed is lost at a close.
+
+use super::*;
+use gearshift_core::conn::Rights;
+use gearshift_core::CoreConfig;
+use gearshift_proto::{Magic, Packet, PacketType};
+
+/// Keeps every output, in order.
+struct Collect(Vec<Out>);
+
+impl OutSink for Collect {
+    fn push(&mut self, out: Out) {
+        self.0.push(out);
+    }
+}
+
+fn hub() -> Hub {
+    let (stop_accepting, _) = watch::channel(false);
+    let signals = Signals {
+        done: Arc::new(Notify::new()),
+        stop_accepting,
+        timer: Arc::new(Notify::new()),
+    };
+    Hub::new(Core::new(CoreConfig::default()), signals)
+}
+
+fn open(hub: &mut Hub, id: ConnId, sink: &mut Collect) {
+    let info = ConnInfo {
+        fd: 3,
+        ip: "127.0.0.1".into(),
+        loopback: true,
+        rights: Rights::ALL,
+        node: None,
+        identity: None,
+    };
+    hub.input(id, Item::Open(info), sink);
+}
+
+fn background_submit(n: usize) -> SubmitInPlace {
+    let body = Bytes::from(format!("fn\0\0job {n}"));
+    let packet = Packet {
+        magic: Magic::Req,
+        kind: PacketType::SubmitJobBg,
+        body,
+    };
+    match SubmitInPlace::cut(packet) {
+        Ok(s) => s,
+        Err(p) => panic!("not a plain submission: {p:?}"),
+    }
+}
+
+/// A hub with connection 1 open and `n` background submissions fed.
+fn with_submissions(n: usize) -> (Hub, Collect, ConnId) {
+    let mut hub = hub();
+    let mut sink = Collect(Vec::new());
+    let a = ConnId(1);
+    open(&mut hub, a, &mut sink);
+    for i in 0..n {
+        hub.submit(a, background_submit(i), &mut sink);
+    }
+    (hub, sink, a)
+}
+
+fn created_for(outs: &[Out], id: ConnId) -> usize {
+    outs.iter()
+        .filter(|o| matches!(o, Out::Created(c, _) if *c == id))
+        .count()
+}
+
+#[test]
+fn answers_to_submissions_wait_for_the_round_and_keep_their_order() {
+    let mut hub = hub();
+    let mut sink = Collect(Vec::new());
+    let (a, b) = (ConnId(1), ConnId(2));
+    open(&mut hub, a, &mut sink);
+    open(&mut hub, b, &mut sink);
+    for n in 0..3 {
+        hub.submit(a, background_submit(n), &mut sink);
+    }
+    // Not routed yet: a few submissions wait for the round's end.
+    assert_eq!(created_for(&sink.0, a), 0);
+    // Any other input routes what waits first, in the order it was made.
+    hub.request(
+        b,
+        Input::Request(Request::Echo(Bytes::from_static(b"x"))),
+        &mut sink,
+    );
+    let order: Vec<ConnId> = sink.0.iter().map(Out::conn).collect();
+    assert_eq!(order, vec![a, a, a, b]);
+    let ids: Vec<JobId> = sink
+        .0
+        .iter()
+        .filter_map(|o| match o {
+            Out::Created(_, job) => Some(*job),
+            _ => None,
+        })
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in submission order");
+}
+
+#[test]
+fn a_long_pipeline_is_routed_before_the_list_grows_past_its_bound() {
+    let (_hub, sink, a) = with_submissions(ROUTE_AFTER);
+    assert_eq!(created_for(&sink.0, a), ROUTE_AFTER);
+}
+
+#[test]
+fn a_submitter_that_closes_still_gets_its_answers_before_the_close() {
+    let (mut hub, mut sink, a) = with_submissions(5);
+    // Its submissions and its end arrive in one batch (several I/O
+    // threads), with no settle between them.
+    hub.input(a, Item::Closed, &mut sink);
+    let kinds: Vec<&str> = sink
+        .0
+        .iter()
+        .map(|o| match o {
+            Out::Created(..) => "created",
+            Out::Close(_) => "close",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["created"; 5]
+            .iter()
+            .copied()
+            .chain(["close"])
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn finishing_routes_what_waits_before_closing_everyone() {
+    let (mut hub, mut sink, a) = with_submissions(1);
+    let _ = hub.finish(&mut sink);
+    assert!(matches!(sink.0.first(), Some(Out::Created(c, _)) if *c == a));
+    assert!(matches!(sink.0.last(), Some(Out::Close(c)) if *c == a));
+}
