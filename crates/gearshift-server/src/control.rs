@@ -1,7 +1,8 @@
-//! A handle for running calls on the hub's core from other tasks (the HTTP
-//! API): each call travels to the thread that owns the hub, like a config
-//! reload, runs between two rounds of connection traffic, and answers on a
-//! oneshot. Nothing on the job path changes.
+//! Reaching the hub from outside the I/O threads ([`HubLink`]), and a
+//! handle for running calls on its core from other tasks (the HTTP API):
+//! each call travels to where the hub runs, like a config reload, runs
+//! between two rounds of connection traffic, and answers on a oneshot.
+//! Nothing on the job path changes.
 
 use gearshift_core::Core;
 use tokio::sync::{mpsc as tmpsc, oneshot};
@@ -9,6 +10,7 @@ use tokio::sync::{mpsc as tmpsc, oneshot};
 use std::sync::Arc;
 
 use crate::core_lock::{CoreLock, ToCore};
+use crate::hub::ToHub;
 use crate::io_thread::ToIo;
 
 /// A call to run on the core (the hub routes the effects it produced).
@@ -19,32 +21,34 @@ pub type Call = Box<dyn FnOnce(&mut Core) + Send>;
 #[error("the server is shutting down")]
 pub struct Stopped;
 
-/// Where calls go: the only I/O thread (hub inline) or the shared hub.
+/// Where the hub is reached: the only I/O thread's inbox (the hub runs
+/// there), or the queue of the hub the I/O threads share.
 #[derive(Clone)]
-enum Route {
+pub(crate) enum HubLink {
     Inline(tmpsc::UnboundedSender<ToIo>),
-    Core(Arc<CoreLock>),
+    Shared(Arc<CoreLock>),
+}
+
+impl HubLink {
+    /// Hands `msg` to the hub; false when it is gone.
+    pub(crate) fn send(&self, msg: ToHub) -> bool {
+        match self {
+            HubLink::Inline(io) => io.send(ToIo::Hub(msg)).is_ok(),
+            HubLink::Shared(core) => core.post(ToCore::Hub(msg)).is_ok(),
+        }
+    }
 }
 
 /// Runs closures on the core. Cheap to clone.
 #[derive(Clone)]
 pub struct Control {
-    route: Route,
+    link: HubLink,
 }
 
 impl Control {
-    /// Calls to the hub on the only I/O thread.
-    pub(crate) fn inline(tx: tmpsc::UnboundedSender<ToIo>) -> Self {
-        Control {
-            route: Route::Inline(tx),
-        }
-    }
-
-    /// Calls to the shared hub.
-    pub(crate) fn core(core: Arc<CoreLock>) -> Self {
-        Control {
-            route: Route::Core(core),
-        }
+    /// Calls to the hub behind `link`.
+    pub(crate) fn new(link: HubLink) -> Self {
+        Control { link }
     }
 
     /// Runs `f` on the core and returns what it returned; [`Stopped`] when
@@ -57,11 +61,7 @@ impl Control {
         let call: Call = Box::new(move |core| {
             let _ = tx.send(f(core));
         });
-        let sent = match &self.route {
-            Route::Inline(io) => io.send(ToIo::Call(call)).is_ok(),
-            Route::Core(core) => core.post(ToCore::Call(call)).is_ok(),
-        };
-        if !sent {
+        if !self.link.send(ToHub::Call(call)) {
             return Err(Stopped);
         }
         rx.await.map_err(|_| Stopped)

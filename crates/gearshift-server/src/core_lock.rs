@@ -17,14 +17,11 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use crate::config::Reload;
 use gearshift_core::ConnId;
-use tokio::sync::oneshot;
 
 use crate::counters::ConnCounters;
 use crate::handoff::{Flow, OutSlot};
-use crate::hub::{Hub, Item, Outboxes};
-use crate::store_task::Commit;
+use crate::hub::{Hub, Item, Outboxes, ToHub};
 
 /// Most messages taken in one round before outputs are handed out, so a
 /// flood of batches cannot delay every answer.
@@ -47,16 +44,8 @@ pub enum ToCore {
         /// The batch's number (the thread's batches count from 1).
         seq: u64,
     },
-    /// The store's group commit finished.
-    Commit(Commit),
-    /// Begin a shutdown.
-    Shutdown(bool),
-    /// Finish the hub and the store, then say so.
-    Finish(oneshot::Sender<()>),
-    /// A config reload.
-    Reload(Arc<Reload>),
-    /// A control call (the HTTP API).
-    Call(crate::control::Call),
+    /// From the rest of the server (run by the helper thread).
+    Hub(ToHub),
     /// A deadline of the core fell due (the helper thread's nudge).
     Tick,
     /// End at once (the server was dropped).
@@ -218,9 +207,9 @@ impl CoreLock {
                     }
                     held.ran.push((thread, seq, bytes));
                 }
-                ToCore::Commit(c) => hub.commit(c, &mut held.outboxes),
-                ToCore::Shutdown(graceful) => hub.begin_shutdown(graceful),
-                ToCore::Finish(done) => {
+                ToCore::Hub(ToHub::Commit(c)) => hub.commit(c, &mut held.outboxes),
+                ToCore::Hub(ToHub::Shutdown(graceful)) => hub.begin_shutdown(graceful),
+                ToCore::Hub(ToHub::Finish(done)) => {
                     let store = hub.finish(&mut held.outboxes);
                     held.hub = None;
                     self.stop();
@@ -231,8 +220,8 @@ impl CoreLock {
                     }
                     let _ = done.send(());
                 }
-                ToCore::Reload(r) => hub.reload(&r, &mut held.outboxes),
-                ToCore::Call(c) => hub.call(c, &mut held.outboxes),
+                ToCore::Hub(ToHub::Reload(r)) => hub.reload(&r, &mut held.outboxes),
+                ToCore::Hub(ToHub::Call(c)) => hub.call(c, &mut held.outboxes),
                 ToCore::Tick => {}
                 ToCore::Stop => {
                     held.hub = None;

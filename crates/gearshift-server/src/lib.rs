@@ -64,10 +64,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify, Semaphore};
 
 pub use config::{HttpConfig, Reload, ServerConfig, StoreConfig};
+use control::HubLink;
 pub use control::{Control, Stopped};
 use core_lock::{CoreLock, IoLinks, ToCore};
 use handoff::{Flow, OutSlot};
-use hub::{Hub, Signals};
+use hub::{Hub, Signals, ToHub};
 use io_thread::{IoSettings, Sink, ToIo};
 use store_task::{Deliver, StoreTask};
 
@@ -310,13 +311,13 @@ impl Server {
             let deliver: Deliver = if inline {
                 let tx = inboxes[0].clone();
                 Box::new(move |c| {
-                    let _ = tx.send(ToIo::Commit(c));
+                    let _ = tx.send(ToIo::Hub(ToHub::Commit(c)));
                 })
             } else {
                 let shared = shared.clone();
                 Box::new(move |c| {
                     if let Some(core) = shared.get().and_then(std::sync::Weak::upgrade) {
-                        let _ = core.post(ToCore::Commit(c));
+                        let _ = core.post(ToCore::Hub(ToHub::Commit(c)));
                     }
                 })
             };
@@ -380,6 +381,10 @@ impl Server {
             return;
         };
         tracing::debug!(io_threads = threads, inline, "threads started");
+        let link = match &core {
+            None => HubLink::Inline(inboxes[0].clone()),
+            Some(core) => HubLink::Shared(core.clone()),
+        };
         // From here on, a dropped future (a crash in tests) stops the threads.
         let guard = StopGuard {
             inboxes: inboxes.clone(),
@@ -389,17 +394,13 @@ impl Server {
         let reloads = tokio::spawn(forward_reloads(
             self.reload.1.clone(),
             access.clone(),
-            inline.then(|| inboxes[0].clone()),
-            core.clone(),
+            link.clone(),
         ));
         drop(self.reload);
         let (http_stop, http_stop_rx) = watch::channel(false);
         let http_task = match (self.http, &self.cfg.http, bus) {
             (Some(listener), Some(hc), Some(bus)) => {
-                let control = match &core {
-                    None => Control::inline(inboxes[0].clone()),
-                    Some(core) => Control::core(core.clone()),
-                };
+                let control = Control::new(link.clone());
                 let gearman = self
                     .listeners
                     .first()
@@ -450,10 +451,7 @@ impl Server {
             _ = done.notified() => false,
         };
         if signalled {
-            match &core {
-                None => drop(inboxes[0].send(ToIo::Shutdown(true))),
-                Some(core) => drop(core.post(ToCore::Shutdown(true))),
-            }
+            link.send(ToHub::Shutdown(true));
             done.notified().await;
         }
         // HTTP ends with the server: event streams close, and requests
@@ -477,10 +475,7 @@ impl Server {
         }
         reloads.abort();
         let (fin_tx, fin_rx) = tokio::sync::oneshot::channel();
-        match &core {
-            None => drop(inboxes[0].send(ToIo::Finish(fin_tx))),
-            Some(core) => drop(core.post(ToCore::Finish(fin_tx))),
-        }
+        link.send(ToHub::Finish(fin_tx));
         let _ = fin_rx.await;
         for tx in &inboxes {
             let _ = tx.send(ToIo::Stop);
@@ -500,8 +495,7 @@ impl Server {
 async fn forward_reloads(
     mut rx: watch::Receiver<Option<Arc<Reload>>>,
     access: Arc<access::AccessCell>,
-    inline: Option<tokio::sync::mpsc::UnboundedSender<ToIo>>,
-    core: Option<Arc<CoreLock>>,
+    link: HubLink,
 ) {
     while rx.changed().await.is_ok() {
         let Some(p) = rx.borrow_and_update().clone() else {
@@ -510,11 +504,7 @@ async fn forward_reloads(
         if let Some(rules) = &p.access {
             access.set(rules.clone());
         }
-        match (&inline, &core) {
-            (Some(io), _) => drop(io.send(ToIo::Reload(p))),
-            (None, Some(core)) => drop(core.post(ToCore::Reload(p))),
-            (None, None) => {}
-        }
+        link.send(ToHub::Reload(p));
     }
 }
 

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use gearshift_core::listing::Listing;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
 use gearshift_proto::{Request, Response, SubmitInPlace};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 
 use crate::clock::Clock;
 use crate::cluster::trust::LeaseTrust;
@@ -41,6 +41,21 @@ pub enum Item {
     Closed,
     /// The framing broke: send this (if anything), then close.
     Fatal(Option<Response>),
+}
+
+/// What the rest of the server tells the hub, wherever it runs
+/// ([`crate::control::HubLink`]).
+pub enum ToHub {
+    /// The store's group commit finished.
+    Commit(Commit),
+    /// Begin a shutdown (`true`: running jobs finish first).
+    Shutdown(bool),
+    /// Finish the hub, the connections and the store, then say so.
+    Finish(oneshot::Sender<()>),
+    /// A config reload.
+    Reload(Arc<Reload>),
+    /// A control call (the HTTP API).
+    Call(Call),
 }
 
 /// One thing an I/O thread must do for a connection it owns, in order.

@@ -19,17 +19,15 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::config::Reload;
 use gearshift_core::{ConnId, ConnInfo, Input};
 use gearshift_proto::SubmitInPlace;
-use tokio::sync::{mpsc as tmpsc, oneshot, OwnedSemaphorePermit};
+use tokio::sync::{mpsc as tmpsc, OwnedSemaphorePermit};
 
 use crate::core_lock::CoreLock;
 use crate::handoff::{Flow, OutSlot};
-use crate::hub::{Hub, Item, OutSink};
+use crate::hub::{Hub, Item, OutSink, ToHub};
 use crate::peers::Peers;
 use crate::signal::Signal;
-use crate::store_task::Commit;
 
 mod tasks;
 use tasks::{flusher, sender, taker, timer};
@@ -58,17 +56,8 @@ pub struct Accepted {
 pub enum ToIo {
     /// Take this new connection.
     Accept(Accepted),
-    /// The store's group commit finished (single I/O thread: the hub is here).
-    Commit(Commit),
-    /// Begin a shutdown (single I/O thread).
-    Shutdown(bool),
-    /// Finish the hub, the connections and the store, then say so (single
-    /// I/O thread).
-    Finish(oneshot::Sender<()>),
-    /// A config reload (single I/O thread).
-    Reload(Arc<Reload>),
-    /// A control call (the HTTP API; single I/O thread).
-    Call(crate::control::Call),
+    /// For the hub (only when it runs on this, the only I/O thread).
+    Hub(ToHub),
     /// Close every socket and end the thread.
     Stop,
 }
@@ -239,7 +228,16 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
 fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
     match msg {
         ToIo::Accept(a) => accept(io, a),
-        ToIo::Commit(c) => {
+        ToIo::Hub(msg) => hub_message(io, msg),
+        ToIo::Stop => return false,
+    }
+    true
+}
+
+/// Carries out a message for the hub that runs on this thread.
+fn hub_message(io: &Rc<RefCell<IoThread>>, msg: ToHub) {
+    match msg {
+        ToHub::Commit(c) => {
             let mut t = io.borrow_mut();
             if let Some((hub, peers)) = t.hub_and_sink() {
                 hub.commit(c, peers);
@@ -251,14 +249,14 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
             t.report_failed();
             t.pump(None);
         }
-        ToIo::Shutdown(graceful) => {
+        ToHub::Shutdown(graceful) => {
             let mut t = io.borrow_mut();
             if let Route::Inline(hub) = &mut t.route {
                 hub.begin_shutdown(graceful);
             }
             t.pump(None);
         }
-        ToIo::Finish(done) => {
+        ToHub::Finish(done) => {
             let mut guard = io.borrow_mut();
             let t = &mut *guard;
             let store = t.hub_and_sink().and_then(|(hub, peers)| hub.finish(peers));
@@ -271,23 +269,21 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
             }
             let _ = done.send(());
         }
-        ToIo::Reload(r) => {
+        ToHub::Reload(r) => {
             let mut t = io.borrow_mut();
             if let Some((hub, peers)) = t.hub_and_sink() {
                 hub.reload(&r, peers);
             }
             t.pump(None);
         }
-        ToIo::Call(c) => {
+        ToHub::Call(c) => {
             let mut t = io.borrow_mut();
             if let Some((hub, peers)) = t.hub_and_sink() {
                 hub.call(c, peers);
             }
             t.pump(None);
         }
-        ToIo::Stop => return false,
     }
-    true
 }
 
 fn stop(io: &Rc<RefCell<IoThread>>, helpers: Vec<tokio::task::JoinHandle<()>>) {
