@@ -211,7 +211,11 @@ impl Hub {
         let now = self.round_now();
         match item {
             Item::Open(info) => {
-                if self.draining.is_some() || self.finished {
+                // A connection the acceptor took before a graceful drain
+                // began may reach the hub after it: it is served under the
+                // drain's rules (no job starts, submissions are refused),
+                // like every other connection, not cut off.
+                if self.draining == Some(false) || self.finished {
                     sink.push(Out::Close(id));
                     return;
                 }

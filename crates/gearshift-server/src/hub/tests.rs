@@ -137,3 +137,29 @@ fn finishing_routes_what_waits_before_closing_everyone() {
     assert!(matches!(sink.0.first(), Some(Out::Created(c, _)) if *c == a));
     assert!(matches!(sink.0.last(), Some(Out::Close(c)) if *c == a));
 }
+
+#[test]
+fn a_connection_opened_during_a_graceful_drain_is_served_under_its_rules() {
+    let mut hub = hub();
+    let mut sink = Collect(Vec::new());
+    hub.begin_shutdown(true);
+    let late = ConnId(7);
+    open(&mut hub, late, &mut sink);
+    assert!(sink.0.is_empty(), "not closed: {:?}", sink.0);
+    hub.request(
+        late,
+        Input::Request(Request::Grab(gearshift_proto::GrabKind::Plain)),
+        &mut sink,
+    );
+    assert!(matches!(&sink.0[..], [Out::Send(c, Response::NoJob)] if *c == late));
+}
+
+#[test]
+fn a_connection_opened_during_a_hard_stop_is_closed() {
+    let mut hub = hub();
+    let mut sink = Collect(Vec::new());
+    hub.begin_shutdown(false);
+    let late = ConnId(7);
+    open(&mut hub, late, &mut sink);
+    assert!(matches!(&sink.0[..], [Out::Close(c)] if *c == late));
+}
