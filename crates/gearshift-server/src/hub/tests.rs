@@ -138,13 +138,19 @@ fn finishing_routes_what_waits_before_closing_everyone() {
     assert!(matches!(sink.0.last(), Some(Out::Close(c)) if *c == a));
 }
 
-#[test]
-fn a_connection_opened_during_a_graceful_drain_is_served_under_its_rules() {
+/// A hub told to stop (`graceful` or not), then a connection opening.
+fn opened_while_stopping(graceful: bool) -> (Hub, Collect, ConnId) {
     let mut hub = hub();
     let mut sink = Collect(Vec::new());
-    hub.begin_shutdown(true);
+    hub.begin_shutdown(graceful);
     let late = ConnId(7);
     open(&mut hub, late, &mut sink);
+    (hub, sink, late)
+}
+
+#[test]
+fn a_connection_opened_during_a_graceful_drain_is_served_under_its_rules() {
+    let (mut hub, mut sink, late) = opened_while_stopping(true);
     assert!(sink.0.is_empty(), "not closed: {:?}", sink.0);
     hub.request(
         late,
@@ -156,10 +162,6 @@ fn a_connection_opened_during_a_graceful_drain_is_served_under_its_rules() {
 
 #[test]
 fn a_connection_opened_during_a_hard_stop_is_closed() {
-    let mut hub = hub();
-    let mut sink = Collect(Vec::new());
-    hub.begin_shutdown(false);
-    let late = ConnId(7);
-    open(&mut hub, late, &mut sink);
+    let (_hub, sink, late) = opened_while_stopping(false);
     assert!(matches!(&sink.0[..], [Out::Close(c)] if *c == late));
 }
