@@ -216,11 +216,21 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     if let Some(slot) = slot {
         helpers.push(tokio::task::spawn_local(taker(io.clone(), slot)));
     }
-    while let Some(msg) = inbox.recv().await {
-        if !control(&io, msg) {
-            return stop(&io, helpers);
+    // The inbox has a task of its own: the future `block_on` runs is polled
+    // on every wake-up of the thread, so it only checks a flag.
+    let stopped = Rc::new(Signal::new());
+    helpers.push(tokio::task::spawn_local({
+        let (io, stopped) = (io.clone(), stopped.clone());
+        async move {
+            while let Some(msg) = inbox.recv().await {
+                if !control(&io, msg) {
+                    break;
+                }
+            }
+            stopped.notify();
         }
-    }
+    }));
+    stopped.wait().await;
     stop(&io, helpers);
 }
 
