@@ -321,7 +321,22 @@ impl Server {
                     }
                 })
             };
-            match StoreTask::spawn(store, deliver, sync_every, self.commit_latency.clone()) {
+            // With fsync durability a flush is a synchronous disk write, so
+            // ends and other unacknowledged operations wait a little for company.
+            let hold = match &self.cfg.store {
+                StoreConfig::Log {
+                    durability: Durability::Fsync,
+                    ..
+                } => Some(store_task::HOLD_UNACKNOWLEDGED),
+                _ => None,
+            };
+            match StoreTask::spawn(
+                store,
+                deliver,
+                sync_every,
+                hold,
+                self.commit_latency.clone(),
+            ) {
                 Ok(task) => hub.set_store(task),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start the store thread");

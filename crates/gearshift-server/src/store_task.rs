@@ -6,7 +6,7 @@
 //! [`Deliver`] callback.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -93,6 +93,17 @@ impl Committer {
 /// finished after the last commit is swapped in, its old file freed).
 const IDLE_TICK: Duration = Duration::from_millis(200);
 
+/// How long the store thread may hold operations that no one waits on
+/// (ends, attempt counts, kept results) before writing them, with
+/// `fsync` durability: a drain then writes its ends in a few flushes
+/// instead of one synchronous write per handful of jobs. A crash in that
+/// window runs a finished job once more, as a crash between a job's end
+/// and its group commit already could.
+pub const HOLD_UNACKNOWLEDGED: Duration = Duration::from_millis(5);
+
+/// Most operations held that way before they are written anyway.
+const HOLD_MAX_OPS: usize = 4096;
+
 /// Most new jobs a batch may carry to be written inline by the hub: a
 /// whole read's worth of pipelined submissions, while a read buffer's
 /// flood (a few hundred kilobytes at most) still goes to the thread.
@@ -121,6 +132,8 @@ pub struct StoreTask {
     /// Written since the last sync (set by either side).
     dirty: Arc<AtomicBool>,
     inline: bool,
+    /// The thread holds operations no one waits on (see `spawn`).
+    hold: bool,
     /// Group commit latencies (`gearshift_store_commit_seconds`).
     latency: Arc<AtomicHistogram>,
 }
@@ -129,10 +142,15 @@ impl StoreTask {
     /// Starts the thread; its commits' results go to `deliver`. With `sync_every`
     /// (interval durability), written data is forced to disk at that
     /// interval and small batches may be written inline.
+    ///
+    /// With `hold`, a group of operations that acknowledges nothing (no new
+    /// job, schedule or handle reservation) may wait that long for company
+    /// before it is written ([`HOLD_UNACKNOWLEDGED`]).
     pub fn spawn(
         store: Box<dyn Store>,
         deliver: Deliver,
         sync_every: Option<Duration>,
+        hold: Option<Duration>,
         latency: Arc<AtomicHistogram>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
@@ -147,7 +165,10 @@ impl StoreTask {
         );
         let thread = std::thread::Builder::new()
             .name("gearshift-store".into())
-            .spawn(move || store_thread(rx, c, d, w, l, deliver, sync_every))?;
+            .spawn(move || {
+                let settings = ThreadSettings { sync_every, hold };
+                store_thread(rx, c, d, w, l, deliver, settings)
+            })?;
         Ok(StoreTask {
             tx,
             thread,
@@ -156,6 +177,7 @@ impl StoreTask {
             done,
             dirty,
             inline: sync_every.is_some(),
+            hold: hold.is_some(),
             latency,
         })
     }
@@ -178,8 +200,13 @@ impl StoreTask {
             }
         }
         self.sent += 1;
+        let wake = self.hold && acknowledged(&batch);
         if self.tx.send(batch).is_err() {
             tracing::error!("store thread is gone; store operations dropped");
+        }
+        if wake {
+            // The thread may be holding other operations, asleep outside `recv`.
+            self.thread.thread().unpark();
         }
         None
     }
@@ -187,8 +214,28 @@ impl StoreTask {
     /// Closes the queue and waits until everything queued is flushed.
     pub fn finish(self) {
         drop(self.tx);
+        self.thread.thread().unpark();
         let _ = self.thread.join();
     }
+}
+
+/// How the store thread paces its writes.
+struct ThreadSettings {
+    /// `interval` durability: sync this often.
+    sync_every: Option<Duration>,
+    /// How long operations no one waits on may be held.
+    hold: Option<Duration>,
+}
+
+/// True when someone waits for this batch to be durable: a submitter for
+/// its new job or schedule, or the hub for its handle reservation.
+fn acknowledged(batch: &[StoreOp]) -> bool {
+    batch.iter().any(|op| {
+        matches!(
+            op,
+            StoreOp::Add(_) | StoreOp::Schedule(_) | StoreOp::Reserve(_)
+        )
+    })
 }
 
 fn store_thread(
@@ -198,8 +245,9 @@ fn store_thread(
     dirty: Arc<AtomicBool>,
     latency: Arc<AtomicHistogram>,
     mut deliver: Deliver,
-    sync_every: Option<Duration>,
+    settings: ThreadSettings,
 ) {
+    let ThreadSettings { sync_every, hold } = settings;
     let lock = || {
         committer
             .lock()
@@ -209,19 +257,51 @@ fn store_thread(
     // Wakes up at least this often when no commit comes, for the store's
     // housekeeping (and, with interval durability, the sync).
     let tick = sync_every.map_or(IDLE_TICK, |every| every.min(IDLE_TICK));
+    // What the next flush writes; with `hold`, kept until `held_until`
+    // while no one waits on it.
+    let mut pending: Vec<Vec<StoreOp>> = Vec::new();
+    let mut pending_ops = 0usize;
+    let mut held_until: Option<Instant> = None;
     loop {
-        let first = match rx.recv_timeout(tick) {
-            Ok(batch) => Some(batch),
-            Err(RecvTimeoutError::Timeout) => {
-                lock().idle();
-                None
+        let first = if let Some(until) = held_until {
+            // Holding: asleep outside `recv`, so the batches that keep coming
+            // do not each wake the thread; one someone waits on unparks it
+            // (`StoreTask::submit`), as does the queue's end.
+            std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+            match rx.try_recv() {
+                Ok(batch) => Some(batch),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => break,
             }
-            Err(RecvTimeoutError::Disconnected) => break,
+        } else {
+            match rx.recv_timeout(tick) {
+                Ok(batch) => Some(batch),
+                Err(RecvTimeoutError::Timeout) => {
+                    lock().idle();
+                    None
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
         };
         if let Some(first) = first {
             // Group commit: everything queued meanwhile joins this flush.
-            let mut batches = vec![first];
-            batches.extend(std::iter::from_fn(|| rx.try_recv().ok()));
+            for batch in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+                pending_ops += batch.len();
+                pending.push(batch);
+            }
+        }
+        if let (Some(hold), false) = (hold, pending.is_empty()) {
+            let now = Instant::now();
+            let due = held_until.is_some_and(|t| now >= t);
+            if !due && pending_ops < HOLD_MAX_OPS && !pending.iter().any(|b| acknowledged(b)) {
+                held_until.get_or_insert(now + hold);
+                continue;
+            }
+        }
+        held_until = None;
+        pending_ops = 0;
+        if !pending.is_empty() {
+            let batches = std::mem::take(&mut pending);
             let n = batches.len() as u64;
             let result = {
                 let mut c = lock();
@@ -251,7 +331,12 @@ fn store_thread(
             }
         }
     }
-    lock().finish();
+    let mut c = lock();
+    if !pending.is_empty() {
+        // The queue closed: what was held goes out with the final flush.
+        let _ = c.commit(pending);
+    }
+    c.finish();
 }
 
 /// Buffers `batch` in the store: new jobs' ids go to `added`, every other
@@ -428,5 +513,144 @@ pub fn from_record(r: JobRecord) -> StoredJob {
         due_ms: r.due_ms,
         attempts: r.attempts,
         created_ms: r.created_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use gearshift_store::MemoryStore;
+
+    fn job(id: JobId) -> StoredJob {
+        StoredJob {
+            id,
+            handle: Bytes::from(format!("H:t:{id}")),
+            function: Bytes::from_static(b"f"),
+            unique: Bytes::new(),
+            priority: Priority::Normal,
+            data: Bytes::from_static(b"x"),
+            reducer: None,
+            due_ms: None,
+            attempts: 0,
+            created_ms: 0,
+        }
+    }
+
+    /// A store thread with `hold`, the flushed view of its store, and the
+    /// commits it delivers.
+    fn task(hold: Duration) -> (StoreTask, MemoryStore, mpsc::Receiver<Commit>) {
+        let store = MemoryStore::new();
+        let view = store.reopen();
+        let (tx, rx) = mpsc::channel();
+        let deliver: Deliver = Box::new(move |c| {
+            let _ = tx.send(c);
+        });
+        let task = StoreTask::spawn(Box::new(store), deliver, None, Some(hold), Arc::default())
+            .expect("store thread");
+        (task, view, rx)
+    }
+
+    fn live(view: &MemoryStore) -> Vec<JobId> {
+        let mut v = view.reopen();
+        v.replay()
+            .expect("replay")
+            .jobs
+            .iter()
+            .map(|j| j.id)
+            .collect()
+    }
+
+    fn stored(rx: &mpsc::Receiver<Commit>) -> Vec<JobId> {
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(Commit::Stored(ids)) => ids,
+            Ok(Commit::Failed(..)) => panic!("the commit failed"),
+            Err(e) => panic!("no commit came: {e}"),
+        }
+    }
+
+    #[test]
+    fn ends_wait_for_company_then_are_written_together() {
+        let (mut task, view, rx) = task(Duration::from_millis(300));
+        assert!(task
+            .submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))])
+            .is_none());
+        assert_eq!(stored(&rx), vec![1, 2], "a new job is written at once");
+        task.submit(vec![StoreOp::Done(1)]);
+        task.submit(vec![StoreOp::Done(2)]);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(live(&view), vec![1, 2], "the ends are held");
+        let start = Instant::now();
+        while !live(&view).is_empty() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the held ends were never written"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        task.finish();
+    }
+
+    #[test]
+    fn a_new_job_takes_the_held_ends_along_at_once() {
+        let (mut task, view, rx) = task(Duration::from_secs(3600));
+        task.submit(vec![StoreOp::Add(job(1))]);
+        assert_eq!(stored(&rx), vec![1]);
+        task.submit(vec![StoreOp::Done(1)]);
+        task.submit(vec![StoreOp::Add(job(2))]);
+        assert_eq!(
+            stored(&rx),
+            vec![2],
+            "the submission did not wait for the hold"
+        );
+        assert_eq!(live(&view), vec![2], "the end went out with it, in order");
+        task.finish();
+    }
+
+    #[test]
+    fn a_reservation_is_not_held() {
+        let (mut task, view, _rx) = task(Duration::from_secs(3600));
+        task.submit(vec![StoreOp::Reserve(500)]);
+        let start = Instant::now();
+        loop {
+            let mut v = view.reopen();
+            if v.replay().expect("replay").next_id >= 500 {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the reservation was held"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        task.finish();
+    }
+
+    #[test]
+    fn finishing_writes_what_is_held() {
+        let (mut task, view, rx) = task(Duration::from_secs(3600));
+        task.submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))]);
+        assert_eq!(stored(&rx), vec![1, 2]);
+        task.submit(vec![StoreOp::Done(2)]);
+        task.finish();
+        assert_eq!(live(&view), vec![1]);
+    }
+
+    #[test]
+    fn too_many_held_operations_are_written_without_waiting() {
+        let (mut task, view, rx) = task(Duration::from_secs(3600));
+        let ids: Vec<JobId> = (1..=HOLD_MAX_OPS as JobId).collect();
+        task.submit(ids.iter().map(|&id| StoreOp::Add(job(id))).collect());
+        assert_eq!(stored(&rx).len(), HOLD_MAX_OPS);
+        task.submit(ids.iter().map(|&id| StoreOp::Done(id)).collect());
+        let start = Instant::now();
+        while !live(&view).is_empty() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "a full hold was not written"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        task.finish();
     }
 }
