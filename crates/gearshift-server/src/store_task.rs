@@ -262,7 +262,7 @@ fn store_thread(
     let mut pending: Vec<Vec<StoreOp>> = Vec::new();
     let mut pending_ops = 0usize;
     let mut held_until: Option<Instant> = None;
-    loop {
+    'serve: loop {
         let first = if let Some(until) = held_until {
             // Holding: asleep outside `recv`, so the batches that keep coming
             // do not each wake the thread; one someone waits on unparks it
@@ -285,9 +285,16 @@ fn store_thread(
         };
         if let Some(first) = first {
             // Group commit: everything queued meanwhile joins this flush.
-            for batch in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            let mut next = Some(first);
+            while let Some(batch) = next {
                 pending_ops += batch.len();
                 pending.push(batch);
+                next = match rx.try_recv() {
+                    Ok(batch) => Some(batch),
+                    Err(TryRecvError::Empty) => None,
+                    // Closed: the final flush below writes what is pending.
+                    Err(TryRecvError::Disconnected) => break 'serve,
+                };
             }
         }
         if let (Some(hold), false) = (hold, pending.is_empty()) {
@@ -331,12 +338,17 @@ fn store_thread(
             }
         }
     }
-    let mut c = lock();
+    // The queue closed: what is pending (held, or taken with the close)
+    // goes out with the final flush.
     if !pending.is_empty() {
-        // The queue closed: what was held goes out with the final flush.
-        let _ = c.commit(pending);
+        let result = lock().commit(pending);
+        match result {
+            Commit::Stored(added) if !added.is_empty() => deliver(Commit::Stored(added)),
+            Commit::Failed(added, why) if !added.is_empty() => deliver(Commit::Failed(added, why)),
+            _ => {}
+        }
     }
-    c.finish();
+    lock().finish();
 }
 
 /// Buffers `batch` in the store: new jobs' ids go to `added`, every other
@@ -561,6 +573,16 @@ mod tests {
             .collect()
     }
 
+    /// Waits (up to 5 s, far beyond any hold a test does not make long)
+    /// until `done` holds.
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(5), "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn stored(rx: &mpsc::Receiver<Commit>) -> Vec<JobId> {
         match rx.recv_timeout(Duration::from_secs(5)) {
             Ok(Commit::Stored(ids)) => ids,
@@ -580,14 +602,9 @@ mod tests {
         task.submit(vec![StoreOp::Done(2)]);
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(live(&view), vec![1, 2], "the ends are held");
-        let start = Instant::now();
-        while !live(&view).is_empty() {
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "the held ends were never written"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        eventually("the held ends were never written", || {
+            live(&view).is_empty()
+        });
         task.finish();
     }
 
@@ -611,18 +628,9 @@ mod tests {
     fn a_reservation_is_not_held() {
         let (mut task, view, _rx) = task(Duration::from_secs(3600));
         task.submit(vec![StoreOp::Reserve(500)]);
-        let start = Instant::now();
-        loop {
-            let mut v = view.reopen();
-            if v.replay().expect("replay").next_id >= 500 {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "the reservation was held"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        eventually("the reservation was held", || {
+            view.reopen().replay().expect("replay").next_id >= 500
+        });
         task.finish();
     }
 
@@ -643,14 +651,7 @@ mod tests {
         task.submit(ids.iter().map(|&id| StoreOp::Add(job(id))).collect());
         assert_eq!(stored(&rx).len(), HOLD_MAX_OPS);
         task.submit(ids.iter().map(|&id| StoreOp::Done(id)).collect());
-        let start = Instant::now();
-        while !live(&view).is_empty() {
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "a full hold was not written"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        eventually("a full hold was not written", || live(&view).is_empty());
         task.finish();
     }
 }
