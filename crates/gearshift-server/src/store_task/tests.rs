@@ -1,0 +1,128 @@
+//! The store thread: holding what no one waits on, and writing it.
+
+use super::*;
+use bytes::Bytes;
+use gearshift_core::StoredJob;
+use gearshift_proto::Priority;
+use gearshift_store::MemoryStore;
+
+fn job(id: JobId) -> StoredJob {
+    StoredJob {
+        id,
+        handle: Bytes::from(format!("H:t:{id}")),
+        function: Bytes::from_static(b"f"),
+        unique: Bytes::new(),
+        priority: Priority::Normal,
+        data: Bytes::from_static(b"x"),
+        reducer: None,
+        due_ms: None,
+        attempts: 0,
+        created_ms: 0,
+    }
+}
+
+/// A store thread with `hold`, the flushed view of its store, and the
+/// commits it delivers.
+fn task(hold: Duration) -> (StoreTask, MemoryStore, mpsc::Receiver<Commit>) {
+    let store = MemoryStore::new();
+    let view = store.reopen();
+    let (tx, rx) = mpsc::channel();
+    let deliver: Deliver = Box::new(move |c| {
+        let _ = tx.send(c);
+    });
+    let task = StoreTask::spawn(Box::new(store), deliver, None, Some(hold), Arc::default())
+        .expect("store thread");
+    (task, view, rx)
+}
+
+fn live(view: &MemoryStore) -> Vec<JobId> {
+    let mut v = view.reopen();
+    v.replay()
+        .expect("replay")
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect()
+}
+
+/// Waits (up to 5 s, far beyond any hold a test does not make long)
+/// until `done` holds.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(5), "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn stored(rx: &mpsc::Receiver<Commit>) -> Vec<JobId> {
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Commit::Stored(ids)) => ids,
+        Ok(Commit::Failed(..)) => panic!("the commit failed"),
+        Err(e) => panic!("no commit came: {e}"),
+    }
+}
+
+#[test]
+fn ends_wait_for_company_then_are_written_together() {
+    let (mut task, view, rx) = task(Duration::from_millis(300));
+    assert!(task
+        .submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))])
+        .is_none());
+    assert_eq!(stored(&rx), vec![1, 2], "a new job is written at once");
+    task.submit(vec![StoreOp::Done(1)]);
+    task.submit(vec![StoreOp::Done(2)]);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(live(&view), vec![1, 2], "the ends are held");
+    eventually("the held ends were never written", || {
+        live(&view).is_empty()
+    });
+    task.finish();
+}
+
+#[test]
+fn a_new_job_takes_the_held_ends_along_at_once() {
+    let (mut task, view, rx) = task(Duration::from_secs(3600));
+    task.submit(vec![StoreOp::Add(job(1))]);
+    assert_eq!(stored(&rx), vec![1]);
+    task.submit(vec![StoreOp::Done(1)]);
+    task.submit(vec![StoreOp::Add(job(2))]);
+    assert_eq!(
+        stored(&rx),
+        vec![2],
+        "the submission did not wait for the hold"
+    );
+    assert_eq!(live(&view), vec![2], "the end went out with it, in order");
+    task.finish();
+}
+
+#[test]
+fn a_reservation_is_not_held() {
+    let (mut task, view, _rx) = task(Duration::from_secs(3600));
+    task.submit(vec![StoreOp::Reserve(500)]);
+    eventually("the reservation was held", || {
+        view.reopen().replay().expect("replay").next_id >= 500
+    });
+    task.finish();
+}
+
+#[test]
+fn finishing_writes_what_is_held() {
+    let (mut task, view, rx) = task(Duration::from_secs(3600));
+    task.submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))]);
+    assert_eq!(stored(&rx), vec![1, 2]);
+    task.submit(vec![StoreOp::Done(2)]);
+    task.finish();
+    assert_eq!(live(&view), vec![1]);
+}
+
+#[test]
+fn too_many_held_operations_are_written_without_waiting() {
+    let (mut task, view, rx) = task(Duration::from_secs(3600));
+    let ids: Vec<JobId> = (1..=HOLD_MAX_OPS as JobId).collect();
+    task.submit(ids.iter().map(|&id| StoreOp::Add(job(id))).collect());
+    assert_eq!(stored(&rx).len(), HOLD_MAX_OPS);
+    task.submit(ids.iter().map(|&id| StoreOp::Done(id)).collect());
+    eventually("a full hold was not written", || live(&view).is_empty());
+    task.finish();
+}
