@@ -1,17 +1,5 @@
-//! Model-based fuzzing of the routing core: typed requests from four
-//! connections (submissions with and without unique ids, priorities and run
-//! times; abilities with and without time limits; grabs; work results and
-//! updates; status queries; sleeps; disconnects; time moving) drive a
-//! `Core` and a small reference model side by side. After every step the
-//! core's own `check_invariants` must hold and the core must agree with the
-//! model: every handle it created is queued, scheduled or running on exactly
-//! one live worker that can do its function, or finished (never to come
-//! back); a named unique id joins the live job that has it; a grab takes the
-//! head of the highest-priority queue the worker can do, or NO_JOB only when
-//! there is none; a result reaches each waiting client exactly once; a lost
-//! worker's jobs go back to their queue (or fail at the retry limit); a
-//! foreground job nobody waits for any more is dropped before it starts.
-#![no_main]
+//! The reference model of the routing core: the state every job and
+//! connection should be in, updated beside the real `Core` on each `Op`.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -19,8 +7,11 @@ use bytes::Bytes;
 use gearshift_core::policy::{can_do_timeout_ms, TimeoutUnit};
 use gearshift_core::{ConnId, ConnInfo, Core, CoreConfig, Effect, Input};
 use gearshift_proto::{GrabKind, Priority, Request, Response, Submit};
-use libfuzzer_sys::arbitrary::{self, Arbitrary};
-use libfuzzer_sys::fuzz_target;
+
+use crate::{Op, Work};
+
+mod checks;
+mod work;
 
 const SLOTS: usize = 4;
 const FUNCS: [&str; 3] = ["a", "b", "c"];
@@ -30,76 +21,6 @@ const OBSERVER: u64 = 1_000_000;
 const PREFIX: &str = "H:fuzz";
 /// The clock starts here (Unix ms); epoch submissions are around it.
 const START: u64 = 1_000_000;
-
-#[derive(Debug, Arbitrary)]
-struct Case {
-    job_retries: u8,
-    exceptions: bool,
-    ops: Vec<Op>,
-}
-
-#[derive(Debug, Clone, Copy, Arbitrary)]
-enum Work {
-    Complete,
-    Fail,
-    Exception,
-    Data,
-    Warning,
-    Status,
-}
-
-#[derive(Debug, Arbitrary)]
-enum Op {
-    Submit {
-        slot: u8,
-        func: u8,
-        unique: Option<u8>,
-        prio: u8,
-        bg: bool,
-        /// Seconds after the clock's start to run at (SUBMIT_JOB_EPOCH).
-        epoch: Option<u8>,
-    },
-    CanDo {
-        slot: u8,
-        func: u8,
-        timeout: Option<u16>,
-    },
-    CantDo {
-        slot: u8,
-        func: u8,
-    },
-    Reset {
-        slot: u8,
-    },
-    PreSleep {
-        slot: u8,
-    },
-    Grab {
-        slot: u8,
-        kind: u8,
-    },
-    Work {
-        slot: u8,
-        what: Work,
-        /// Picks one of the slot's held jobs, else any handle ever made.
-        pick: u8,
-        own: bool,
-    },
-    GetStatus {
-        slot: u8,
-        pick: u8,
-    },
-    Exceptions {
-        slot: u8,
-    },
-    Disconnect {
-        slot: u8,
-    },
-    Advance {
-        ms: u16,
-        fire: bool,
-    },
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum St {
@@ -131,7 +52,7 @@ struct MConn {
     after_exception: Option<u64>,
 }
 
-struct Model {
+pub(crate) struct Model {
     core: Core,
     now: u64,
     job_retries: u32,
@@ -170,7 +91,7 @@ fn info(fd: u64) -> ConnInfo {
 }
 
 impl Model {
-    fn new(job_retries: u32, exceptions: bool) -> Model {
+    pub(crate) fn new(job_retries: u32, exceptions: bool) -> Model {
         let cfg = CoreConfig {
             handle_prefix: PREFIX.into(),
             job_retries,
@@ -265,7 +186,7 @@ impl Model {
             .collect()
     }
 
-    fn step(&mut self, op: &Op) {
+    pub(crate) fn step(&mut self, op: &Op) {
         self.expect_terminal.clear();
         let slot = |s: &u8| usize::from(*s) % SLOTS;
         let effects = match op {
@@ -474,177 +395,6 @@ impl Model {
         self.send(conn, req)
     }
 
-    fn grab(&mut self, s: usize, kind: u8) -> Vec<Effect> {
-        let conn = self.slots[s].id;
-        self.slots[s].after_exception = None;
-        let kind = [GrabKind::Plain, GrabKind::Uniq, GrabKind::All][usize::from(kind) % 3];
-        let effects = self.send(conn, Request::Grab(kind));
-        assert_eq!(effects.len(), 1, "grab: {effects:?}");
-        let Effect::Send(to, r) = &effects[0] else {
-            panic!("grab: {effects:?}");
-        };
-        assert_eq!(to.0, conn);
-        // The highest priority any of its functions has queued.
-        let abilities = self.slots[s].abilities.clone();
-        let best = (0..3).find(|&p| {
-            abilities
-                .iter()
-                .any(|&(f, _)| !self.queues[f][p].is_empty())
-        });
-        let (h, function, unique, data) = match (kind, r) {
-            (_, Response::NoJob) => {
-                assert!(best.is_none(), "NO_JOB with work queued: {:?}", self.queues);
-                return effects;
-            }
-            (
-                GrabKind::Plain,
-                Response::JobAssign {
-                    handle,
-                    function,
-                    data,
-                },
-            ) => (handle, function, None, data),
-            (
-                GrabKind::Uniq | GrabKind::All,
-                Response::JobAssignUniq {
-                    handle,
-                    function,
-                    unique,
-                    data,
-                },
-            ) => (handle, function, Some(unique), data),
-            other => panic!("grab: {other:?}"),
-        };
-        let id = id_of(h);
-        let job = self
-            .jobs
-            .get(&id)
-            .unwrap_or_else(|| panic!("assigned unknown {id}"));
-        assert_eq!(job.state, St::Queued, "assigned job {id} was not queued");
-        assert_eq!(function, FUNCS[job.func].as_bytes());
-        assert_eq!(data, &job.data);
-        if let Some(u) = unique {
-            assert_eq!(u, job.unique.map_or("", |u| UNIQUES[u]).as_bytes());
-        }
-        let ability = abilities.iter().find(|a| a.0 == job.func);
-        let Some(&(_, timeout)) = ability else {
-            panic!(
-                "job {id} of {} given to a worker that cannot do it",
-                FUNCS[job.func]
-            );
-        };
-        assert_eq!(Some(job.prio), best, "job {id} skipped a higher priority");
-        let head = self.queues[job.func][job.prio].pop_front();
-        assert_eq!(head, Some(id), "job {id} was not the head of its queue");
-        let deadline = timeout.map(|t| self.now + t);
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.state = St::Running {
-                worker: conn,
-                deadline,
-            };
-        }
-        effects
-    }
-
-    /// A job for a WORK_* or GET_STATUS: a held one, or any ever made.
-    fn pick_any(&self, pick: u8) -> u64 {
-        let n = self.jobs.len() as u64;
-        if n == 0 {
-            return 1;
-        }
-        // One past the last handle names a job that never existed.
-        let i = u64::from(pick) % (n + 1);
-        self.jobs
-            .keys()
-            .nth(i as usize)
-            .copied()
-            .unwrap_or(n + 1000)
-    }
-
-    fn work(&mut self, s: usize, what: Work, pick: u8, own: bool) -> Vec<Effect> {
-        let conn = self.slots[s].id;
-        let held = self.held_by(conn);
-        let id = if own && !held.is_empty() {
-            held[usize::from(pick) % held.len()]
-        } else {
-            self.pick_any(pick)
-        };
-        let h = handle(id);
-        let holds = held.contains(&id);
-        let after = self.slots[s].after_exception.take();
-        let data = Bytes::from_static(b"r");
-        let req = match what {
-            Work::Complete => Request::WorkComplete {
-                handle: h.clone(),
-                data: data.clone(),
-            },
-            Work::Fail => Request::WorkFail { handle: h.clone() },
-            Work::Exception => Request::WorkException {
-                handle: h.clone(),
-                data: data.clone(),
-            },
-            Work::Data => Request::WorkData {
-                handle: h.clone(),
-                data: data.clone(),
-            },
-            Work::Warning => Request::WorkWarning {
-                handle: h.clone(),
-                data: data.clone(),
-            },
-            Work::Status => Request::WorkStatus {
-                handle: h.clone(),
-                numerator: Bytes::from_static(b"1"),
-                denominator: Bytes::from_static(b"2"),
-            },
-        };
-        // A WORK_FAIL right after the WORK_EXCEPTION of the same job is
-        // its second half: no answer, nothing changes.
-        if matches!(what, Work::Fail) && after == Some(id) && !holds {
-            let effects = self.send(conn, req);
-            assert!(effects.is_empty(), "{effects:?}");
-            return effects;
-        }
-        let clients = self
-            .jobs
-            .get(&id)
-            .map(|j| j.clients.clone())
-            .unwrap_or_default();
-        let effects = self.send(conn, req);
-        if !holds {
-            assert_eq!(effects.len(), 1, "{effects:?}");
-            assert!(
-                matches!(&effects[0], Effect::Send(c, Response::Error { code, .. })
-                    if c.0 == conn && code[..] == b"JOB_NOT_FOUND"[..]),
-                "work on a job {id} not held: {effects:?}"
-            );
-            return effects;
-        }
-        match what {
-            Work::Complete | Work::Fail => self.finish_told(id),
-            Work::Exception => {
-                self.slots[s].after_exception = Some(id);
-                // Clients that asked for exceptions get WORK_EXCEPTION, the
-                // rest WORK_FAIL (checked in check_terminals).
-                self.finish_told(id);
-            }
-            Work::Data | Work::Warning | Work::Status => {
-                // Forwarded once per attached client, nothing else.
-                let mut to: Vec<u64> = effects
-                    .iter()
-                    .map(|e| match e {
-                        Effect::Send(c, r) if forwarded(r, &h) => c.0,
-                        other => panic!("work update: unexpected {other:?}"),
-                    })
-                    .collect();
-                let mut want = clients;
-                to.sort_unstable();
-                want.sort_unstable();
-                assert_eq!(to, want, "work update recipients");
-            }
-        }
-        effects
-    }
-
     fn disconnect(&mut self, s: usize) -> Vec<Effect> {
         let conn = self.slots[s].id;
         for id in self.held_by(conn) {
@@ -699,90 +449,6 @@ impl Model {
     fn wants_exception(&self, client: u64) -> bool {
         self.exceptions_all || self.slots.iter().any(|c| c.id == client && c.exceptions)
     }
-
-    /// Terminal packets (WORK_COMPLETE, WORK_FAIL, WORK_EXCEPTION) went
-    /// exactly to the clients of the jobs that ended, once per submission.
-    fn check_terminals(&self, effects: &[Effect]) {
-        let mut got: Vec<(u64, u64)> = Vec::new();
-        for e in effects {
-            let Effect::Send(c, r) = e else { continue };
-            let (h, exception) = match r {
-                Response::WorkComplete { handle, .. } | Response::WorkFail(handle) => {
-                    (handle, false)
-                }
-                Response::WorkException { handle, .. } => (handle, true),
-                _ => continue,
-            };
-            let id = id_of(h);
-            if exception {
-                assert!(
-                    self.wants_exception(c.0),
-                    "WORK_EXCEPTION to {} unasked",
-                    c.0
-                );
-            }
-            got.push((c.0, id));
-        }
-        let mut want = self.expect_terminal.clone();
-        got.sort_unstable();
-        want.sort_unstable();
-        assert_eq!(got, want, "terminal packets in {effects:?}");
-        // No step may touch the store: this core has none.
-        assert!(!effects.iter().any(|e| matches!(e, Effect::Store(_))));
-    }
-
-    fn check_status(&self, e: &Effect, id: u64) {
-        let Effect::Send(_, Response::StatusRes { known, running, .. }) = e else {
-            panic!("status: {e:?}");
-        };
-        let (k, r) = match self.jobs.get(&id).map(|j| j.state) {
-            None | Some(St::Done) => (false, false),
-            Some(St::Running { .. }) => (true, true),
-            Some(_) => (true, false),
-        };
-        assert_eq!(
-            (*known, *running),
-            (k, r),
-            "status of job {id}: {:?}",
-            self.jobs.get(&id)
-        );
-    }
-
-    /// The core's own invariants, then the model's view of every job.
-    fn check_core(&mut self) {
-        if let Err(e) = self.core.check_invariants() {
-            panic!("core invariant broken: {e}");
-        }
-        let live = self.jobs.values().filter(|j| j.state != St::Done).count();
-        let running = self
-            .jobs
-            .values()
-            .filter(|j| matches!(j.state, St::Running { .. }))
-            .count();
-        assert_eq!(self.core.job_count(), live, "job count");
-        assert_eq!(self.core.running_jobs(), running as u64, "running jobs");
-        let ids: Vec<u64> = self.jobs.keys().copied().collect();
-        for id in ids {
-            let job = &self.jobs[&id];
-            if let St::Running { worker, .. } = job.state {
-                let conn = self.slots.iter().find(|c| c.id == worker);
-                let can = conn.is_some_and(|c| c.abilities.iter().any(|a| a.0 == job.func));
-                assert!(can, "job {id} runs on {worker}, which cannot do it");
-            }
-            let queued = self.queues[job.func][job.prio]
-                .iter()
-                .filter(|&&j| j == id)
-                .count();
-            assert_eq!(
-                queued,
-                usize::from(job.state == St::Queued),
-                "job {id} in queue"
-            );
-            let effects = self.send(OBSERVER, Request::GetStatus(handle(id)));
-            assert_eq!(effects.len(), 1, "{effects:?}");
-            self.check_status(&effects[0], id);
-        }
-    }
 }
 
 /// A WORK_DATA, WORK_WARNING or WORK_STATUS about `h`, as forwarded.
@@ -800,10 +466,3 @@ fn only_noops(effects: &[Effect]) {
         assert!(matches!(e, Effect::Send(_, Response::Noop)), "{effects:?}");
     }
 }
-
-fuzz_target!(|case: Case| {
-    let mut m = Model::new(u32::from(case.job_retries % 3), case.exceptions);
-    for op in case.ops.iter().take(200) {
-        m.step(op);
-    }
-});
