@@ -330,13 +330,7 @@ fn store_thread(
             dirty.store(true, Ordering::Release);
             // Delivered with the committer unlocked, so the hub's inline
             // path (which tries that lock) is not turned away meanwhile.
-            match result {
-                Commit::Stored(added) if !added.is_empty() => deliver(Commit::Stored(added)),
-                Commit::Failed(added, why) if !added.is_empty() => {
-                    deliver(Commit::Failed(added, why))
-                }
-                _ => {}
-            }
+            deliver_new_jobs(&mut deliver, result);
         }
         if let Some(every) = sync_every {
             if last_sync.elapsed() >= every {
@@ -351,11 +345,17 @@ fn store_thread(
     // goes out with the final flush.
     if !pending.is_empty() {
         let result = lock().commit(pending);
-        match result {
-            Commit::Stored(added) if !added.is_empty() => deliver(Commit::Stored(added)),
-            Commit::Failed(added, why) if !added.is_empty() => deliver(Commit::Failed(added, why)),
-            _ => {}
-        }
+        deliver_new_jobs(&mut deliver, result);
     }
     lock().finish();
+}
+
+/// Hands a commit's result to the hub when it concerns new jobs (the only
+/// ones a submitter waits on).
+fn deliver_new_jobs(deliver: &mut Deliver, result: Commit) {
+    match result {
+        Commit::Stored(added) if !added.is_empty() => deliver(Commit::Stored(added)),
+        Commit::Failed(added, why) if !added.is_empty() => deliver(Commit::Failed(added, why)),
+        _ => {}
+    }
 }
