@@ -382,6 +382,9 @@ class Run:
 
     def dead_and_retry(self):
         b, t = self.b, self.tid
+        # The feed shows only what arrives while the stream is open, and the
+        # test before this one leaves it reconnecting.
+        wait_for("the event stream to connect", lambda: b.text(t("live-status")) == "live")
         g = Gearman(self.srv.port)
         handle = g.submit_bg("boom", "kaboom")
         g.close()
