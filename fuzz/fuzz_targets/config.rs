@@ -74,7 +74,11 @@ fn check_accepted(file: &gearshift_server::policy_file::PolicyFile) {
             }
         }
         assert!(!s.function.is_empty(), "{s:?}");
-        assert!(!s.function.bytes().any(|b| b < 0x20 || b == 0x7f), "{s:?}");
+        // TAB is allowed: Perl's prefixed names carry one.
+        assert!(
+            !s.function.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f),
+            "{s:?}"
+        );
         if let Some(u) = &s.unique {
             assert!(u.len() <= 64 && !u.contains('\0'), "{s:?}");
         }

@@ -38,12 +38,6 @@ impl Core {
                 }
                 None => text::ERR_UNKNOWN_JOB.to_vec(),
             },
-            // The binary protocol's rule (Core::function_from).
-            AdminCommand::CreateFunction(name)
-                if escape::has_control(&name) && !self.func_index.contains_key(&name) =>
-            {
-                text::ERR_CONTROL_IN_NAME.to_vec()
-            }
             AdminCommand::CreateFunction(name) => {
                 self.function_id(&name);
                 text::OK_CRLF.to_vec()
@@ -195,9 +189,6 @@ impl Core {
     /// `pause F` / `resume F` ([`Core::set_paused`]), with the admin
     /// protocol's refusals.
     fn pause_word(&mut self, name: &[u8], paused: bool) -> Vec<u8> {
-        if escape::has_control(name) && !self.func_index.contains_key(name) {
-            return text::ERR_CONTROL_IN_NAME.to_vec();
-        }
         match self.set_paused(name, paused) {
             Ok(()) => text::OK_CRLF.to_vec(),
             Err(_) => text::ERR_FUNCTION_NOT_FOUND.to_vec(),

@@ -4,7 +4,6 @@
 
 use bytes::Bytes;
 use gearshift_proto::admin::DeadTarget;
-use gearshift_proto::escape;
 use gearshift_proto::Response;
 
 use crate::effect::{Effect, StoreOp};
@@ -132,13 +131,9 @@ impl Core {
     }
 
     /// Pauses or resumes a function, as `pause F` / `resume F` (a new name
-    /// is created paused; a new name with a control byte is refused as
-    /// [`ControlError::UnknownFunction`]). A resume wakes its sleeping
-    /// workers if it has work.
+    /// is created paused). A resume wakes its sleeping workers if it has
+    /// work.
     pub fn set_paused(&mut self, name: &[u8], paused: bool) -> Result<(), ControlError> {
-        if escape::has_control(name) && !self.func_index.contains_key(name) {
-            return Err(ControlError::UnknownFunction);
-        }
         let id = self.function_id(name);
         let Some(f) = self.func_mut(id) else {
             return Err(ControlError::UnknownFunction);

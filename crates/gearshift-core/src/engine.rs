@@ -9,7 +9,6 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use bytes::Bytes;
-use gearshift_proto::escape;
 use gearshift_proto::{Request, Response, SubmitInPlace};
 
 use crate::config::CoreConfig;
@@ -34,16 +33,6 @@ pub(crate) enum Timer {
     Timeout(JobId, u64),
     /// A schedule fires (if this is still its next time).
     Fire(JobId, Millis),
-}
-
-/// ERROR text for a new function name with a control byte.
-const FUNCTION_CONTROL: &str = "Function name contains a control character";
-/// ERROR text for a SET_CLIENT_ID with a control byte.
-const CLIENT_ID_CONTROL: &str = "Client id contains a control character";
-
-/// The ERROR a name with a control byte gets.
-fn refusal(text: &'static str) -> Response {
-    Response::error("INVALID_ARGUMENT", text)
 }
 
 /// The job-routing state machine.
@@ -332,10 +321,6 @@ impl Core {
                 }
             }
             Request::SetClientId(id) => {
-                if escape::has_control(&id) {
-                    self.send(conn, refusal(CLIENT_ID_CONTROL));
-                    return;
-                }
                 if let Some(c) = self.conns.get_mut(&conn.0) {
                     c.client_id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
                 }
@@ -423,34 +408,19 @@ impl Core {
         self.new_function(name)
     }
 
-    /// The function a client names (CAN_DO, a submission), created if new.
-    /// A new name with a control byte is refused (see docs/compat.md): ERROR
-    /// to `conn` and `None`, nothing changes. An existing one (restored from
-    /// the store) is accepted, so its jobs can still run.
-    pub(crate) fn function_from(&mut self, conn: ConnId, name: &[u8]) -> Option<FuncId> {
-        if let Some(&id) = self.func_index.get(name) {
-            return Some(id);
-        }
-        if escape::has_control(name) {
-            self.send(conn, refusal(FUNCTION_CONTROL));
-            return None;
-        }
-        Some(self.new_function(name))
-    }
-
-    /// [`Core::function_from`] for a connection's submission: a client
+    /// [`Core::function_id`] for a connection's submission: a client
     /// usually submits to the function it named last, so that one is
     /// checked first (by name, so a dropped function never matches).
-    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> Option<FuncId> {
+    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> FuncId {
         let hint = self.conns.get(&conn.0).map_or(FuncId::MAX, |c| c.last_func);
         if self.func(hint).is_some_and(|f| f.name[..] == *name) {
-            return Some(hint);
+            return hint;
         }
-        let id = self.function_from(conn, name)?;
+        let id = self.function_id(name);
         if let Some(c) = self.conns.get_mut(&conn.0) {
             c.last_func = id;
         }
-        Some(id)
+        id
     }
 
     fn new_function(&mut self, name: &[u8]) -> FuncId {

@@ -127,9 +127,7 @@ impl Core {
             self.send(conn, Response::error("QUEUE_ERROR", Bytes::from(text)));
             return;
         }
-        if self.function_from(conn, &function).is_none() {
-            return;
-        }
+        self.function_id(&function);
         let fields: Vec<String> = when
             .iter()
             .map(|f| match String::from_utf8_lossy(f).trim() {

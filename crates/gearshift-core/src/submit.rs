@@ -89,9 +89,7 @@ impl Core {
             );
             return;
         }
-        let Some(func) = self.function_id_for(conn, s.function()) else {
-            return;
-        };
+        let func = self.function_id_for(conn, s.function());
         let key = UniqueKey::of(s.unique());
         if let Some(existing) = self.find_duplicate(func, key, &s) {
             self.join(conn, existing, s.background());

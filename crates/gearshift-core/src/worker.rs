@@ -21,9 +21,7 @@ const SHRINK_QUEUE: usize = 1 << 16;
 
 impl Core {
     pub(crate) fn can_do(&mut self, conn: ConnId, name: Bytes, timeout_ms: Option<u64>) {
-        let Some(func) = self.function_from(conn, &name) else {
-            return;
-        };
+        let func = self.function_id(&name);
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return;
         };

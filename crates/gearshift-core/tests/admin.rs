@@ -359,22 +359,6 @@ const FORGERIES: &[&str] = &[
     "f\x7f",
 ];
 
-/// Every listing.
-const LISTINGS: &[&str] = &[
-    "status",
-    "prioritystatus",
-    "workers",
-    "show jobs",
-    "show unique jobs",
-];
-
-fn refused_function() -> Response {
-    err(
-        "INVALID_ARGUMENT",
-        "Function name contains a control character",
-    )
-}
-
 /// Asserts `text` is a listing of exactly `rows` lines of `cols` fields
 /// split on `sep`, with no control byte but the separators; returns the rows.
 fn well_formed(text: &str, sep: char, cols: usize, rows: usize) -> Vec<Vec<String>> {
@@ -418,61 +402,67 @@ fn workers_well_formed(text: &str, functions: &[usize]) {
 }
 
 #[test]
-fn names_with_control_bytes_are_refused_and_change_nothing() {
+fn names_with_control_bytes_are_accepted_and_listed_escaped() {
+    // gearmand takes any function name and client id (Perl's prefixed
+    // names carry a TAB); only the listings escape them.
     let mut w = World::new();
     w.conns(&[1, 2]);
-    let keep = w.bg(1, "keep", "k", "x");
-    w.can_do(2, &["keep"]);
-    w.req(2, Request::SetClientId(b("worker-2")));
-    let before: Vec<String> = LISTINGS.iter().map(|l| w.admin(1, l)).collect();
-    for name in FORGERIES {
-        w.req(2, Request::CanDo(b(name)));
-        w.expect(2, refused_function());
+    let mut functions = 0;
+    for (i, name) in FORGERIES.iter().enumerate() {
+        w.can_do(2, &[name]);
         w.can_do_timeout(2, name, "5000");
-        w.expect(2, refused_function());
+        w.req(2, Request::SetClientId(b(&format!("w{name}"))));
+        w.quiet(2);
+        functions += 1;
         // A NUL ends a submission's function name on the wire; CAN_DO and
         // SET_CLIENT_ID, whose last argument is the rest of the body, keep it.
-        let submittable = !name.contains('\0');
-        // Twice each: the harness alternates the in-place and parsed paths.
-        for p in Priority::ALL.into_iter().filter(|_| submittable) {
-            for bg in [false, false, true, true] {
-                w.req(
-                    1,
-                    Request::Submit(Box::new(job_with(name, "u", "d", p, bg))),
-                );
-                w.expect(1, refused_function());
-            }
+        if name.contains('\0') {
+            continue;
         }
-        if submittable {
-            w.req(
-                1,
-                Request::Submit(Box::new(common::epoch_job(name, "", "d", 1))),
-            );
-            w.expect(1, refused_function());
-        }
-        w.req(2, Request::SetClientId(b(&format!("w{name}"))));
-        w.expect(
-            2,
-            err("INVALID_ARGUMENT", "Client id contains a control character"),
-        );
-        if !name.contains('\n') {
-            assert_eq!(
-                w.admin(1, &format!("create function x{name}")),
-                "ERR INVALID_ARGUMENTS function+name+contains+a+control+character\r\n"
-            );
-        }
-        w.all_quiet();
+        let data = format!("d{i}");
+        let h = w.bg(1, name, "", &data);
+        let status = well_formed(&w.probe("status"), '\t', 4, functions);
+        assert_eq!(status[functions - 1][1..], ["1", "0", "1"]);
+        assert_eq!(w.grab_job(2), (h.clone(), b(&data)));
+        w.complete(2, &h, "ok");
     }
-    let after: Vec<String> = LISTINGS.iter().map(|l| w.admin(1, l)).collect();
-    assert_eq!(before, after);
+    for name in FORGERIES.iter().filter(|n| !n.contains('\n')) {
+        assert_eq!(w.admin(1, &format!("create function x{name}")), "OK\r\n");
+        functions += 1;
+    }
+    let status = well_formed(&w.probe("status"), '\t', 4, functions);
+    assert_eq!(status[0][0], "a\\x0afake\\x099\\x099\\x099");
+    assert_eq!(status[3][0], "d\\x09e");
+    well_formed(&w.probe("prioritystatus"), '\t', 5, functions);
+    workers_well_formed(&w.probe("workers"), &[0, FORGERIES.len(), 0]);
+    assert!(w.probe("workers").contains(" wf\\x7f : "));
+}
+
+#[test]
+fn perl_prefixed_names_work_and_list_with_the_tab_escaped() {
+    // Gearman::Client->new(prefix => "p") sends "p\tFUNC" everywhere.
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    w.can_do(2, &["p\treverse"]);
+    w.quiet(2);
+    let h = w.fg(1, "p\treverse", "", "abc");
+    assert_eq!(w.probe("status"), "p\\x09reverse\t1\t0\t1\n.\n");
+    assert_eq!(w.grab_job(2), (h.clone(), b("abc")));
+    w.complete(2, &h, "cba");
+    assert_eq!(
+        w.pop(1),
+        Response::WorkComplete {
+            handle: h,
+            data: b("cba")
+        }
+    );
     assert_eq!(
         w.admin(1, "workers"),
-        "1 127.0.0.1 - :\n2 127.0.0.1 worker-2 : keep\n.\n"
+        "1 127.0.0.1 - :\n2 127.0.0.1 - : p\\x09reverse\n.\n"
     );
-    // Both connections go on as before.
-    assert_eq!(w.grab_job(2).0, keep);
-    let h = w.fg(1, "keep", "", "y");
-    assert_eq!(w.grab_job(2).0, h);
+    // Another prefix is another function.
+    w.bg(1, "q\treverse", "", "x");
+    w.grab_none(2);
 }
 
 #[test]

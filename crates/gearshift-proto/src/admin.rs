@@ -24,9 +24,6 @@ pub const ERR_DROP_BUSY: &[u8] = b"ERR there are still connected workers or exec
 pub const ERR_DROP_QUEUED: &[u8] = b"ERR there are still queued jobs\r\n";
 /// Reply to `drop function F` for an unknown function.
 pub const ERR_FUNCTION_NOT_FOUND: &[u8] = b"ERR function not found\r\n";
-/// Reply to `create function F` when F holds a control byte (see [`crate::escape`]).
-pub const ERR_CONTROL_IN_NAME: &[u8] =
-    b"ERR INVALID_ARGUMENTS function+name+contains+a+control+character\r\n";
 /// Reply to `shutdown` from a peer that may not change the server.
 pub const ERR_SHUTDOWN_DENIED: &[u8] =
     b"ERR PERMISSION_DENIED shutdown+is+only+accepted+from+loopback+or+--admin-allow\r\n";

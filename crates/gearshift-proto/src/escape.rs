@@ -5,8 +5,8 @@
 //! [`push_field`] writes control bytes (below 0x20, and 0x7f) and the
 //! listing's own separator as `\xNN`; every other byte, backslash included,
 //! goes out as is, so printable names read exactly as gearmand prints them.
-//! [`has_control`] is the matching input rule: a server refuses such names
-//! where a real client never sends them (the table in docs/compat.md).
+//! Names themselves are accepted as gearmand accepts them (Perl's prefixed
+//! names carry a TAB): escaping on the way out is the whole rule.
 
 /// How a listing separates the fields of a line, which decides what a
 /// field may not carry raw besides control bytes.
@@ -26,7 +26,7 @@ pub fn is_control(b: u8) -> bool {
     b < 0x20 || b == 0x7f
 }
 
-/// Whether a name holds a byte [`is_control`] rejects.
+/// Whether a field holds a byte [`is_control`] names.
 pub fn has_control(field: &[u8]) -> bool {
     field.iter().any(|&b| is_control(b))
 }

@@ -79,7 +79,7 @@ pub struct PolicyFile {
 pub struct ScheduleDecl {
     /// Five checked cron fields: minute hour day-of-month month day-of-week.
     pub cron: String,
-    /// The function to submit to (non-empty, no control characters).
+    /// The function to submit to (non-empty, no control character but TAB).
     pub function: String,
     /// The job's workload.
     pub workload: String,

@@ -218,7 +218,7 @@ impl RawFunction {
         if pattern.is_empty() {
             return bad(at, "`match` is empty; use \"*\" to match every function");
         }
-        if let Some(b) = pattern.bytes().find(|b| b.is_ascii_control()) {
+        if let Some(b) = pattern.bytes().find(|&b| refused_control(b)) {
             return bad(
                 at,
                 format!("`match` contains a control character (byte 0x{b:02x})"),
@@ -347,7 +347,7 @@ impl RawSchedule {
         if function.is_empty() {
             return bad(self.function.span().start, "`function` is empty");
         }
-        if let Some(b) = function.bytes().find(|b| b.is_ascii_control()) {
+        if let Some(b) = function.bytes().find(|&b| refused_control(b)) {
             return bad(
                 self.function.span().start,
                 format!("`function` contains a control character (byte 0x{b:02x})"),
@@ -431,4 +431,10 @@ fn duration(key: &str, v: &Spanned<RawDuration>) -> Result<u64, Bad> {
             ),
         }
     })
+}
+
+/// A control byte a name in the file may not hold; TAB may, since Perl's
+/// `prefix` option puts one between the prefix and the function name.
+fn refused_control(b: u8) -> bool {
+    b.is_ascii_control() && b != b'\t'
 }

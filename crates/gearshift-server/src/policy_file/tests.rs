@@ -195,6 +195,22 @@ fn first_match_order_is_kept() {
 }
 
 #[test]
+fn perl_prefixed_names_may_be_matched_and_scheduled() {
+    // Gearman::Client->new(prefix => "app") submits "app\tFUNC".
+    let text = "[[function]]\nmatch = \"app\\t*\"\nmax_attempts = 3\n\n\
+                [[schedule]]\ncron = \"* * * * *\"\nfunction = \"app\\tnightly\"\nworkload = \"\"\n";
+    let file = parse(text).expect("parses");
+    let attempts = |name: &[u8]| file.policies.lookup(name).map(|p| p.max_attempts);
+    assert_eq!(attempts(b"app\tresize"), Some(3));
+    assert_eq!(attempts(b"other\tresize"), None);
+    assert_eq!(file.schedules[0].function, "app\tnightly");
+    let (line, _, msg) =
+        refused("[[schedule]]\ncron = \"* * * * *\"\nfunction = \"a\\rb\"\nworkload = \"\"\n");
+    assert_eq!(line, 3);
+    assert!(msg.contains("control character (byte 0x0d)"), "{msg}");
+}
+
+#[test]
 fn bare_seconds_are_durations() {
     let p = only_policy("[[function]]\nmatch = \"x\"\ntimeout = 7\nkeep_results = \"7\"\n");
     assert_eq!((p.timeout, p.keep_results), (Some(7_000), 7_000));
@@ -351,9 +367,9 @@ fn bad_match() {
     let (line, _, msg) = refused("[[function]]\nmatch = \"\"\n");
     assert_eq!(line, 2);
     assert!(msg.contains("empty"), "{msg}");
-    let (line, _, msg) = refused("[[function]]\nmatch = \"a\\tb\"\n");
+    let (line, _, msg) = refused("[[function]]\nmatch = \"a\\nb\"\n");
     assert_eq!(line, 2);
-    assert!(msg.contains("control character"), "{msg}");
+    assert!(msg.contains("control character (byte 0x0a)"), "{msg}");
     let (line, _, msg) = refused(
         "[[function]]\nmatch = \"a*\"\n[[function]]\nmatch = \"b\"\n[[function]]\nmatch = \"a*\"\n",
     );
