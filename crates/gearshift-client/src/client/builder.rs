@@ -178,6 +178,9 @@ impl ClientBuilder {
         if self.servers.is_empty() {
             return Err(Error::NoServers);
         }
+        for addr in &self.servers {
+            addr.check()?;
+        }
         Ok(Client {
             pool: Arc::new(Pool::new(self.servers, self.pool)),
             timeout: self.timeout,

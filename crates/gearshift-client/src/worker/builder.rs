@@ -255,6 +255,9 @@ impl WorkerBuilder {
         if self.servers.is_empty() {
             return Err(Error::NoServers);
         }
+        for addr in &self.servers {
+            addr.check()?;
+        }
         if self.functions.is_empty() {
             return Err(Error::InvalidArgument("no function registered".into()));
         }
