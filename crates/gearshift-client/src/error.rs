@@ -54,6 +54,13 @@ pub enum Error {
         /// Why (a rustls error inside an `io::Error`, or a timeout).
         source: std::io::Error,
     },
+    /// A plain-TCP connection was answered with a TLS record (a TLS alert):
+    /// that port serves TLS, so the request was never taken as one.
+    #[error("{addr} serves TLS (it answered plain TCP with a TLS alert)")]
+    TlsPort {
+        /// The server address as configured.
+        addr: String,
+    },
     /// Every configured server is down or was refused; nothing was sent.
     #[error("no server reachable (last error: {last})")]
     NoServerAvailable {
@@ -135,9 +142,66 @@ impl Error {
         )
     }
 
+    /// For [`Error::Admin`], the server's message for people: `ERR` lines
+    /// spell spaces as `+` (and other bytes as `%XX`), which this decodes;
+    /// `None` for other errors. The raw reply stays in `message`.
+    ///
+    /// ```
+    /// use gearshift_client::{AdminErrorKind, Error};
+    /// let e = Error::Admin {
+    ///     kind: AdminErrorKind::UnknownJob,
+    ///     message: "UNKNOWN_JOB job+not+found+or+expired".into(),
+    /// };
+    /// assert_eq!(e.admin_message().as_deref(), Some("UNKNOWN_JOB job not found or expired"));
+    /// ```
+    pub fn admin_message(&self) -> Option<String> {
+        match self {
+            Error::Admin { message, .. } => Some(decode_admin_text(message)),
+            _ => None,
+        }
+    }
+
     pub(crate) fn protocol(what: impl Into<String>) -> Error {
         Error::Protocol(what.into())
     }
+}
+
+/// Decodes the text of an admin `ERR` reply for people: `+` is a space and
+/// `%XX` the byte XX (gearmand's encoding); a `%` not followed by two hex
+/// digits stays as it is, and bytes that are not UTF-8 are replaced.
+///
+/// ```
+/// use gearshift_client::error::decode_admin_text;
+/// assert_eq!(decode_admin_text("PERMISSION_DENIED changes+are+only+accepted"),
+///            "PERMISSION_DENIED changes are only accepted");
+/// assert_eq!(decode_admin_text("a%2Bb+100%"), "a+b 100%");
+/// ```
+pub fn decode_admin_text(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                // Two hex digits exactly (from_str_radix alone would take "+d").
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                if let Some(b) = hex {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                out.push(b'%');
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The kinds of `ERR …` reply the admin text protocol has (gearmand 1.1 and
@@ -201,5 +265,26 @@ impl AdminErrorKind {
             _ if message.starts_with("there are still") => AdminErrorKind::FunctionBusy,
             _ => AdminErrorKind::Other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_text_is_decoded() {
+        assert_eq!(
+            decode_admin_text("UNKNOWN_JOB job+not+found+or+expired"),
+            "UNKNOWN_JOB job not found or expired"
+        );
+        assert_eq!(decode_admin_text("x%20y%2b%41"), "x y+A");
+        // Incomplete or non-hex escapes stay as written.
+        assert_eq!(decode_admin_text("50%+done%4"), "50% done%4");
+        assert_eq!(decode_admin_text("%zz"), "%zz");
+        // A multi-byte character escaped byte by byte.
+        assert_eq!(decode_admin_text("caf%C3%A9"), "café");
+        assert_eq!(decode_admin_text("%FF"), "\u{fffd}");
+        assert_eq!(decode_admin_text(""), "");
     }
 }

@@ -151,6 +151,19 @@ pub(crate) struct Wire {
     wr: Writer,
     rbuf: BytesMut,
     wbuf: BytesMut,
+    addr: ServerAddr,
+    /// Plain TCP: a reply that starts like a TLS record means a TLS port.
+    plain: bool,
+    /// A write failed: nothing more is sent, but what the server sent
+    /// before closing (an ERROR saying why) is still read.
+    write_failed: bool,
+}
+
+/// True if `buf` starts like a TLS record (alert or handshake, version
+/// 3.x), which no Gearman reply does: binary replies start with NUL, admin
+/// replies with printable text.
+fn tls_record(buf: &[u8]) -> bool {
+    matches!(buf, [0x15 | 0x16, 0x03, minor, ..] if *minor <= 0x04)
 }
 
 impl Wire {
@@ -162,6 +175,7 @@ impl Wire {
         tls: Option<&TlsConfig>,
     ) -> Result<Wire> {
         let tcp = addr.connect(limit).await?;
+        let plain = tls.is_none();
         let (rd, wr) = match tls {
             None => {
                 let (rd, wr) = tcp.into_split();
@@ -184,6 +198,9 @@ impl Wire {
             wr,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             wbuf: BytesMut::new(),
+            addr: addr.clone(),
+            plain,
+            write_failed: false,
         })
     }
 
@@ -204,6 +221,13 @@ impl Wire {
 
     /// Writes everything queued.
     pub(crate) async fn flush(&mut self) -> Result<()> {
+        if self.write_failed {
+            return if self.wbuf.is_empty() {
+                Ok(())
+            } else {
+                Err(Error::ConnectionLost)
+            };
+        }
         while !self.wbuf.is_empty() {
             let n = self.wr.write_buf(&mut self.wbuf).await?;
             if n == 0 {
@@ -226,9 +250,24 @@ impl Wire {
         }
     }
 
+    /// [`Error::TlsPort`] if a plain connection's reply starts like a TLS
+    /// record; checked where a reply starts.
+    fn check_not_tls(&self) -> Result<()> {
+        if self.plain && tls_record(&self.rbuf) {
+            return Err(Error::TlsPort {
+                addr: self.addr.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// The next frame, writing queued bytes meanwhile; `None` at a clean EOF.
     pub(crate) async fn recv_frame(&mut self) -> Result<Option<Frame>> {
         loop {
+            // Binary replies start with NUL: one compare on the usual path.
+            if self.rbuf.first().is_some_and(|&b| b != 0) {
+                self.check_not_tls()?;
+            }
             if let Some(frame) = decode_frame(&mut self.rbuf, DEFAULT_MAX_PACKET)? {
                 return Ok(Some(frame));
             }
@@ -249,6 +288,10 @@ impl Wire {
     pub(crate) async fn recv_line(&mut self) -> Result<Option<BytesMut>> {
         let mut scanned = 0;
         loop {
+            if scanned < 3 {
+                // Until a record header could be complete.
+                self.check_not_tls()?;
+            }
             if let Some(nl) = self.rbuf[scanned..].iter().position(|&b| b == b'\n') {
                 let end = scanned + nl;
                 let mut line = self.rbuf.split_to(end + 1);
@@ -277,6 +320,9 @@ impl Wire {
     /// Checked before writing a request, so a request is never written to
     /// a connection whose close is already known.
     pub(crate) fn peer_closed(&mut self) -> Result<bool> {
+        if self.write_failed {
+            return Ok(true);
+        }
         for _ in 0..64 {
             if self.rbuf.capacity() - self.rbuf.len() < 1024 {
                 self.rbuf.reserve(READ_CHUNK);
@@ -292,24 +338,45 @@ impl Wire {
     }
 
     /// Reads more bytes, writing queued ones meanwhile; false at EOF.
+    ///
+    /// A failed write does not end the connection here: a server that
+    /// refuses a request (a packet over its size limit) sends ERROR and
+    /// closes while the request is still being written, so reading goes
+    /// on until the end of what it sent.
     async fn fill(&mut self) -> Result<bool> {
         loop {
             if self.rbuf.capacity() - self.rbuf.len() < 1024 {
                 self.rbuf.reserve(READ_CHUNK);
             }
-            let Wire { rd, wr, rbuf, wbuf } = self;
-            let read = if wbuf.is_empty() && !wr.unflushed() {
-                rd.read_buf(rbuf).await?
+            let Wire {
+                rd,
+                wr,
+                rbuf,
+                wbuf,
+                write_failed,
+                ..
+            } = self;
+            let read = if *write_failed || (wbuf.is_empty() && !wr.unflushed()) {
+                rd.read_buf(rbuf).await
             } else {
                 tokio::select! {
-                    r = rd.read_buf(rbuf) => r?,
+                    r = rd.read_buf(rbuf) => r,
                     w = wr.push(wbuf) => {
-                        w?;
+                        if let Err(e) = w {
+                            tracing::debug!(addr = %self.addr, error = %e, "write failed; reading what the server sent");
+                            self.write_failed = true;
+                            self.wbuf.clear();
+                        }
                         continue;
                     }
                 }
             };
-            return Ok(read > 0);
+            return match read {
+                Ok(n) => Ok(n > 0),
+                // After a failed write the reset is expected: the end of input.
+                Err(_) if self.write_failed => Ok(false),
+                Err(e) => Err(e.into()),
+            };
         }
     }
 

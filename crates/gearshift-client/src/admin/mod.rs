@@ -105,6 +105,7 @@ impl AdminClient {
     /// ```
     pub async fn connect_with(addr: impl ToString, tls: Option<&TlsConfig>) -> Result<AdminClient> {
         let addr = ServerAddr::new(addr);
+        addr.check()?;
         let wire = Wire::connect(&addr, DEFAULT_CONNECT_TIMEOUT, tls).await?;
         Ok(AdminClient {
             wire,
@@ -514,7 +515,11 @@ impl AdminClient {
     fn settle<T>(&mut self, result: Result<T>) -> Result<T> {
         if matches!(
             result,
-            Err(Error::Timeout | Error::ConnectionLost | Error::Io(_) | Error::Protocol(_))
+            Err(Error::Timeout
+                | Error::ConnectionLost
+                | Error::Io(_)
+                | Error::Protocol(_)
+                | Error::TlsPort { .. })
         ) {
             self.broken = true;
         }

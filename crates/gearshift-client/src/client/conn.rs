@@ -178,7 +178,12 @@ async fn run(mut wire: Wire, mut rx: mpsc::UnboundedReceiver<Command>, addr: Ser
         let _ = cmd.reply.send(Err(Error::NotConnected));
     }
     for p in conn.pending.drain(..) {
-        let _ = p.reply.send(Err(Error::ConnectionLost));
+        let lost = match &outcome {
+            // Said of every request: the server took none of them.
+            Err(Error::TlsPort { addr }) => Error::TlsPort { addr: addr.clone() },
+            _ => Error::ConnectionLost,
+        };
+        let _ = p.reply.send(Err(lost));
     }
     // Dropping the listeners ends their jobs' event streams.
 }

@@ -73,6 +73,8 @@ pub(crate) struct Pool {
 fn may_try_next(e: &Error, idempotent: bool) -> bool {
     match e {
         Error::ConnectionLost => idempotent,
+        // The server read the request as a broken TLS handshake: not taken.
+        Error::TlsPort { .. } => true,
         e => e.is_transient(),
     }
 }
@@ -165,11 +167,18 @@ impl Pool {
                 match conn.call(request.clone(), expect, events.cloned()).await {
                     Err(Error::NotConnected) | Err(Error::ConnectionLost) if idempotent => {}
                     Err(Error::NotConnected) => {}
+                    Err(e @ Error::TlsPort { .. }) => {
+                        // A TLS port: retrying there cannot help; back off, try the next.
+                        tracing::warn!(server = %self.slots[i].addr, error = %e, "server unavailable");
+                        self.forget(i, &conn, true).await;
+                        last = Some(e);
+                        continue;
+                    }
                     other => return other.map(|r| (i, r)),
                 }
                 // Not written (or harmless to repeat): the connection was
                 // gone. Retry this server once on a fresh connection.
-                self.forget(i, &conn).await;
+                self.forget(i, &conn, false).await;
                 let retried = match self.conn(i, true).await {
                     Ok(Some(c)) => c.call(request.clone(), expect, events.cloned()).await,
                     Ok(None) => Err(Error::NotConnected),
@@ -222,11 +231,16 @@ impl Pool {
         }
     }
 
-    /// Drops server `i`'s connection if it is still `dead`.
-    async fn forget(&self, i: usize, dead: &ConnHandle) {
+    /// Drops server `i`'s connection if it is still `dead`; with `backoff`,
+    /// the server is also left alone for its next backoff delay.
+    async fn forget(&self, i: usize, dead: &ConnHandle, backoff: bool) {
         let mut st = self.slots[i].state.lock().await;
         if st.conn.as_ref().is_some_and(|c| c.same(dead)) {
             st.conn = None;
+        }
+        if backoff {
+            let delay = st.backoff.next_delay();
+            st.retry_at = Some(Instant::now() + delay);
         }
     }
 

@@ -54,7 +54,6 @@ pub(crate) async fn session(
         };
         match connected {
             Ok(wire) => {
-                backoff.reset();
                 tracing::info!(server = %addr, "worker connected");
                 match serve(&shared, wire, &mut stop).await {
                     Ok(()) => {
@@ -62,6 +61,10 @@ pub(crate) async fn session(
                         return;
                     }
                     Err(e) => {
+                        // A TLS port answers every attempt the same way: keep backing off.
+                        if !matches!(e, Error::TlsPort { .. }) {
+                            backoff.reset();
+                        }
                         tracing::warn!(server = %addr, error = %e, "worker connection lost")
                     }
                 }
