@@ -115,13 +115,18 @@ impl TlsConfig {
     }
 }
 
-/// A handshake error with a hint when the server seems to speak no TLS
-/// (it closed, or answered with bytes that are no TLS record).
+/// A handshake error in words: certificate trouble says what is wrong and
+/// what fixes it (the rustls name kept in brackets, for searching); a server
+/// that seems to speak no TLS (it closed, or answered with bytes that are no
+/// TLS record) gets a hint.
 fn hint(e: std::io::Error) -> std::io::Error {
-    let garbled = e
+    let rustls = e
         .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        .is_some_and(|r| matches!(r, rustls::Error::InvalidMessage(_)));
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    if let Some(words) = rustls.and_then(in_words) {
+        return std::io::Error::new(e.kind(), words);
+    }
+    let garbled = rustls.is_some_and(|r| matches!(r, rustls::Error::InvalidMessage(_)));
     if garbled || e.kind() == std::io::ErrorKind::UnexpectedEof {
         std::io::Error::new(
             e.kind(),
@@ -129,6 +134,111 @@ fn hint(e: std::io::Error) -> std::io::Error {
         )
     } else {
         e
+    }
+}
+
+/// The docs that show how to make certificates that work.
+const RECIPE: &str = "see docs/tls.md";
+
+/// Plain words for the rustls errors an operator meets: the server's
+/// certificate refused, or the server refusing ours.
+fn in_words(e: &rustls::Error) -> Option<String> {
+    use rustls::{AlertDescription as A, CertificateError as C};
+    let cert = "the server's certificate";
+    let words = match e {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => format!(
+                "{cert} is not signed by a CA this client trusts [UnknownIssuer]: give the \
+                 certificate of the CA that signed it as the CA file (without one the system's \
+                 CA bundle is used), {RECIPE}"
+            ),
+            C::NotValidForName => format!(
+                "{cert} does not carry the name this client connected to [NotValidForName]: \
+                 connect by a name it carries, or set the server name to expect"
+            ),
+            C::NotValidForNameContext {
+                expected,
+                presented,
+            } => {
+                let carries = if presented.is_empty() {
+                    "no name in subjectAltName".to_owned()
+                } else {
+                    let names: Vec<&str> = presented.iter().map(|n| plain_name(n)).collect();
+                    names.join(", ")
+                };
+                format!(
+                    "{cert} is not valid for {:?} (it carries {carries}) [NotValidForName]: \
+                     connect by a name it carries, or set the server name to expect; \
+                     the name must be in subjectAltName, {RECIPE}",
+                    expected.to_str()
+                )
+            }
+            C::Expired => format!("{cert} has expired [Expired]: the server needs a new one"),
+            C::ExpiredContext { time, not_after } => format!(
+                "{cert} expired {} ago [Expired]: the server needs a new one (or this \
+                 machine's clock is wrong)",
+                span(time.as_secs().saturating_sub(not_after.as_secs()))
+            ),
+            C::NotValidYet => format!(
+                "{cert} is not valid yet [NotValidYet]: check this machine's clock and the \
+                 certificate's dates"
+            ),
+            C::NotValidYetContext { time, not_before } => format!(
+                "{cert} is only valid {} from now [NotValidYet]: check this machine's clock \
+                 and the certificate's dates",
+                span(not_before.as_secs().saturating_sub(time.as_secs()))
+            ),
+            C::Revoked => format!("{cert} has been revoked [Revoked]"),
+            C::BadSignature => format!(
+                "{cert}'s signature does not verify [BadSignature]: it was not signed by the \
+                 key of the CA it names"
+            ),
+            C::BadEncoding => format!("{cert} cannot be parsed [BadEncoding]"),
+            C::InvalidPurpose | C::InvalidPurposeContext { .. } => format!(
+                "{cert} is not for TLS servers [InvalidPurpose]: its extendedKeyUsage must \
+                 include serverAuth, {RECIPE}"
+            ),
+            C::UnhandledCriticalExtension => format!(
+                "{cert} has a critical extension this client does not know \
+                 [UnhandledCriticalExtension]"
+            ),
+            C::Other(other) if format!("{:?}", other.0) == "CaUsedAsEndEntity" => format!(
+                // webpki's error, reached only through rustls's opaque OtherError.
+                "{cert} is a CA certificate (basicConstraints CA:TRUE) used as the server's own \
+                 [CaUsedAsEndEntity]; rustls refuses that: give the server a leaf certificate \
+                 signed by that CA and trust the CA, {RECIPE}"
+            ),
+            other => format!("{cert} was refused: {other}"),
+        },
+        rustls::Error::AlertReceived(A::CertificateRequired) => {
+            "the server requires a client certificate [CertificateRequired]: give one and its key"
+                .to_owned()
+        }
+        rustls::Error::AlertReceived(a @ (A::UnknownCA | A::BadCertificate)) => format!(
+            "the server refused this client's certificate [{a:?}]: it must be signed by a CA \
+             the server trusts"
+        ),
+        _ => return None,
+    };
+    Some(words)
+}
+
+/// A name as webpki lists it (`DnsName("a.b")`, `IpAddress(10.0.0.1)`),
+/// without the wrapping.
+fn plain_name(listed: &str) -> &str {
+    let inner = ["DnsName(", "IpAddress(", "UniformResourceIdentifier("]
+        .iter()
+        .find_map(|p| listed.strip_prefix(p)?.strip_suffix(')'));
+    inner.map_or(listed, |n| n.trim_matches('"'))
+}
+
+/// A span of seconds, roughly ("3 days", "5 hours", "40 s").
+fn span(secs: u64) -> String {
+    match secs {
+        s if s >= 2 * 86_400 => format!("{} days", s / 86_400),
+        s if s >= 2 * 3_600 => format!("{} hours", s / 3_600),
+        s if s >= 2 * 60 => format!("{} minutes", s / 60),
+        s => format!("{s} s"),
     }
 }
 
@@ -293,6 +403,57 @@ fn system_bundle() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_names_are_unwrapped() {
+        assert_eq!(
+            plain_name("DnsName(\"gearman.internal\")"),
+            "gearman.internal"
+        );
+        assert_eq!(plain_name("IpAddress(127.0.0.1)"), "127.0.0.1");
+        assert_eq!(plain_name("DirectoryName"), "DirectoryName");
+    }
+
+    #[test]
+    fn certificate_errors_in_words() {
+        use rustls::pki_types::UnixTime;
+        use rustls::CertificateError as C;
+        let words = |c: C| in_words(&rustls::Error::InvalidCertificate(c)).expect("words");
+        let w = words(C::UnknownIssuer);
+        assert!(
+            w.starts_with(
+                "the server's certificate is not signed by a CA this client trusts [UnknownIssuer]"
+            ),
+            "{w}"
+        );
+        let w = words(C::NotValidForNameContext {
+            expected: ServerName::try_from("10.0.0.1").expect("name"),
+            presented: vec!["DnsName(\"a.b\")".into(), "IpAddress(127.0.0.1)".into()],
+        });
+        assert!(w.starts_with("the server's certificate is not valid for \"10.0.0.1\" (it carries a.b, 127.0.0.1) [NotValidForName]"), "{w}");
+        let w = words(C::ExpiredContext {
+            time: UnixTime::since_unix_epoch(Duration::from_secs(10 * 86_400)),
+            not_after: UnixTime::since_unix_epoch(Duration::from_secs(86_400)),
+        });
+        assert!(
+            w.starts_with("the server's certificate expired 9 days ago [Expired]"),
+            "{w}"
+        );
+        let w = words(C::NotValidYetContext {
+            time: UnixTime::since_unix_epoch(Duration::from_secs(0)),
+            not_before: UnixTime::since_unix_epoch(Duration::from_secs(3 * 3_600)),
+        });
+        assert!(
+            w.starts_with("the server's certificate is only valid 3 hours from now"),
+            "{w}"
+        );
+        let w = in_words(&rustls::Error::AlertReceived(
+            rustls::AlertDescription::UnknownCA,
+        ));
+        assert!(w.is_some_and(|w| w.contains("refused this client's certificate [UnknownCA]")));
+        // Errors with nothing to add keep rustls's own words.
+        assert!(in_words(&rustls::Error::DecryptError).is_none());
+    }
 
     #[test]
     fn server_names_from_addresses() {
