@@ -1,7 +1,9 @@
 //! `gearshift serve`'s log: to stderr, a file or nowhere; text or JSON
 //! lines; colours only on a terminal; a log file reopened on SIGHUP (so
-//! logrotate can move it away).
+//! logrotate can move it away). Also the client tools' log ([`init_tool`]),
+//! coloured by the same rule ([`colour`]).
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -94,7 +96,7 @@ pub fn init(
         "none" => return Ok(None),
         "stderr" => (
             BoxMakeWriter::new(std::io::stderr),
-            std::io::stderr().is_terminal(),
+            colour(std::io::stderr().is_terminal()),
             None,
         ),
         path => {
@@ -112,4 +114,41 @@ pub fn init(
         LogFormat::Text => builder.with_ansi(ansi).init(),
     }
     Ok(file)
+}
+
+/// Whether log lines to a stream get colour codes: only on a terminal, and
+/// not when `NO_COLOR` is set to anything but the empty string (no-color.org).
+pub fn colour(is_terminal: bool) -> bool {
+    wants_colour(is_terminal, std::env::var_os("NO_COLOR"))
+}
+
+fn wants_colour(is_terminal: bool, no_color: Option<OsString>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// The client tools' log (`work`: reconnects, lost connections) on stderr
+/// at `default` level and up; `RUST_LOG` overrides the level.
+pub fn init_tool(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(colour(std::io::stderr().is_terminal()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(wants_colour(true, None));
+        assert!(wants_colour(true, Some("".into())));
+        assert!(!wants_colour(true, Some("1".into())));
+        assert!(!wants_colour(false, None));
+        assert!(!wants_colour(false, Some("".into())));
+    }
 }

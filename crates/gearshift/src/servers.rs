@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::parser::ValueSource;
@@ -25,6 +26,36 @@ pub const EXIT_UNREACHABLE: u8 = 2;
 /// The hint appended to "cannot reach" messages.
 const HINT: &str = "is a server running? (--server / GEARSHIFT_SERVERS)";
 
+/// The hint for a plain connection the server closed or answered in TLS.
+const TLS_HINT: &str = "pass --tls / --tls-ca FILE";
+
+/// Whether this run connects with TLS (set by [`TlsArgs::config`]), so a
+/// lost connection is not blamed on a TLS port when TLS is already on.
+static TLS_ON: AtomicBool = AtomicBool::new(false);
+
+/// One `--server` value: an address, or nothing for a blank between commas.
+#[derive(Debug, Clone)]
+struct ServerEntry(Option<ServerAddr>);
+
+/// Parses a `--server` value; a bad port or address is a usage error.
+fn server_entry(text: &str) -> Result<ServerEntry, String> {
+    if text.trim().is_empty() {
+        return Ok(ServerEntry(None));
+    }
+    ServerAddr::parse(text)
+        .map(|a| ServerEntry(Some(a)))
+        .map_err(|e| e.to_string())
+}
+
+/// Parses a function name (`-f`): an empty one is a usage error, since the
+/// server would queue the job under a name no worker can ask for.
+pub fn function_name(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("a function name cannot be empty".to_owned());
+    }
+    Ok(text.to_owned())
+}
+
 /// `--server host:port`, repeatable.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -36,20 +67,16 @@ pub struct ServerArgs {
         env = "GEARSHIFT_SERVERS",
         value_delimiter = ',',
         default_value = "127.0.0.1:4730",
+        value_parser = server_entry,
         global = true
     )]
-    servers: Vec<String>,
+    servers: Vec<ServerEntry>,
 }
 
 impl ServerArgs {
     /// The servers, normalised, blanks (from `a,,b` or a trailing comma) dropped.
     pub fn list(&self) -> Vec<ServerAddr> {
-        self.servers
-            .iter()
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
-            .map(ServerAddr::new)
-            .collect()
+        self.servers.iter().filter_map(|s| s.0.clone()).collect()
     }
 }
 
@@ -60,19 +87,38 @@ struct TlsFlags {
     /// (else to the system CA bundle) and name the server's host.
     #[arg(long, global = true)]
     tls: bool,
-    /// CA bundle (PEM) to check the server's certificate against; implies --tls.
+    /// CA bundle (PEM) to check the server's certificate against; given
+    /// here it implies --tls. With --tls and no --tls-ca,
+    /// GEARMAND_CA_CERTIFICATE names the file (it never turns TLS on).
     #[arg(
         long,
         global = true,
         value_name = "FILE",
-        env = "GEARMAND_CA_CERTIFICATE"
+        env = "GEARMAND_CA_CERTIFICATE",
+        hide_env = true
     )]
     tls_ca: Option<PathBuf>,
-    /// Client certificate (PEM), for servers that verify clients; implies --tls.
-    #[arg(long, global = true, value_name = "FILE", env = "GEARMAN_CLIENT_PEM")]
+    /// Client certificate (PEM), for servers that verify clients; given here
+    /// it implies --tls. With --tls and no --tls-cert, GEARMAN_CLIENT_PEM
+    /// names the file (it never turns TLS on).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "GEARMAN_CLIENT_PEM",
+        hide_env = true
+    )]
     tls_cert: Option<PathBuf>,
-    /// The client certificate's private key (PEM); implies --tls.
-    #[arg(long, global = true, value_name = "FILE", env = "GEARMAN_CLIENT_KEY")]
+    /// The client certificate's private key (PEM); given here it implies
+    /// --tls. With --tls and no --tls-key, GEARMAN_CLIENT_KEY names the file
+    /// (it never turns TLS on).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "GEARMAN_CLIENT_KEY",
+        hide_env = true
+    )]
     tls_key: Option<PathBuf>,
     /// Name the server's certificate must carry (default: each --server's
     /// host); implies --tls.
@@ -127,6 +173,7 @@ impl TlsArgs {
         if !f.tls && !self.implied {
             return Ok(None);
         }
+        TLS_ON.store(true, Ordering::Relaxed);
         let mut b = TlsConfig::builder();
         if let Some(ca) = &f.tls_ca {
             b = b.ca_file(ca);
@@ -184,6 +231,7 @@ pub fn is_connection_error(e: &Error) -> bool {
         e,
         Error::Connect { .. }
             | Error::TlsHandshake { .. }
+            | Error::TlsPort { .. }
             | Error::NoServerAvailable { .. }
             | Error::NotConnected
             | Error::ConnectionLost
@@ -232,11 +280,22 @@ pub async fn probe(addr: &ServerAddr) -> Result<(), std::io::Error> {
     }
 }
 
+/// The words for a connection the server closed without a word, with the
+/// TLS hint when this run speaks plain TCP (a TLS server may just close).
+fn closed_without_answer(what: &str) -> String {
+    if TLS_ON.load(Ordering::Relaxed) {
+        what.to_owned()
+    } else {
+        format!("{what} (if that port serves TLS, {TLS_HINT})")
+    }
+}
+
 /// One readable line for `e`; for "no server reachable" each configured
 /// server is probed so the message names the ones that are down.
 pub async fn explain(e: &Error, servers: &[ServerAddr]) -> String {
     match e {
         Error::Connect { addr, source } => unreachable(addr, source),
+        Error::TlsPort { .. } => format!("{e}: {TLS_HINT}"),
         Error::NoServerAvailable { last } => {
             let mut down = Vec::new();
             for s in servers {
@@ -244,21 +303,36 @@ pub async fn explain(e: &Error, servers: &[ServerAddr]) -> String {
                     down.push(format!("{s}: {}", reason(&io)));
                 }
             }
+            let tls_port = servers.iter().any(|s| {
+                *last
+                    == Error::TlsPort {
+                        addr: s.to_string(),
+                    }
+                    .to_string()
+            });
             if down.is_empty() && last.starts_with("TLS handshake") {
                 // Reachable, but TLS failed: the hint would mislead.
                 format!("no server reachable: {last}")
+            } else if down.is_empty() && tls_port {
+                format!("no server reachable: {last}: {TLS_HINT}")
+            } else if down.is_empty() && last == &Error::ConnectionLost.to_string() {
+                // It accepted the connection: "is a server running?" would mislead.
+                let closed =
+                    closed_without_answer("the server closed the connection without answering");
+                format!("no server reachable: {closed}")
             } else if down.is_empty() {
                 format!("no server reachable ({last}) — {HINT}")
             } else {
                 format!("cannot reach {} — {HINT}", down.join(", "))
             }
         }
-        Error::ConnectionLost => "the connection to the server was lost".to_owned(),
+        Error::ConnectionLost => closed_without_answer("the connection to the server was lost"),
         Error::JobException { handle, data } => format!(
             "job {handle} raised an exception: {}",
             String::from_utf8_lossy(data)
         ),
-        Error::Admin { message, .. } => format!("server refused: {message}"),
+        Error::Admin { .. } => format!("server refused: {}", e.admin_message().unwrap_or_default()),
+        Error::Server { code, text } => format!("server refused the request: {code}: {text}"),
         other => other.to_string(),
     }
 }
@@ -276,6 +350,8 @@ pub async fn require_one(servers: &[ServerAddr], tls: Option<&TlsConfig>) -> Res
             if let Err(e) = AdminClient::connect_with(s, Some(tls)).await {
                 down.push(e.to_string());
             }
+        } else if let Err(e) = plain_answers(s).await {
+            down.push(e);
         }
     }
     if down.len() == servers.len() {
@@ -288,6 +364,21 @@ pub async fn require_one(servers: &[ServerAddr], tls: Option<&TlsConfig>) -> Res
         );
     }
     Ok(())
+}
+
+/// Asks a plain server for its `version`: a TLS port answers with a TLS
+/// alert, which is an error here; other trouble is left to the worker's
+/// own retries (some servers may refuse admin commands).
+async fn plain_answers(addr: &ServerAddr) -> Result<(), String> {
+    let asked = async {
+        let mut admin = AdminClient::connect(addr).await?;
+        admin.set_timeout(Some(Duration::from_secs(2)));
+        admin.version().await
+    };
+    match asked.await {
+        Err(e @ Error::TlsPort { .. }) => Err(format!("{e}: {TLS_HINT}")),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -305,10 +396,37 @@ mod tests {
 
     #[test]
     fn blank_servers_dropped() {
-        let a = ServerArgs {
-            servers: vec!["a".into(), " ".into(), "b:1".into()],
+        let servers = ["a", " ", "", "b:1", "[::1]:2"]
+            .iter()
+            .map(|s| server_entry(s).expect("valid"))
+            .collect();
+        let names: Vec<String> = ServerArgs { servers }
+            .list()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(names, ["a:4730", "b:1", "[::1]:2"]);
+    }
+
+    #[test]
+    fn bad_servers_and_function_names_are_refused() {
+        assert_eq!(
+            server_entry("127.0.0.1:99999").expect_err("port out of range"),
+            "invalid port 99999 in 127.0.0.1:99999 (1-65535)"
+        );
+        assert!(function_name("").is_err());
+        assert_eq!(function_name("f").as_deref(), Ok("f"));
+    }
+
+    #[tokio::test]
+    async fn refusals_are_decoded_for_people() {
+        let e = Error::Admin {
+            kind: gearshift_client::AdminErrorKind::UnknownJob,
+            message: "UNKNOWN_JOB job+not+found+or+expired".into(),
         };
-        let names: Vec<String> = a.list().iter().map(|s| s.to_string()).collect();
-        assert_eq!(names, ["a:4730", "b:1"]);
+        assert_eq!(
+            explain(&e, &[]).await,
+            "server refused: UNKNOWN_JOB job not found or expired"
+        );
     }
 }

@@ -38,7 +38,8 @@ pub struct SubmitArgs {
     #[command(flatten)]
     tls: TlsArgs,
     /// Function to run.
-    #[arg(short = 'f', long = "function", value_name = "FN")]
+    #[arg(short = 'f', long = "function", value_name = "FN",
+          value_parser = servers::function_name)]
     function: String,
     /// The workload; standard input is read when it is absent.
     #[arg(value_name = "DATA")]
@@ -321,6 +322,15 @@ async fn single(
                 );
             }
             Ok(None) => return servers::fail(EXIT_FAILED, &format!("job {handle} ended")),
+            Err(Error::ConnectionLost) => {
+                // The server took the job, so it speaks Gearman: no TLS hint.
+                return servers::fail(
+                    EXIT_UNREACHABLE,
+                    &format!(
+                        "the connection to the server was lost while waiting for job {handle}"
+                    ),
+                );
+            }
             Err(e) => return report(&e, addrs, opts).await,
         }
     }

@@ -39,7 +39,8 @@ pub struct WorkArgs {
     #[command(flatten)]
     tls: TlsArgs,
     /// Function to serve (repeatable; every one runs the same command).
-    #[arg(short = 'f', long = "function", value_name = "FN", required = true)]
+    #[arg(short = 'f', long = "function", value_name = "FN", required = true,
+          value_parser = servers::function_name)]
     functions: Vec<String>,
     /// Jobs run at once.
     #[arg(short = 'c', long, default_value_t = 1, value_name = "N",
@@ -59,7 +60,7 @@ pub struct WorkArgs {
 
 /// Runs `gearshift work`.
 pub fn main(args: WorkArgs) -> ExitCode {
-    init_logging();
+    crate::logging::init_tool("warn");
     let addrs = args.servers.list();
     if addrs.is_empty() {
         return servers::fail(EXIT_UNREACHABLE, "no server given");
@@ -137,17 +138,6 @@ fn runnable(program: &OsStr) -> bool {
     }
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
-}
-
-/// Library logs (reconnects, lost connections) on stderr; `RUST_LOG` overrides.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 /// First SIGINT/SIGTERM: graceful stop. Second: kill.

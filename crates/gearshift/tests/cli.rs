@@ -325,3 +325,227 @@ fn server_down_is_a_readable_error() {
         assert!(out.stderr.starts_with(&want), "{args:?}: {}", out.stderr);
     }
 }
+
+/// `gearshift ARGS…` with no server list from the environment, to its end.
+fn run_plain(args: &[&str]) -> common::Out {
+    Proc {
+        child: std::process::Command::new(common::BIN)
+            .args(args)
+            .env_remove("GEARSHIFT_SERVERS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+    }
+    .finish(WAIT)
+}
+
+#[test]
+fn a_bad_server_address_is_a_usage_error() {
+    for (server, want) in [
+        (
+            "127.0.0.1:99999",
+            "invalid port 99999 in 127.0.0.1:99999 (1-65535)",
+        ),
+        ("[::1]:0", "invalid port 0 in [::1]:0 (1-65535)"),
+        ("host:1:2", "[ADDRESS]:PORT"),
+    ] {
+        for args in [
+            vec!["submit", "-f", "x", "y"],
+            vec!["admin", "status"],
+            vec!["work", "-f", "x"],
+        ] {
+            let mut all = args.clone();
+            all.extend_from_slice(&["-s", server]);
+            let out = run_plain(&all);
+            assert_eq!(out.code(), 2, "{all:?}: {out:?}");
+            assert!(out.stderr.contains(want), "{all:?}: {}", out.stderr);
+            assert!(!out.stderr.contains("cannot reach"), "{}", out.stderr);
+        }
+    }
+}
+
+#[test]
+fn an_ipv6_address_with_a_port() {
+    // Nothing listens there: the message names the address as parsed, not
+    // with a default port appended.
+    let server = format!("[::1]:{}", free_port());
+    let out = run_plain(&["admin", "status", "-s", &server]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("cannot reach {server}: ")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn an_empty_function_name_is_a_usage_error() {
+    let s = Server::gearshift();
+    for args in [vec!["submit", "-f", "", "x"], vec!["work", "-f", ""]] {
+        let out = s.run(&args, b"");
+        assert_eq!(out.code(), 2, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("a function name cannot be empty"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // Nothing was queued under an empty name.
+    let rows = s.admin_json(&["status"]);
+    assert_eq!(rows.as_array().map(Vec::len), Some(0), "{rows}");
+}
+
+#[test]
+fn an_oversized_job_shows_the_servers_reason() {
+    let s = Server::gearshift_with(&["--store", "memory", "--max-packet-size", "1K"]);
+    let payload = vec![b'x'; 4 << 20];
+    // The server answers ERROR and closes while the client still writes:
+    // its reason must win over the broken connection, every time.
+    for _ in 0..3 {
+        for args in [
+            vec!["submit", "-b", "-f", "big"],
+            vec!["submit", "-f", "big"],
+        ] {
+            let out = s.run(&args, &payload);
+            assert_eq!(out.code(), 1, "{args:?}: {out:?}");
+            assert!(
+                out.stderr
+                    .contains("server refused the request: ARGUMENT_TOO_LARGE")
+                    && out.stderr.contains("exceeds the maximum of 1024"),
+                "{args:?}: {}",
+                out.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn admin_refusals_are_printed_decoded() {
+    let s = Server::gearshift();
+    let out = s.run(&["admin", "job", "H:test:999"], b"");
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "gearshift: {}: server refused: UNKNOWN_JOB job not found or expired\n",
+            s.addr
+        )
+    );
+}
+
+#[test]
+fn the_workers_log_has_no_colour_codes_off_a_terminal() {
+    let s = Server::gearshift();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("w.log");
+    // A second server that is down makes the worker log a warning.
+    let down = format!("127.0.0.1:{}", free_port());
+    let mut c = s.cmd(&["work", "-f", "tint", "-s", &s.addr, "-s", &down]);
+    c.stderr(std::fs::File::create(&log).expect("log file"));
+    let _w = Proc {
+        child: c.spawn().expect("spawn"),
+    };
+    let text = || std::fs::read(&log).unwrap_or_default();
+    common::eventually("a warning in the log", || {
+        String::from_utf8_lossy(&text()).contains("worker cannot connect")
+    });
+    let text = text();
+    assert!(
+        !text.contains(&0x1b),
+        "{:?}",
+        String::from_utf8_lossy(&text)
+    );
+}
+
+/// Runs `gearshift work` on a pseudo-terminal (util-linux `script`) until
+/// it has logged a warning; returns what the terminal showed.
+fn work_on_a_terminal(s: &Server, no_color: Option<&str>) -> Option<String> {
+    let down = format!("127.0.0.1:{}", free_port());
+    let line = format!(
+        "{} work -f tint -s {} -s {down} --count 1",
+        common::BIN,
+        s.addr
+    );
+    let mut c = std::process::Command::new("script");
+    c.args(["-qfec", &line, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(v) = no_color {
+        c.env("NO_COLOR", v);
+    }
+    let mut p = Proc {
+        child: c.spawn().ok()?,
+    };
+    let stdout = p.child.stdout.take()?;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    let deadline = Instant::now() + WAIT;
+    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        if line.contains("worker cannot connect") {
+            return Some(line);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_workers_log_is_coloured_on_a_terminal_unless_no_color() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` (util-linux) to make a terminal");
+        return;
+    }
+    let s = Server::gearshift();
+    let coloured = work_on_a_terminal(&s, None).expect("a warning on the terminal");
+    assert!(coloured.contains('\x1b'), "{coloured:?}");
+    let plain = work_on_a_terminal(&s, Some("1")).expect("a warning on the terminal");
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+}
+
+#[test]
+fn a_server_that_closes_without_a_word_gets_the_tls_hint() {
+    // What some TLS servers do with a plain first packet: read it, close.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 256];
+            let _ = std::io::Read::read(&mut conn, &mut buf);
+        }
+    });
+    let hint = "(if that port serves TLS, pass --tls / --tls-ca FILE)";
+    for (args, said) in [
+        (
+            vec!["submit", "-f", "x", "y"],
+            "no server reachable: the server closed the connection without answering",
+        ),
+        (
+            vec!["admin", "status"],
+            "the connection to the server was lost",
+        ),
+    ] {
+        let mut all = args.clone();
+        all.extend_from_slice(&["-s", &addr]);
+        let out = run_plain(&all);
+        assert_eq!(out.code(), 2, "{all:?}: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("{said} {hint}")),
+            "{all:?}: {}",
+            out.stderr
+        );
+    }
+}

@@ -319,3 +319,147 @@ fn tls_errors_are_clear() {
     assert_eq!(out.code(), 2, "{out:?}");
     assert!(out.stderr.contains("TLS handshake with"), "{out:?}");
 }
+
+/// `gearshift serve --ssl` with this certificate and key (and `extra` flags).
+fn tls_server(cert: &str, key: &str, extra: &[&str]) -> Server {
+    let mut flags = vec![
+        "--store",
+        "memory",
+        "--ssl",
+        "--ssl-certificate",
+        cert,
+        "--ssl-key",
+        key,
+    ];
+    flags.extend_from_slice(extra);
+    Server::gearshift_with(&flags)
+}
+
+#[test]
+fn plain_tcp_to_a_tls_port_is_named_with_the_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = pki(dir.path(), "server");
+    let (cert, key) = ca.issue("server", &["localhost", "127.0.0.1"]);
+    let s = tls_server(&cert, &key, &[]);
+    let want = format!(
+        "{} serves TLS (it answered plain TCP with a TLS alert): pass --tls / --tls-ca FILE",
+        s.addr
+    );
+    for args in [
+        vec!["submit", "-f", "f", "x"],
+        vec!["submit", "-b", "-f", "f", "x"],
+        vec!["admin", "status"],
+        vec!["work", "-f", "f"],
+    ] {
+        let out = run(&s, &args, &[]);
+        assert_eq!(out.code(), 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(&want), "{args:?}: {}", out.stderr);
+    }
+    // The same port with TLS: it is a working server.
+    let out = run(&s, &["admin", "version", "--tls-ca", &ca.ca()], &[]);
+    assert_eq!(out.code(), 0, "{out:?}");
+}
+
+#[test]
+fn a_ca_certificate_as_the_servers_own_is_explained() {
+    // What `openssl req -x509` makes: self-signed, basicConstraints CA:TRUE.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().expect("key");
+    let cert = params.self_signed(&key).expect("certificate");
+    let (c, k) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&c, cert.pem()).expect("write cert");
+    std::fs::write(&k, key.serialize_pem()).expect("write key");
+    let (c, k) = (c.display().to_string(), k.display().to_string());
+    let s = tls_server(&c, &k, &[]);
+    for args in [
+        vec!["submit", "-f", "f", "x"],
+        vec!["admin", "status"],
+        vec!["work", "-f", "f"],
+    ] {
+        let mut args = args.clone();
+        args.extend_from_slice(&["--tls-ca", &c]);
+        let out = run(&s, &args, &[]);
+        assert_eq!(out.code(), 2, "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains(
+                "the server's certificate is a CA certificate (basicConstraints CA:TRUE) \
+                 used as the server's own [CaUsedAsEndEntity]; rustls refuses that: give the \
+                 server a leaf certificate signed by that CA"
+            ) && out.stderr.contains("docs/tls.md"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn certificate_errors_are_in_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = pki(dir.path(), "server");
+    let (cert, key) = ca.issue("server", &["gearman.internal"]);
+    let s = tls_server(&cert, &key, &[]);
+    // Connected as 127.0.0.1, a name the certificate does not carry.
+    let out = run(&s, &["admin", "status", "--tls-ca", &ca.ca()], &[]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "the server's certificate is not valid for \"127.0.0.1\" (it carries \
+             gearman.internal) [NotValidForName]"
+        ),
+        "{}",
+        out.stderr
+    );
+    // The name set explicitly: accepted.
+    let out = run(
+        &s,
+        &[
+            "admin",
+            "status",
+            "--tls-ca",
+            &ca.ca(),
+            "--tls-server-name",
+            "gearman.internal",
+        ],
+        &[],
+    );
+    assert_eq!(out.code(), 0, "{out:?}");
+}
+
+#[test]
+fn help_says_the_variables_never_turn_tls_on() {
+    let s = Server::gearshift();
+    for sub in ["submit", "work", "admin", "bench", "top"] {
+        let out = run(&s, &[sub, "--help"], &[]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        for (flag, var) in [
+            ("--tls-ca", "GEARMAND_CA_CERTIFICATE"),
+            ("--tls-cert", "GEARMAN_CLIENT_PEM"),
+            ("--tls-key", "GEARMAN_CLIENT_KEY"),
+        ] {
+            // The flag's entry: its line and, in the long layout, the
+            // indented lines under it, up to the next option.
+            let at = out
+                .stdout
+                .find(&format!("{flag} <FILE>"))
+                .unwrap_or_else(|| panic!("{sub} --help lacks {flag}: {}", out.stdout));
+            let entry = &out.stdout[at..];
+            let end = ["\n  -", "\n      --"]
+                .iter()
+                .filter_map(|m| entry.find(m))
+                .min()
+                .unwrap_or(entry.len());
+            let line = entry[..end]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                line.contains(&format!("{var} names the file (it never turns TLS on)")),
+                "{sub}: {line}"
+            );
+            assert!(!line.contains("[env:"), "{sub}: {line}");
+        }
+    }
+}
