@@ -19,8 +19,10 @@ use gearshift_store::Durability;
 use crate::logging::{LogFile, LogFormat};
 
 mod values;
+use values::{
+    durability_word, level, parse_bytes, parse_durability, parse_idle, parse_size, parse_timeout,
+};
 pub(crate) use values::{is_postgres_url, parse_store};
-use values::{level, parse_bytes, parse_durability, parse_idle, parse_size, parse_timeout};
 
 /// Flags of `gearshift serve`, named as gearmand names them.
 #[derive(Args, Debug)]
@@ -397,7 +399,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
         match &cfg_store {
             StoreConfig::Log { dir, durability } => {
-                tracing::info!("jobs are stored in {} ({durability:?})", dir.display())
+                tracing::info!(
+                    "jobs are stored in {} (--durability {})",
+                    dir.display(),
+                    durability_word(durability)
+                )
             }
             StoreConfig::Memory => {
                 tracing::info!("jobs are kept in memory only (--store memory): a restart loses them")

@@ -61,6 +61,15 @@ pub(super) fn parse_durability(s: &str) -> Result<Durability, String> {
     Ok(Durability::Interval(Duration::from_millis(ms)))
 }
 
+/// A durability as `--durability` takes it (`fsync`, `interval=5ms`), for
+/// the start-up log: the operator's word, not the type's name.
+pub(super) fn durability_word(d: &Durability) -> String {
+    match d {
+        Durability::Fsync => "fsync".to_owned(),
+        Durability::Interval(every) => format!("interval={}ms", every.as_millis()),
+    }
+}
+
 /// Whether `--store` names a PostgreSQL database.
 pub(crate) fn is_postgres_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
@@ -84,4 +93,21 @@ pub(super) fn level(name: &str) -> Result<LevelFilter, String> {
         "TRACE" => LevelFilter::TRACE,
         other => return Err(format!("unknown log level {other:?}")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durability_is_logged_as_the_flag_takes_it() {
+        for word in ["fsync", "interval=5ms", "interval=250ms"] {
+            let d = parse_durability(word).expect("a durability");
+            assert_eq!(durability_word(&d), word);
+        }
+        // Given without the unit, it is logged with it (and parses back).
+        let d = parse_durability("interval=7").expect("a durability");
+        assert_eq!(durability_word(&d), "interval=7ms");
+        assert_eq!(parse_durability(&durability_word(&d)), Ok(d));
+    }
 }
