@@ -43,6 +43,20 @@ pub enum EventKind {
         /// Denominator.
         denominator: u32,
     },
+    /// A job went into the dead set (its history records [`Step::Dead`]);
+    /// the event also says why, which that step does not carry.
+    Dead {
+        /// Its handle.
+        handle: Bytes,
+        /// Its function.
+        function: Bytes,
+        /// Runs it had.
+        attempts: u32,
+        /// How its last run failed, if its history still says.
+        reason: Option<crate::policy::Reason>,
+        /// The last failure's text (the worker's, else the reason word).
+        error: Bytes,
+    },
     /// A connection registered its first function.
     WorkerJoined(WorkerRef),
     /// A worker connection closed (or dropped its last function).
@@ -164,6 +178,7 @@ impl EventKind {
         match self {
             EventKind::Job { step, .. } => Kind::of_step(step),
             EventKind::Progress { .. } => Kind::Progress,
+            EventKind::Dead { .. } => Kind::Dead,
             EventKind::WorkerJoined(_) => Kind::WorkerJoined,
             EventKind::WorkerLeft(_) => Kind::WorkerLeft,
         }
@@ -172,9 +187,9 @@ impl EventKind {
     /// The function it is about (`None`: a worker event).
     pub fn function(&self) -> Option<&Bytes> {
         match self {
-            EventKind::Job { function, .. } | EventKind::Progress { function, .. } => {
-                Some(function)
-            }
+            EventKind::Job { function, .. }
+            | EventKind::Progress { function, .. }
+            | EventKind::Dead { function, .. } => Some(function),
             EventKind::WorkerJoined(_) | EventKind::WorkerLeft(_) => None,
         }
     }

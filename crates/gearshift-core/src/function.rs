@@ -62,3 +62,74 @@ impl Function {
         !self.paused && self.has_queued()
     }
 }
+
+/// Why a function action of the HTTP API was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FunctionError {
+    /// No function has that name.
+    #[error("no such function")]
+    NotFound,
+    /// The name is empty.
+    #[error("a function name may not be empty")]
+    BadName,
+    /// Workers registered it, or it has jobs running.
+    #[error("the function has workers or running jobs")]
+    Busy,
+    /// It has queued jobs.
+    #[error("the function has queued jobs")]
+    Queued,
+}
+
+impl crate::engine::Core {
+    /// `create function F` as a typed call (the HTTP API's); an existing
+    /// name is fine, and any bytes are, as gearmand takes them (listings
+    /// escape control bytes). Returns whether it was new.
+    pub fn create_function(&mut self, name: &[u8]) -> Result<bool, FunctionError> {
+        if self.func_index.contains_key(name) {
+            return Ok(false);
+        }
+        if name.is_empty() {
+            return Err(FunctionError::BadName);
+        }
+        self.function_id(name);
+        tracing::info!(function = %String::from_utf8_lossy(name), "function created by admin");
+        Ok(true)
+    }
+
+    /// `drop function F` as a typed call (the HTTP API's), with the same
+    /// rules: the name matches without regard to ASCII case, and only an
+    /// idle, empty function goes.
+    pub fn drop_function_named(&mut self, name: &[u8]) -> Result<(), FunctionError> {
+        let id = self
+            .funcs
+            .iter()
+            .position(|f| {
+                f.as_ref()
+                    .is_some_and(|f| f.name.eq_ignore_ascii_case(name))
+            })
+            .ok_or(FunctionError::NotFound)?;
+        let f = self.func(id).ok_or(FunctionError::NotFound)?;
+        if f.workers > 0 || f.running > 0 {
+            return Err(FunctionError::Busy);
+        }
+        if f.total > 0 {
+            return Err(FunctionError::Queued);
+        }
+        if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
+            self.func_index.remove(&f.name);
+            self.dropped_stats.merge(&f.stats);
+            tracing::info!(function = %String::from_utf8_lossy(&f.name), "function dropped by admin");
+        }
+        Ok(())
+    }
+
+    /// `maxqueue F HIGH NORMAL LOW` as a typed call (the HTTP API's): the
+    /// limits of an existing function (0 or less: unlimited).
+    pub fn set_max_queue(&mut self, name: &[u8], limits: [i64; 3]) -> Result<(), FunctionError> {
+        let id = *self.func_index.get(name).ok_or(FunctionError::NotFound)?;
+        let f = self.func_mut(id).ok_or(FunctionError::NotFound)?;
+        f.max_queue = limits;
+        tracing::info!(function = %String::from_utf8_lossy(name), ?limits, "queue limits set by admin");
+        Ok(())
+    }
+}

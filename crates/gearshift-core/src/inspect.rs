@@ -5,7 +5,6 @@
 
 use std::io::Write;
 
-use bytes::Bytes;
 use gearshift_proto::admin as text;
 use gearshift_proto::escape::{self, Sep};
 use gearshift_proto::Priority;
@@ -13,27 +12,11 @@ use gearshift_proto::Priority;
 use crate::engine::Core;
 use crate::ids::JobId;
 use crate::job::JobState;
-use crate::lifecycle::{Event, Step};
+use crate::lifecycle::Step;
 use crate::retained::Finished;
 use crate::timefmt::write_rfc3339;
+use crate::view::JobDetail;
 use crate::Millis;
-
-/// `show job` as plain values, whichever table the job is in.
-struct View<'a> {
-    handle: Bytes,
-    function: Bytes,
-    unique: Bytes,
-    priority: Priority,
-    state: &'static str,
-    attempts: u32,
-    created: Millis,
-    started: Option<Millis>,
-    finished: Option<Millis>,
-    worker: Option<&'a Bytes>,
-    error: Option<&'a Bytes>,
-    result_size: usize,
-    history: &'a [Event],
-}
 
 fn priority_word(p: Priority) -> &'static str {
     match p {
@@ -44,13 +27,11 @@ fn priority_word(p: Priority) -> &'static str {
 }
 
 impl Core {
-    /// `show job H`.
+    /// `show job H`: the same view as the HTTP API's
+    /// ([`Core::job_detail`]), so the two always agree.
     pub(crate) fn show_job(&mut self, handle: &[u8]) -> Vec<u8> {
-        if let Some(id) = self.job_by_handle(handle) {
-            return self.show_live(id);
-        }
-        match self.find_retained(handle) {
-            Some(f) => render(&finished_view(f)),
+        match self.job_detail(handle, false) {
+            Some(d) => render(&d),
             None => text::ERR_UNKNOWN_JOB_SHOW.to_vec(),
         }
     }
@@ -75,41 +56,6 @@ impl Core {
                 .map(|f| &**f)
                 .find(|f| f.handle[..] == *handle),
         }
-    }
-
-    fn show_live(&mut self, id: JobId) -> Vec<u8> {
-        let handle = self.handle_of(id);
-        let Some(job) = self.jobs.get(id) else {
-            return text::ERR_UNKNOWN_JOB_SHOW.to_vec();
-        };
-        let track = self.tracked.get(&id);
-        let (state, attempts) = self.live_state(job);
-        let worker_name = self
-            .running
-            .get(&id)
-            .and_then(|r| self.conns.get(&r.worker.0))
-            .map(|c| c.label());
-        let view = View {
-            handle,
-            function: self
-                .func(job.func())
-                .map(|f| f.name.clone())
-                .unwrap_or_default(),
-            unique: job.unique_bytes(),
-            priority: job.priority,
-            state,
-            attempts,
-            created: job.created,
-            started: track.and_then(|t| t.started),
-            finished: None,
-            worker: track
-                .and_then(|t| t.worker.as_ref())
-                .or(worker_name.as_ref()),
-            error: track.and_then(|t| t.error.as_ref()),
-            result_size: 0,
-            history: track.map_or(&[][..], |t| &t.history[..]),
-        };
-        render(&view)
     }
 
     /// A live job's state word and runs started, as `show job` and the
@@ -196,24 +142,6 @@ impl Core {
     }
 }
 
-fn finished_view(f: &Finished) -> View<'_> {
-    View {
-        handle: f.handle.clone(),
-        function: f.function.clone(),
-        unique: f.unique.clone(),
-        priority: f.priority,
-        state: f.outcome.word(),
-        attempts: f.attempts,
-        created: f.created,
-        started: f.started,
-        finished: Some(f.finished),
-        worker: f.worker.as_ref(),
-        error: f.error.as_ref(),
-        result_size: f.result.len(),
-        history: &f.history,
-    }
-}
-
 fn field(out: &mut Vec<u8>, key: &str, value: &[u8]) {
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(b": ");
@@ -231,7 +159,8 @@ fn time_field(out: &mut Vec<u8>, key: &str, at: Option<Millis>) {
     out.push(b'\n');
 }
 
-fn render(v: &View<'_>) -> Vec<u8> {
+fn render(d: &JobDetail) -> Vec<u8> {
+    let v = &d.summary;
     let mut out = Vec::new();
     field(&mut out, "handle", &v.handle);
     field(&mut out, "function", &v.function);
@@ -240,16 +169,50 @@ fn render(v: &View<'_>) -> Vec<u8> {
     field(&mut out, "state", v.state.as_bytes());
     field(&mut out, "attempts", v.attempts.to_string().as_bytes());
     time_field(&mut out, "created", Some(v.created));
-    time_field(&mut out, "started", v.started);
-    time_field(&mut out, "finished", v.finished);
-    field(&mut out, "worker", v.worker.map_or(&b"-"[..], |w| &w[..]));
-    field(&mut out, "error", v.error.map_or(&b"-"[..], |e| &e[..]));
+    time_field(&mut out, "started", d.started);
+    time_field(&mut out, "finished", d.finished);
+    field(
+        &mut out,
+        "worker",
+        d.worker.as_ref().map_or(&b"-"[..], |w| &w[..]),
+    );
+    field(
+        &mut out,
+        "error",
+        d.error.as_ref().map_or(&b"-"[..], |e| &e[..]),
+    );
     field(
         &mut out,
         "result_size",
-        v.result_size.to_string().as_bytes(),
+        d.result_size.to_string().as_bytes(),
     );
-    for e in v.history {
+    // How it ended apart from its last failure: a job that completed on a
+    // later attempt still has one.
+    field(
+        &mut out,
+        "outcome",
+        d.outcome.map_or("-", |o| o.word()).as_bytes(),
+    );
+    out.extend_from_slice(b"last_failure: ");
+    match &d.last_failure {
+        None => out.push(b'-'),
+        Some(f) => {
+            match f.attempt {
+                Some(n) => {
+                    let _ = write!(out, "{n} ");
+                }
+                None => out.extend_from_slice(b"- "),
+            }
+            match f.at {
+                Some(t) => write_rfc3339(&mut out, t),
+                None => out.push(b'-'),
+            }
+            out.push(b' ');
+            escape::push_field(&mut out, f.describe().as_bytes(), Sep::Line);
+        }
+    }
+    out.push(b'\n');
+    for e in &d.history {
         out.extend_from_slice(b"history: ");
         write_rfc3339(&mut out, e.at);
         out.push(b' ');

@@ -17,7 +17,7 @@ use crate::effect::{Effect, StoreOp};
 use crate::engine::{Core, Timer};
 use crate::events::EventKind;
 use crate::ids::{ConnId, JobId};
-use crate::job::{JobExtra, JobState, Persist};
+use crate::job::{ConnList, JobExtra, JobState, Persist};
 use crate::policy::{Policy, Reason};
 use crate::retained::Outcome;
 use crate::Millis;
@@ -26,6 +26,22 @@ use crate::Millis;
 pub const MAX_HISTORY: usize = 64;
 /// Most bytes of a failure's text kept in a job's error and history.
 pub const MAX_ERROR: usize = 1024;
+
+/// What [`Core::stop_waiting`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopWaiting {
+    /// It had not started: dropped, it never runs.
+    Dropped,
+    /// A worker runs it: it goes on, with nobody waiting for its result.
+    Running,
+    /// Other submissions wait for it too: left as it is.
+    Shared {
+        /// A worker runs it (else it is still queued).
+        running: bool,
+    },
+    /// It had already ended (or never existed).
+    Ended,
+}
 
 /// One transition in a job's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +191,73 @@ pub struct Event {
     pub step: Step,
 }
 
+/// A job's last failed run, as `show job`, the HTTP API and the `dead`
+/// event report it apart from how the job ended (a job may complete on a
+/// later attempt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastFailure {
+    /// Which run failed (1 = the first), when the history still says.
+    pub attempt: Option<u32>,
+    /// When it failed, when the history still says.
+    pub at: Option<Millis>,
+    /// Why it failed, when the history still says.
+    pub reason: Option<Reason>,
+    /// The worker's text, else the reason word.
+    pub error: Bytes,
+}
+
+impl LastFailure {
+    /// The last failure of a job with this history, runs started and kept
+    /// error text; `None` when no run failed. The attempt is counted back
+    /// from the runs started after the failure, which the history never
+    /// drops (it drops its oldest entries first).
+    pub fn of(history: &[Event], attempts: u32, error: Option<&Bytes>) -> Option<LastFailure> {
+        let last = history
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, e)| match &e.step {
+                Step::Failed(reason, detail) => Some((i, e.at, *reason, detail)),
+                _ => None,
+            });
+        let Some((i, at, reason, detail)) = last else {
+            return error.map(|e| LastFailure {
+                attempt: None,
+                at: None,
+                reason: None,
+                error: e.clone(),
+            });
+        };
+        let later_runs = history[i + 1..]
+            .iter()
+            .filter(|e| matches!(e.step, Step::Started(_)))
+            .count() as u32;
+        let error = match (error, detail.is_empty()) {
+            (Some(e), _) => e.clone(),
+            (None, false) => detail.clone(),
+            (None, true) => Bytes::from_static(reason.word().as_bytes()),
+        };
+        Some(LastFailure {
+            attempt: attempts.checked_sub(later_runs).filter(|&n| n > 0),
+            at: Some(at),
+            reason: Some(reason),
+            error,
+        })
+    }
+
+    /// `REASON: TEXT`, or the bare reason word when the text is only that
+    /// (as a `failed` history line's detail); the text alone if the reason
+    /// is not known.
+    pub fn describe(&self) -> String {
+        let text = String::from_utf8_lossy(&self.error);
+        match self.reason {
+            Some(r) if text == r.word() => text.into_owned(),
+            Some(r) => format!("{}: {text}", r.word()),
+            None => text.into_owned(),
+        }
+    }
+}
+
 /// What the core records about a job under a policy while it lives.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Track {
@@ -242,11 +325,32 @@ impl Core {
     fn emit_event(&mut self, id: JobId, step: Step) {
         let handle = self.handle_of(id);
         let function = self.function_of(id);
-        self.push_event(EventKind::Job {
-            handle,
-            function,
-            step,
-        });
+        let kind = match step {
+            // Said with why, which the history's `dead` step leaves to the
+            // `failed` step before it.
+            Step::Dead => {
+                let track = self.tracked.get(&id);
+                let attempts = track.map_or_else(
+                    || self.jobs.get(id).map_or(0, |j| j.retries.saturating_add(1)),
+                    |t| t.attempts,
+                );
+                let failure =
+                    track.and_then(|t| LastFailure::of(&t.history, t.attempts, t.error.as_ref()));
+                EventKind::Dead {
+                    handle,
+                    function,
+                    attempts,
+                    reason: failure.as_ref().and_then(|f| f.reason),
+                    error: failure.map(|f| f.error).unwrap_or_default(),
+                }
+            }
+            step => EventKind::Job {
+                handle,
+                function,
+                step,
+            },
+        };
+        self.push_event(kind);
     }
 
     /// Turns every kind of live event ([`Effect::Event`]) on or off. Off
@@ -480,6 +584,38 @@ impl Core {
         if let Some(s) = self.stats_of(id) {
             s.run.observe(ms);
         }
+    }
+
+    /// A submitter gives up waiting for a foreground job (the HTTP API's
+    /// `wait_timeout`): when it is the job's only waiting client, it is
+    /// detached as if its connection had closed, which is what `gearshift
+    /// submit --wait-timeout` does and gearmand's rule: a job still queued
+    /// is dropped, one a worker runs goes on with nobody waiting. A job
+    /// other submissions also wait for is left as it is.
+    pub fn stop_waiting(&mut self, handle: &[u8]) -> StopWaiting {
+        let Some(id) = self.job_by_handle(handle) else {
+            return StopWaiting::Ended;
+        };
+        let Some(job) = self.jobs.get_mut(id) else {
+            return StopWaiting::Ended;
+        };
+        let running = matches!(job.state, JobState::Running | JobState::Cancelled);
+        // One entry per submission: a single one is the caller's, which
+        // still waits; with more, others wait too.
+        let only = match job.clients.as_slice() {
+            &[only] if !job.background => only,
+            _ => return StopWaiting::Shared { running },
+        };
+        job.clients = ConnList::Empty;
+        if let Some(c) = self.conns.get_mut(&only.0) {
+            c.waiting.remove(&id);
+        }
+        if running {
+            return StopWaiting::Running;
+        }
+        tracing::info!(handle = %self.handle_text(id), "foreground job dropped: its submitter stopped waiting before it started");
+        self.remove_job(id);
+        StopWaiting::Dropped
     }
 
     /// Counts a finished run on the worker that held it.

@@ -418,14 +418,14 @@ impl Core {
     }
 
     /// `show schedules`: `HANDLE\tFUNCTION\tWHEN\tNEXT\tSOURCE\tUNIQUE` per
-    /// schedule; SOURCE is `client` (days of week from 0 = Monday) or
-    /// `config` (cron: 0 = Sunday); NEXT is `-` if it never fires again.
+    /// schedule, then per epoch job waiting for its time (WHEN `once`,
+    /// SOURCE `client`, soonest first); SOURCE is `client` (days of week
+    /// from 0 = Monday) or `config` (cron: 0 = Sunday); NEXT is `-` if it
+    /// never fires again.
     pub(crate) fn show_schedules(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for s in self.schedules.values() {
-            let mut h = Vec::new();
-            self.write_handle(&mut h, s.id);
-            escape::push_field(&mut out, &h, Sep::Tab);
+        for s in self.schedules_view(usize::MAX).schedules {
+            escape::push_field(&mut out, &s.handle, Sep::Tab);
             out.push(b'\t');
             escape::push_field(&mut out, &s.function, Sep::Tab);
             out.push(b'\t');
@@ -444,22 +444,100 @@ impl Core {
         out
     }
 
-    /// `drop schedule H`.
-    pub(crate) fn drop_schedule(&mut self, handle: &[u8]) -> &'static [u8] {
+    /// Epoch jobs waiting for their time (not jobs waiting out a retry
+    /// delay), as `(due, id)`: how many there are, and the `max` due
+    /// soonest in due order. Found through the timers, not by walking
+    /// every job.
+    pub(crate) fn epoch_jobs(&self, max: usize) -> (usize, Vec<(Millis, JobId)>) {
+        let scheduled: u64 = self
+            .funcs
+            .iter()
+            .flatten()
+            .map(|f| u64::from(f.scheduled))
+            .sum();
+        if scheduled == 0 {
+            return (0, Vec::new());
+        }
+        let mut all: Vec<(Millis, JobId)> = self
+            .timers
+            .iter()
+            .filter_map(|Reverse((t, timer))| match timer {
+                Timer::Due(id) => Some((*t, *id)),
+                _ => None,
+            })
+            .filter(|&(t, id)| self.waits_for_epoch(id) == Some(t))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        let total = all.len();
+        all.truncate(max);
+        (total, all)
+    }
+
+    /// The due time of an epoch job that waits for it (`None` for any
+    /// other job, or one waiting out a retry delay).
+    fn waits_for_epoch(&self, id: JobId) -> Option<Millis> {
+        let job = self.jobs.get(id)?;
+        let retrying = self.tracked.get(&id).is_some_and(|t| t.retry_at.is_some());
+        if job.state != JobState::Scheduled || retrying {
+            return None;
+        }
+        job.due()
+    }
+
+    /// `drop schedule H` as a typed call (also the HTTP API's): a client's
+    /// schedule is removed; an epoch job waiting for its time is cancelled,
+    /// as `cancel job H` would; a config schedule is refused.
+    pub fn drop_schedule_handle(&mut self, handle: &[u8]) -> Result<Dropped, DropScheduleError> {
         let id = self
             .foreign_handles
             .get(handle)
             .copied()
             .or_else(|| self.handles.parse(handle));
         match id.and_then(|id| self.schedules.get(&id)) {
-            None => text::ERR_UNKNOWN_SCHEDULE,
-            Some(s) if s.from_config => text::ERR_SCHEDULE_IN_CONFIG,
+            Some(s) if s.from_config => Err(DropScheduleError::InConfig),
             Some(s) => {
                 let id = s.id;
                 tracing::info!(handle = %String::from_utf8_lossy(handle), "schedule dropped by admin");
                 self.remove_schedule(id);
-                text::OK_CRLF
+                Ok(Dropped::Schedule)
             }
+            None => match self.job_by_handle(handle) {
+                Some(id) if self.waits_for_epoch(id).is_some() => {
+                    self.cancel_live(id);
+                    Ok(Dropped::EpochJob)
+                }
+                _ => Err(DropScheduleError::Unknown),
+            },
         }
     }
+
+    /// `drop schedule H`.
+    pub(crate) fn drop_schedule(&mut self, handle: &[u8]) -> &'static [u8] {
+        match self.drop_schedule_handle(handle) {
+            Ok(_) => text::OK_CRLF,
+            Err(DropScheduleError::Unknown) => text::ERR_UNKNOWN_SCHEDULE,
+            Err(DropScheduleError::InConfig) => text::ERR_SCHEDULE_IN_CONFIG,
+        }
+    }
+}
+
+/// What [`Core::drop_schedule_handle`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// A client's recurring schedule (jobs it already submitted stay).
+    Schedule,
+    /// An epoch job waiting for its time: cancelled.
+    EpochJob,
+}
+
+/// Why [`Core::drop_schedule_handle`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DropScheduleError {
+    /// No schedule or waiting epoch job has that handle.
+    #[error("no schedule or epoch job waiting for its time has that handle")]
+    Unknown,
+    /// It is declared in the config file.
+    #[error("the schedule is declared in the config file: remove it there and reload")]
+    InConfig,
 }

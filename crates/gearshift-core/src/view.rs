@@ -13,7 +13,7 @@ use crate::engine::Core;
 use crate::id_index::Walk;
 use crate::ids::JobId;
 use crate::job::Job;
-use crate::lifecycle::Event;
+use crate::lifecycle::{Event, LastFailure};
 use crate::policy::Policy;
 use crate::retained::{Finished, Outcome};
 use crate::Millis;
@@ -123,8 +123,13 @@ pub struct JobDetail {
     pub finished: Option<Millis>,
     /// The worker running it, or that ran it last.
     pub worker: Option<Bytes>,
-    /// Its last error.
+    /// Its last failure's text, even when a later attempt completed (see
+    /// `outcome` and `last_failure`).
     pub error: Option<Bytes>,
+    /// How it ended (kept and dead jobs); `None` while it lives.
+    pub outcome: Option<Outcome>,
+    /// Its last failed run, apart from how it ended.
+    pub last_failure: Option<LastFailure>,
     /// Size of its kept result.
     pub result_size: usize,
     /// The last WORK_STATUS of a running job.
@@ -192,14 +197,18 @@ pub struct DeadPage {
     pub next: Option<u64>,
 }
 
-/// One recurring schedule.
+/// One schedule: a recurring one, or an epoch job waiting for its time.
 #[derive(Debug, Clone)]
 pub struct ScheduleView {
-    /// Its id.
+    /// Its id (an epoch job's: the job's).
     pub id: u64,
+    /// Its handle, as `show schedules` and `drop schedule` name it.
+    pub handle: Bytes,
+    /// An epoch job (SUBMIT_JOB_EPOCH) that runs once, at `next`.
+    pub epoch: bool,
     /// Function it submits.
     pub function: Bytes,
-    /// Its time spec (cron line).
+    /// Its time spec (cron line; `once` for an epoch job).
     pub when: String,
     /// Unique of the jobs it submits.
     pub unique: Bytes,
@@ -207,9 +216,22 @@ pub struct ScheduleView {
     pub priority: Priority,
     /// Next firing.
     pub next: Option<Millis>,
-    /// From the config file (else SUBMIT_JOB_SCHED).
+    /// From the config file (else a client's SUBMIT_JOB_SCHED or epoch job).
     pub from_config: bool,
 }
+
+/// The schedules view: every recurring schedule, then epoch jobs soonest
+/// first, at most the number asked for.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulesView {
+    /// The schedules.
+    pub schedules: Vec<ScheduleView>,
+    /// Epoch jobs waiting for their time, listed or not.
+    pub epoch_total: usize,
+}
+
+/// What `when` says for an epoch job.
+pub const EPOCH_WHEN: &str = "once";
 
 /// Server-wide counts (the overview and the dashboard's charts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -371,6 +393,9 @@ impl Core {
                     .map(|c| c.label())
                     .or_else(|| track.and_then(|t| t.worker.clone())),
                 error: track.and_then(|t| t.error.clone()),
+                outcome: None,
+                last_failure: track
+                    .and_then(|t| LastFailure::of(&t.history, t.attempts, t.error.as_ref())),
                 result_size: 0,
                 progress: run
                     .filter(|r| r.numerator != 0 || r.denominator != 0)
@@ -387,6 +412,8 @@ impl Core {
             finished: Some(f.finished),
             worker: f.worker.clone(),
             error: f.error.clone(),
+            outcome: Some(f.outcome),
+            last_failure: LastFailure::of(&f.history, f.attempts, f.error.as_ref()),
             result_size: f.result.len(),
             progress: None,
             history: f.history.clone(),
@@ -464,20 +491,63 @@ impl Core {
         page
     }
 
-    /// Every schedule, by id.
-    pub fn schedules_view(&self) -> Vec<ScheduleView> {
-        self.schedules
+    /// Every recurring schedule by id, then the `max_epoch` epoch jobs due
+    /// soonest ([`Core::epoch_jobs`]).
+    pub fn schedules_view(&self, max_epoch: usize) -> SchedulesView {
+        let mut out: Vec<ScheduleView> = self
+            .schedules
             .values()
-            .map(|s| ScheduleView {
-                id: s.id,
-                function: s.function.clone(),
-                when: s.when.clone(),
-                unique: s.unique.clone(),
-                priority: s.priority,
-                next: s.next,
-                from_config: s.from_config,
+            .map(|s| {
+                let mut handle = Vec::new();
+                self.write_handle(&mut handle, s.id);
+                ScheduleView {
+                    id: s.id,
+                    handle: handle.into(),
+                    epoch: false,
+                    function: s.function.clone(),
+                    when: s.when.clone(),
+                    unique: s.unique.clone(),
+                    priority: s.priority,
+                    next: s.next,
+                    from_config: s.from_config,
+                }
             })
-            .collect()
+            .collect();
+        let epoch = self.epoch_jobs(max_epoch);
+        for &(due, id) in &epoch.1 {
+            let Some(job) = self.jobs.get(id) else {
+                continue;
+            };
+            let mut handle = Vec::new();
+            self.write_handle(&mut handle, id);
+            out.push(ScheduleView {
+                id,
+                handle: handle.into(),
+                epoch: true,
+                function: self
+                    .func(job.func())
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
+                when: EPOCH_WHEN.to_owned(),
+                unique: job.unique_bytes(),
+                priority: job.priority,
+                next: Some(due),
+                from_config: false,
+            });
+        }
+        SchedulesView {
+            schedules: out,
+            epoch_total: epoch.0,
+        }
+    }
+
+    /// A live job's state word (`queued`, `scheduled`, `retrying`,
+    /// `running`, `cancelled`: cancelled while its worker still runs it).
+    pub fn live_state_of(&self, handle: &[u8]) -> Option<&'static str> {
+        let job = self
+            .job_by_handle(handle)
+            .and_then(|id| self.jobs.get(id))?;
+        Some(self.live_state(job).0)
     }
 
     /// Server-wide counts: the live functions' figures plus those of

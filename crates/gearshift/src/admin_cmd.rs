@@ -18,18 +18,26 @@
 //! after the server words, as `drop-function` is after `drop function`: a
 //! bare `drop F` would read as dropping a function. Text fields are printed
 //! as the server escaped them (`\xNN` for control bytes).
+//!
+//! A function name or handle holding a space or a line break is refused
+//! before anything is sent ([`words`]): the text protocol would carry it as
+//! other words. The refusal names the HTTP API route that does the same.
+//! `retry-dead H` / `drop-dead H` of a handle no server has in its dead set
+//! fail (exit 1) rather than print 0.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use gearshift_client::admin::JobDetail;
 use gearshift_client::{AdminClient, AdminErrorKind, Error, Priority, ServerAddr, TlsConfig};
 
-use crate::servers::{self, ServerArgs, TlsArgs, EXIT_UNREACHABLE};
+use crate::servers::{self, ServerArgs, TlsArgs, EXIT_FAILED, EXIT_UNREACHABLE};
 use crate::when;
 
 mod render;
+mod words;
 
 use render::{json, num, table, text_or_null, Cell, Reply};
 
@@ -164,6 +172,9 @@ pub fn main(args: AdminArgs) -> ExitCode {
             );
         }
     }
+    if let Some(why) = words::refusal(&args.command) {
+        return servers::fail(EXIT_UNREACHABLE, &why);
+    }
     let addrs = args.servers.list();
     if addrs.is_empty() {
         return servers::fail(EXIT_UNREACHABLE, "no server given");
@@ -196,6 +207,23 @@ async fn run(args: AdminArgs, addrs: Vec<ServerAddr>, tls: Option<TlsConfig>) ->
     };
     if let Some(unknown) = unknown.filter(|_| !answers.is_empty()) {
         errors.retain(|(_, e)| !matches!(e, Error::Admin { kind, .. } if *kind == unknown));
+    }
+    // A handle no server has in its dead set is an error, as `job H` of an
+    // unknown one is (HTTP: 404); `all` matching nothing is not.
+    if let AdminCommand::RetryDead { target, function }
+    | AdminCommand::DropDead { target, function } = &args.command
+    {
+        let none = answers.iter().all(|(_, r)| r.count() == Some(0));
+        if target != "all" && none && !answers.is_empty() {
+            answers.clear();
+            let of = function
+                .as_ref()
+                .map_or(String::new(), |f| format!(" of function {f}"));
+            let c = servers::fail(EXIT_FAILED, &format!("no dead job {target}{of}"));
+            if errors.is_empty() {
+                return c;
+            }
+        }
     }
     if !answers.is_empty() {
         let text = if args.json {
@@ -393,7 +421,18 @@ async fn one(
             done()
         }
         AdminCommand::Job { handle } => {
-            let j = admin.show_job(handle).await?;
+            // The raw lines: `outcome` and `last_failure` are read here, as
+            // the library's JobDetail does not carry them.
+            let lines = admin.list(&format!("show job {handle}")).await?;
+            let j = JobDetail::parse(&lines)?;
+            let extra = |key: &str| {
+                lines
+                    .iter()
+                    .find_map(|l| l.strip_prefix(key)?.strip_prefix(": "))
+                    .filter(|v| *v != "-")
+                    .map(str::to_owned)
+            };
+            let last_failure = extra("last_failure").map(|v| last_failure_text(&v));
             Reply {
                 columns: &[
                     ("handle", false),
@@ -401,11 +440,13 @@ async fn one(
                     ("unique", false),
                     ("priority", false),
                     ("state", false),
+                    ("outcome", false),
                     ("attempts", true),
                     ("created", false),
                     ("started", false),
                     ("finished", false),
                     ("worker", false),
+                    ("last_failure", false),
                     ("error", false),
                     ("result_size", true),
                     ("history", false),
@@ -416,12 +457,15 @@ async fn one(
                     Cell::Text(j.unique),
                     Cell::Text(priority_word(j.priority).to_owned()),
                     Cell::Text(j.state),
+                    text_or_null(extra("outcome")),
                     num(j.attempts),
                     Cell::Text(j.created),
                     text_or_null(j.started),
                     text_or_null(j.finished),
                     text_or_null(j.worker),
-                    text_or_null(j.error),
+                    text_or_null(last_failure),
+                    // Kept for scripts; a reader has `outcome` and `last_failure`.
+                    Cell::JsonOnly(Box::new(text_or_null(j.error))),
                     num(j.result_size),
                     Cell::History(j.history),
                 ]],
@@ -503,10 +547,47 @@ async fn one(
     Ok(reply)
 }
 
+/// `show job`'s `last_failure: ATTEMPT TIME DETAIL` as a reader wants it:
+/// `DETAIL (attempt N, TIME)`, leaving out what the server did not know.
+fn last_failure_text(v: &str) -> String {
+    let mut parts = v.splitn(3, ' ');
+    let (Some(attempt), Some(time), Some(detail)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return v.to_owned();
+    };
+    let mut when = Vec::new();
+    if attempt != "-" {
+        when.push(format!("attempt {attempt}"));
+    }
+    if time != "-" {
+        when.push(time.to_owned());
+    }
+    if when.is_empty() {
+        detail.to_owned()
+    } else {
+        format!("{detail} ({})", when.join(", "))
+    }
+}
+
 fn priority_word(p: Priority) -> &'static str {
     match p {
         Priority::High => "high",
         Priority::Normal => "normal",
         Priority::Low => "low",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_failure_text;
+
+    #[test]
+    fn a_last_failure_reads_as_a_sentence() {
+        assert_eq!(
+            last_failure_text("2 2026-11-25T18:49:17.250Z fail: disk full"),
+            "fail: disk full (attempt 2, 2026-11-25T18:49:17.250Z)"
+        );
+        assert_eq!(last_failure_text("- - fail"), "fail");
+        assert_eq!(last_failure_text("odd"), "odd");
     }
 }

@@ -13,7 +13,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use gearshift_core::events::{EventKind, Kind, LiveEvent, WorkerRef};
-use gearshift_core::lifecycle::Step;
+use gearshift_core::lifecycle::{LastFailure, Step};
+use gearshift_core::policy::Reason;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
@@ -64,9 +65,40 @@ pub fn event_json(e: &LiveEvent) -> (&'static str, Value) {
                 "function": lossy(function), "numerator": numerator, "denominator": denominator,
             }),
         ),
+        EventKind::Dead {
+            handle,
+            function,
+            attempts,
+            reason,
+            error,
+        } => (
+            "dead",
+            json!({
+                "kind": "dead", "at_ms": e.at, "handle": lossy(handle),
+                "function": lossy(function),
+                "detail": dead_detail(*attempts, *reason, error),
+                "attempts": attempts, "reason": reason.map(|r| r.word()), "error": lossy(error),
+            }),
+        ),
         EventKind::WorkerJoined(w) => ("worker_joined", worker_json("worker_joined", e.at, w)),
         EventKind::WorkerLeft(w) => ("worker_left", worker_json("worker_left", e.at, w)),
     }
+}
+
+/// A `dead` event's detail: the runs it had and its last failure, said
+/// as a `failed` event's detail says it (`3 attempts; fail: disk full`).
+pub fn dead_detail(attempts: u32, reason: Option<Reason>, error: &Bytes) -> String {
+    let runs = if attempts == 1 { "attempt" } else { "attempts" };
+    if error.is_empty() && reason.is_none() {
+        return format!("{attempts} {runs}");
+    }
+    let failure = LastFailure {
+        attempt: None,
+        at: None,
+        reason,
+        error: error.clone(),
+    };
+    format!("{attempts} {runs}; {}", failure.describe())
 }
 
 fn worker_json(kind: &str, at: u64, w: &WorkerRef) -> Value {
@@ -89,9 +121,9 @@ impl Filter {
             return true;
         }
         match &e.kind {
-            EventKind::Job { function, .. } | EventKind::Progress { function, .. } => {
-                self.0.contains(function)
-            }
+            EventKind::Job { function, .. }
+            | EventKind::Progress { function, .. }
+            | EventKind::Dead { function, .. } => self.0.contains(function),
             EventKind::WorkerJoined(w) | EventKind::WorkerLeft(w) => {
                 w.functions.iter().any(|f| self.0.contains(f))
             }
@@ -232,4 +264,23 @@ pub async fn stream(State(app): State<super::State>, RawQuery(raw): RawQuery) ->
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_events_detail_names_the_runs_and_the_last_failure() {
+        let text = Bytes::from_static(b"disk full");
+        assert_eq!(
+            dead_detail(3, Some(Reason::Exception), &text),
+            "3 attempts; exception: disk full"
+        );
+        assert_eq!(
+            dead_detail(1, Some(Reason::Timeout), &Bytes::from_static(b"timeout")),
+            "1 attempt; timeout"
+        );
+        assert_eq!(dead_detail(2, None, &Bytes::new()), "2 attempts");
+    }
 }

@@ -76,6 +76,13 @@ pub async fn fallback(
             result,
         } => (handle, "WORK_COMPLETE", result.unwrap_or_default()),
         Outcome::Ended { handle, .. } => (handle, "WORK_FAIL", Bytes::new()),
+        // Not with `wait: None`; a wait that ends is no job result.
+        Outcome::GaveUp { .. } => {
+            return Err(ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "stopped waiting for the job",
+            ))
+        }
     };
     let mut reply = (StatusCode::OK, body).into_response();
     let h = reply.headers_mut();

@@ -147,8 +147,13 @@ pub fn router(app: State) -> Router {
     let api = Router::new()
         .route("/api/v1/overview", get(api::overview))
         .route("/api/v1/functions", get(api::functions))
+        .route(
+            "/api/v1/functions/{name}",
+            post(api::create_function).delete(api::drop_function),
+        )
         .route("/api/v1/functions/{name}/pause", post(api::pause))
         .route("/api/v1/functions/{name}/resume", post(api::resume))
+        .route("/api/v1/functions/{name}/maxqueue", post(api::max_queue))
         .route("/api/v1/jobs", get(api::jobs).post(api::submit))
         .route("/api/v1/jobs/{handle}", get(api::job))
         .route("/api/v1/jobs/{handle}/cancel", post(api::cancel))
@@ -159,6 +164,7 @@ pub fn router(app: State) -> Router {
         .route("/api/v1/dead/{handle}", delete(api::drop_one))
         .route("/api/v1/dead/{handle}/retry", post(api::retry_one))
         .route("/api/v1/schedules", get(api::schedules))
+        .route("/api/v1/schedules/{handle}", delete(api::drop_schedule))
         .route("/api/v1/events", get(events::stream))
         .route("/metrics", get(metrics::scrape))
         .route("/", get(assets::index))

@@ -19,6 +19,8 @@ pub(super) enum Cell {
     Null,
     /// `show job` history: a line each in a table, objects in JSON.
     History(Vec<HistoryEntry>),
+    /// A value given in JSON only (a record's table leaves it out).
+    JsonOnly(Box<Cell>),
 }
 
 impl Cell {
@@ -32,6 +34,7 @@ impl Cell {
             Cell::Words(l) => l.join(" "),
             Cell::Null => "-".to_owned(),
             Cell::History(h) => history_lines(h).join("; "),
+            Cell::JsonOnly(c) => c.text(),
         }
     }
 
@@ -53,6 +56,7 @@ impl Cell {
                     })
                     .collect(),
             ),
+            Cell::JsonOnly(c) => c.json(),
         }
     }
 }
@@ -83,6 +87,16 @@ pub(super) struct Reply {
     pub(super) scalar: bool,
     /// One record (`job`): printed as `key  value` lines, not a table.
     pub(super) record: bool,
+}
+
+impl Reply {
+    /// A count's value (`retry-dead`, `drop-dead`): its one number.
+    pub(super) fn count(&self) -> Option<i64> {
+        match self.rows.first().and_then(|r| r.first()) {
+            Some(Cell::Num(n)) if self.scalar => Some(*n),
+            _ => None,
+        }
+    }
 }
 
 pub(super) fn num(n: u64) -> Cell {
@@ -133,6 +147,7 @@ fn records(answers: Vec<(String, Reply)>, several: bool) -> String {
                             t.row(vec![name.into(), line]);
                         }
                     }
+                    Cell::JsonOnly(_) => {}
                     cell => t.row(vec![name.into(), cell.text()]),
                 }
             }

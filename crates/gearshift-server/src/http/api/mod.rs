@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use bytes::Bytes;
 use gearshift_core::control::{ControlError, DeadSelect};
-use gearshift_core::lifecycle::{Event, Step};
+use gearshift_core::lifecycle::{Event, LastFailure, Step};
 use gearshift_core::policy::{Backoff, Policy, Reason};
 use gearshift_core::view::{
     DeadView, FunctionView, JobDetail, JobQuery, JobSummary, ScheduleView, StateFilter, WorkerView,

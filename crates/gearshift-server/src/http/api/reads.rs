@@ -199,12 +199,30 @@ fn history_json(e: &Event) -> Value {
     json!({"at_ms": e.at, "event": e.step.word(), "detail": step_detail(&e.step)})
 }
 
+/// A job's last failed run (apart from how it ended).
+pub fn last_failure_json(f: &LastFailure) -> Value {
+    json!({
+        "attempt": f.attempt, "at_ms": f.at,
+        "reason": f.reason.map(|r| r.word()), "error": lossy(&f.error),
+    })
+}
+
 fn detail_json(d: &JobDetail) -> Value {
     let mut m = summary_json(&d.summary);
     m.insert("started_ms".into(), json!(d.started));
     m.insert("finished_ms".into(), json!(d.finished));
     m.insert("worker".into(), opt_lossy(d.worker.as_ref()));
     m.insert("error".into(), opt_lossy(d.error.as_ref()));
+    m.insert(
+        "outcome".into(),
+        d.outcome.map_or(Value::Null, |o| Value::from(o.word())),
+    );
+    m.insert(
+        "last_failure".into(),
+        d.last_failure
+            .as_ref()
+            .map_or(Value::Null, last_failure_json),
+    );
     m.insert("result_size".into(), json!(d.result_size));
     m.insert(
         "progress".into(),
@@ -284,17 +302,19 @@ pub async fn dead(State(app): State<crate::http::State>, RawQuery(raw): RawQuery
 
 fn schedule_json(s: &ScheduleView) -> Value {
     json!({
-        "id": s.id, "function": lossy(&s.function), "when": s.when, "unique": lossy(&s.unique),
+        "id": s.id, "handle": lossy(&s.handle), "kind": if s.epoch { "epoch" } else { "recurring" },
+        "function": lossy(&s.function), "when": s.when, "unique": lossy(&s.unique),
         "priority": priority_word(s.priority), "next_ms": s.next,
         "source": if s.from_config { "config" } else { "client" },
     })
 }
 
-/// `GET /api/v1/schedules`.
+/// `GET /api/v1/schedules`: every recurring schedule, then the epoch jobs
+/// due soonest (at most a page's worth; `epoch_total` counts them all).
 pub async fn schedules(State(app): State<crate::http::State>) -> Reply {
-    let ss = app.ctx.control.call(|c| c.schedules_view()).await?;
-    let list: Vec<Value> = ss.iter().map(schedule_json).collect();
-    ok(&json!({ "schedules": list }))
+    let v = app.ctx.control.call(|c| c.schedules_view(MAX_PAGE)).await?;
+    let list: Vec<Value> = v.schedules.iter().map(schedule_json).collect();
+    ok(&json!({ "schedules": list, "epoch_total": v.epoch_total }))
 }
 
 /// `GET /api/v1/cluster`: the nodes (from the node table, refreshed every
