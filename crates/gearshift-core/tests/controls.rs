@@ -55,3 +55,56 @@ fn a_paused_function_queues_but_hands_nothing_out() {
         "ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+command+pause\r\n"
     );
 }
+
+#[test]
+fn function_actions_take_any_name_the_text_protocol_cannot() {
+    use gearshift_core::function::FunctionError;
+    let mut w = checked(World::new());
+    w.conns(&[1, 2]);
+    // A name with a space: one function, whatever the admin line would split.
+    assert_eq!(w.core.create_function(b"my func"), Ok(true));
+    assert_eq!(w.core.create_function(b"my func"), Ok(false));
+    assert_eq!(w.status_of("my func"), Some((0, 0, 0)));
+    // Any bytes, as gearmand takes them (Perl's prefixed names hold a TAB).
+    assert_eq!(w.core.create_function(b"p\tname"), Ok(true));
+    assert_eq!(w.core.create_function(b""), Err(FunctionError::BadName));
+
+    // Queue limits: the next submission past them is refused.
+    assert_eq!(w.core.set_max_queue(b"my func", [1, 1, 1]), Ok(()));
+    assert_eq!(
+        w.core.set_max_queue(b"no such", [1, 1, 1]),
+        Err(FunctionError::NotFound)
+    );
+    w.bg(1, "my func", "", "a");
+    w.req(
+        1,
+        Request::Submit(Box::new(common::job_with(
+            "my func",
+            "",
+            "b",
+            gearshift_proto::Priority::Normal,
+            true,
+        ))),
+    );
+    assert_eq!(w.pop(1), common::err("QUEUE_ERROR", "Job queue is full"));
+
+    // Dropped only when idle and empty; the name matches in any ASCII case.
+    assert_eq!(
+        w.core.drop_function_named(b"MY FUNC"),
+        Err(FunctionError::Queued)
+    );
+    w.can_do(2, &["my func"]);
+    assert_eq!(
+        w.core.drop_function_named(b"my func"),
+        Err(FunctionError::Busy)
+    );
+    let (h, _) = w.grab_job(2);
+    w.complete(2, &h, "ok");
+    w.req(2, Request::ResetAbilities);
+    assert_eq!(w.core.drop_function_named(b"My Func"), Ok(()));
+    assert_eq!(w.status_of("my func"), None);
+    assert_eq!(
+        w.core.drop_function_named(b"my func"),
+        Err(FunctionError::NotFound)
+    );
+}

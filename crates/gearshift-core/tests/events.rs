@@ -40,6 +40,16 @@ fn words(w: &mut World) -> Vec<String> {
                 )
             }
             EventKind::WorkerLeft(w) => format!("left {}", String::from_utf8_lossy(&w.label)),
+            EventKind::Dead {
+                attempts,
+                reason,
+                error,
+                ..
+            } => format!(
+                "dead {attempts} {} {}",
+                reason.map_or("-", |r| r.word()),
+                String::from_utf8_lossy(&error)
+            ),
         })
         .collect()
 }
@@ -168,7 +178,42 @@ fn dead_and_revived_jobs_are_reported() {
     w.advance_to(0);
     assert_eq!(
         words(&mut w),
-        ["created", "started", "failed fail ", "dead", "revived"]
+        [
+            "created",
+            "started",
+            "failed fail ",
+            "dead 1 fail fail",
+            "revived"
+        ]
+    );
+}
+
+#[test]
+fn a_dead_event_says_the_attempts_and_the_last_failure() {
+    // Retried after a WORK_FAIL, then dead after an exception with a text:
+    // the event carries the last one, with the runs it had.
+    let mut w = setup(World::new(), "p", policy(2, &[Reason::Fail]), &["p"]);
+    w.core.set_lifecycle_events(true);
+    let h = w.bg(1, "p", "", "x");
+    let (held, _) = w.grab_job(2);
+    w.fail(2, &held);
+    w.advance_to(1_000);
+    let (held, _) = w.grab_job(2);
+    exception(&mut w, 2, &held, "disk full");
+    let dead: Vec<LiveEvent> = std::mem::take(&mut w.events)
+        .into_iter()
+        .filter(|e| matches!(e.kind, EventKind::Dead { .. }))
+        .collect();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(
+        dead[0].kind,
+        EventKind::Dead {
+            handle: h,
+            function: b("p"),
+            attempts: 2,
+            reason: Some(Reason::Exception),
+            error: b("disk full"),
+        }
     );
 }
 
@@ -228,7 +273,7 @@ fn only_the_kinds_asked_for_are_reported() {
             "failed fail ",
             "retrying 1000",
             "failed fail ",
-            "dead",
+            "dead 2 fail fail",
             "joined 3@127.0.0.1 1",
             "left 3@127.0.0.1"
         ]

@@ -252,3 +252,59 @@ fn clients_cannot_create_schedules_without_bound() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn epoch_jobs_waiting_for_their_time_are_schedules_and_dropped_as_such() {
+    use common::policy::{policy, with_policy};
+    use gearshift_core::policy::Reason;
+    let mut w = checked(World::new());
+    with_policy(&mut w, "retried", policy(3, &[Reason::Fail]));
+    w.conns(&[1, 2]);
+    sched(&mut w, 1, "report", "", ["*/5", "", "", "", ""]);
+    let recurring = created(&mut w, 1);
+    let late = w.submit(1, common::epoch_job("later", "u2", "x", 7_200));
+    let soon = w.submit(1, common::epoch_job("later", "u1", "y", 3_600));
+    // Waiting out a retry delay is no schedule.
+    w.can_do(2, &["retried"]);
+    w.bg(1, "retried", "", "z");
+    let (held, _) = w.grab_job(2);
+    w.fail(2, &held);
+    let hs = |h: &Bytes| String::from_utf8_lossy(h).into_owned();
+    assert_eq!(
+        w.probe("show schedules"),
+        format!(
+            "{}\treport\t*/5 * * * *\t1970-01-01T00:05:00.000Z\tclient\t\n\
+             {}\tlater\tonce\t1970-01-01T01:00:00.000Z\tclient\tu1\n\
+             {}\tlater\tonce\t1970-01-01T02:00:00.000Z\tclient\tu2\n.\n",
+            hs(&recurring),
+            hs(&soon),
+            hs(&late)
+        )
+    );
+    // The view lists the soonest and counts them all.
+    let v = w.core.schedules_view(1);
+    assert_eq!(v.epoch_total, 2);
+    let listed: Vec<(Bytes, bool)> = v
+        .schedules
+        .iter()
+        .map(|s| (s.handle.clone(), s.epoch))
+        .collect();
+    assert_eq!(listed, [(recurring.clone(), false), (soon.clone(), true)]);
+    assert_eq!(v.schedules[1].next, Some(3_600_000));
+    assert_eq!(v.schedules[1].unique, b("u1"));
+
+    // `drop schedule` of an epoch job cancels it; once, then it is unknown.
+    assert_eq!(w.probe(&format!("drop schedule {}", hs(&soon))), "OK\r\n");
+    assert!(w.core.job_detail(&soon, false).is_none());
+    assert!(w
+        .probe(&format!("drop schedule {}", hs(&soon)))
+        .starts_with("ERR UNKNOWN_SCHEDULE "));
+    assert_eq!(w.core.schedules_view(10).epoch_total, 1);
+    // Due, it runs: no longer waiting, no longer listed.
+    w.advance_to(7_200_000);
+    assert_eq!(w.core.schedules_view(10).epoch_total, 0);
+    assert!(w
+        .probe(&format!("drop schedule {}", hs(&late)))
+        .starts_with("ERR UNKNOWN_SCHEDULE "));
+    assert_eq!(w.status_of("later").map(|s| s.0), Some(1));
+}

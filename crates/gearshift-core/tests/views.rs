@@ -1,14 +1,18 @@
 //! The HTTP API's read-only views on scripted scenarios: job pages across
 //! page boundaries (with function and state filters, and short pages when
-//! the scan budget runs out), one job wherever it lives, workers, the dead
-//! set and the server-wide totals.
+//! the scan budget runs out), one job wherever it lives (and `show job`
+//! agreeing with it), a job's outcome apart from its last failure, a
+//! submitter that stops waiting, workers, the dead set and the server-wide
+//! totals.
 
 mod common;
 
 use bytes::Bytes;
 use common::policy::*;
-use common::{epoch_job, World};
+use common::{b, epoch_job, World};
+use gearshift_core::lifecycle::StopWaiting;
 use gearshift_core::policy::Reason;
+use gearshift_core::retained::Outcome;
 use gearshift_core::view::{JobQuery, StateFilter, MAX_SCAN};
 
 /// Every page of a query, followed to the end: the handles, and how many
@@ -244,4 +248,120 @@ fn workers_and_totals_sort_connections_by_role() {
     let t = w.core.totals();
     assert_eq!((t.worker_conns, t.admin_conns, t.client_conns), (2, 1, 2));
     assert_eq!((t.running, t.queued, t.functions, t.workers), (1, 0, 2, 3));
+}
+
+#[test]
+fn show_job_and_the_detail_agree_on_a_running_job_without_a_policy() {
+    // No policy: nothing tracked, yet a running job has a start time in
+    // both views (show job used to print `started: -`).
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    w.can_do(2, &["plain"]);
+    let h = w.bg(1, "plain", "", "x");
+    w.now = 1_234;
+    let (held, _) = w.grab_job(2);
+    assert_eq!(held, h);
+    let d = w.core.job_detail(&h, false).expect("live");
+    assert_eq!(d.started, Some(1_234));
+    let fields = show_job(&mut w, &h);
+    assert_eq!(value(&fields, "state"), "running");
+    assert_eq!(value(&fields, "started"), "1970-01-01T00:00:01.234Z");
+    assert_eq!(value(&fields, "worker"), "-@127.0.0.1");
+    assert_eq!(value(&fields, "outcome"), "-");
+    assert_eq!(value(&fields, "last_failure"), "-");
+}
+
+#[test]
+fn a_job_that_completed_after_failures_is_not_shown_as_failed() {
+    let retry = [Reason::Fail, Reason::Exception];
+    let mut w = setup(World::new(), "p", policy(3, &retry), &["p"]);
+    let h = w.bg(1, "p", "", "x");
+    let (held, _) = w.grab_job(2);
+    w.fail(2, &held);
+    // Waiting for its retry: live, no outcome, its first run failed.
+    let d = w.core.job_detail(&h, false).expect("retrying");
+    assert_eq!(d.outcome, None);
+    let f = d.last_failure.expect("a failure");
+    assert_eq!((f.attempt, f.at, f.error), (Some(1), Some(0), b("fail")));
+    w.advance_to(1_000);
+    let (held, _) = w.grab_job(2);
+    common::policy::exception(&mut w, 2, &held, "disk full");
+    w.advance_to(3_000);
+    let (held, _) = w.grab_job(2);
+    w.complete(2, &held, "ok");
+
+    let d = w.core.job_detail(&h, false).expect("kept");
+    assert_eq!(d.summary.state, "completed");
+    assert_eq!(d.outcome, Some(Outcome::Completed));
+    // The failure of the second run, apart from how the job ended.
+    let f = d.last_failure.clone().expect("a failure");
+    assert_eq!(f.attempt, Some(2));
+    assert_eq!(f.at, Some(1_000));
+    assert_eq!(f.reason, Some(Reason::Exception));
+    assert_eq!(f.describe(), "exception: disk full");
+    // `error` keeps its meaning: the last failure's text.
+    assert_eq!(d.error, Some(b("disk full")));
+    let fields = show_job(&mut w, &h);
+    assert_eq!(value(&fields, "state"), "completed");
+    assert_eq!(value(&fields, "outcome"), "completed");
+    assert_eq!(
+        value(&fields, "last_failure"),
+        "2 1970-01-01T00:00:01.000Z exception: disk full"
+    );
+    assert_eq!(value(&fields, "attempts"), "3");
+
+    // One that never failed has none; a dead one failed on its last run.
+    let ok = w.bg(1, "p", "", "y");
+    let (held, _) = w.grab_job(2);
+    w.complete(2, &held, "ok");
+    assert_eq!(
+        w.core.job_detail(&ok, false).expect("kept").last_failure,
+        None
+    );
+    assert_eq!(value(&show_job(&mut w, &ok), "last_failure"), "-");
+    let mut d1 = setup(World::new(), "p", policy(1, &[]), &["p"]);
+    let dead = d1.bg(1, "p", "", "z");
+    let (held, _) = d1.grab_job(2);
+    d1.fail(2, &held);
+    let d = d1.core.job_detail(&dead, false).expect("dead");
+    assert_eq!(d.outcome, Some(Outcome::Dead));
+    assert_eq!(d.last_failure.and_then(|f| f.attempt), Some(1));
+}
+
+#[test]
+fn a_submitter_that_stops_waiting_drops_a_queued_job_not_a_running_one() {
+    let mut w = World::new();
+    w.conns(&[1, 2, 3]);
+    // Queued, only this submitter waits: dropped, it never runs.
+    let queued = w.fg(1, "f", "", "a");
+    assert_eq!(w.core.stop_waiting(&queued), StopWaiting::Dropped);
+    assert!(w.core.job_detail(&queued, false).is_none());
+    assert!(w.status_of("f").is_none_or(|s| s.0 == 0));
+    // Two submissions of one job (one unique): left as it is.
+    let shared = w.fg(1, "f", "u", "b");
+    assert_eq!(w.fg(3, "f", "u", "b"), shared);
+    assert_eq!(
+        w.core.stop_waiting(&shared),
+        StopWaiting::Shared { running: false }
+    );
+    assert_eq!(w.status_of("f").map(|s| s.0), Some(1));
+    // Running: goes on, and its result goes to nobody.
+    w.can_do(2, &["g"]);
+    let running = w.fg(1, "g", "", "c");
+    let (held, _) = w.grab_job(2);
+    assert_eq!(w.core.stop_waiting(&running), StopWaiting::Running);
+    assert_eq!(
+        w.core.job_detail(&running, false).map(|d| d.summary.state),
+        Some("running")
+    );
+    w.clear();
+    w.complete(2, &held, "r");
+    w.quiet(1);
+    assert_eq!(w.core.stop_waiting(&running), StopWaiting::Ended);
+    // A background job is nobody's to drop.
+    let bg = w.bg(1, "f", "", "d");
+    assert_eq!(
+        w.core.stop_waiting(&bg),
+        StopWaiting::Shared { running: false }
+    );
 }

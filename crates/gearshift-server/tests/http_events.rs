@@ -225,3 +225,40 @@ async fn kinds_pick_what_is_produced_and_stats_come_each_second() {
     assert_eq!(v["totals"]["failed"], 1, "{v}");
     assert_eq!(v["connections"]["worker"], 1, "{v}");
 }
+
+#[tokio::test]
+async fn a_dead_event_says_why_and_after_how_many_attempts() {
+    let mut cfg = config();
+    cfg.policies = Policies {
+        rules: vec![Rule {
+            pattern: "doomed".into(),
+            policy: Arc::new(Policy {
+                max_attempts: 1,
+                ..Policy::default()
+            }),
+        }],
+        ..Policies::default()
+    };
+    let s = start(cfg).await;
+    let (mut sse, mut text) = subscribe(s.http, "?kinds=failed,dead").await;
+    let c = gearshift_client::Client::builder()
+        .server(s.gearman)
+        .build()
+        .expect("client");
+    let h = c.job("doomed", "abc").background().await.expect("submit");
+    let _w = reverser(s.gearman, "doomed", true);
+    let kinds = read_kinds(&mut sse, &mut text, |k| k.iter().any(|k| k == "dead")).await;
+    assert_eq!(kinds, ["failed", "dead"], "{text}");
+    let dead = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .find(|d| d.contains("\"kind\":\"dead\""))
+        .expect("a dead event");
+    let v: serde_json::Value = serde_json::from_str(dead).expect("JSON");
+    assert_eq!(v["handle"], String::from_utf8_lossy(h.handle()).as_ref());
+    // Filled like the other events' detail (a `failed` one says `fail`).
+    assert_eq!(v["detail"], "1 attempt; fail", "{v}");
+    assert_eq!(v["attempts"], 1, "{v}");
+    assert_eq!(v["reason"], "fail", "{v}");
+    assert_eq!(v["error"], "fail", "{v}");
+}
