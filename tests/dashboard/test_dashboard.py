@@ -39,6 +39,14 @@ match = "boom"
 max_attempts = 1
 
 [[function]]
+match = "retry_*"
+max_attempts = 3
+retry_on = ["fail"]
+initial_delay = "10ms"
+jitter = false
+keep_results = "10m"
+
+[[function]]
 match = "dash_*"
 max_attempts = 1
 keep_results = "10m"
@@ -275,6 +283,13 @@ class Gearman:
         ptype, size = struct.unpack(">II", head[4:])
         return ptype, exactly(size)
 
+    def submit_epoch(self, function, unique, at, payload):
+        self.send(36, function, unique, str(at), payload)   # SUBMIT_JOB_EPOCH
+        ptype, body = self.recv()
+        if ptype != 8:                           # JOB_CREATED
+            raise Fail("SUBMIT_JOB_EPOCH answered with packet %d %r" % (ptype, body))
+        return body.decode()
+
     def submit_bg(self, function, payload):
         self.send(18, function, "", payload)   # SUBMIT_JOB_BG
         ptype, body = self.recv()
@@ -469,6 +484,55 @@ class Run:
         b.find(t("cancel-job"))
         b.screenshot(os.path.join(self.shots, "job.png"))
 
+    def schedules(self):
+        """An epoch job waiting for its time is listed with the schedules."""
+        b, t = self.b, self.tid
+        at = int(time.time()) + 7500  # "in 2h" on the page
+        g = Gearman(self.srv.port)
+        handle = g.submit_epoch("dash_later", "daily", at, "x")
+        g.close()
+        listed = [s for s in self.srv.get("/api/v1/schedules")["schedules"] if s["handle"] == handle]
+        if not listed or listed[0]["kind"] != "epoch" or listed[0]["next_ms"] != at * 1000:
+            raise Fail("/api/v1/schedules lists the epoch job as %r" % listed)
+        b.go(self.srv.url + "/#/schedules")
+        row = t("schedule-row-" + handle)
+        b.find(row)
+        text = b.text(row)
+        for want in (handle, "dash_later", "once", "daily", "client", "in 2h"):
+            if want not in text:
+                raise Fail("the schedule row lacks %r: %r" % (want, text))
+        if b.js("return document.querySelector(arguments[0]).dataset.kind;", row) != "epoch":
+            raise Fail("the row is not marked as an epoch job")
+        b.screenshot(os.path.join(self.shots, "schedules.png"))
+        # Its handle opens its job page: scheduled, due then.
+        b.click(row + " a")
+        b.wait_text(t("job-handle"), handle)
+        b.wait_text(t("job-state"), "scheduled")
+
+    def outcome_apart_from_failure(self):
+        """A job that completed on its second attempt reads completed, its failure apart."""
+        b, t = self.b, self.tid
+        g = Gearman(self.srv.port)
+        handle = g.submit_bg("retry_dash", "x")
+        g.close()
+        w = Gearman(self.srv.port)
+        w.work("retry_dash", 1, fail=True)
+        w.work("retry_dash", 1)
+        w.close()
+        path = "/api/v1/jobs/" + urllib.request.quote(handle, safe="")
+        wait_for("the job to complete", lambda: self.srv.get(path)["state"] == "completed")
+        b.go(self.srv.url + "/#/job/" + urllib.request.quote(handle, safe=""))
+        b.wait_text(t("job-state"), "completed")
+        b.wait_text(t("job-outcome"), "completed")
+        failure = b.text(t("job-last-failure")) or ""
+        if not failure.startswith("fail (attempt 1, "):
+            raise Fail("the last failure reads %r" % failure)
+        if b.find_all(t("job-error")):
+            raise Fail("a bare error field is still shown beside the outcome")
+        fields = b.text(t("job-fields")) or ""
+        if "error" in fields:
+            raise Fail("the fields still say error: %r" % fields)
+
     def phone(self):
         b, t = self.b, self.tid
         b.emulate(390, 844, True)
@@ -567,6 +631,8 @@ def main():
         run.check("'every job event' streams and lists created events", run.every_job_event)
         run.check("a dead job is retried from the Dead view", run.dead_and_retry)
         run.check("the job page shows fields, history and result", run.job_page)
+        run.check("epoch jobs are listed in the Schedules view", run.schedules)
+        run.check("a job that completed after a failure reads completed", run.outcome_apart_from_failure)
         run.check("a phone-sized screen: collapsed nav, no overflow", run.phone)
         run.check("server strings are shown as text, not HTML", run.escaping)
         run.check("a token is asked for, kept, and a 401 explained", lambda: run.token(tmp))

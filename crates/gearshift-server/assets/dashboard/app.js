@@ -67,6 +67,15 @@
   }
   function when(ms) { return ms === null || ms === undefined ? '–' : clock(ms) + ' (' + ago(ms) + ')'; }
   function num(n) { return n === null || n === undefined ? '–' : String(n); }
+  // A job's last failed run, apart from how it ended (it may have completed later).
+  function lastFailure(f) {
+    if (!f) return 'none';
+    var what = f.reason && f.error !== f.reason ? f.reason + ': ' + f.error : (f.error || f.reason || '');
+    var at = [];
+    if (f.attempt) at.push('attempt ' + f.attempt);
+    if (f.at_ms) at.push(clock(f.at_ms));
+    return at.length ? what + ' (' + at.join(', ') + ')' : what;
+  }
   function bytes(n) {
     if (n === null || n === undefined) return '–';
     return n < 1024 ? n + ' B' : n < 1048576 ? (n / 1024).toFixed(1) + ' KiB' : (n / 1048576).toFixed(1) + ' MiB';
@@ -377,22 +386,28 @@
   };
   views.dead.every = 5000;
 
+  // Recurring schedules, then epoch jobs (submitted with a time to run at)
+  // waiting for it, soonest first; an epoch job's handle opens its job page.
   views.schedules = function (gen) {
     return api('GET', API + '/schedules').then(guard(gen, function (d) {
       var ss = d.schedules || [];
+      var epochs = ss.filter(function (s) { return s.kind === 'epoch'; }).length;
       var rows = ss.map(function (s) {
-        return el('tr', { 'data-testid': 'schedule-row-' + s.id },
-          td(num(s.id), { 'data-label': 'id' }),
+        var h = s.handle || String(s.id);
+        return el('tr', { 'data-testid': 'schedule-row-' + h, 'data-kind': s.kind || 'recurring' },
+          tdLabel('handle', s.kind === 'epoch' ? jobLink(h) : el('span', { class: 'mono', text: h })),
           td(s.function, { class: 'mono', 'data-label': 'function' }),
-          td(s.when, { class: 'mono', 'data-label': 'when' }),
+          td(s.kind === 'epoch' ? 'once (epoch job)' : s.when, { class: 'mono', 'data-label': 'when' }),
+          td(when(s.next_ms), { 'data-testid': 'schedule-next-' + h, 'data-label': 'next run' }),
+          td(s.source, { 'data-label': 'source' }),
           td(s.unique || '–', { class: 'mono', 'data-label': 'unique' }),
-          td(s.priority, { 'data-label': 'priority' }),
-          td(when(s.next_ms), { 'data-label': 'next run' }),
-          td(s.source, { 'data-label': 'source' }));
+          td(s.priority, { 'data-label': 'priority' }));
       });
+      var more = (d.epoch_total || 0) - epochs;
       replace(el('h1', { text: 'Schedules' }),
-        ss.length ? table('cards-sm', ['id', 'function', 'when', 'unique', 'priority', 'next run', 'source'], rows)
-          : el('p', { class: 'empty', 'data-testid': 'schedules-empty', text: 'No schedules.' }));
+        ss.length ? table('cards-sm', ['handle', 'function', 'when', 'next run', 'source', 'unique', 'priority'], rows)
+          : el('p', { class: 'empty', 'data-testid': 'schedules-empty', text: 'No schedules and no epoch jobs waiting for their time.' }),
+        more > 0 ? el('p', { class: 'dim', 'data-testid': 'schedules-more', text: more + ' more epoch jobs wait (the soonest are listed).' }) : null);
     }, true));
   };
   views.schedules.every = 10000;
@@ -430,7 +445,9 @@
           field('function', j.function, 'job-function'), field('unique', j.unique || '–'), field('priority', j.priority),
           field('background', j.background ? 'yes' : 'no'), field('attempts', num(j.attempts), 'job-attempts'),
           field('created', when(j.created_ms)), field('started', when(j.started_ms)), field('finished', when(j.finished_ms)),
-          field('due', when(j.due_ms)), field('worker', j.worker || '–'), field('error', j.error || '–', 'job-error'),
+          field('due', when(j.due_ms)), field('worker', j.worker || '–'),
+          field('outcome', j.outcome || (LIVE_STATES[j.state] ? 'not ended yet' : '–'), 'job-outcome'),
+          field('last failure', lastFailure(j.last_failure), 'job-last-failure'),
           field('result size', bytes(j.result_size))),
         p ? el('div', { class: 'progress', 'data-testid': 'job-progress' },
           el('progress', { max: p.denominator || 1, value: p.numerator || 0 }), ' ' + p.numerator + ' / ' + p.denominator) : null,
