@@ -254,7 +254,7 @@ fn workers_and_totals_sort_connections_by_role() {
 fn show_job_and_the_detail_agree_on_a_running_job_without_a_policy() {
     // No policy: nothing tracked, yet a running job has a start time in
     // both views (show job used to print `started: -`).
-    let mut w = World::new();
+    let mut w = checked(World::new());
     w.conns(&[1, 2]);
     w.can_do(2, &["plain"]);
     let h = w.bg(1, "plain", "", "x");
@@ -330,7 +330,7 @@ fn a_job_that_completed_after_failures_is_not_shown_as_failed() {
 
 #[test]
 fn a_submitter_that_stops_waiting_drops_a_queued_job_not_a_running_one() {
-    let mut w = World::new();
+    let mut w = checked(World::new());
     w.conns(&[1, 2, 3]);
     // Queued, only this submitter waits: dropped, it never runs.
     let queued = w.fg(1, "f", "", "a");

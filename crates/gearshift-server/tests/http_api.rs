@@ -490,10 +490,22 @@ async fn a_foreground_wait_that_times_out_drops_a_queued_job_and_leaves_a_runnin
     assert!(v["error"].as_str().unwrap_or("").contains("dropped"), "{v}");
     assert_eq!(get(b, &format!("/api/v1/jobs/{h}")).await.0, 404);
     assert_eq!(function_row(b, "nobody").await["queued"]["normal"], 0);
+    // An HTTP client that hangs up leaves it the same way.
+    let gone = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client")
+        .post(format!("{b}/api/v1/jobs"))
+        .json(&json!({"function": "nobody", "data": "z", "background": false}))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the request was cut short");
+    eventually(|| async { function_row(b, "nobody").await["queued"]["normal"] == 0 }).await;
+    assert_eq!(function_row(b, "nobody").await["submitted"], 2);
     // A worker arriving later finds nothing to run.
     let _w = reverser(s.gearman, "nobody", false);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(function_row(b, "nobody").await["submitted"], 1);
+    assert_eq!(function_row(b, "nobody").await["submitted"], 2);
     assert_eq!(function_row(b, "nobody").await["completed"], 0);
 
     // A worker runs it: it goes on, and completes with nobody waiting.
