@@ -10,6 +10,7 @@ use gearshift_proto::escape::{self, Sep};
 
 use crate::effect::Effect;
 use crate::engine::Core;
+use crate::function::FunctionError;
 use crate::ids::ConnId;
 use crate::job::JobState;
 use crate::listing::{JobRow, Listing};
@@ -42,7 +43,7 @@ impl Core {
                 self.function_id(&name);
                 text::OK_CRLF.to_vec()
             }
-            AdminCommand::DropFunction(name) => self.drop_function(&name).to_vec(),
+            AdminCommand::DropFunction(name) => self.drop_function_word(&name).to_vec(),
             AdminCommand::MaxQueue { function, limits } => {
                 if let Some(&f) = self.func_index.get(&function) {
                     if let Some(f) = self.func_mut(f) {
@@ -195,29 +196,14 @@ impl Core {
         }
     }
 
-    /// `drop function F`: only an idle, empty function may go.
-    fn drop_function(&mut self, name: &[u8]) -> &'static [u8] {
-        let found = self.funcs.iter().position(|f| {
-            f.as_ref()
-                .is_some_and(|f| f.name.eq_ignore_ascii_case(name))
-        });
-        let Some(id) = found else {
-            return text::ERR_FUNCTION_NOT_FOUND;
-        };
-        let Some(f) = self.func(id) else {
-            return text::ERR_FUNCTION_NOT_FOUND;
-        };
-        if f.workers > 0 || f.running > 0 {
-            return text::ERR_DROP_BUSY;
+    /// `drop function F` ([`Core::drop_function_named`]) in gearmand's words.
+    fn drop_function_word(&mut self, name: &[u8]) -> &'static [u8] {
+        match self.drop_function_named(name) {
+            Ok(()) => text::OK_CRLF,
+            Err(FunctionError::NotFound | FunctionError::BadName) => text::ERR_FUNCTION_NOT_FOUND,
+            Err(FunctionError::Busy) => text::ERR_DROP_BUSY,
+            Err(FunctionError::Queued) => text::ERR_DROP_QUEUED,
         }
-        if f.total > 0 {
-            return text::ERR_DROP_QUEUED;
-        }
-        if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
-            self.func_index.remove(&f.name);
-            self.dropped_stats.merge(&f.stats);
-        }
-        text::OK_CRLF
     }
 }
 

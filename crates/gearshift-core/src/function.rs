@@ -63,7 +63,7 @@ impl Function {
     }
 }
 
-/// Why a function action of the HTTP API was refused.
+/// Why a function action (the HTTP API's, or `drop function`) was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FunctionError {
     /// No function has that name.
@@ -96,9 +96,9 @@ impl crate::engine::Core {
         Ok(true)
     }
 
-    /// `drop function F` as a typed call (the HTTP API's), with the same
-    /// rules: the name matches without regard to ASCII case, and only an
-    /// idle, empty function goes.
+    /// `drop function F` (the admin word and the HTTP API): the name
+    /// matches without regard to ASCII case, and only an idle, empty
+    /// function goes.
     pub fn drop_function_named(&mut self, name: &[u8]) -> Result<(), FunctionError> {
         let id = self
             .funcs
