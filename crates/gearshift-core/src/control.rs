@@ -22,6 +22,12 @@ pub enum ControlError {
     /// The job already finished.
     #[error("the job has already finished")]
     Finished,
+    /// A cancel was already requested; its worker still runs the job, which
+    /// ends when the worker reports.
+    #[error(
+        "cancel already requested; the job is still running on its worker, and ends when the worker reports"
+    )]
+    CancelRequested,
     /// No function has that name.
     #[error("no such function")]
     UnknownFunction,
@@ -39,8 +45,9 @@ pub enum DeadSelect {
 }
 
 impl Core {
-    /// Cancels a live job as `cancel job H` does: `Finished` for a kept or
-    /// dead job, or one already cancelled while its worker still holds it.
+    /// Cancels a live job (`cancel job H`, the HTTP API): `Finished` for a
+    /// kept or dead job, `CancelRequested` for one already cancelled while
+    /// its worker still holds it (nothing is recorded again).
     pub fn cancel_job(&mut self, handle: &[u8]) -> Result<(), ControlError> {
         let Some(id) = self.job_by_handle(handle) else {
             return Err(match self.find_retained(handle) {
@@ -53,7 +60,7 @@ impl Core {
             .get(id)
             .is_some_and(|j| j.state == JobState::Cancelled)
         {
-            return Err(ControlError::Finished);
+            return Err(ControlError::CancelRequested);
         }
         self.cancel_live(id);
         Ok(())

@@ -28,8 +28,11 @@ fn cancel_takes_queued_and_running_jobs_and_refuses_the_rest() {
         w.core.job_detail(&running, false).map(|d| d.summary.state),
         Some("cancelled")
     );
-    // Already cancelled while its worker holds it.
-    assert_eq!(w.core.cancel_job(&running), Err(ControlError::Finished));
+    // Already cancelled while its worker holds it: said as such.
+    assert_eq!(
+        w.core.cancel_job(&running),
+        Err(ControlError::CancelRequested)
+    );
     w.complete(2, &held, "late");
     assert!(w.core.job_detail(&running, false).is_none());
     // A kept result has finished.

@@ -58,7 +58,8 @@ struct MaxQueueBody {
 fn control_error(e: ControlError) -> ApiError {
     let status = match e {
         ControlError::UnknownJob | ControlError::UnknownFunction => StatusCode::NOT_FOUND,
-        ControlError::Finished => StatusCode::CONFLICT,
+        // `cancel` answers a second cancel itself (202, with the handle).
+        ControlError::Finished | ControlError::CancelRequested => StatusCode::CONFLICT,
     };
     ApiError::new(status, e.to_string())
 }
@@ -84,11 +85,12 @@ pub async fn cancel(
     let done = app
         .ctx
         .control
-        .call(move |c| match c.live_state_of(h.as_bytes()) {
-            // The core calls a second cancel "finished"; it is not yet.
-            Some("cancelled") => Ok(Cancelled::AlreadyRunning),
-            Some("running") => c.cancel_job(h.as_bytes()).map(|()| Cancelled::Running),
-            _ => c.cancel_job(h.as_bytes()).map(|()| Cancelled::Gone),
+        .call(move |c| match c.cancel_job(h.as_bytes()) {
+            // Still live after a cancel only while its worker holds it.
+            Ok(()) if c.live_state_of(h.as_bytes()).is_some() => Ok(Cancelled::Running),
+            Ok(()) => Ok(Cancelled::Gone),
+            Err(ControlError::CancelRequested) => Ok(Cancelled::AlreadyRunning),
+            Err(e) => Err(e),
         })
         .await?
         .map_err(control_error)?;
@@ -98,7 +100,7 @@ pub async fn cancel(
         Cancelled::AlreadyRunning => Ok(json_reply(
             StatusCode::ACCEPTED,
             &json!({"handle": handle, "cancelled": true, "running": true,
-                    "detail": "cancel already requested; the job is still running on its worker, and ends when the worker reports"}),
+                    "detail": ControlError::CancelRequested.to_string()}),
         )),
     }
 }
