@@ -8,6 +8,7 @@ use bytes::Bytes;
 use gearshift_proto::admin::{self as text, AdminCommand};
 use gearshift_proto::escape::{self, Sep};
 
+use crate::control::ControlError;
 use crate::effect::Effect;
 use crate::engine::Core;
 use crate::function::FunctionError;
@@ -32,12 +33,14 @@ impl Core {
                 self.emit(conn, Effect::Listing(conn, Box::new(listing)));
                 return;
             }
-            AdminCommand::CancelJob(handle) => match self.job_by_handle(&handle) {
-                Some(id) => {
-                    self.cancel_live(id);
-                    text::OK_CRLF.to_vec()
-                }
-                None => text::ERR_UNKNOWN_JOB.to_vec(),
+            AdminCommand::CancelJob(handle) => match self.cancel_job(&handle) {
+                // A second cancel is OK too, as gearmand says; recorded once.
+                Ok(()) | Err(ControlError::CancelRequested) => text::OK_CRLF.to_vec(),
+                Err(
+                    ControlError::UnknownJob
+                    | ControlError::Finished
+                    | ControlError::UnknownFunction,
+                ) => text::ERR_UNKNOWN_JOB.to_vec(),
             },
             AdminCommand::CreateFunction(name) => {
                 self.function_id(&name);

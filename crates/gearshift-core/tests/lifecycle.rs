@@ -397,3 +397,20 @@ fn a_job_cancelled_while_it_runs_is_never_retried() {
         assert!(w.status_of("f").is_none_or(|s| s.0 == 0), "{report}");
     }
 }
+
+#[test]
+fn a_second_admin_cancel_of_a_running_job_is_ok_and_recorded_once() {
+    let mut w = setup(World::new(), "f", policy(1, &[]), &["f"]);
+    w.core.set_lifecycle_events(true);
+    let h = w.bg(1, "f", "", "x");
+    w.grab_job(2);
+    assert_eq!(event_words(&mut w), ["f queued", "f started"]);
+    let cancel = format!("cancel job {}", String::from_utf8_lossy(&h));
+    assert_eq!(w.probe(&cancel), "OK\r\n");
+    // Its worker still holds it: OK again (as gearmand), nothing recorded.
+    assert_eq!(w.probe(&cancel), "OK\r\n");
+    assert_eq!(event_words(&mut w), ["f cancelled"]);
+    let f = show_job(&mut w, &h);
+    assert_eq!(value(&f, "state"), "cancelled");
+    assert_eq!(history(&f), ["queued", "started", "cancelled"]);
+}
