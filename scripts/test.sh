@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 
 PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl systemd man-db openssl socat"
+# What the Perl library's own t/ suite uses besides the library.
+PKGS="$PKGS libtest-exception-perl libtest-timer-perl libproc-guard-perl libtest-tcp-perl libfile-which-perl"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -75,6 +77,12 @@ bash tests/interop/run.sh
 stage "the same with 3 I/O threads sharing the hub"
 SERVER_CMD="$SERVER_CMD --io-threads 3" bash tests/interop/run.sh
 
+stage "the Perl Gearman library's own t/ suite (libgearman-client-perl) against gearshift serve"
+# Its source tarball comes from Debian's archive once (tests/perl/run.sh).
+GEARSHIFT="$PWD/target/debug/gearshift" timeout -k 10 600 bash tests/perl/run.sh 2>&1 \
+  | tee /tmp/gearshift-perl.log
+perl_summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' /tmp/gearshift-perl.log | tail -n 1)
+
 stage "crash suite: SIGKILL under load, restart, no acknowledged job lost"
 # Its own servers: the durable log store in fresh temp data dirs.
 GEARSHIFT_BIN="$PWD/target/debug/gearshift" timeout -k 10 600 python3 tests/crash/crash.py 2>&1 \
@@ -130,5 +138,6 @@ echo "rust: ${rust_passed} passed, ${rust_failed} failed"
 echo "crash: ${crash_passed} passed, ${crash_failed} failed"
 echo "cluster: ${cluster_summary}"
 echo "tls: ${tls_summary}"
+echo "perl t/: ${perl_summary}"
 echo "dashboard: ${dash_summary}"
 echo "total: $((SECONDS / 60))m$((SECONDS % 60))s"

@@ -579,6 +579,37 @@ class Run:
         if evil not in b.text(t("function-row-" + evil)):
             raise Fail("the function name is not shown as text")
 
+    def perl_prefix(self):
+        """A real Perl worker and client with prefix => "app" ("app\\tdash_rev"
+        on the wire): the Functions view lists the name with its TAB shown as
+        \\x09, as `status` prints it, with its worker and completed job."""
+        b, t = self.b, self.tid
+        clients = os.path.join(ROOT, "tests", "interop", "clients")
+        env = dict(os.environ, GEARMAN_PREFIX="app")
+        worker = subprocess.Popen(["perl", os.path.join(clients, "worker.pl"), str(self.srv.port),
+                                   "rev", "dash_rev"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            out = subprocess.run(["perl", os.path.join(clients, "client.pl"), str(self.srv.port),
+                                  "do", "dash_rev", "abc"], env=env, capture_output=True,
+                                 text=True, timeout=30).stdout.strip()
+            if out != "RESULT:cba":
+                raise Fail("the prefixed Perl job answered %r" % out)
+            name = "app\tdash_rev"
+            b.go(self.srv.url + "/#/functions")
+            row = t("function-row-" + name)
+            b.find(row)
+            wait_for("the row to show the completed job",
+                     lambda: b.text(t("count-completed-" + name)) == "1")
+            cell = b.js("return document.querySelector(arguments[0] + ' td').textContent;", row)
+            if cell != "app\\x09dash_rev":
+                raise Fail("the function cell reads %r, not app\\x09dash_rev" % cell)
+            if b.text(t("count-workers-" + name)) != "1":
+                raise Fail("the Perl worker is not counted on its function's row")
+        finally:
+            worker.kill()
+            worker.wait(timeout=10)
+
     def token(self, tmp):
         """With --http-token-file: a change asks for the token, a wrong one shows a clear 401."""
         b, t = self.b, self.tid
@@ -635,6 +666,7 @@ def main():
         run.check("a job that completed after a failure reads completed", run.outcome_apart_from_failure)
         run.check("a phone-sized screen: collapsed nav, no overflow", run.phone)
         run.check("server strings are shown as text, not HTML", run.escaping)
+        run.check("Perl's prefixed names in the Functions view", run.perl_prefix)
         run.check("a token is asked for, kept, and a 401 explained", lambda: run.token(tmp))
     finally:
         if browser:

@@ -29,11 +29,13 @@ Final line: `N passed, N failed`; exit status 1 on any failure. A test that
 runs into a known, reported server issue prints `SKIP name: reason`.
 """
 
+import json
 import os
 import re
 import shlex
 import sys
 import time
+import urllib.request
 from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -73,14 +75,17 @@ def is_gearshift(cmd):
 
 # ---------------------------------------------------------------- server
 
-def start_server(ctx, policy):
+def start_server(ctx, policy, http_port=None):
     """Write `policy` (TOML) to the test's temp dir and start the server under
-    test with `--config <that file>` added to $SERVER_CMD."""
+    test with `--config <that file>` added to $SERVER_CMD (and its HTTP API
+    on `http_port`, if given)."""
     path = ctx.path("policy.toml")
     with open(path, "w") as f:
         f.write(policy)
-    ctx.server = h.Server(h.server_cmd() + " --config " + shlex.quote(path),
-                          label="gearshift").start()
+    cmd = h.server_cmd()
+    if http_port is not None:
+        cmd = re.sub(r" --http \S+", "", cmd) + " --http %s:%d" % (h.HOST, http_port)
+    ctx.server = h.Server(cmd + " --config " + shlex.quote(path), label="gearshift").start()
     ctx.port = ctx.server.port
     return ctx.server
 
@@ -136,9 +141,9 @@ def php_worker(ctx, mode, funcs, log, arg=""):
                             "0", log, str(arg)], "php-worker-" + mode)
 
 
-def perl_worker(ctx, mode, funcs, log, arg=""):
+def perl_worker(ctx, mode, funcs, log, arg="", env=None):
     return ctx.spawn(PERL + [os.path.join(CLIENTS, "worker.pl"), str(ctx.port), mode, funcs,
-                             "0", log, str(arg)], "perl-worker-" + mode)
+                             "0", log, str(arg)], "perl-worker-" + mode, env=env)
 
 
 def php_client(ctx, *args, timeout=20, ok=True):
@@ -150,9 +155,9 @@ def php_client(ctx, *args, timeout=20, ok=True):
     return r
 
 
-def perl_client(ctx, *args, timeout=20):
+def perl_client(ctx, *args, timeout=20, env=None):
     r = h.run(PERL + [os.path.join(CLIENTS, "client.pl"), str(ctx.port)] + list(args),
-              timeout=timeout)
+              timeout=timeout, env=env)
     check(r.returncode == 0, "client.pl %s exited %d: %s %s"
           % (" ".join(args), r.returncode, r.stdout, r.stderr))
     return r.stdout
@@ -594,6 +599,59 @@ def require_worker_refuses_at_once(ctx):
     h.wait_workers(ctx.port, "lc_need_w")
     r = cli(ctx, "lc_need_w", "abc")
     check_eq((r.stdout, r.stderr), ("cba", ""), "gearman -f lc_need_w with a worker")
+
+
+# ---------------------------------------------------------------- 6. Perl prefixes
+
+@test
+def perl_prefixed_names(ctx):
+    """Gearman::Client/Worker with prefix => "app" send "app\\tFUNC": jobs run
+    both ways, `status` lists the name with its TAB escaped, `show job` and
+    the HTTP functions view (the dashboard's) name it, and a policy matching
+    the prefix applies."""
+    http_port = h.free_port()
+    start_server(ctx, '[[function]]\nmatch = "app\\t*"\nkeep_results = "1h"\n',
+                 http_port=http_port)
+    env = dict(os.environ, GEARMAN_PREFIX="app")
+    log = ctx.path("runs")
+    perl_worker(ctx, "record", "rev", log, env=env)
+    h.wait_workers(ctx.port, "app\\x09rev")
+
+    check_eq(perl_client(ctx, "do", "rev", "fg-one", env=env).strip(), "RESULT:ok:fg-one",
+             "prefixed do_task")
+    # Gearman::Client returns "HOST:PORT//HANDLE".
+    handle = perl_client(ctx, "bg", "rev", "bg-one", env=env).strip().split("//")[-1]
+    h.wait_for(lambda: "bg-one" in read_lines(log), 10, "the background job ran")
+    h.wait_for(lambda: h.status(ctx.port).get("app\\x09rev", (1,))[0] == 0, 10,
+               "the prefixed queue drained")
+    check_eq(h.status(ctx.port).get("app\\x09rev"), (0, 0, 1), "status row of app\\trev")
+    check_eq(sorted(read_lines(log)), ["bg-one", "fg-one"], "the worker's runs")
+
+    job = show_job(ctx, handle)
+    check_eq((job["function"], job["state"]), ("app\\x09rev", "completed"),
+             "show job of the prefixed background job (kept by the policy)")
+
+    url = "http://%s:%d/api/v1/functions" % (h.HOST, http_port)
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body = json.load(r)
+    rows = body if isinstance(body, list) else body.get("functions", [])
+    names = [f.get("name") for f in rows]
+    check("app\trev" in names, "the functions view names app\\trev: %r" % names)
+
+    # A client with another prefix, or none, reaches another function.
+    other = dict(os.environ, GEARMAN_PREFIX="other")
+    perl_client(ctx, "bg", "rev", "elsewhere", env=other)
+    h.wait_for(lambda: h.status(ctx.port).get("other\\x09rev", (0,))[0] == 1, 10,
+               "a job queued under other\\trev")
+    check("elsewhere" not in read_lines(log), "app's worker took no job of another prefix")
+
+
+def read_lines(path):
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except FileNotFoundError:
+        return []
 
 
 def main():

@@ -6,12 +6,14 @@
 #   bg FUNC DATA [PRIO]        dispatch_background; prints the job handle
 #   taskset FUNC DATA...       one task set, one task per DATA; prints "<data>=<result>"
 # PRIO = normal|high|low
+# GEARMAN_PREFIX set: the client's prefix option (names go out as "PREFIX\tFUNC").
 use strict;
 use warnings;
 use Gearman::Client;
 
 my ($port, $mode, @args) = @ARGV;
-my $client = Gearman::Client->new(job_servers => ["127.0.0.1:$port"], command_timeout => 15);
+my $client = Gearman::Client->new(job_servers => ["127.0.0.1:$port"], command_timeout => 15,
+    ($ENV{GEARMAN_PREFIX} ? (prefix => $ENV{GEARMAN_PREFIX}) : ()));
 
 if ($mode eq 'do') {
     my ($func, $data, $prio) = @args;

@@ -8,6 +8,7 @@
 #           (default 2);
 #           mode "sleep": the timeout passed to register_function (sent as
 #           CAN_DO_TIMEOUT as is; none when absent or empty)
+# GEARMAN_PREFIX set: the worker's prefix option (names go out as "PREFIX\tFUNC").
 # modes (applied to every FUNC):
 #   rev     return reverse(workload)
 #   upper   return uc(workload)
@@ -83,7 +84,8 @@ my %impl = (
     },
 );
 
-my $worker = Gearman::Worker->new(job_servers => ["127.0.0.1:$port"], client_id => "perl-$mode");
+my $worker = Gearman::Worker->new(job_servers => ["127.0.0.1:$port"], client_id => "perl-$mode",
+    ($ENV{GEARMAN_PREFIX} ? (prefix => $ENV{GEARMAN_PREFIX}) : ()));
 for my $f (split /,/, $funcs) {
     my $m = $mode;
     if ($mode eq 'multi') {

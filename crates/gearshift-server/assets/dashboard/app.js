@@ -67,6 +67,14 @@
   }
   function when(ms) { return ms === null || ms === undefined ? '–' : clock(ms) + ' (' + ago(ms) + ')'; }
   function num(n) { return n === null || n === undefined ? '–' : String(n); }
+  // A client-chosen name as the admin listings print it: control bytes
+  // (Perl's prefix TAB, say) as \xNN, so no two names look alike.
+  function shown(name) {
+    return String(name === null || name === undefined ? '' : name).replace(/[\x00-\x1f\x7f]/g, function (c) {
+      var h = c.charCodeAt(0).toString(16);
+      return '\\x' + (h.length < 2 ? '0' + h : h);
+    });
+  }
   // A job's last failed run, apart from how it ended (it may have completed later).
   function lastFailure(f) {
     if (!f) return 'none';
@@ -252,11 +260,11 @@
         var q = f.queued || {}, total = (q.high || 0) + (q.normal || 0) + (q.low || 0), n = f.name;
         var btn = f.paused
           ? el('button', { type: 'button', 'data-testid': 'resume-' + n, text: 'Resume',
-              onclick: function () { act('POST', API + '/functions/' + encodeURIComponent(n) + '/resume', undefined, function () { return n + ' resumed'; }); } })
+              onclick: function () { act('POST', API + '/functions/' + encodeURIComponent(n) + '/resume', undefined, function () { return shown(n) + ' resumed'; }); } })
           : el('button', { type: 'button', 'data-testid': 'pause-' + n, text: 'Pause',
-              onclick: function () { act('POST', API + '/functions/' + encodeURIComponent(n) + '/pause', undefined, function () { return n + ' paused'; }); } });
+              onclick: function () { act('POST', API + '/functions/' + encodeURIComponent(n) + '/pause', undefined, function () { return shown(n) + ' paused'; }); } });
         return el('tr', { 'data-testid': 'function-row-' + n, class: f.paused ? 'paused' : '' },
-          td(n, { class: 'mono name', 'data-label': 'function' }),
+          td(shown(n), { class: 'mono name', 'data-label': 'function' }),
           td(total, { 'data-testid': 'count-queued-' + n, 'data-label': 'queued' }),
           td(num(q.high) + '/' + num(q.normal) + '/' + num(q.low), { 'data-label': 'high/normal/low', class: 'dim' }),
           td(num(f.scheduled), { 'data-label': 'scheduled' }),
@@ -283,14 +291,14 @@
       var rows = ws.map(function (w) {
         var running = (w.running || []).map(function (h) { return el('div', null, jobLink(h)); });
         return el('tr', { 'data-testid': 'worker-row-' + w.id },
-          td(w.client_id && w.client_id !== '-' ? w.client_id : (w.identity || '–'),
+          td(w.client_id && w.client_id !== '-' ? shown(w.client_id) : (w.identity || '–'),
             { class: 'mono', 'data-label': 'client id', title: w.identity ? 'TLS certificate: ' + w.identity : '' }),
           td(w.address, { class: 'mono', 'data-label': 'address' }),
           td(ago(w.connected_ms), { 'data-label': 'connected', title: clock(w.connected_ms) }),
           td(ago(w.last_seen_ms), { 'data-label': 'last seen', title: clock(w.last_seen_ms) }),
           td(num(w.jobs_done) + ' / ' + num(w.jobs_failed), { 'data-label': 'done / failed' }),
           tdLabel('running', running.length ? running : el('span', { class: 'dim', text: 'idle' })),
-          td((w.functions || []).join(', '), { class: 'mono', 'data-label': 'functions' }));
+          td((w.functions || []).map(shown).join(', '), { class: 'mono', 'data-label': 'functions' }));
       });
       replace(el('h1', { text: 'Workers' }),
         ws.length ? table('cards-sm', ['client id', 'address', 'connected', 'last seen', 'done / failed', 'running', 'functions'], rows)
@@ -333,7 +341,7 @@
         return el('tr', { 'data-testid': 'dead-row-' + h },
           tdLabel('', box, { class: 'check' }),
           tdLabel('handle', jobLink(h)),
-          td(j.function, { class: 'mono', 'data-label': 'function' }),
+          td(shown(j.function), { class: 'mono', 'data-label': 'function' }),
           td(num(j.attempts), { 'data-label': 'attempts' }),
           td(when(j.died_ms), { 'data-label': 'died' }),
           td(j.error || '–', { class: 'err', 'data-label': 'error' }),
@@ -396,7 +404,7 @@
         var h = s.handle || String(s.id);
         return el('tr', { 'data-testid': 'schedule-row-' + h, 'data-kind': s.kind || 'recurring' },
           tdLabel('handle', s.kind === 'epoch' ? jobLink(h) : el('span', { class: 'mono', text: h })),
-          td(s.function, { class: 'mono', 'data-label': 'function' }),
+          td(shown(s.function), { class: 'mono', 'data-label': 'function' }),
           td(s.kind === 'epoch' ? 'once (epoch job)' : s.when, { class: 'mono', 'data-label': 'when' }),
           td(when(s.next_ms), { 'data-testid': 'schedule-next-' + h, 'data-label': 'next run' }),
           td(s.source, { 'data-label': 'source' }),
@@ -442,7 +450,7 @@
         el('h1', null, 'Job ', el('span', { class: 'mono', 'data-testid': 'job-handle', text: j.handle })),
         el('p', null, el('span', { class: 'state st-' + j.state, 'data-testid': 'job-state', text: j.state }), ' ', actions),
         el('dl', { class: 'fields', 'data-testid': 'job-fields' },
-          field('function', j.function, 'job-function'), field('unique', j.unique || '–'), field('priority', j.priority),
+          field('function', shown(j.function), 'job-function'), field('unique', j.unique || '–'), field('priority', j.priority),
           field('background', j.background ? 'yes' : 'no'), field('attempts', num(j.attempts), 'job-attempts'),
           field('created', when(j.created_ms)), field('started', when(j.started_ms)), field('finished', when(j.finished_ms)),
           field('due', when(j.due_ms)), field('worker', j.worker || '–'),
@@ -554,9 +562,9 @@
     if (e.kind === 'dropped') {
       add(li, el('span', { class: 'dropped', text: 'The server dropped this stream (we fell behind): ' + (e.reason || '') + '. Reconnecting; some events were missed.' }));
     } else if (e.worker !== undefined || e.kind === 'worker_joined' || e.kind === 'worker_left') {
-      add(li, [el('span', { class: 'mono', text: e.worker || '' }), ' ', el('span', { class: 'dim', text: (e.address || '') + ' ' + (e.functions || []).join(', ') })]);
+      add(li, [el('span', { class: 'mono', text: shown(e.worker) }), ' ', el('span', { class: 'dim', text: (e.address || '') + ' ' + (e.functions || []).map(shown).join(', ') })]);
     } else {
-      add(li, [el('span', { class: 'mono fn', text: e.function || '' }), ' ', e.handle ? jobLink(e.handle) : null]);
+      add(li, [el('span', { class: 'mono fn', text: shown(e.function) }), ' ', e.handle ? jobLink(e.handle) : null]);
       var detail = e.kind === 'progress' ? e.numerator + '/' + e.denominator
         : e.kind === 'retrying' && e.retry_at_ms ? 'retry at ' + clock(e.retry_at_ms) : e.detail;
       if (detail) add(li, [' ', el('span', { class: 'dim', text: String(detail) })]);
