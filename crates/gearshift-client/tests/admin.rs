@@ -276,6 +276,13 @@ async fn lifecycle_words() {
     assert_eq!(job.worker.as_deref(), Some("lc-worker@127.0.0.1"));
     assert!(job.started.is_some() && job.finished.is_some(), "{job:?}");
     assert_eq!(job.result_size, 0);
+    assert_eq!(job.outcome.as_deref(), Some("dead"));
+    let failure = job.last_failure.clone().expect("a last failure");
+    assert_eq!(
+        (failure.attempt, failure.detail.as_str()),
+        (Some(1), "fail")
+    );
+    assert!(failure.time.is_some_and(|t| t.ends_with('Z')), "{job:?}");
     let events: Vec<&str> = job.history.iter().map(|e| e.event.as_str()).collect();
     assert_eq!(events, ["queued", "started", "failed", "dead"]);
     assert_eq!(job.history[2].detail, "fail");

@@ -30,7 +30,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use gearshift_client::admin::JobDetail;
+use gearshift_client::admin::LastFailure;
 use gearshift_client::{AdminClient, AdminErrorKind, Error, Priority, ServerAddr, TlsConfig};
 
 use crate::servers::{self, ServerArgs, TlsArgs, EXIT_FAILED, EXIT_UNREACHABLE};
@@ -421,18 +421,7 @@ async fn one(
             done()
         }
         AdminCommand::Job { handle } => {
-            // The raw lines: `outcome` and `last_failure` are read here, as
-            // the library's JobDetail does not carry them.
-            let lines = admin.list(&format!("show job {handle}")).await?;
-            let j = JobDetail::parse(&lines)?;
-            let extra = |key: &str| {
-                lines
-                    .iter()
-                    .find_map(|l| l.strip_prefix(key)?.strip_prefix(": "))
-                    .filter(|v| *v != "-")
-                    .map(str::to_owned)
-            };
-            let last_failure = extra("last_failure").map(|v| last_failure_text(&v));
+            let j = admin.show_job(handle).await?;
             Reply {
                 columns: &[
                     ("handle", false),
@@ -457,13 +446,13 @@ async fn one(
                     Cell::Text(j.unique),
                     Cell::Text(priority_word(j.priority).to_owned()),
                     Cell::Text(j.state),
-                    text_or_null(extra("outcome")),
+                    text_or_null(j.outcome),
                     num(j.attempts),
                     Cell::Text(j.created),
                     text_or_null(j.started),
                     text_or_null(j.finished),
                     text_or_null(j.worker),
-                    text_or_null(last_failure),
+                    text_or_null(j.last_failure.as_ref().map(last_failure_text)),
                     // Kept for scripts; a reader has `outcome` and `last_failure`.
                     Cell::JsonOnly(Box::new(text_or_null(j.error))),
                     num(j.result_size),
@@ -547,25 +536,18 @@ async fn one(
     Ok(reply)
 }
 
-/// `show job`'s `last_failure: ATTEMPT TIME DETAIL` as a reader wants it:
-/// `DETAIL (attempt N, TIME)`, leaving out what the server did not know.
-fn last_failure_text(v: &str) -> String {
-    let mut parts = v.splitn(3, ' ');
-    let (Some(attempt), Some(time), Some(detail)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return v.to_owned();
-    };
+/// A job's last failure as a reader wants it: `DETAIL (attempt N, TIME)`,
+/// leaving out what the server did not know.
+fn last_failure_text(f: &LastFailure) -> String {
     let mut when = Vec::new();
-    if attempt != "-" {
-        when.push(format!("attempt {attempt}"));
+    if let Some(n) = f.attempt {
+        when.push(format!("attempt {n}"));
     }
-    if time != "-" {
-        when.push(time.to_owned());
-    }
+    when.extend(f.time.clone());
     if when.is_empty() {
-        detail.to_owned()
+        f.detail.clone()
     } else {
-        format!("{detail} ({})", when.join(", "))
+        format!("{} ({})", f.detail, when.join(", "))
     }
 }
 
@@ -580,14 +562,16 @@ fn priority_word(p: Priority) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::last_failure_text;
+    use gearshift_client::admin::LastFailure;
 
     #[test]
     fn a_last_failure_reads_as_a_sentence() {
+        let text = |line: &str| last_failure_text(&LastFailure::parse(line).expect("parses"));
         assert_eq!(
-            last_failure_text("2 2026-11-25T18:49:17.250Z fail: disk full"),
+            text("2 2026-11-25T18:49:17.250Z fail: disk full"),
             "fail: disk full (attempt 2, 2026-11-25T18:49:17.250Z)"
         );
-        assert_eq!(last_failure_text("- - fail"), "fail");
-        assert_eq!(last_failure_text("odd"), "odd");
+        assert_eq!(text("3 - timeout"), "timeout (attempt 3)");
+        assert_eq!(text("- - fail"), "fail");
     }
 }

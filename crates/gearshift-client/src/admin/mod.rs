@@ -5,8 +5,8 @@
 //! - [`AdminClient`] (this file): one connection, one command at a time.
 //! - `types`: [`FunctionStatus`], [`PriorityStatus`], [`WorkerInfo`],
 //!   [`JobInfo`] and their line parsers; for Gearshift's own words
-//!   [`JobDetail`] (with [`HistoryEntry`]), [`DeadJob`], [`WorkerEntry`]
-//!   and [`ScheduleEntry`].
+//!   [`JobDetail`] (with [`LastFailure`] and [`HistoryEntry`]),
+//!   [`DeadJob`], [`WorkerEntry`] and [`ScheduleEntry`].
 //!
 //! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
 //! dead`, `drop dead`, `pause`, `resume`, `show schedules`, `drop
@@ -23,8 +23,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 pub use types::{
-    DeadJob, FunctionStatus, HistoryEntry, JobDetail, JobInfo, PriorityStatus, ScheduleEntry,
-    WorkerEntry, WorkerInfo,
+    DeadJob, FunctionStatus, HistoryEntry, JobDetail, JobInfo, LastFailure, PriorityStatus,
+    ScheduleEntry, WorkerEntry, WorkerInfo,
 };
 
 use crate::addr::ServerAddr;

@@ -190,8 +190,8 @@ impl JobInfo {
 ///
 /// The reply is `key: value` lines (`handle`, `function`, `unique`,
 /// `priority`, `state`, `attempts`, `created`, `started`, `finished`,
-/// `worker`, `error`, `result_size`), then one `history: TIME EVENT
-/// [DETAIL]` line per transition, then `.`. Times are RFC 3339 UTC with
+/// `worker`, `error`, `result_size`, `outcome`, `last_failure`), then one
+/// `history: TIME EVENT [DETAIL]` line per transition, then `.`. Times are RFC 3339 UTC with
 /// milliseconds (`2026-11-25T18:49:17.123Z`), kept as text; a `-` value is
 /// `None`. Text fields are kept as the server escaped them: control bytes
 /// arrive as `\xNN` (and a lone `.` as `\x2e`), every other byte as sent.
@@ -203,7 +203,8 @@ impl JobInfo {
 ///     "handle: H:vm:3", "function: resize", "unique: ", "priority: normal",
 ///     "state: dead", "attempts: 1", "created: 2026-11-25T18:49:17.123Z",
 ///     "started: 2026-11-25T18:49:17.200Z", "finished: 2026-11-25T18:49:17.250Z",
-///     "worker: w1@127.0.0.1", "error: fail", "result_size: 0",
+///     "worker: w1@127.0.0.1", "error: fail", "result_size: 0", "outcome: dead",
+///     "last_failure: 1 2026-11-25T18:49:17.250Z fail",
 ///     "history: 2026-11-25T18:49:17.123Z queued",
 ///     "history: 2026-11-25T18:49:17.200Z started w1@127.0.0.1",
 /// ];
@@ -211,6 +212,9 @@ impl JobInfo {
 /// assert_eq!((j.state.as_str(), j.attempts, j.result_size), ("dead", 1, 0));
 /// assert_eq!(j.unique, "");
 /// assert_eq!(j.error.as_deref(), Some("fail"));
+/// assert_eq!(j.outcome.as_deref(), Some("dead"));
+/// let f = j.last_failure.expect("a failure");
+/// assert_eq!((f.attempt, f.detail.as_str()), (Some(1), "fail"));
 /// assert_eq!(j.history[1].event, "started");
 /// assert_eq!(j.history[1].detail, "w1@127.0.0.1");
 /// assert_eq!(j.history[0].detail, "");
@@ -245,8 +249,65 @@ pub struct JobDetail {
     pub error: Option<String>,
     /// Bytes of its kept result.
     pub result_size: u64,
+    /// How it ended (`completed`, `failed`, `dead`, `cancelled`); `None`
+    /// while it lives (and from servers that predate the line).
+    pub outcome: Option<String>,
+    /// Its last failure, even when a later attempt completed; `None` if it
+    /// never failed (or the server predates the line).
+    pub last_failure: Option<LastFailure>,
     /// Its transitions, oldest first.
     pub history: Vec<HistoryEntry>,
+}
+
+/// The `last_failure:` line of `show job`: `ATTEMPT TIME DETAIL`, `-` for
+/// an attempt or time the server does not know.
+///
+/// ```
+/// use gearshift_client::admin::LastFailure;
+/// let f = LastFailure::parse("2 2026-11-25T18:49:17.250Z fail: disk full")?;
+/// assert_eq!(f.attempt, Some(2));
+/// assert_eq!(f.time.as_deref(), Some("2026-11-25T18:49:17.250Z"));
+/// assert_eq!(f.detail, "fail: disk full");
+/// let bare = LastFailure::parse("- - timeout")?;
+/// assert_eq!((bare.attempt, bare.time, bare.detail.as_str()), (None, None, "timeout"));
+/// # Ok::<(), gearshift_client::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastFailure {
+    /// Which run failed (1 for the first).
+    pub attempt: Option<u64>,
+    /// When (RFC 3339 UTC with milliseconds).
+    pub time: Option<String>,
+    /// `REASON: TEXT`, or the bare reason word (`fail`, `exception`,
+    /// `timeout`, `worker_lost`) when the worker sent no text.
+    pub detail: String,
+}
+
+impl LastFailure {
+    /// Parses what follows `last_failure: ` (not its `-` for none).
+    ///
+    /// ```
+    /// use gearshift_client::admin::LastFailure;
+    /// assert!(LastFailure::parse("x 2026-11-25T18:49:17.250Z fail").is_err());
+    /// assert!(LastFailure::parse("1 2026-11-25T18:49:17.250Z").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<LastFailure> {
+        let bad = || Error::protocol(format!("bad last_failure line {text:?}"));
+        let mut parts = text.splitn(3, ' ');
+        let (Some(attempt), Some(time), Some(detail)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let attempt = match attempt {
+            "-" => None,
+            n => Some(n.parse().map_err(|_| bad())?),
+        };
+        Ok(LastFailure {
+            attempt,
+            time: (time != "-").then(|| time.to_owned()),
+            detail: detail.to_owned(),
+        })
+    }
 }
 
 /// One `history:` line of `show job`: `TIME EVENT [DETAIL]`.
@@ -292,6 +353,8 @@ impl JobDetail {
                 .ok_or_else(|| bad(&format!("no {key}")))
         };
         let opt = |key: &str| get(key).map(|v| (v != "-").then_some(v));
+        // Lines a newer server added: absent reads as `-`.
+        let newer = |key: &str| get(key).ok().filter(|v| v != "-");
         let number = |key: &str| {
             let v = get(key)?;
             v.parse::<u64>()
@@ -316,6 +379,10 @@ impl JobDetail {
             worker: opt("worker")?,
             error: opt("error")?,
             result_size: number("result_size")?,
+            outcome: newer("outcome"),
+            last_failure: newer("last_failure")
+                .map(|v| LastFailure::parse(&v))
+                .transpose()?,
             history,
         })
     }
@@ -492,7 +559,9 @@ pub struct ScheduleEntry {
     /// Function name of the jobs it submits.
     pub function: String,
     /// The five time fields (minute, hour, day of month, month, day of
-    /// week), space-separated, `*` for any.
+    /// week), space-separated, `*` for any; `once` for an epoch job
+    /// waiting for its time (the handle is the job's; `drop schedule`
+    /// cancels it).
     pub when: String,
     /// Its next firing (RFC 3339 UTC with milliseconds); `None` if it never
     /// fires again.
@@ -550,6 +619,63 @@ mod tests {
         let s = FunctionStatus::parse("a\tb\t1\t2\t3").expect("parses");
         assert_eq!(s.function, "a\tb");
         assert_eq!((s.total, s.running, s.workers), (1, 2, 3));
+    }
+
+    fn show_job_lines(extra: &[&str]) -> Vec<String> {
+        let mut lines: Vec<String> = [
+            "handle: H:vm:3",
+            "function: f",
+            "unique: ",
+            "priority: high",
+            "state: completed",
+            "attempts: 2",
+            "created: 2026-11-25T18:49:17.123Z",
+            "started: 2026-11-25T18:49:18.000Z",
+            "finished: 2026-11-25T18:49:18.500Z",
+            "worker: w1@127.0.0.1",
+            "error: -",
+            "result_size: 2",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        lines.extend(extra.iter().map(|l| (*l).to_owned()));
+        lines.push("history: 2026-11-25T18:49:17.123Z queued".to_owned());
+        lines
+    }
+
+    #[test]
+    fn show_job_outcome_and_last_failure() {
+        // Completed on its second run: the first run's failure stays.
+        let j = JobDetail::parse(&show_job_lines(&[
+            "outcome: completed",
+            "last_failure: 1 2026-11-25T18:49:17.500Z exception: disk full",
+        ]))
+        .expect("parses");
+        assert_eq!(j.outcome.as_deref(), Some("completed"));
+        assert_eq!(
+            j.last_failure,
+            Some(LastFailure {
+                attempt: Some(1),
+                time: Some("2026-11-25T18:49:17.500Z".into()),
+                detail: "exception: disk full".into(),
+            })
+        );
+        assert_eq!(j.history.len(), 1);
+        // Live and never failed.
+        let j =
+            JobDetail::parse(&show_job_lines(&["outcome: -", "last_failure: -"])).expect("parses");
+        assert_eq!((j.outcome, j.last_failure), (None, None));
+        // What the server did not know, and an empty failure text.
+        let j = JobDetail::parse(&show_job_lines(&["outcome: failed", "last_failure: - - "]))
+            .expect("parses");
+        let f = j.last_failure.expect("a failure");
+        assert_eq!((f.attempt, f.time, f.detail.as_str()), (None, None, ""));
+        // A server without the lines.
+        let j = JobDetail::parse(&show_job_lines(&[])).expect("parses");
+        assert_eq!((j.outcome, j.last_failure), (None, None));
+        // A garbled one is refused, not read as no failure.
+        let r = JobDetail::parse(&show_job_lines(&["outcome: failed", "last_failure: x y z"]));
+        assert!(matches!(r, Err(Error::Protocol(_))), "{r:?}");
     }
 
     #[test]
