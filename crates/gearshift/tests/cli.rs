@@ -383,7 +383,11 @@ fn an_ipv6_address_with_a_port() {
 #[test]
 fn an_empty_function_name_is_a_usage_error() {
     let s = Server::gearshift();
-    for args in [vec!["submit", "-f", "", "x"], vec!["work", "-f", ""]] {
+    for args in [
+        vec!["submit", "-f", "", "x"],
+        vec!["work", "-f", ""],
+        vec!["bench", "-f", ""],
+    ] {
         let out = s.run(&args, b"");
         assert_eq!(out.code(), 2, "{args:?}: {out:?}");
         assert!(

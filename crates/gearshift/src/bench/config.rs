@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Args, ValueEnum};
 use gearshift_client::{AdminClient, Client, ClientBuilder, Error, ServerAddr, TlsConfig};
 
-use crate::servers::{ServerArgs, TlsArgs};
+use crate::servers::{self, ServerArgs, TlsArgs};
 use crate::when;
 
 /// Jobs of `submit` and `drain` when `--jobs` is not given.
@@ -61,7 +61,7 @@ pub struct BenchArgs {
     pub duration: Option<Duration>,
     /// Function name (default: one of its own per run); roundtrip uses
     /// FN.rt. Use a name no one else uses: drain takes every job it holds.
-    #[arg(short = 'f', long, value_name = "FN")]
+    #[arg(short = 'f', long, value_name = "FN", value_parser = servers::function_name)]
     pub function: Option<String>,
     /// Threads of the load generator: 0 runs clients and workers on one
     /// thread (the most efficient when the server shares the machine);
