@@ -515,15 +515,20 @@ impl Core {
 
     /// A client stops waiting on a job; an unstarted foreground job nobody
     /// waits on any more is dropped.
-    fn detach_client(&mut self, id: JobId, conn: ConnId) {
+    /// Detaches a submitter from a job (its connection closed, or it gave up
+    /// waiting): a foreground job nobody waits for any more is dropped
+    /// unless a worker holds it. Returns whether it was dropped.
+    pub(crate) fn detach_client(&mut self, id: JobId, conn: ConnId) -> bool {
         let Some(job) = self.jobs.get_mut(id) else {
-            return;
+            return false;
         };
         job.clients.retain(|c| c != conn);
         // A foreground job waiting for a retry is dropped like a queued one.
         let waiting = matches!(job.state, JobState::Queued | JobState::Scheduled);
         if job.clients.is_empty() && !job.background && waiting {
             self.remove_job(id);
+            return true;
         }
+        false
     }
 }

@@ -17,7 +17,7 @@ use crate::effect::{Effect, StoreOp};
 use crate::engine::{Core, Timer};
 use crate::events::EventKind;
 use crate::ids::{ConnId, JobId};
-use crate::job::{ConnList, JobExtra, JobState, Persist};
+use crate::job::{JobExtra, JobState, Persist};
 use crate::policy::{Policy, Reason};
 use crate::retained::Outcome;
 use crate::Millis;
@@ -596,7 +596,7 @@ impl Core {
         let Some(id) = self.job_by_handle(handle) else {
             return StopWaiting::Ended;
         };
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.jobs.get(id) else {
             return StopWaiting::Ended;
         };
         let running = matches!(job.state, JobState::Running | JobState::Cancelled);
@@ -606,16 +606,15 @@ impl Core {
             &[only] if !job.background => only,
             _ => return StopWaiting::Shared { running },
         };
-        job.clients = ConnList::Empty;
         if let Some(c) = self.conns.get_mut(&only.0) {
             c.waiting.remove(&id);
         }
-        if running {
-            return StopWaiting::Running;
+        if self.detach_client(id, only) {
+            tracing::info!(handle = %String::from_utf8_lossy(handle), "foreground job dropped: its submitter stopped waiting before it started");
+            StopWaiting::Dropped
+        } else {
+            StopWaiting::Running
         }
-        tracing::info!(handle = %self.handle_text(id), "foreground job dropped: its submitter stopped waiting before it started");
-        self.remove_job(id);
-        StopWaiting::Dropped
     }
 
     /// Counts a finished run on the worker that held it.
