@@ -149,7 +149,7 @@ impl Core {
         if was && !paused && f.has_queued() {
             self.wake_sleepers(id);
         }
-        tracing::info!(function = %String::from_utf8_lossy(name), paused, "function paused or resumed by admin");
+        tracing::info!(function = ?String::from_utf8_lossy(name), paused, "function paused or resumed by admin");
         Ok(())
     }
 }

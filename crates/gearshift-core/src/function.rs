@@ -92,7 +92,7 @@ impl crate::engine::Core {
             return Err(FunctionError::BadName);
         }
         self.function_id(name);
-        tracing::info!(function = %String::from_utf8_lossy(name), "function created by admin");
+        tracing::info!(function = ?String::from_utf8_lossy(name), "function created by admin");
         Ok(true)
     }
 
@@ -118,7 +118,7 @@ impl crate::engine::Core {
         if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
             self.func_index.remove(&f.name);
             self.dropped_stats.merge(&f.stats);
-            tracing::info!(function = %String::from_utf8_lossy(&f.name), "function dropped by admin");
+            tracing::info!(function = ?String::from_utf8_lossy(&f.name), "function dropped by admin");
         }
         Ok(())
     }
@@ -129,7 +129,7 @@ impl crate::engine::Core {
         let id = *self.func_index.get(name).ok_or(FunctionError::NotFound)?;
         let f = self.func_mut(id).ok_or(FunctionError::NotFound)?;
         f.max_queue = limits;
-        tracing::info!(function = %String::from_utf8_lossy(name), ?limits, "queue limits set by admin");
+        tracing::info!(function = ?String::from_utf8_lossy(name), ?limits, "queue limits set by admin");
         Ok(())
     }
 }

@@ -230,7 +230,7 @@ impl Session<'_> {
         self.want = true;
         let permit = self.reserved.take();
         let Some(handler) = self.shared.handler(&function) else {
-            tracing::warn!(function = %String::from_utf8_lossy(&function), "job for an unregistered function; failing it");
+            tracing::warn!(function = ?String::from_utf8_lossy(&function), "job for an unregistered function; failing it");
             self.wire.queue(&Request::WorkFail { handle });
             return;
         };
