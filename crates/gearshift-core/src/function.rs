@@ -57,6 +57,14 @@ impl Function {
         self.queued.iter().any(|&n| n > 0)
     }
 
+    /// Whether `maxqueue` refuses one more job of priority `p` (counting
+    /// every job of the function, as gearmand does).
+    #[inline]
+    pub fn queue_full(&self, p: usize) -> bool {
+        let limit = self.max_queue[p];
+        limit > 0 && i64::from(self.total) >= limit
+    }
+
     /// Jobs a worker may take now: queued, and the function not paused.
     pub fn has_work(&self) -> bool {
         !self.paused && self.has_queued()

@@ -243,6 +243,19 @@ impl Jobs {
         }
     }
 
+    /// The unique-id rule, for every submission (a client's or a
+    /// schedule's): the live job a submission of `unique` and `data` to
+    /// `func` joins instead of making a new one. An empty unique never
+    /// joins, `-` joins on the workload, any other on the unique.
+    #[inline]
+    pub fn coalesces_with(&self, func: FuncId, unique: &[u8], data: &[u8]) -> Option<JobId> {
+        match UniqueKey::of(unique) {
+            UniqueKey::None => None,
+            UniqueKey::Data => self.find_data(func, data),
+            UniqueKey::Named => self.find_named(Some(func), unique).map(|j| j.id),
+        }
+    }
+
     /// The job a `-` submission of this workload joins.
     pub fn find_data(&self, func: FuncId, data: &[u8]) -> Option<JobId> {
         let pages = &self.pages;

@@ -22,7 +22,7 @@ use crate::cron::{Cron, Weekdays};
 use crate::effect::{Effect, StoreOp, StoredSchedule};
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, JobId};
-use crate::job::{ConnList, Job, JobState, Payload, Persist, UniqueKey};
+use crate::job::{ConnList, Job, JobState, Payload, Persist};
 use crate::timefmt::write_rfc3339;
 use crate::Millis;
 
@@ -276,16 +276,12 @@ impl Core {
         priority: Priority,
     ) -> Option<JobId> {
         let func = self.function_id(function);
-        match UniqueKey::of(&unique) {
-            UniqueKey::Named if self.jobs.find_named(Some(func), &unique).is_some() => return None,
-            UniqueKey::Data if self.jobs.find_data(func, &data).is_some() => return None,
-            _ => {}
+        if self.jobs.coalesces_with(func, &unique, &data).is_some() {
+            return None;
         }
         let p = priority.index();
-        if let Some(f) = self.func(func) {
-            if f.max_queue[p] > 0 && i64::from(f.total) >= f.max_queue[p] {
-                return None;
-            }
+        if self.func(func).is_some_and(|f| f.queue_full(p)) {
+            return None;
         }
         let id = self.next_job;
         self.next_job = self.next_job.saturating_add(1);

@@ -10,7 +10,7 @@ use crate::config::MAX_UNIQUE;
 use crate::effect::Effect;
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, FuncId, JobId};
-use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist, UniqueKey};
+use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::lifecycle::Step;
 use crate::Millis;
 
@@ -90,8 +90,7 @@ impl Core {
             return;
         }
         let func = self.function_id_for(conn, s.function());
-        let key = UniqueKey::of(s.unique());
-        if let Some(existing) = self.find_duplicate(func, key, &s) {
+        if let Some(existing) = self.jobs.coalesces_with(func, s.unique(), s.data()) {
             self.join(conn, existing, s.background());
             return;
         }
@@ -116,8 +115,7 @@ impl Core {
             return;
         }
         if let Some(f) = self.func(func) {
-            let limit = f.max_queue[p];
-            if limit > 0 && i64::from(f.total) >= limit {
+            if f.queue_full(p) {
                 self.refused[0] += 1;
                 self.send(conn, Response::error("QUEUE_ERROR", "Job queue is full"));
                 return;
@@ -213,14 +211,6 @@ impl Core {
                 self.timers.push(Reverse((at, Timer::Due(id))));
             }
             None => self.enqueue(id, false),
-        }
-    }
-
-    fn find_duplicate(&self, func: FuncId, key: UniqueKey, s: &impl Submission) -> Option<JobId> {
-        match key {
-            UniqueKey::None => None,
-            UniqueKey::Data => self.jobs.find_data(func, s.data()),
-            UniqueKey::Named => self.jobs.find_named(Some(func), s.unique()).map(|j| j.id),
         }
     }
 
