@@ -339,11 +339,7 @@ impl Core {
             let w = self.worker_ref(conn, &c);
             self.push_event(crate::events::EventKind::WorkerLeft(w));
         }
-        for a in &c.abilities {
-            if let Some(f) = self.func_mut(a.func) {
-                f.workers = f.workers.saturating_sub(1);
-            }
-        }
+        self.abilities_dropped(&c.abilities);
         for job in c.held {
             self.requeue(job, Reason::WorkerLost, "worker disconnected");
         }

@@ -1,5 +1,5 @@
 //! The core's invariants, checked from scratch: every counter matches a
-//! recount of the jobs, every running job has exactly one holder that lists
+//! recount of the jobs (or of the connections' abilities), every running job has exactly one holder that lists
 //! it, every waiting client is attached to its job, and side tables name
 //! only live jobs. Tests run it after every step (the model test, the
 //! lifecycle scenarios); it costs a pass over every job.
@@ -11,7 +11,9 @@ impl Core {
     /// Checks every invariant; the first broken one is described.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut counts = vec![([0u32; 3], 0u32, 0u32, 0u32); self.funcs.len()];
+        let mut bytes = 0u64;
         for job in self.jobs.iter() {
+            bytes += job.held_bytes();
             let f = job.func();
             let Some(c) = counts.get_mut(f).filter(|_| self.func(f).is_some()) else {
                 return Err(format!("job {} names missing function {f}", job.id));
@@ -56,8 +58,34 @@ impl Core {
                 ));
             }
         }
+        if bytes != self.job_bytes {
+            return Err(format!(
+                "job_bytes is {} but the jobs hold {bytes}",
+                self.job_bytes
+            ));
+        }
+        let mut workers = vec![0u32; self.funcs.len()];
+        for (cid, c) in &self.conns {
+            for a in &c.abilities {
+                match workers
+                    .get_mut(a.func)
+                    .filter(|_| self.func(a.func).is_some())
+                {
+                    Some(n) => *n += 1,
+                    None => return Err(format!("conn {cid} can do missing function {}", a.func)),
+                }
+            }
+        }
         for (i, f) in self.funcs.iter().enumerate() {
             let Some(f) = f else { continue };
+            if f.workers != workers[i] {
+                return Err(format!(
+                    "function {:?}: {} workers counted but {} connections can do it",
+                    String::from_utf8_lossy(&f.name),
+                    f.workers,
+                    workers[i]
+                ));
+            }
             let (queued, scheduled, running, total) = counts[i];
             if (f.queued, f.scheduled, f.running, f.total) != (queued, scheduled, running, total) {
                 return Err(format!(

@@ -364,12 +364,9 @@ impl Core {
     /// ends it: clients hear WORK_FAIL (or the exception, if they asked for
     /// exceptions), a background job under a policy goes to the dead set.
     pub(crate) fn run_failed(&mut self, id: JobId, reason: Reason, detail: Bytes, handle: Bytes) {
-        self.end_run(id);
+        self.end_run(id, Some(reason));
         if self.reaped_if_cancelled(id) {
             return;
-        }
-        if let Some(s) = self.stats_of(id) {
-            s.failed[reason as usize] += 1;
         }
         let Some(job) = self.jobs.get(id) else {
             return;
@@ -462,9 +459,6 @@ impl Core {
         job.retries = job.retries.saturating_add(1);
         job.extra.get_or_insert_with(Box::<JobExtra>::default).due = Some(at);
         let (attempts, stored) = (job.retries, job.persist != Persist::No);
-        if let Some(s) = self.stats_of(id) {
-            s.retried += 1;
-        }
         self.set_state(id, JobState::Scheduled);
         self.timers.push(Reverse((at, Timer::Due(id))));
         if stored {
@@ -502,7 +496,7 @@ impl Core {
         };
         match job.state {
             JobState::Cancelled => {
-                self.end_run(id);
+                self.end_run(id, Some(reason));
                 self.reaped_if_cancelled(id);
                 return;
             }
@@ -518,10 +512,7 @@ impl Core {
             return;
         }
         // gearmand's requeue: the run failed for `reason`.
-        self.end_run(id);
-        if let Some(s) = self.stats_of(id) {
-            s.failed[reason as usize] += 1;
-        }
+        self.end_run(id, Some(reason));
         let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
@@ -552,9 +543,6 @@ impl Core {
             return;
         }
         tracing::info!(handle = %self.handle_text(id), retries, "requeueing job: {why}");
-        if let Some(s) = self.stats_of(id) {
-            s.retried += 1;
-        }
         self.release_worker(id);
         self.record(id, Step::Requeued(why));
         self.enqueue(id, true);
@@ -562,28 +550,12 @@ impl Core {
 
     /// A worker that holds `id` reported WORK_COMPLETE.
     pub(crate) fn run_completed(&mut self, id: JobId, result: Bytes) {
-        self.end_run(id);
+        self.end_run(id, None);
         if self.reaped_if_cancelled(id) {
             return;
         }
-        if let Some(s) = self.stats_of(id) {
-            s.completed += 1;
-        }
         self.record(id, Step::Completed(result.len()));
         self.finish(id, Outcome::Completed, result);
-    }
-
-    /// A worker's run of a job ends (whatever the outcome): its length goes
-    /// into the function's run histogram. Called once per run, before the
-    /// run leaves the running table.
-    fn end_run(&mut self, id: JobId) {
-        let Some(started) = self.running.get(&id).map(|r| r.started) else {
-            return;
-        };
-        let ms = self.now.saturating_sub(started);
-        if let Some(s) = self.stats_of(id) {
-            s.run.observe(ms);
-        }
     }
 
     /// A submitter gives up waiting for a foreground job (the HTTP API's

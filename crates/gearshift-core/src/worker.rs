@@ -37,11 +37,9 @@ impl Core {
             self.worker_joined(conn);
         }
         if existed.is_none() {
-            if let Some(f) = self.func_mut(func) {
-                f.workers += 1;
-                if sleeping {
-                    f.sleepers.push_back(conn);
-                }
+            self.ability_added(func);
+            if let Some(f) = self.func_mut(func).filter(|_| sleeping) {
+                f.sleepers.push_back(conn);
             }
         }
     }
@@ -71,7 +69,7 @@ impl Core {
         c.abilities.retain(|a| {
             let drop = which(a.func);
             if drop {
-                dropped.push(a.func);
+                dropped.push(*a);
             }
             !drop
         });
@@ -84,16 +82,12 @@ impl Core {
             return;
         };
         let held: Vec<JobId> = c.held.clone();
-        for &func in &dropped {
-            if let Some(f) = self.func_mut(func) {
-                f.workers = f.workers.saturating_sub(1);
-            }
-        }
+        self.abilities_dropped(&dropped);
         for job in held {
             if self
                 .jobs
                 .get(job)
-                .is_some_and(|j| dropped.contains(&j.func()))
+                .is_some_and(|j| dropped.iter().any(|a| a.func == j.func()))
             {
                 self.requeue(job, Reason::WorkerLost, "worker gave up the function");
             }
