@@ -119,3 +119,194 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use gearshift_proto::Priority;
+
+    use super::*;
+    use crate::config::CoreConfig;
+    use crate::conn::{Conn, ConnInfo, Rights};
+    use crate::ids::ConnId;
+    use crate::job::{ConnList, Persist, Run};
+
+    fn job(id: JobId, func: FuncId, state: JobState, data: &'static str) -> Job {
+        Job {
+            id,
+            payload: Bytes::from_static(data.as_bytes()),
+            unique_len: 0,
+            created: 0,
+            clients: ConnList::Empty,
+            extra: None,
+            func: func as u32,
+            retries: 0,
+            priority: Priority::High,
+            background: true,
+            state,
+            persist: Persist::No,
+        }
+    }
+
+    /// A core with one function; its id.
+    fn core() -> (Core, FuncId) {
+        let mut core = Core::new(CoreConfig::default());
+        let f = core.function_id(b"f");
+        (core, f)
+    }
+
+    fn f(core: &Core, func: FuncId) -> &Function {
+        core.func(func).expect("the function exists")
+    }
+
+    /// Hands job `id` to worker `w` as GRAB does (its run, its held list).
+    fn run_on(core: &mut Core, id: JobId, w: ConnId) {
+        core.set_state(id, JobState::Running);
+        let run = Run {
+            worker: w,
+            assignment: 1,
+            numerator: 0,
+            denominator: 0,
+            started: 10,
+        };
+        core.running.insert(id, run);
+        core.conns.get_mut(&w.0).expect("worker").held.push(id);
+    }
+
+    fn worker(core: &mut Core, w: ConnId) {
+        let info = ConnInfo {
+            fd: 1,
+            ip: "127.0.0.1".into(),
+            loopback: true,
+            rights: Rights::ALL,
+            node: None,
+            identity: None,
+        };
+        core.conns.insert(w.0, Conn::new(info, 0));
+    }
+
+    #[test]
+    fn insert_counts_the_job_in_its_state_its_bytes_and_submissions() {
+        let (mut core, func) = core();
+        core.insert_job(job(1, func, JobState::Queued, "abc"), true);
+        core.insert_job(job(2, func, JobState::Scheduled, "de"), false);
+        let mut pending = job(3, func, JobState::Pending, "");
+        pending.persist = Persist::Pending;
+        core.insert_job(pending, true);
+        let f = f(&core, func);
+        assert_eq!(
+            (f.total, f.queued, f.scheduled, f.running),
+            (3, [1, 0, 0], 1, 0)
+        );
+        assert_eq!(f.stats.submitted, 2, "a restored job is not a submission");
+        assert_eq!(core.job_bytes, 5);
+        core.check_invariants().expect("books match the jobs");
+    }
+
+    #[test]
+    fn set_state_moves_one_count_and_counts_a_run_sent_back_as_a_retry() {
+        let (mut core, func) = core();
+        worker(&mut core, ConnId(7));
+        core.insert_job(job(1, func, JobState::Queued, "x"), true);
+        run_on(&mut core, 1, ConnId(7));
+        assert_eq!((f(&core, func).queued[0], f(&core, func).running), (0, 1));
+        assert_eq!(f(&core, func).stats.retried, 0, "a start is no retry");
+        core.check_invariants().expect("running job counted");
+        core.running.remove(&1);
+        core.conns.get_mut(&7).expect("worker").held.clear();
+        assert_eq!(core.set_state(1, JobState::Queued), Some(JobState::Running));
+        assert_eq!(f(&core, func).stats.retried, 1);
+        run_on(&mut core, 1, ConnId(7));
+        core.running.remove(&1);
+        core.conns.get_mut(&7).expect("worker").held.clear();
+        core.set_state(1, JobState::Scheduled);
+        let f = f(&core, func);
+        assert_eq!((f.queued[0], f.scheduled, f.running, f.total), (0, 1, 0, 1));
+        assert_eq!(f.stats.retried, 2);
+        assert_eq!(core.set_state(9, JobState::Queued), None, "no such job");
+        core.check_invariants().expect("books match the jobs");
+    }
+
+    #[test]
+    fn take_uncounts_the_job_and_its_bytes() {
+        let (mut core, func) = core();
+        core.insert_job(job(1, func, JobState::Queued, "abc"), true);
+        core.insert_job(job(2, func, JobState::Queued, "de"), true);
+        assert_eq!(core.take_job(1).map(|j| j.id), Some(1));
+        assert!(core.take_job(1).is_none(), "taken once");
+        let f = f(&core, func);
+        assert_eq!((f.total, f.queued[0]), (1, 1));
+        assert_eq!(core.job_bytes, 2);
+        core.check_invariants().expect("books match the jobs");
+    }
+
+    #[test]
+    fn end_run_counts_the_outcome_unless_the_job_was_cancelled() {
+        let (mut core, func) = core();
+        worker(&mut core, ConnId(7));
+        for id in 1..=3 {
+            core.insert_job(job(id, func, JobState::Queued, "x"), true);
+            run_on(&mut core, id, ConnId(7));
+        }
+        core.now = 25;
+        core.end_run(1, None);
+        core.end_run(2, Some(Reason::Exception));
+        core.set_state(3, JobState::Cancelled);
+        core.end_run(3, Some(Reason::Fail));
+        let s = &f(&core, func).stats;
+        assert_eq!(s.completed, 1);
+        assert_eq!(s.failed, [0, 1, 0, 0]);
+        assert_eq!(
+            (s.run.count, s.run.sum_ms),
+            (3, 45),
+            "every run's length is observed"
+        );
+    }
+
+    #[test]
+    fn abilities_count_workers_and_the_checker_sees_a_miscount() {
+        let (mut core, func) = core();
+        worker(&mut core, ConnId(7));
+        let ability = Ability {
+            func,
+            timeout_ms: None,
+        };
+        core.conns
+            .get_mut(&7)
+            .expect("worker")
+            .abilities
+            .push(ability);
+        core.ability_added(func);
+        assert_eq!(f(&core, func).workers, 1);
+        core.check_invariants().expect("one worker");
+        core.func_mut(func).expect("f").workers += 1;
+        assert!(core.check_invariants().is_err(), "a miscount is caught");
+        core.func_mut(func).expect("f").workers -= 1;
+        let c = core.conns.remove(&7).expect("worker");
+        core.abilities_dropped(&c.abilities);
+        assert_eq!(f(&core, func).workers, 0);
+        core.check_invariants().expect("no workers");
+    }
+
+    #[test]
+    fn the_checker_sees_miscounted_jobs_and_bytes() {
+        let (mut core, func) = core();
+        core.insert_job(job(1, func, JobState::Queued, "abc"), true);
+        core.job_bytes += 1;
+        assert!(core.check_invariants().is_err(), "bytes miscounted");
+        core.job_bytes -= 1;
+        core.func_mut(func).expect("f").queued[0] += 1;
+        assert!(core.check_invariants().is_err(), "queue miscounted");
+    }
+
+    #[test]
+    #[should_panic(expected = "overflow")]
+    fn a_count_taken_below_zero_fails_instead_of_hiding() {
+        let (mut core, func) = core();
+        let ability = Ability {
+            func,
+            timeout_ms: None,
+        };
+        core.abilities_dropped(&[ability]);
+    }
+}
