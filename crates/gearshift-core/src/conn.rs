@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::effect::Effect;
 use crate::ids::{FuncId, IdSet, JobId};
 use crate::Millis;
 
@@ -86,7 +87,7 @@ pub struct Conn {
     /// Was sent a NOOP and has sent nothing since.
     pub noop_sent: bool,
     /// Output held behind answers that wait for the store (see [`crate::order`]).
-    pub outbox: std::collections::VecDeque<crate::order::Held>,
+    pub outbox: std::collections::VecDeque<Held>,
     /// The function this connection last submitted to: a hint, checked by name.
     pub last_func: FuncId,
     /// When it connected (Unix ms).
@@ -161,4 +162,13 @@ impl Conn {
     pub fn wakeable_for(&self, func: FuncId) -> bool {
         self.sleeping && !self.noop_sent && self.ability(func).is_some()
     }
+}
+
+/// One place in a connection's held output.
+#[derive(Debug)]
+pub enum Held {
+    /// The answer to a submission of this job, still waiting for the store.
+    Ack(JobId),
+    /// A packet ready to go once everything before it has gone.
+    Ready(Effect),
 }

@@ -8,10 +8,11 @@ use gearshift_proto::Response;
 
 use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
+use crate::function::FunctionError;
+use crate::history::Step;
 use crate::ids::JobId;
 use crate::job::{JobState, Persist};
-use crate::lifecycle::Step;
-use crate::retained::Outcome;
+use crate::kept::Outcome;
 
 /// Why an action was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,6 +151,60 @@ impl Core {
             self.wake_sleepers(id);
         }
         tracing::info!(function = ?String::from_utf8_lossy(name), paused, "function paused or resumed by admin");
+        Ok(())
+    }
+}
+
+impl Core {
+    /// `create function F` as a typed call (the HTTP API's); an existing
+    /// name is fine, and any bytes are, as gearmand takes them (listings
+    /// escape control bytes). Returns whether it was new.
+    pub fn create_function(&mut self, name: &[u8]) -> Result<bool, FunctionError> {
+        if self.func_index.contains_key(name) {
+            return Ok(false);
+        }
+        if name.is_empty() {
+            return Err(FunctionError::BadName);
+        }
+        self.function_id(name);
+        tracing::info!(function = ?String::from_utf8_lossy(name), "function created by admin");
+        Ok(true)
+    }
+
+    /// `drop function F` (the admin word and the HTTP API): the name
+    /// matches without regard to ASCII case, and only an idle, empty
+    /// function goes.
+    pub fn drop_function_named(&mut self, name: &[u8]) -> Result<(), FunctionError> {
+        let id = self
+            .funcs
+            .iter()
+            .position(|f| {
+                f.as_ref()
+                    .is_some_and(|f| f.name.eq_ignore_ascii_case(name))
+            })
+            .ok_or(FunctionError::NotFound)?;
+        let f = self.func(id).ok_or(FunctionError::NotFound)?;
+        if f.workers > 0 || f.running > 0 {
+            return Err(FunctionError::Busy);
+        }
+        if f.total > 0 {
+            return Err(FunctionError::Queued);
+        }
+        if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
+            self.func_index.remove(&f.name);
+            self.dropped_stats.merge(&f.stats);
+            tracing::info!(function = ?String::from_utf8_lossy(&f.name), "function dropped by admin");
+        }
+        Ok(())
+    }
+
+    /// `maxqueue F HIGH NORMAL LOW` as a typed call (the HTTP API's): the
+    /// limits of an existing function (0 or less: unlimited).
+    pub fn set_max_queue(&mut self, name: &[u8], limits: [i64; 3]) -> Result<(), FunctionError> {
+        let id = *self.func_index.get(name).ok_or(FunctionError::NotFound)?;
+        let f = self.func_mut(id).ok_or(FunctionError::NotFound)?;
+        f.max_queue = limits;
+        tracing::info!(function = ?String::from_utf8_lossy(name), ?limits, "queue limits set by admin");
         Ok(())
     }
 }

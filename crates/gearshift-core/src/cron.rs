@@ -1,8 +1,16 @@
-//! Cron lines (minute, hour, day of month, month, day of week) and the next
-//! time one fires, in UTC. Each field is `*`, a number, a range `a-b`, a
-//! step `*/n` or `a-b/n`, or a comma-separated list of those. As in cron,
+//! Schedule records ([`Schedule`]) and their cron lines (minute, hour, day
+//! of month, month, day of week) with the next time one fires, in UTC.
+//! Each field is `*`, a number, a range `a-b`, a step `*/n` or `a-b/n`,
+//! or a comma-separated list of those. As in cron,
 //! when both day fields are restricted a day matching either fires.
 
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use gearshift_proto::Priority;
+
+use crate::effect::StoredSchedule;
+use crate::ids::JobId;
 use crate::Millis;
 
 const MINUTE_MS: u64 = 60_000;
@@ -149,6 +157,80 @@ impl Cron {
         None
     }
 }
+
+/// Most schedules clients may create (config ones do not count): each
+/// costs memory and a stored record for as long as it lives.
+pub const MAX_CLIENT_SCHEDULES: usize = 10_000;
+
+/// A `[[schedule]]` section of the config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleSpec {
+    /// Cron line (0 = Sunday).
+    pub cron: String,
+    /// Function of the jobs it submits.
+    pub function: Bytes,
+    /// Their unique id (empty: none).
+    pub unique: Bytes,
+    /// Their workload.
+    pub data: Bytes,
+    /// Their priority.
+    pub priority: Priority,
+}
+
+/// One recurring job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// Its number: its handle names it.
+    pub id: JobId,
+    /// The five fields as given, space-separated.
+    pub when: String,
+    /// How the day-of-week field counts.
+    pub weekdays: Weekdays,
+    pub(crate) cron: Cron,
+    /// Function of the jobs it submits.
+    pub function: Bytes,
+    /// Their unique id.
+    pub unique: Bytes,
+    /// Their workload.
+    pub data: Bytes,
+    /// Their priority.
+    pub priority: Priority,
+    /// Next firing; `None` if it never fires again.
+    pub next: Option<Millis>,
+    /// Declared in the config file (not droppable by admin; follows reloads).
+    pub from_config: bool,
+    /// Written to the store and confirmed.
+    pub stored: bool,
+}
+
+impl Schedule {
+    pub(crate) fn same_spec(&self, s: &ScheduleSpec) -> bool {
+        self.from_config
+            && self.when == s.cron
+            && self.function == s.function
+            && self.unique == s.unique
+            && self.data == s.data
+            && self.priority == s.priority
+    }
+
+    pub(crate) fn stored(&self, handle: Bytes) -> StoredSchedule {
+        StoredSchedule {
+            id: self.id,
+            handle,
+            when: Bytes::copy_from_slice(self.when.as_bytes()),
+            monday_zero: self.weekdays == Weekdays::MondayZero,
+            function: self.function.clone(),
+            unique: self.unique.clone(),
+            data: self.data.clone(),
+            priority: self.priority,
+            next_ms: self.next,
+            from_config: self.from_config,
+        }
+    }
+}
+
+/// Every schedule, by number.
+pub type Schedules = BTreeMap<JobId, Schedule>;
 
 #[cfg(test)]
 mod tests {

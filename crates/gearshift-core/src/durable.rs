@@ -185,14 +185,14 @@ impl Core {
         let ttl = self.policies.retention.dead_ttl;
         for (s, info) in dead {
             self.next_job = self.next_job.max(s.id.saturating_add(1));
-            let rec = crate::retained::Finished {
+            let rec = crate::kept::Finished {
                 id: s.id,
                 handle: s.handle,
                 function: s.function,
                 unique: s.unique,
                 priority: s.priority,
                 background: true,
-                outcome: crate::retained::Outcome::Dead,
+                outcome: crate::kept::Outcome::Dead,
                 attempts: s.attempts,
                 created: s.created_ms,
                 started: None,

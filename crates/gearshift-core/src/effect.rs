@@ -196,7 +196,7 @@ pub struct StoredKept {
     pub error: Option<Bytes>,
     /// WORK_COMPLETE's data.
     pub result: Bytes,
-    /// Its history ([`crate::lifecycle::encode_history`]).
+    /// Its history ([`crate::history::encode_history`]).
     pub history: Bytes,
 }
 

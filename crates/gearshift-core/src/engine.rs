@@ -16,12 +16,12 @@ use crate::conn::{Conn, ConnInfo, Rights};
 use crate::effect::{Effect, Input};
 use crate::function::Function;
 use crate::handle::Handles;
+use crate::history::Track;
 use crate::ids::{ConnId, FuncId, IdMap, JobId};
 use crate::job::{ConnList, Job, JobState, Run};
 use crate::jobs::Jobs;
-use crate::lifecycle::Track;
+use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
-use crate::retained::Retained;
 use crate::Millis;
 
 /// A timer the core armed.
@@ -75,7 +75,7 @@ pub struct Core {
     /// The latest time an entry point was given.
     pub(crate) now: Millis,
     /// Recurring jobs.
-    pub(crate) schedules: crate::schedule::Schedules,
+    pub(crate) schedules: crate::cron::Schedules,
     /// Which kinds of transition go out as [`Effect::Event`]s (a mask of
     /// [`crate::events::Kind`] bits; 0: none).
     pub(crate) events: u16,

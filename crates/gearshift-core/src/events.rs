@@ -4,11 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::conn::Conn;
-use crate::effect::Effect;
-use crate::engine::Core;
-use crate::ids::ConnId;
-use crate::lifecycle::Step;
+use crate::history::Step;
 use crate::Millis;
 
 /// One live event.
@@ -191,74 +187,6 @@ impl EventKind {
             | EventKind::Progress { function, .. }
             | EventKind::Dead { function, .. } => Some(function),
             EventKind::WorkerJoined(_) | EventKind::WorkerLeft(_) => None,
-        }
-    }
-}
-
-impl Core {
-    /// Whether events of `kind` are wanted (one AND; 0 when none are).
-    pub(crate) fn wants(&self, kind: Kind) -> bool {
-        self.events & kind.bit() != 0
-    }
-
-    /// Produces only the kinds in `mask` (bits of [`Kind::bit`]); 0 turns
-    /// events off, when they cost one test of the mask each.
-    pub fn set_event_kinds(&mut self, mask: u16) {
-        self.events = mask;
-    }
-
-    /// Sends out a live event, stamped now (callers check [`Core::wants`]).
-    pub(crate) fn push_event(&mut self, kind: EventKind) {
-        let at = self.now;
-        self.effects
-            .push(Effect::Event(Box::new(LiveEvent { at, kind })));
-    }
-
-    /// A worker as events name it.
-    pub(crate) fn worker_ref(&self, id: ConnId, c: &Conn) -> WorkerRef {
-        WorkerRef {
-            id: id.0,
-            label: c.event_label(),
-            address: c.info.ip.clone(),
-            functions: c
-                .abilities
-                .iter()
-                .filter_map(|a| self.func(a.func).map(|f| f.name.clone()))
-                .collect(),
-        }
-    }
-
-    /// The name of a live job's function (empty if it has none).
-    pub(crate) fn function_of(&self, id: crate::ids::JobId) -> Bytes {
-        self.jobs
-            .get(id)
-            .and_then(|j| self.func(j.func()))
-            .map(|f| f.name.clone())
-            .unwrap_or_default()
-    }
-
-    /// A worker sent WORK_STATUS for a job it holds.
-    pub(crate) fn progress_event(
-        &mut self,
-        id: crate::ids::JobId,
-        numerator: u32,
-        denominator: u32,
-    ) {
-        let handle = self.handle_of(id);
-        let function = self.function_of(id);
-        self.push_event(EventKind::Progress {
-            handle,
-            function,
-            numerator,
-            denominator,
-        });
-    }
-
-    /// A connection registered its first function.
-    pub(crate) fn worker_joined(&mut self, id: ConnId) {
-        if let Some(c) = self.conns.get(&id.0) {
-            let w = self.worker_ref(id, c);
-            self.push_event(EventKind::WorkerJoined(w));
         }
     }
 }

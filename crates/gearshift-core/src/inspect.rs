@@ -10,10 +10,10 @@ use gearshift_proto::escape::{self, Sep};
 use gearshift_proto::Priority;
 
 use crate::engine::Core;
+use crate::history::Step;
 use crate::ids::JobId;
 use crate::job::JobState;
-use crate::lifecycle::Step;
-use crate::retained::Finished;
+use crate::kept::Finished;
 use crate::timefmt::write_rfc3339;
 use crate::view::JobDetail;
 use crate::Millis;

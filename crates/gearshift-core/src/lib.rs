@@ -19,15 +19,21 @@
 //! - [`handle`]: printing and parsing job handles; [`timefmt`]: RFC 3339 times.
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
 //! - [`policy`]: per-function retry, timeout and retention policies (config file).
-//! - [`lifecycle`]: how a run ends (result, retry, requeue, failure) and job history;
-//!   [`retained`]: kept results and the dead set; [`inspect`]: the admin
-//!   words that show them (`show job`, `show dead`, `show workers`).
-//! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]: their times.
+//! - [`lifecycle`]: how a run ends (result, retry, requeue, failure) and live
+//!   events; [`history`]: a job's steps and attempts; [`retained`]: moves
+//!   into kept results and the dead set, which [`kept`] holds; [`inspect`]:
+//!   the admin words that show them (`show job`, `show dead`, `show workers`).
+//! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]:
+//!   the schedule records and their times.
 //! - [`state`]: the one place a job enters, changes state or leaves, with its counts.
 //! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`view`]: read-only snapshots for the HTTP API; [`control`]: its actions;
 //!   [`metrics`]: per-function counters and histograms; [`events`]: live events.
 //! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
+//!
+//! Modules that only define types (`job`, `jobs`, `function`, `conn`,
+//! `events`, `history`, `kept`, `cron`, `effect`, ...) never import the
+//! `Core` handlers, so there is no import loop (`tests/imports.rs`).
 
 pub mod access;
 pub mod admin;
@@ -41,12 +47,14 @@ pub mod engine;
 pub mod events;
 pub mod function;
 pub mod handle;
+pub mod history;
 pub mod id_index;
 pub mod ids;
 pub mod inspect;
 pub mod invariants;
 pub mod job;
 pub mod jobs;
+pub mod kept;
 pub mod lifecycle;
 pub mod listing;
 pub mod metrics;

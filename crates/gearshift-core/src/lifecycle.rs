@@ -13,19 +13,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 use gearshift_proto::Response;
 
+use crate::conn::Conn;
 use crate::effect::{Effect, StoreOp};
 use crate::engine::{Core, Timer};
-use crate::events::EventKind;
+use crate::events::{EventKind, Kind, LiveEvent, WorkerRef};
 use crate::ids::{ConnId, JobId};
 use crate::job::{JobExtra, JobState, Persist};
+use crate::kept::Outcome;
 use crate::policy::{Policy, Reason};
-use crate::retained::Outcome;
 use crate::Millis;
 
-/// Most history entries a job keeps; past it the oldest after the first go.
-pub const MAX_HISTORY: usize = 64;
-/// Most bytes of a failure's text kept in a job's error and history.
-pub const MAX_ERROR: usize = 1024;
+pub use crate::history::{
+    decode_history, encode_history, Event, LastFailure, Step, Track, MAX_ERROR, MAX_HISTORY,
+};
 
 /// What [`Core::stop_waiting`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,248 +41,6 @@ pub enum StopWaiting {
     },
     /// It had already ended (or never existed).
     Ended,
-}
-
-/// One transition in a job's history.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// Submitted and waiting in its queue (or for its due time).
-    Queued,
-    /// Handed to a worker (its client id and address).
-    Started(Bytes),
-    /// A run ended without a result.
-    Failed(Reason, Bytes),
-    /// Waits for a retry at this time.
-    RetryAt(Millis),
-    /// Back in its queue: the retry delay passed, or gearmand's requeue.
-    Requeued(&'static str),
-    /// Finished with a result of this many bytes.
-    Completed(usize),
-    /// Cancelled by an admin.
-    Cancelled,
-    /// Used all its attempts: kept in the dead set.
-    Dead,
-    /// Taken out of the dead set by an admin and queued again.
-    Revived,
-}
-
-impl Step {
-    /// The event word of a `history:` line.
-    pub fn word(&self) -> &'static str {
-        match self {
-            Step::Queued => "queued",
-            Step::Started(_) => "started",
-            Step::Failed(..) => "failed",
-            Step::RetryAt(_) => "retry",
-            Step::Requeued(_) => "requeued",
-            Step::Completed(_) => "completed",
-            Step::Cancelled => "cancelled",
-            Step::Dead => "dead",
-            Step::Revived => "revived",
-        }
-    }
-}
-
-/// The fixed reasons a job is requeued, for decoding stored history.
-const REQUEUE_WHYS: [&str; 4] = [
-    "worker disconnected",
-    "worker gave up the function",
-    "worker timeout reached on job",
-    "retry delay passed",
-];
-
-/// Encodes a history for the store: per event its time, a tag and its detail.
-pub fn encode_history(history: &[Event]) -> Bytes {
-    let mut out = Vec::with_capacity(history.len() * 16);
-    let bytes = |out: &mut Vec<u8>, b: &[u8]| {
-        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        out.extend_from_slice(b);
-    };
-    for e in history {
-        out.extend_from_slice(&e.at.to_le_bytes());
-        match &e.step {
-            Step::Queued => out.push(0),
-            Step::Started(w) => {
-                out.push(1);
-                bytes(&mut out, w);
-            }
-            Step::Failed(r, d) => {
-                out.push(2);
-                out.push(*r as u8);
-                bytes(&mut out, d);
-            }
-            Step::RetryAt(t) => {
-                out.push(3);
-                out.extend_from_slice(&t.to_le_bytes());
-            }
-            Step::Requeued(why) => {
-                out.push(4);
-                bytes(&mut out, why.as_bytes());
-            }
-            Step::Completed(n) => {
-                out.push(5);
-                out.extend_from_slice(&(*n as u64).to_le_bytes());
-            }
-            Step::Cancelled => out.push(6),
-            Step::Dead => out.push(7),
-            Step::Revived => out.push(8),
-        }
-    }
-    Bytes::from(out)
-}
-
-/// Decodes [`encode_history`]'s bytes; a damaged tail is dropped.
-pub fn decode_history(mut b: &[u8]) -> Vec<Event> {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = (b.get(..n)?, b.get(n..)?);
-        *b = tail;
-        Some(head)
-    }
-    fn u64_of(b: &mut &[u8]) -> Option<u64> {
-        take(b, 8)
-            .and_then(|s| s.try_into().ok())
-            .map(u64::from_le_bytes)
-    }
-    fn bytes_of(b: &mut &[u8]) -> Option<Bytes> {
-        let n = take(b, 4)
-            .and_then(|s| s.try_into().ok())
-            .map(u32::from_le_bytes)?;
-        take(b, n as usize).map(Bytes::copy_from_slice)
-    }
-    let reasons = [
-        Reason::Fail,
-        Reason::Exception,
-        Reason::Timeout,
-        Reason::WorkerLost,
-    ];
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let Some(at) = u64_of(&mut b) else { break };
-        let Some(&[tag]) = take(&mut b, 1) else { break };
-        let step = match tag {
-            0 => Some(Step::Queued),
-            1 => bytes_of(&mut b).map(Step::Started),
-            2 => take(&mut b, 1)
-                .and_then(|r| reasons.get(r[0] as usize).copied())
-                .and_then(|r| bytes_of(&mut b).map(|d| Step::Failed(r, d))),
-            3 => u64_of(&mut b).map(Step::RetryAt),
-            4 => bytes_of(&mut b).map(|why| {
-                let known = REQUEUE_WHYS.iter().find(|w| w.as_bytes() == &why[..]);
-                Step::Requeued(known.copied().unwrap_or("requeued"))
-            }),
-            5 => u64_of(&mut b).map(|n| Step::Completed(n as usize)),
-            6 => Some(Step::Cancelled),
-            7 => Some(Step::Dead),
-            8 => Some(Step::Revived),
-            _ => None,
-        };
-        let Some(step) = step else { break };
-        out.push(Event { at, step });
-    }
-    out
-}
-
-/// A transition and when it happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    /// Unix milliseconds.
-    pub at: Millis,
-    /// What happened.
-    pub step: Step,
-}
-
-/// A job's last failed run, as `show job`, the HTTP API and the `dead`
-/// event report it apart from how the job ended (a job may complete on a
-/// later attempt).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastFailure {
-    /// Which run failed (1 = the first), when the history still says.
-    pub attempt: Option<u32>,
-    /// When it failed, when the history still says.
-    pub at: Option<Millis>,
-    /// Why it failed, when the history still says.
-    pub reason: Option<Reason>,
-    /// The worker's text, else the reason word.
-    pub error: Bytes,
-}
-
-impl LastFailure {
-    /// The last failure of a job with this history, runs started and kept
-    /// error text; `None` when no run failed. The attempt is counted back
-    /// from the runs started after the failure, which the history never
-    /// drops (it drops its oldest entries first).
-    pub fn of(history: &[Event], attempts: u32, error: Option<&Bytes>) -> Option<LastFailure> {
-        let last = history
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, e)| match &e.step {
-                Step::Failed(reason, detail) => Some((i, e.at, *reason, detail)),
-                _ => None,
-            });
-        let Some((i, at, reason, detail)) = last else {
-            return error.map(|e| LastFailure {
-                attempt: None,
-                at: None,
-                reason: None,
-                error: e.clone(),
-            });
-        };
-        let later_runs = history[i + 1..]
-            .iter()
-            .filter(|e| matches!(e.step, Step::Started(_)))
-            .count() as u32;
-        let error = match (error, detail.is_empty()) {
-            (Some(e), _) => e.clone(),
-            (None, false) => detail.clone(),
-            (None, true) => Bytes::from_static(reason.word().as_bytes()),
-        };
-        Some(LastFailure {
-            attempt: attempts.checked_sub(later_runs).filter(|&n| n > 0),
-            at: Some(at),
-            reason: Some(reason),
-            error,
-        })
-    }
-
-    /// `REASON: TEXT`, or the bare reason word when the text is only that
-    /// (as a `failed` history line's detail); the text alone if the reason
-    /// is not known.
-    pub fn describe(&self) -> String {
-        let text = String::from_utf8_lossy(&self.error);
-        match self.reason {
-            Some(r) if text == r.word() => text.into_owned(),
-            Some(r) => format!("{}: {text}", r.word()),
-            None => text.into_owned(),
-        }
-    }
-}
-
-/// What the core records about a job under a policy while it lives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Track {
-    /// Runs started.
-    pub attempts: u32,
-    /// When the current or last run started.
-    pub started: Option<Millis>,
-    /// The worker of the current or last run.
-    pub worker: Option<Bytes>,
-    /// The last failure's text.
-    pub error: Option<Bytes>,
-    /// When it may run again, while it waits for a retry.
-    pub retry_at: Option<Millis>,
-    /// Every transition, oldest first.
-    pub history: Vec<Event>,
-}
-
-impl Track {
-    /// Appends a transition, dropping the oldest but the first past [`MAX_HISTORY`].
-    pub fn push(&mut self, at: Millis, step: Step) {
-        if self.history.len() >= MAX_HISTORY {
-            self.history.remove(1);
-        }
-        self.history.push(Event { at, step });
-    }
 }
 
 impl Core {
@@ -601,53 +359,70 @@ impl Core {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl Core {
+    /// Whether events of `kind` are wanted (one AND; 0 when none are).
+    pub(crate) fn wants(&self, kind: Kind) -> bool {
+        self.events & kind.bit() != 0
+    }
 
-    #[test]
-    fn history_round_trips_and_a_damaged_tail_is_dropped() {
-        let history = vec![
-            Event {
-                at: 1,
-                step: Step::Queued,
-            },
-            Event {
-                at: 2,
-                step: Step::Started(Bytes::from_static(b"w@127.0.0.1")),
-            },
-            Event {
-                at: 3,
-                step: Step::Failed(Reason::Exception, Bytes::from_static(b"boom")),
-            },
-            Event {
-                at: 4,
-                step: Step::RetryAt(1_004),
-            },
-            Event {
-                at: 1_004,
-                step: Step::Requeued("retry delay passed"),
-            },
-            Event {
-                at: 1_005,
-                step: Step::Completed(42),
-            },
-            Event {
-                at: 6,
-                step: Step::Cancelled,
-            },
-            Event {
-                at: 7,
-                step: Step::Dead,
-            },
-            Event {
-                at: 8,
-                step: Step::Revived,
-            },
-        ];
-        let bytes = encode_history(&history);
-        assert_eq!(decode_history(&bytes), history);
-        assert_eq!(decode_history(&bytes[..bytes.len() - 1]), history[..8]);
-        assert_eq!(decode_history(&[0xff; 3]), []);
+    /// Produces only the kinds in `mask` (bits of [`Kind::bit`]); 0 turns
+    /// events off, when they cost one test of the mask each.
+    pub fn set_event_kinds(&mut self, mask: u16) {
+        self.events = mask;
+    }
+
+    /// Sends out a live event, stamped now (callers check [`Core::wants`]).
+    pub(crate) fn push_event(&mut self, kind: EventKind) {
+        let at = self.now;
+        self.effects
+            .push(Effect::Event(Box::new(LiveEvent { at, kind })));
+    }
+
+    /// A worker as events name it.
+    pub(crate) fn worker_ref(&self, id: ConnId, c: &Conn) -> WorkerRef {
+        WorkerRef {
+            id: id.0,
+            label: c.event_label(),
+            address: c.info.ip.clone(),
+            functions: c
+                .abilities
+                .iter()
+                .filter_map(|a| self.func(a.func).map(|f| f.name.clone()))
+                .collect(),
+        }
+    }
+
+    /// The name of a live job's function (empty if it has none).
+    pub(crate) fn function_of(&self, id: crate::ids::JobId) -> Bytes {
+        self.jobs
+            .get(id)
+            .and_then(|j| self.func(j.func()))
+            .map(|f| f.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// A worker sent WORK_STATUS for a job it holds.
+    pub(crate) fn progress_event(
+        &mut self,
+        id: crate::ids::JobId,
+        numerator: u32,
+        denominator: u32,
+    ) {
+        let handle = self.handle_of(id);
+        let function = self.function_of(id);
+        self.push_event(EventKind::Progress {
+            handle,
+            function,
+            numerator,
+            denominator,
+        });
+    }
+
+    /// A connection registered its first function.
+    pub(crate) fn worker_joined(&mut self, id: ConnId) {
+        if let Some(c) = self.conns.get(&id.0) {
+            let w = self.worker_ref(id, c);
+            self.push_event(EventKind::WorkerJoined(w));
+        }
     }
 }

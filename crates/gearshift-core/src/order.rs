@@ -7,18 +7,10 @@ use std::collections::VecDeque;
 
 use gearshift_proto::Response;
 
+use crate::conn::Held;
 use crate::effect::Effect;
 use crate::engine::Core;
 use crate::ids::{ConnId, JobId};
-
-/// One place in a connection's held output.
-#[derive(Debug)]
-pub enum Held {
-    /// The answer to a submission of this job, still waiting for the store.
-    Ack(JobId),
-    /// A packet ready to go once everything before it has gone.
-    Ready(Effect),
-}
 
 impl Core {
     /// Queues a packet or text for a connection, behind any held answer.

@@ -187,7 +187,7 @@ pub struct Retention {
     /// Most dead jobs kept; the oldest go first past it.
     pub max_dead: usize,
     /// Most bytes the kept finished jobs may hold (results, workloads and
-    /// [`crate::retained::RECORD_COST`] per record); the earliest to expire
+    /// [`crate::kept::RECORD_COST`] per record); the earliest to expire
     /// go first past it.
     pub max_kept_bytes: usize,
 }

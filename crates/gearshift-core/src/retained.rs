@@ -5,197 +5,17 @@
 //! time and by count ([`crate::policy::Retention`]); the earliest to expire
 //! goes first when a cap is reached.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
-
 use bytes::Bytes;
 use gearshift_proto::admin::DeadTarget;
-use gearshift_proto::Priority;
 
 use crate::effect::{Effect, StoreOp, StoredKept};
 use crate::engine::Core;
+use crate::history::{Step, Track};
 use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
-use crate::lifecycle::{Event, Step, Track};
 use crate::Millis;
 
-/// What a kept record costs besides its byte fields: the record, its
-/// history and its index entries (measured by `benches/memory.rs`).
-pub const RECORD_COST: usize = 1024;
-
-/// How a job ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// WORK_COMPLETE.
-    Completed,
-    /// Failed for good (foreground, or no dead set for it).
-    Failed,
-    /// In the dead set.
-    Dead,
-    /// Cancelled by an admin.
-    Cancelled,
-}
-
-impl Outcome {
-    /// The `state:` word of `show job`.
-    pub fn word(self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::Failed => "failed",
-            Outcome::Dead => "dead",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// A job that ended, as `show job` and the dead set show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finished {
-    /// Handle number.
-    pub id: JobId,
-    /// Its handle as its clients knew it.
-    pub handle: Bytes,
-    /// Function name.
-    pub function: Bytes,
-    /// Unique id.
-    pub unique: Bytes,
-    /// Queue priority.
-    pub priority: Priority,
-    /// Submitted in the background.
-    pub background: bool,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// Runs started.
-    pub attempts: u32,
-    /// Submission time.
-    pub created: Millis,
-    /// Start of the last run.
-    pub started: Option<Millis>,
-    /// End time.
-    pub finished: Millis,
-    /// Worker of the last run.
-    pub worker: Option<Bytes>,
-    /// Last failure's text.
-    pub error: Option<Bytes>,
-    /// WORK_COMPLETE's data.
-    pub result: Bytes,
-    /// Transitions, oldest first.
-    pub history: Vec<Event>,
-    /// Workload (kept for dead jobs, which may run again).
-    pub data: Bytes,
-    /// Reducer (dead jobs).
-    pub reducer: Option<Bytes>,
-    /// The store holds it (a dead job written to a durable store).
-    pub stored: bool,
-    /// When it is forgotten.
-    pub expires: Millis,
-}
-
-impl Finished {
-    /// The record as the store keeps it (kept jobs, not dead ones).
-    fn to_stored(&self) -> StoredKept {
-        StoredKept {
-            id: self.id,
-            handle: self.handle.clone(),
-            function: self.function.clone(),
-            unique: self.unique.clone(),
-            priority: self.priority,
-            background: self.background,
-            outcome: match self.outcome {
-                Outcome::Completed => 0,
-                Outcome::Cancelled => 2,
-                Outcome::Failed | Outcome::Dead => 1,
-            },
-            attempts: self.attempts,
-            created_ms: self.created,
-            started_ms: self.started,
-            finished_ms: self.finished,
-            expires_ms: self.expires,
-            worker: self.worker.clone().unwrap_or_default(),
-            error: self.error.clone(),
-            result: self.result.clone(),
-            history: crate::lifecycle::encode_history(&self.history),
-        }
-    }
-
-    /// Bytes it holds, for the retention cap.
-    pub fn cost(&self) -> usize {
-        RECORD_COST + self.result.len() + self.data.len() + self.unique.len()
-    }
-}
-
-/// Finished and dead jobs with their expiry order.
-#[derive(Debug, Default)]
-pub struct Retained {
-    /// Finished jobs kept queryable, by handle number (ordered, so the
-    /// HTTP API pages through them).
-    pub kept: BTreeMap<JobId, Box<Finished>>,
-    kept_expiry: BinaryHeap<Reverse<(Millis, JobId)>>,
-    /// Bytes the kept records hold, as [`Finished::cost`] counts them.
-    pub kept_bytes: usize,
-    /// The dead set, by handle number.
-    pub dead: BTreeMap<JobId, Box<Finished>>,
-    dead_expiry: BinaryHeap<Reverse<(Millis, JobId)>>,
-}
-
-impl Retained {
-    /// When the next kept or dead job expires.
-    pub fn next_expiry(&self) -> Option<Millis> {
-        let k = self.kept_expiry.peek().map(|Reverse((t, _))| *t);
-        let d = self.dead_expiry.peek().map(|Reverse((t, _))| *t);
-        match (k, d) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Keeps a record; returns the ids the caps pushed out.
-    fn keep(&mut self, f: Box<Finished>, cap: usize, max_bytes: usize) -> Vec<JobId> {
-        self.kept_expiry.push(Reverse((f.expires, f.id)));
-        self.kept_bytes += f.cost();
-        if let Some(old) = self.kept.insert(f.id, f) {
-            self.kept_bytes -= old.cost();
-        }
-        let mut pushed_out = Vec::new();
-        while self.kept.len() > cap || self.kept_bytes > max_bytes {
-            let kept = &self.kept;
-            let Some(gone) = Self::pop_earliest(&mut self.kept_expiry, |id, t| {
-                kept.get(&id).is_some_and(|f| f.expires == t)
-            })
-            .and_then(|id| self.kept.remove(&id)) else {
-                break;
-            };
-            self.kept_bytes -= gone.cost();
-            pushed_out.push(gone.id);
-        }
-        Self::compact(&mut self.kept_expiry, self.kept.len());
-        pushed_out
-    }
-
-    /// Pops the earliest heap entry that still names a live record.
-    fn pop_earliest(
-        heap: &mut BinaryHeap<Reverse<(Millis, JobId)>>,
-        live: impl Fn(JobId, Millis) -> bool,
-    ) -> Option<JobId> {
-        while let Some(Reverse((t, id))) = heap.pop() {
-            if live(id, t) {
-                return Some(id);
-            }
-        }
-        None
-    }
-
-    /// Stale heap entries (records dropped by hand) are bounded by the
-    /// records: rebuilt once they outnumber them.
-    fn compact(heap: &mut BinaryHeap<Reverse<(Millis, JobId)>>, live: usize) {
-        if heap.len() > 2 * live + 64 {
-            let mut entries = std::mem::take(heap).into_vec();
-            entries.sort_unstable();
-            entries.dedup();
-            *heap = entries.into();
-        }
-    }
-}
+pub use crate::kept::{Finished, Outcome, Retained, RECORD_COST};
 
 impl Core {
     /// Builds the record of a job that is ending (before it is removed).
@@ -293,7 +113,7 @@ impl Core {
                 worker: (!s.worker.is_empty()).then_some(s.worker),
                 error: s.error,
                 result: s.result,
-                history: crate::lifecycle::decode_history(&s.history),
+                history: crate::history::decode_history(&s.history),
                 data: Bytes::new(),
                 reducer: None,
                 stored: true,
@@ -334,54 +154,26 @@ impl Core {
     }
 
     pub(crate) fn insert_dead(&mut self, rec: Box<Finished>) {
-        let r = &mut self.retained;
-        r.dead_expiry.push(Reverse((rec.expires, rec.id)));
-        r.dead.insert(rec.id, rec);
-        while r.dead.len() > self.policies.retention.max_dead {
-            let dead = &r.dead;
-            let Some(id) = Retained::pop_earliest(&mut r.dead_expiry, |id, t| {
-                dead.get(&id).is_some_and(|f| f.expires == t)
-            }) else {
-                break;
-            };
-            if let Some(gone) = r.dead.remove(&id) {
-                if gone.stored {
-                    self.effects.push(Effect::Store(StoreOp::Done(id)));
-                }
+        let max = self.policies.retention.max_dead;
+        for gone in self.retained.add_dead(rec, max) {
+            if gone.stored {
+                self.effects.push(Effect::Store(StoreOp::Done(gone.id)));
             }
         }
-        Retained::compact(&mut r.dead_expiry, r.dead.len());
     }
 
     /// Forgets kept and dead jobs whose time has passed.
     pub(crate) fn prune_retained(&mut self, now: Millis) {
-        let r = &mut self.retained;
-        while let Some(&Reverse((t, id))) = r.kept_expiry.peek() {
-            if t > now {
-                break;
-            }
-            r.kept_expiry.pop();
-            if r.kept.get(&id).is_some_and(|f| f.expires == t) {
-                if let Some(gone) = r.kept.remove(&id) {
-                    r.kept_bytes -= gone.cost();
-                    if self.cfg.durable {
-                        self.effects.push(Effect::Store(StoreOp::Forget(id)));
-                    }
-                }
+        let (kept, dead) = self.retained.expire(now);
+        for gone in kept {
+            if self.cfg.durable {
+                self.effects.push(Effect::Store(StoreOp::Forget(gone.id)));
             }
         }
-        while let Some(&Reverse((t, id))) = r.dead_expiry.peek() {
-            if t > now {
-                break;
-            }
-            r.dead_expiry.pop();
-            if r.dead.get(&id).is_some_and(|f| f.expires == t) {
-                if let Some(gone) = r.dead.remove(&id) {
-                    tracing::info!(handle = %String::from_utf8_lossy(&gone.handle), "dead job expired");
-                    if gone.stored {
-                        self.effects.push(Effect::Store(StoreOp::Done(id)));
-                    }
-                }
+        for gone in dead {
+            tracing::info!(handle = %String::from_utf8_lossy(&gone.handle), "dead job expired");
+            if gone.stored {
+                self.effects.push(Effect::Store(StoreOp::Done(gone.id)));
             }
         }
     }

@@ -10,7 +10,6 @@
 //! was down happens once at start, not once per missed time.
 
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
 use std::io::Write;
 
 use bytes::Bytes;
@@ -26,79 +25,7 @@ use crate::job::{ConnList, Job, JobState, Payload, Persist};
 use crate::timefmt::write_rfc3339;
 use crate::Millis;
 
-/// Most schedules clients may create (config ones do not count): each
-/// costs memory and a stored record for as long as it lives.
-pub const MAX_CLIENT_SCHEDULES: usize = 10_000;
-
-/// A `[[schedule]]` section of the config file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScheduleSpec {
-    /// Cron line (0 = Sunday).
-    pub cron: String,
-    /// Function of the jobs it submits.
-    pub function: Bytes,
-    /// Their unique id (empty: none).
-    pub unique: Bytes,
-    /// Their workload.
-    pub data: Bytes,
-    /// Their priority.
-    pub priority: Priority,
-}
-
-/// One recurring job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Schedule {
-    /// Its number: its handle names it.
-    pub id: JobId,
-    /// The five fields as given, space-separated.
-    pub when: String,
-    /// How the day-of-week field counts.
-    pub weekdays: Weekdays,
-    cron: Cron,
-    /// Function of the jobs it submits.
-    pub function: Bytes,
-    /// Their unique id.
-    pub unique: Bytes,
-    /// Their workload.
-    pub data: Bytes,
-    /// Their priority.
-    pub priority: Priority,
-    /// Next firing; `None` if it never fires again.
-    pub next: Option<Millis>,
-    /// Declared in the config file (not droppable by admin; follows reloads).
-    pub from_config: bool,
-    /// Written to the store and confirmed.
-    pub stored: bool,
-}
-
-impl Schedule {
-    fn same_spec(&self, s: &ScheduleSpec) -> bool {
-        self.from_config
-            && self.when == s.cron
-            && self.function == s.function
-            && self.unique == s.unique
-            && self.data == s.data
-            && self.priority == s.priority
-    }
-
-    fn stored(&self, handle: Bytes) -> StoredSchedule {
-        StoredSchedule {
-            id: self.id,
-            handle,
-            when: Bytes::copy_from_slice(self.when.as_bytes()),
-            monday_zero: self.weekdays == Weekdays::MondayZero,
-            function: self.function.clone(),
-            unique: self.unique.clone(),
-            data: self.data.clone(),
-            priority: self.priority,
-            next_ms: self.next,
-            from_config: self.from_config,
-        }
-    }
-}
-
-/// Every schedule, by number.
-pub type Schedules = BTreeMap<JobId, Schedule>;
+pub use crate::cron::{Schedule, ScheduleSpec, Schedules, MAX_CLIENT_SCHEDULES};
 
 impl Core {
     /// SUBMIT_JOB_SCHED: answered with JOB_CREATED naming the schedule
@@ -305,7 +232,7 @@ impl Core {
             true,
         );
         if self.reports(func, crate::events::Kind::Created) {
-            self.record(id, crate::lifecycle::Step::Queued);
+            self.record(id, crate::history::Step::Queued);
         }
         if self.cfg.durable {
             // Runnable once stored, like any background job.

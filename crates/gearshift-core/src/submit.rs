@@ -9,9 +9,9 @@ use gearshift_proto::{Priority, Response, Submit, SubmitInPlace};
 use crate::config::MAX_UNIQUE;
 use crate::effect::Effect;
 use crate::engine::{Core, Timer};
+use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
-use crate::lifecycle::Step;
 use crate::Millis;
 
 /// What the core needs of a submission, whether it was parsed into a

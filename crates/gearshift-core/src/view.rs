@@ -10,12 +10,12 @@ use bytes::Bytes;
 use gearshift_proto::Priority;
 
 use crate::engine::Core;
+use crate::history::{Event, LastFailure};
 use crate::id_index::Walk;
 use crate::ids::JobId;
 use crate::job::Job;
-use crate::lifecycle::{Event, LastFailure};
+use crate::kept::{Finished, Outcome};
 use crate::policy::Policy;
-use crate::retained::{Finished, Outcome};
 use crate::Millis;
 
 /// Most jobs a page returns.

@@ -10,9 +10,9 @@ use gearshift_proto::{GrabKind, Response};
 use crate::conn::Ability;
 use crate::effect::{Effect, StoreOp};
 use crate::engine::{Core, Timer};
+use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, JobState, Run};
-use crate::lifecycle::Step;
 use crate::policy::Reason;
 use crate::Millis;
 
