@@ -43,13 +43,13 @@ impl Core {
                 ) => text::ERR_UNKNOWN_JOB.to_vec(),
             },
             AdminCommand::CreateFunction(name) => {
-                self.function_id(&name);
+                self.table.function_id(&name, &self.policies);
                 text::OK_CRLF.to_vec()
             }
             AdminCommand::DropFunction(name) => self.drop_function_word(&name).to_vec(),
             AdminCommand::MaxQueue { function, limits } => {
-                if let Some(&f) = self.func_index.get(&function) {
-                    if let Some(f) = self.func_mut(f) {
+                if let Some(f) = self.table.func_named(&function) {
+                    if let Some(f) = self.table.func_mut(f) {
                         f.max_queue = limits;
                     }
                 }
@@ -94,7 +94,7 @@ impl Core {
     }
 
     fn live_funcs(&self) -> impl Iterator<Item = &crate::function::Function> {
-        self.funcs.iter().flatten()
+        self.table.funcs().iter().flatten()
     }
 
     fn status_text(&self) -> Vec<u8> {
@@ -144,7 +144,7 @@ impl Core {
             }
             out.extend_from_slice(b" :");
             for a in &c.abilities {
-                if let Some(f) = self.func(a.func) {
+                if let Some(f) = self.table.func(a.func) {
                     out.push(b' ');
                     escape::push_field(&mut out, &f.name, Sep::Space);
                 }
@@ -158,7 +158,7 @@ impl Core {
     /// `show jobs` as rows; the driver renders them ([`Listing::render`]).
     fn show_jobs_rows(&self) -> Listing {
         let rows = self
-            .jobs
+            .table
             .iter()
             .map(|job| {
                 let cancelled = job.state == JobState::Cancelled;
@@ -183,7 +183,7 @@ impl Core {
     /// `show unique jobs` as rows.
     fn show_unique_rows(&self) -> Listing {
         Listing::Uniques(
-            self.jobs
+            self.table
                 .iter()
                 .map(|job| (job.id, job.unique_bytes()))
                 .collect(),

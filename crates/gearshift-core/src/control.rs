@@ -57,7 +57,7 @@ impl Core {
             });
         };
         if self
-            .jobs
+            .table
             .get(id)
             .is_some_and(|j| j.state == JobState::Cancelled)
         {
@@ -73,7 +73,7 @@ impl Core {
     pub(crate) fn cancel_live(&mut self, id: JobId) {
         let h = self.handle_of(id);
         let acks = self.acks.remove(&id).unwrap_or_default();
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.table.get_mut(id) else {
             return;
         };
         let clients = std::mem::take(&mut job.clients);
@@ -83,10 +83,10 @@ impl Core {
             // Gone from the store now, not when the worker reports: a crash
             // in between must not bring a cancelled job back.
             job.persist = Persist::No;
-            self.set_state(id, JobState::Cancelled);
+            self.table.set_state(id, JobState::Cancelled);
             // Reaped only when its worker reports; meanwhile a resubmission
             // of its unique must make a new job, not wait on this dead one.
-            self.jobs.unindex_unique(id);
+            self.table.unindex_unique(id);
             if stored {
                 self.effects.push(Effect::Store(StoreOp::Done(id)));
             }
@@ -105,7 +105,7 @@ impl Core {
         self.record(id, Step::Cancelled);
         if !running
             && self
-                .jobs
+                .table
                 .get(id)
                 .is_some_and(|j| j.state != JobState::Cancelled)
         {
@@ -142,8 +142,8 @@ impl Core {
     /// is created paused). A resume wakes its sleeping workers if it has
     /// work.
     pub fn set_paused(&mut self, name: &[u8], paused: bool) -> Result<(), ControlError> {
-        let id = self.function_id(name);
-        let Some(f) = self.func_mut(id) else {
+        let id = self.table.function_id(name, &self.policies);
+        let Some(f) = self.table.func_mut(id) else {
             return Err(ControlError::UnknownFunction);
         };
         let was = std::mem::replace(&mut f.paused, paused);
@@ -160,13 +160,13 @@ impl Core {
     /// name is fine, and any bytes are, as gearmand takes them (listings
     /// escape control bytes). Returns whether it was new.
     pub fn create_function(&mut self, name: &[u8]) -> Result<bool, FunctionError> {
-        if self.func_index.contains_key(name) {
+        if self.table.func_named(name).is_some() {
             return Ok(false);
         }
         if name.is_empty() {
             return Err(FunctionError::BadName);
         }
-        self.function_id(name);
+        self.table.function_id(name, &self.policies);
         tracing::info!(function = ?String::from_utf8_lossy(name), "function created by admin");
         Ok(true)
     }
@@ -176,22 +176,22 @@ impl Core {
     /// function goes.
     pub fn drop_function_named(&mut self, name: &[u8]) -> Result<(), FunctionError> {
         let id = self
-            .funcs
+            .table
+            .funcs()
             .iter()
             .position(|f| {
                 f.as_ref()
                     .is_some_and(|f| f.name.eq_ignore_ascii_case(name))
             })
             .ok_or(FunctionError::NotFound)?;
-        let f = self.func(id).ok_or(FunctionError::NotFound)?;
+        let f = self.table.func(id).ok_or(FunctionError::NotFound)?;
         if f.workers > 0 || f.running > 0 {
             return Err(FunctionError::Busy);
         }
         if f.total > 0 {
             return Err(FunctionError::Queued);
         }
-        if let Some(f) = self.funcs.get_mut(id).and_then(Option::take) {
-            self.func_index.remove(&f.name);
+        if let Some(f) = self.table.drop_function(id) {
             self.dropped_stats.merge(&f.stats);
             tracing::info!(function = ?String::from_utf8_lossy(&f.name), "function dropped by admin");
         }
@@ -201,8 +201,8 @@ impl Core {
     /// `maxqueue F HIGH NORMAL LOW` as a typed call (the HTTP API's): the
     /// limits of an existing function (0 or less: unlimited).
     pub fn set_max_queue(&mut self, name: &[u8], limits: [i64; 3]) -> Result<(), FunctionError> {
-        let id = *self.func_index.get(name).ok_or(FunctionError::NotFound)?;
-        let f = self.func_mut(id).ok_or(FunctionError::NotFound)?;
+        let id = self.table.func_named(name).ok_or(FunctionError::NotFound)?;
+        let f = self.table.func_mut(id).ok_or(FunctionError::NotFound)?;
         f.max_queue = limits;
         tracing::info!(function = ?String::from_utf8_lossy(name), ?limits, "queue limits set by admin");
         Ok(())

@@ -22,7 +22,7 @@ impl Core {
     /// JOB_CREATED and new jobs become grab-able (or scheduled).
     pub fn persisted(&mut self, ids: &[JobId], now: Millis) {
         for &id in ids {
-            let Some(job) = self.jobs.get_mut(id) else {
+            let Some(job) = self.table.get_mut(id) else {
                 self.schedule_persisted(id);
                 continue;
             };
@@ -48,7 +48,7 @@ impl Core {
     /// QUEUE_ERROR and a job that existed only for them is dropped.
     pub fn persist_failed(&mut self, ids: &[JobId], reason: &str) {
         for &id in ids {
-            let Some(job) = self.jobs.get_mut(id) else {
+            let Some(job) = self.table.get_mut(id) else {
                 self.schedule_failed(id, reason);
                 continue;
             };
@@ -89,7 +89,7 @@ impl Core {
         self.next_job = self.next_job.max(next_id).max(max_stored);
         self.reserved = self.next_job;
         for s in jobs {
-            let func = self.function_id(&s.function);
+            let func = self.table.function_id(&s.function, &self.policies);
             if !self.handles.is(&s.handle, s.id) {
                 // Written under another --job-handle-prefix: still findable.
                 self.foreign_handles.insert(s.handle.clone(), s.id);
@@ -103,9 +103,9 @@ impl Core {
             });
             // The same id twice (a store never replays that): the later
             // record replaces the earlier, as it always has.
-            let _ = self.jobs.remove(s.id);
+            let _ = self.table.take(s.id);
             let payload = Payload::new(s.unique, s.data);
-            self.insert_job(
+            self.table.insert(
                 Job {
                     id: s.id,
                     payload: payload.bytes,
@@ -152,7 +152,7 @@ impl Core {
         self.now = self.now.max(now);
         for &id in ids {
             let queued = self
-                .jobs
+                .table
                 .get(id)
                 .is_some_and(|j| j.state == JobState::Queued);
             if !queued {
@@ -160,13 +160,16 @@ impl Core {
             }
             // Back out of its queue into a run, so it leaves that run the
             // way a job whose worker vanished does.
-            if let Some((func, p)) = self.jobs.get(id).map(|j| (j.func(), j.priority.index())) {
-                if let Some(f) = self.func_mut(func) {
+            if let Some((func, p)) = self.table.get(id).map(|j| (j.func(), j.priority.index())) {
+                if let Some(f) = self.table.func_mut(func) {
                     f.queues[p].retain(|&j| j != id);
                 }
             }
-            self.set_state(id, JobState::Running);
-            let started = self.jobs.get(id).map_or(1, |j| j.retries.saturating_add(1));
+            self.table.set_state(id, JobState::Running);
+            let started = self
+                .table
+                .get(id)
+                .map_or(1, |j| j.retries.saturating_add(1));
             if let Some(t) = self.track(id) {
                 t.attempts = t.attempts.max(started);
             }
@@ -230,15 +233,11 @@ impl Core {
             // another thread, at that).
             None => self.handles.make(id),
         };
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some((job, func)) = self.table.get_mut_with_func(id) else {
             return;
         };
         job.persist = Persist::Pending;
-        let function = self
-            .funcs
-            .get(job.func())
-            .and_then(Option::as_ref)
-            .map(|f| f.name.clone());
+        let function = func.map(|f| f.name.clone());
         let stored = StoredJob {
             id,
             handle,
@@ -257,7 +256,7 @@ impl Core {
     /// Jobs sent to the store and not yet confirmed or refused: their
     /// submitters still wait for an answer.
     pub fn awaiting_store(&self) -> usize {
-        self.jobs
+        self.table
             .iter()
             .filter(|j| j.persist == Persist::Pending)
             .count()
@@ -265,7 +264,7 @@ impl Core {
 
     /// Jobs that live only in memory (lost if the process stops).
     pub fn volatile_job_count(&self) -> usize {
-        self.jobs
+        self.table
             .iter()
             .filter(|j| j.persist == Persist::No)
             .count()

@@ -14,14 +14,13 @@ use gearshift_proto::{Request, Response, SubmitInPlace};
 use crate::config::CoreConfig;
 use crate::conn::{Conn, ConnInfo, Rights};
 use crate::effect::{Effect, Input};
-use crate::function::Function;
 use crate::handle::Handles;
 use crate::history::Track;
-use crate::ids::{ConnId, FuncId, IdMap, JobId};
+use crate::ids::{ConnId, IdMap, JobId};
 use crate::job::{ConnList, Job, JobState, Run};
-use crate::jobs::Jobs;
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
+use crate::table::JobTable;
 use crate::Millis;
 
 /// A timer the core armed.
@@ -39,10 +38,8 @@ pub(crate) enum Timer {
 pub struct Core {
     pub(crate) cfg: CoreConfig,
     pub(crate) next_job: JobId,
-    /// Every job, with the coalescing indexes (named uniques, `-` workloads).
-    pub(crate) jobs: Jobs,
-    pub(crate) funcs: Vec<Option<Function>>,
-    pub(crate) func_index: HashMap<Bytes, FuncId>,
+    /// Every job and function, with their counts ([`JobTable`]).
+    pub(crate) table: JobTable,
     pub(crate) conns: IdMap<u64, Conn>,
     /// Jobs a worker holds (running or cancelled while running).
     pub(crate) running: IdMap<JobId, Run>,
@@ -52,8 +49,6 @@ pub struct Core {
     pub(crate) next_assignment: u64,
     /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
     pub(crate) track_runs: bool,
-    /// Payload bytes of every job in the table (`--max-queue-memory`).
-    pub(crate) job_bytes: u64,
     /// Submissions refused: the function's `maxqueue`, then the memory cap.
     pub(crate) refused: [u64; 2],
     /// Requests the access rules refused: submit, work, read, change.
@@ -96,15 +91,12 @@ impl Core {
             handles: Handles::new(&cfg.handle_prefix),
             cfg,
             next_job: first.max(1),
-            jobs: Jobs::default(),
-            funcs: Vec::new(),
-            func_index: HashMap::new(),
+            table: JobTable::default(),
             conns: IdMap::default(),
             running: IdMap::default(),
             acks: IdMap::default(),
             next_assignment: 0,
             track_runs: false,
-            job_bytes: 0,
             refused: [0; 2],
             denied: [0; 4],
             timers: BinaryHeap::new(),
@@ -126,7 +118,7 @@ impl Core {
     /// Every function looks its policy up again; jobs already waiting for
     /// a retry keep their time.
     pub fn set_policies(&mut self, policies: Policies) {
-        for f in self.funcs.iter_mut().flatten() {
+        for f in self.table.funcs_mut() {
             f.policy = policies.lookup(&f.name);
         }
         self.policies = policies;
@@ -197,12 +189,13 @@ impl Core {
 
     /// Number of jobs the core holds (queued, scheduled and running).
     pub fn job_count(&self) -> usize {
-        self.jobs.len()
+        self.table.len()
     }
 
     /// Jobs currently held by workers, over all functions.
     pub fn running_jobs(&self) -> u64 {
-        self.funcs
+        self.table
+            .funcs()
             .iter()
             .flatten()
             .map(|f| u64::from(f.running))
@@ -339,7 +332,7 @@ impl Core {
             let w = self.worker_ref(conn, &c);
             self.push_event(crate::events::EventKind::WorkerLeft(w));
         }
-        self.abilities_dropped(&c.abilities);
+        self.table.abilities_dropped(&c.abilities);
         for job in c.held {
             self.requeue(job, Reason::WorkerLost, "worker disconnected");
         }
@@ -388,50 +381,6 @@ impl Core {
         self.emit(conn, Effect::Send(conn, r));
     }
 
-    pub(crate) fn func(&self, f: FuncId) -> Option<&Function> {
-        self.funcs.get(f).and_then(Option::as_ref)
-    }
-
-    pub(crate) fn func_mut(&mut self, f: FuncId) -> Option<&mut Function> {
-        self.funcs.get_mut(f).and_then(Option::as_mut)
-    }
-
-    /// The function called `name`, created if new.
-    pub(crate) fn function_id(&mut self, name: &[u8]) -> FuncId {
-        if let Some(&id) = self.func_index.get(name) {
-            return id;
-        }
-        self.new_function(name)
-    }
-
-    /// [`Core::function_id`] for a connection's submission: a client
-    /// usually submits to the function it named last, so that one is
-    /// checked first (by name, so a dropped function never matches).
-    pub(crate) fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> FuncId {
-        let hint = self.conns.get(&conn.0).map_or(FuncId::MAX, |c| c.last_func);
-        if self.func(hint).is_some_and(|f| f.name[..] == *name) {
-            return hint;
-        }
-        let id = self.function_id(name);
-        if let Some(c) = self.conns.get_mut(&conn.0) {
-            c.last_func = id;
-        }
-        id
-    }
-
-    fn new_function(&mut self, name: &[u8]) -> FuncId {
-        let id = self.funcs.len();
-        // A copy: the name arrived as a slice of some connection's read
-        // buffer, which the function table would otherwise keep alive for
-        // as long as the function exists.
-        let name = Bytes::copy_from_slice(name);
-        let mut f = Function::new(name.clone());
-        f.policy = self.policies.lookup(&name);
-        self.funcs.push(Some(f));
-        self.func_index.insert(name, id);
-        id
-    }
-
     /// Looks a handle up; only the exact `<prefix>:<n>` this server printed matches.
     pub(crate) fn job_by_handle(&self, handle: &[u8]) -> Option<JobId> {
         if !self.foreign_handles.is_empty() {
@@ -440,7 +389,7 @@ impl Core {
             }
         }
         let id = self.handles.parse(handle)?;
-        self.jobs.contains(id).then_some(id)
+        self.table.contains(id).then_some(id)
     }
 
     /// The handle of a job, as its clients know it.
@@ -470,7 +419,7 @@ impl Core {
 
     /// Forgets a job entirely: indexes, counters, holders and waiters.
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
-        let job = self.take_job(id)?;
+        let job = self.table.take(id)?;
         if let Some(run) = self.running.remove(&id) {
             if let Some(c) = self.conns.get_mut(&run.worker.0) {
                 c.held.retain(|&j| j != id);
@@ -515,7 +464,7 @@ impl Core {
     /// waiting): a foreground job nobody waits for any more is dropped
     /// unless a worker holds it. Returns whether it was dropped.
     pub(crate) fn detach_client(&mut self, id: JobId, conn: ConnId) -> bool {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.table.get_mut(id) else {
             return false;
         };
         job.clients.retain(|c| c != conn);

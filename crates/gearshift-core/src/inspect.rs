@@ -128,7 +128,7 @@ impl Core {
                 out.push(b'-');
             }
             for (i, a) in c.abilities.iter().enumerate() {
-                if let Some(f) = self.func(a.func) {
+                if let Some(f) = self.table.func(a.func) {
                     if i > 0 {
                         out.push(b' ');
                     }

@@ -10,12 +10,12 @@ use crate::job::{JobState, Persist};
 impl Core {
     /// Checks every invariant; the first broken one is described.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let mut counts = vec![([0u32; 3], 0u32, 0u32, 0u32); self.funcs.len()];
+        let mut counts = vec![([0u32; 3], 0u32, 0u32, 0u32); self.table.funcs().len()];
         let mut bytes = 0u64;
-        for job in self.jobs.iter() {
+        for job in self.table.iter() {
             bytes += job.held_bytes();
             let f = job.func();
-            let Some(c) = counts.get_mut(f).filter(|_| self.func(f).is_some()) else {
+            let Some(c) = counts.get_mut(f).filter(|_| self.table.func(f).is_some()) else {
                 return Err(format!("job {} names missing function {f}", job.id));
             };
             c.3 += 1;
@@ -58,25 +58,25 @@ impl Core {
                 ));
             }
         }
-        if bytes != self.job_bytes {
+        if bytes != self.table.bytes() {
             return Err(format!(
                 "job_bytes is {} but the jobs hold {bytes}",
-                self.job_bytes
+                self.table.bytes()
             ));
         }
-        let mut workers = vec![0u32; self.funcs.len()];
+        let mut workers = vec![0u32; self.table.funcs().len()];
         for (cid, c) in &self.conns {
             for a in &c.abilities {
                 match workers
                     .get_mut(a.func)
-                    .filter(|_| self.func(a.func).is_some())
+                    .filter(|_| self.table.func(a.func).is_some())
                 {
                     Some(n) => *n += 1,
                     None => return Err(format!("conn {cid} can do missing function {}", a.func)),
                 }
             }
         }
-        for (i, f) in self.funcs.iter().enumerate() {
+        for (i, f) in self.table.funcs().iter().enumerate() {
             let Some(f) = f else { continue };
             if f.workers != workers[i] {
                 return Err(format!(
@@ -99,7 +99,7 @@ impl Core {
             }
         }
         for (&id, run) in &self.running {
-            if !self.jobs.contains(id) {
+            if !self.table.contains(id) {
                 return Err(format!(
                     "run of job {id} (worker {}) outlived the job",
                     run.worker.0
@@ -109,7 +109,7 @@ impl Core {
         for (cid, c) in &self.conns {
             for &id in &c.waiting {
                 let attached = self
-                    .jobs
+                    .table
                     .get(id)
                     .is_some_and(|j| j.clients.as_slice().iter().any(|x| x.0 == *cid));
                 if !attached {
@@ -125,12 +125,12 @@ impl Core {
             }
         }
         for &id in self.tracked.keys() {
-            if !self.jobs.contains(id) {
+            if !self.table.contains(id) {
                 return Err(format!("history of job {id} outlived the job"));
             }
         }
         for &id in self.retained.dead.keys() {
-            if self.jobs.contains(id) {
+            if self.table.contains(id) {
                 return Err(format!("job {id} is both live and dead"));
             }
         }

@@ -25,7 +25,8 @@
 //!   the admin words that show them (`show job`, `show dead`, `show workers`).
 //! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]:
 //!   the schedule records and their times.
-//! - [`state`]: the one place a job enters, changes state or leaves, with its counts.
+//! - [`table`]: the job table ([`table::JobTable`]): every job and function,
+//!   and the one place a job enters, changes state or leaves, with its counts.
 //! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`view`]: read-only snapshots for the HTTP API; [`control`]: its actions;
 //!   [`metrics`]: per-function counters and histograms; [`events`]: live events.
@@ -62,8 +63,8 @@ pub mod order;
 pub mod policy;
 pub mod retained;
 pub mod schedule;
-pub mod state;
 pub mod submit;
+pub mod table;
 pub mod timefmt;
 pub mod view;
 pub mod worker;

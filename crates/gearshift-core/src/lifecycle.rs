@@ -50,8 +50,8 @@ impl Core {
             // No config: gearmand's rules, and nothing to look up per job.
             return None;
         }
-        let job = self.jobs.get(id)?;
-        self.func(job.func())?.policy.clone()
+        let job = self.table.get(id)?;
+        self.table.func(job.func())?.policy.clone()
     }
 
     /// The record of a job under a policy, made on first use (a job queued
@@ -77,7 +77,7 @@ impl Core {
     /// Whether a transition of `kind` of a job of this function is worth
     /// reporting: it has a policy (history) or events of that kind are on.
     pub(crate) fn reports(&self, func: crate::ids::FuncId, kind: crate::events::Kind) -> bool {
-        self.wants(kind) || self.func(func).is_some_and(|f| f.policy.is_some())
+        self.wants(kind) || self.table.func(func).is_some_and(|f| f.policy.is_some())
     }
 
     fn emit_event(&mut self, id: JobId, step: Step) {
@@ -89,7 +89,11 @@ impl Core {
             Step::Dead => {
                 let track = self.tracked.get(&id);
                 let attempts = track.map_or_else(
-                    || self.jobs.get(id).map_or(0, |j| j.retries.saturating_add(1)),
+                    || {
+                        self.table
+                            .get(id)
+                            .map_or(0, |j| j.retries.saturating_add(1))
+                    },
                     |t| t.attempts,
                 );
                 let failure =
@@ -126,7 +130,7 @@ impl Core {
         if self.reaped_if_cancelled(id) {
             return;
         }
-        let Some(job) = self.jobs.get(id) else {
+        let Some(job) = self.table.get(id) else {
             return;
         };
         let attempts = job.retries.saturating_add(1);
@@ -150,7 +154,7 @@ impl Core {
             }
         }
         self.tell_failure(id, reason, &detail, handle);
-        let background = self.jobs.get(id).is_some_and(|j| j.background);
+        let background = self.table.get(id).is_some_and(|j| j.background);
         if policy.is_some() && background {
             self.bury(id);
         } else {
@@ -162,7 +166,7 @@ impl Core {
     /// whatever the report: never retried, kept (under a policy) as cancelled.
     fn reaped_if_cancelled(&mut self, id: JobId) -> bool {
         if self
-            .jobs
+            .table
             .get(id)
             .is_some_and(|j| j.state == JobState::Cancelled)
         {
@@ -174,14 +178,14 @@ impl Core {
 
     /// A foreground job whose clients all left: nobody to retry it for.
     fn nobody_waits(&self, id: JobId) -> bool {
-        self.jobs
+        self.table
             .get(id)
             .is_some_and(|j| !j.background && j.clients.is_empty())
     }
 
     /// The clients' terminal packet for a final failure.
     fn tell_failure(&mut self, id: JobId, reason: Reason, detail: &Bytes, handle: Bytes) {
-        let Some(job) = self.jobs.get(id) else {
+        let Some(job) = self.table.get(id) else {
             return;
         };
         if job.clients.is_empty() {
@@ -211,13 +215,13 @@ impl Core {
     fn retry_later(&mut self, id: JobId, delay: Millis) {
         let at = self.now.saturating_add(delay);
         self.release_worker(id);
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.table.get_mut(id) else {
             return;
         };
         job.retries = job.retries.saturating_add(1);
         job.extra.get_or_insert_with(Box::<JobExtra>::default).due = Some(at);
         let (attempts, stored) = (job.retries, job.persist != Persist::No);
-        self.set_state(id, JobState::Scheduled);
+        self.table.set_state(id, JobState::Scheduled);
         self.timers.push(Reverse((at, Timer::Due(id))));
         if stored {
             self.effects.push(Effect::Store(StoreOp::Retry {
@@ -235,7 +239,7 @@ impl Core {
 
     /// A job leaves its worker (not its queue or its clients): the worker's
     /// held list and the running table. Its state, and so the function's
-    /// counts, change with the caller's next step ([`Core::set_state`]).
+    /// counts, change with the caller's next step ([`crate::table::JobTable::set_state`]).
     pub(crate) fn release_worker(&mut self, id: JobId) {
         if let Some(run) = self.running.remove(&id) {
             if let Some(c) = self.conns.get_mut(&run.worker.0) {
@@ -249,7 +253,7 @@ impl Core {
     /// the job waits for its backoff like any failure; otherwise gearmand's
     /// rule: to the head of its queue or, past `--job-retries`, failed.
     pub(crate) fn requeue(&mut self, id: JobId, reason: Reason, why: &'static str) {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.table.get_mut(id) else {
             return;
         };
         match job.state {
@@ -271,7 +275,7 @@ impl Core {
         }
         // gearmand's requeue: the run failed for `reason`.
         self.end_run(id, Some(reason));
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.table.get_mut(id) else {
             return;
         };
         job.retries += 1;
@@ -316,6 +320,19 @@ impl Core {
         self.finish(id, Outcome::Completed, result);
     }
 
+    /// A worker's run of a job ends (whatever the outcome, `None`:
+    /// completed): counted by the job table. Called once per run, before
+    /// the run leaves the running table.
+    #[inline]
+    fn end_run(&mut self, id: JobId, failed: Option<Reason>) {
+        // A run restored as cut off has no start to measure from.
+        let ms = self
+            .running
+            .get(&id)
+            .map(|r| self.now.saturating_sub(r.started));
+        self.table.end_run(id, ms, failed);
+    }
+
     /// A submitter gives up waiting for a foreground job (the HTTP API's
     /// `wait_timeout`): when it is the job's only waiting client, it is
     /// detached as if its connection had closed, which is what `gearshift
@@ -326,7 +343,7 @@ impl Core {
         let Some(id) = self.job_by_handle(handle) else {
             return StopWaiting::Ended;
         };
-        let Some(job) = self.jobs.get(id) else {
+        let Some(job) = self.table.get(id) else {
             return StopWaiting::Ended;
         };
         let running = matches!(job.state, JobState::Running | JobState::Cancelled);
@@ -387,16 +404,16 @@ impl Core {
             functions: c
                 .abilities
                 .iter()
-                .filter_map(|a| self.func(a.func).map(|f| f.name.clone()))
+                .filter_map(|a| self.table.func(a.func).map(|f| f.name.clone()))
                 .collect(),
         }
     }
 
     /// The name of a live job's function (empty if it has none).
     pub(crate) fn function_of(&self, id: crate::ids::JobId) -> Bytes {
-        self.jobs
+        self.table
             .get(id)
-            .and_then(|j| self.func(j.func()))
+            .and_then(|j| self.table.func(j.func()))
             .map(|f| f.name.clone())
             .unwrap_or_default()
     }

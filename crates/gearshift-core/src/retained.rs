@@ -26,9 +26,10 @@ impl Core {
         result: Bytes,
     ) -> Option<Box<Finished>> {
         let handle = self.handle_of(id);
-        let job = self.jobs.get(id)?;
+        let job = self.table.get(id)?;
         let track = self.tracked.remove(&id).map(|t| *t).unwrap_or_default();
         let function = self
+            .table
             .func(job.func())
             .map(|f| f.name.clone())
             .unwrap_or_default();
@@ -144,7 +145,7 @@ impl Core {
                 error: rec.error.clone().unwrap_or_default(),
             }));
         }
-        if let Some(job) = self.jobs.get_mut(id) {
+        if let Some(job) = self.table.get_mut(id) {
             // The store keeps it as dead: removing the live job must not end it there.
             job.persist = Persist::No;
         }
@@ -227,7 +228,7 @@ impl Core {
 
     fn revive(&mut self, rec: Finished) {
         let id = rec.id;
-        let func = self.function_id(&rec.function);
+        let func = self.table.function_id(&rec.function, &self.policies);
         if !self.handles.is(&rec.handle, id) {
             self.foreign_handles.insert(rec.handle.clone(), id);
             self.foreign_ids.insert(id, rec.handle.clone());
@@ -239,7 +240,7 @@ impl Core {
                 due: None,
             })
         });
-        self.insert_job(
+        self.table.insert(
             Job {
                 id,
                 payload: payload.bytes,

@@ -54,7 +54,7 @@ impl Core {
             self.send(conn, Response::error("QUEUE_ERROR", Bytes::from(text)));
             return;
         }
-        self.function_id(&function);
+        self.table.function_id(&function, &self.policies);
         let fields: Vec<String> = when
             .iter()
             .map(|f| match String::from_utf8_lossy(f).trim() {
@@ -202,19 +202,19 @@ impl Core {
         data: Bytes,
         priority: Priority,
     ) -> Option<JobId> {
-        let func = self.function_id(function);
-        if self.jobs.coalesces_with(func, &unique, &data).is_some() {
+        let func = self.table.function_id(function, &self.policies);
+        if self.table.coalesces_with(func, &unique, &data).is_some() {
             return None;
         }
         let p = priority.index();
-        if self.func(func).is_some_and(|f| f.queue_full(p)) {
+        if self.table.func(func).is_some_and(|f| f.queue_full(p)) {
             return None;
         }
         let id = self.next_job;
         self.next_job = self.next_job.saturating_add(1);
         self.reserve_ahead();
         let payload = Payload::new(unique, data);
-        self.insert_job(
+        self.table.insert(
             Job {
                 id,
                 payload: payload.bytes,
@@ -373,7 +373,8 @@ impl Core {
     /// every job.
     pub(crate) fn epoch_jobs(&self, max: usize) -> (usize, Vec<(Millis, JobId)>) {
         let scheduled: u64 = self
-            .funcs
+            .table
+            .funcs()
             .iter()
             .flatten()
             .map(|f| u64::from(f.scheduled))
@@ -400,7 +401,7 @@ impl Core {
     /// The due time of an epoch job that waits for it (`None` for any
     /// other job, or one waiting out a retry delay).
     fn waits_for_epoch(&self, id: JobId) -> Option<Millis> {
-        let job = self.jobs.get(id)?;
+        let job = self.table.get(id)?;
         let retrying = self.tracked.get(&id).is_some_and(|t| t.retry_at.is_some());
         if job.state != JobState::Scheduled || retrying {
             return None;

@@ -90,7 +90,7 @@ impl Core {
             return;
         }
         let func = self.function_id_for(conn, s.function());
-        if let Some(existing) = self.jobs.coalesces_with(func, s.unique(), s.data()) {
+        if let Some(existing) = self.table.coalesces_with(func, s.unique(), s.data()) {
             self.join(conn, existing, s.background());
             return;
         }
@@ -100,7 +100,8 @@ impl Core {
         let cap = self.cfg.max_job_bytes;
         if cap > 0
             && self
-                .job_bytes
+                .table
+                .bytes()
                 .saturating_add((s.unique().len() + s.data().len()) as u64)
                 > cap
         {
@@ -114,7 +115,7 @@ impl Core {
             );
             return;
         }
-        if let Some(f) = self.func(func) {
+        if let Some(f) = self.table.func(func) {
             if f.queue_full(p) {
                 self.refused[0] += 1;
                 self.send(conn, Response::error("QUEUE_ERROR", "Job queue is full"));
@@ -149,7 +150,7 @@ impl Core {
         } else {
             JobState::Queued
         };
-        self.insert_job(
+        self.table.insert(
             Job {
                 id,
                 payload: payload.bytes,
@@ -179,7 +180,7 @@ impl Core {
             self.record(id, Step::Queued);
         }
         let mut sleepers = false;
-        if let Some(f) = self.func_mut(func) {
+        if let Some(f) = self.table.func_mut(func) {
             sleepers = !f.sleepers.is_empty() && !f.paused;
             if state == JobState::Queued {
                 f.queues[p].push_back(id);
@@ -200,14 +201,29 @@ impl Core {
         }
     }
 
+    /// [`JobTable::function_id`] for a connection's submission: a client
+    /// usually submits to the function it named last, so that one is
+    /// checked first (by name, so a dropped function never matches).
+    fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> FuncId {
+        let hint = self.conns.get(&conn.0).map_or(FuncId::MAX, |c| c.last_func);
+        if self.table.func(hint).is_some_and(|f| f.name[..] == *name) {
+            return hint;
+        }
+        let id = self.table.function_id(name, &self.policies);
+        if let Some(c) = self.conns.get_mut(&conn.0) {
+            c.last_func = id;
+        }
+        id
+    }
+
     /// Makes a new job grab-able, or schedules it if it is not due yet.
     pub(crate) fn release(&mut self, id: JobId, now: Millis) {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.table.get_mut(id) else {
             return;
         };
         match job.due().filter(|&d| d > now) {
             Some(at) => {
-                self.set_state(id, JobState::Scheduled);
+                self.table.set_state(id, JobState::Scheduled);
                 self.timers.push(Reverse((at, Timer::Due(id))));
             }
             None => self.enqueue(id, false),
@@ -218,7 +234,7 @@ impl Core {
     /// foreground submitter is attached, a background one makes the job
     /// outlive its clients.
     fn join(&mut self, conn: ConnId, id: JobId, background: bool) {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(job) = self.table.get_mut(id) else {
             return;
         };
         if job.state == JobState::Cancelled {
@@ -257,12 +273,12 @@ impl Core {
     /// at its place in line by handle number, so before every later job)
     /// and wakes sleepers.
     pub(crate) fn enqueue(&mut self, id: JobId, front: bool) {
-        let Some(job) = self.jobs.get(id) else {
+        let Some(job) = self.table.get(id) else {
             return;
         };
         let (func, p) = (job.func(), job.priority.index());
-        self.set_state(id, JobState::Queued);
-        let Some(f) = self.func_mut(func) else {
+        self.table.set_state(id, JobState::Queued);
+        let Some(f) = self.table.func_mut(func) else {
             return;
         };
         if front {
@@ -282,7 +298,7 @@ impl Core {
 
     /// An epoch job's time came.
     pub(crate) fn epoch_due(&mut self, id: JobId) {
-        let Some(job) = self.jobs.get(id) else {
+        let Some(job) = self.table.get(id) else {
             return;
         };
         if job.state != JobState::Scheduled {
@@ -304,7 +320,7 @@ impl Core {
     /// submission that joins an existing job by its unique is not refused:
     /// that job waits anyway.)
     fn refuse_no_worker(&mut self, conn: ConnId, func: FuncId) {
-        let Some(f) = self.func(func) else {
+        let Some(f) = self.table.func(func) else {
             return;
         };
         let text = format!(
@@ -322,7 +338,11 @@ impl Core {
         };
         let mut woken = 0;
         while woken < limit {
-            let Some(w) = self.func_mut(func).and_then(|f| f.sleepers.pop_front()) else {
+            let Some(w) = self
+                .table
+                .func_mut(func)
+                .and_then(|f| f.sleepers.pop_front())
+            else {
                 break;
             };
             let Some(c) = self.conns.get_mut(&w.0) else {
@@ -339,13 +359,13 @@ impl Core {
 
     /// Puts a sleeping worker on the wake lists of all its functions.
     pub(crate) fn enlist_sleeper(&mut self, conn: ConnId) {
-        let Core { conns, funcs, .. } = self;
+        let Core { conns, table, .. } = self;
         let Some(c) = conns.get(&conn.0) else {
             return;
         };
         for a in &c.abilities {
             let func = a.func;
-            let Some(f) = funcs.get_mut(func).and_then(Option::as_mut) else {
+            let Some(f) = table.func_mut(func) else {
                 continue;
             };
             f.sleepers.push_back(conn);

@@ -280,7 +280,8 @@ impl Core {
             *dead.entry(&f.function[..]).or_default() += 1;
         }
         let mut out: Vec<FunctionView> = self
-            .funcs
+            .table
+            .funcs()
             .iter()
             .flatten()
             .map(|f| FunctionView {
@@ -314,14 +315,14 @@ impl Core {
             return self.kept_page(q.function.as_deref(), limit, start);
         }
         let func = match &q.function {
-            Some(name) => match self.func_index.get(&name[..]) {
-                Some(&f) => Some(f),
+            Some(name) => match self.table.func_named(&name[..]) {
+                Some(f) => Some(f),
                 None => return JobPage::default(),
             },
             None => None,
         };
         let mut jobs = Vec::new();
-        let walk = self.jobs.walk(start, MAX_SCAN, |job| {
+        let walk = self.table.walk(start, MAX_SCAN, |job| {
             if func.is_some_and(|f| f != job.func()) {
                 return true;
             }
@@ -362,6 +363,7 @@ impl Core {
         JobSummary {
             handle: handle.into(),
             function: self
+                .table
                 .func(job.func())
                 .map(|f| f.name.clone())
                 .unwrap_or_default(),
@@ -378,7 +380,7 @@ impl Core {
 
     /// A live, kept or dead job by handle; its kept result if `with_result`.
     pub fn job_detail(&self, handle: &[u8], with_result: bool) -> Option<JobDetail> {
-        if let Some(job) = self.job_by_handle(handle).and_then(|id| self.jobs.get(id)) {
+        if let Some(job) = self.job_by_handle(handle).and_then(|id| self.table.get(id)) {
             let (state, attempts) = self.live_state(job);
             let track = self.tracked.get(&job.id);
             let run = self.running.get(&job.id);
@@ -455,7 +457,7 @@ impl Core {
                 functions: c
                     .abilities
                     .iter()
-                    .filter_map(|a| self.func(a.func).map(|f| f.name.clone()))
+                    .filter_map(|a| self.table.func(a.func).map(|f| f.name.clone()))
                     .collect(),
             });
         }
@@ -515,7 +517,7 @@ impl Core {
             .collect();
         let epoch = self.epoch_jobs(max_epoch);
         for &(due, id) in &epoch.1 {
-            let Some(job) = self.jobs.get(id) else {
+            let Some(job) = self.table.get(id) else {
                 continue;
             };
             let mut handle = Vec::new();
@@ -525,6 +527,7 @@ impl Core {
                 handle: handle.into(),
                 epoch: true,
                 function: self
+                    .table
                     .func(job.func())
                     .map(|f| f.name.clone())
                     .unwrap_or_default(),
@@ -546,7 +549,7 @@ impl Core {
     pub fn live_state_of(&self, handle: &[u8]) -> Option<&'static str> {
         let job = self
             .job_by_handle(handle)
-            .and_then(|id| self.jobs.get(id))?;
+            .and_then(|id| self.table.get(id))?;
         Some(self.live_state(job).0)
     }
 
@@ -556,13 +559,13 @@ impl Core {
         let mut stats = self.dropped_stats;
         let mut t = Totals {
             dead: self.retained.dead.len() as u64,
-            job_bytes: self.job_bytes,
+            job_bytes: self.table.bytes(),
             refused_maxqueue: self.refused[0],
             refused_memory: self.refused[1],
             denied: self.denied,
             ..Totals::default()
         };
-        for f in self.funcs.iter().flatten() {
+        for f in self.table.funcs().iter().flatten() {
             t.functions += 1;
             t.queued += f.queued.iter().map(|&n| u64::from(n)).sum::<u64>();
             t.scheduled += u64::from(f.scheduled);

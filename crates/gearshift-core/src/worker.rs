@@ -21,7 +21,7 @@ const SHRINK_QUEUE: usize = 1 << 16;
 
 impl Core {
     pub(crate) fn can_do(&mut self, conn: ConnId, name: Bytes, timeout_ms: Option<u64>) {
-        let func = self.function_id(&name);
+        let func = self.table.function_id(&name, &self.policies);
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return;
         };
@@ -37,15 +37,15 @@ impl Core {
             self.worker_joined(conn);
         }
         if existed.is_none() {
-            self.ability_added(func);
-            if let Some(f) = self.func_mut(func).filter(|_| sleeping) {
+            self.table.ability_added(func);
+            if let Some(f) = self.table.func_mut(func).filter(|_| sleeping) {
                 f.sleepers.push_back(conn);
             }
         }
     }
 
     pub(crate) fn cant_do(&mut self, conn: ConnId, name: &Bytes) {
-        let Some(&func) = self.func_index.get(name) else {
+        let Some(func) = self.table.func_named(name) else {
             return;
         };
         self.drop_abilities(conn, |f| f == func);
@@ -82,10 +82,10 @@ impl Core {
             return;
         };
         let held: Vec<JobId> = c.held.clone();
-        self.abilities_dropped(&dropped);
+        self.table.abilities_dropped(&dropped);
         for job in held {
             if self
-                .jobs
+                .table
                 .get(job)
                 .is_some_and(|j| dropped.iter().any(|a| a.func == j.func()))
             {
@@ -101,7 +101,7 @@ impl Core {
         let ready = c
             .abilities
             .iter()
-            .any(|a| self.func(a.func).is_some_and(|f| f.has_work()));
+            .any(|a| self.table.func(a.func).is_some_and(|f| f.has_work()));
         let Some(c) = self.conns.get_mut(&conn.0) else {
             return;
         };
@@ -138,6 +138,7 @@ impl Core {
                 let idx = (start + i) % n;
                 let ability = self.conns.get(&conn.0)?.abilities[idx];
                 let has_work = self
+                    .table
                     .func(ability.func)
                     .is_some_and(|f| f.queued[p] > 0 && !f.paused);
                 if !has_work {
@@ -157,14 +158,14 @@ impl Core {
     /// Pops the first live queued job of a priority, skipping stale ids.
     fn pop_queued(&mut self, func: FuncId, p: usize) -> Option<JobId> {
         loop {
-            let f = self.funcs.get_mut(func)?.as_mut()?;
+            let f = self.table.func_mut(func)?;
             let q = &mut f.queues[p];
             let id = q.pop_front()?;
             if q.is_empty() && q.capacity() > SHRINK_QUEUE {
                 // A deep queue drained: give its memory back.
                 *q = Default::default();
             }
-            let live = self.jobs.get(id).is_some_and(|j| {
+            let live = self.table.get(id).is_some_and(|j| {
                 j.state == JobState::Queued && j.func() == func && j.priority.index() == p
             });
             if live {
@@ -182,7 +183,7 @@ impl Core {
         timeout: Option<u64>,
         now: Millis,
     ) {
-        let Some(job) = self.jobs.get(id) else {
+        let Some(job) = self.table.get(id) else {
             self.send(conn, Response::NoJob);
             return;
         };
@@ -195,7 +196,7 @@ impl Core {
             _ => None,
         };
         let stored = job.persist != crate::job::Persist::No;
-        self.set_state(id, JobState::Running);
+        self.table.set_state(id, JobState::Running);
         if stored && self.track_runs {
             self.effects.push(Effect::Store(StoreOp::Started(id)));
         }
@@ -214,7 +215,7 @@ impl Core {
         let handle = self.handle_of(id);
         let mut function = Bytes::new();
         let mut timeout = timeout;
-        if let Some(f) = self.func_mut(func) {
+        if let Some(f) = self.table.func_mut(func) {
             f.stats.wait.observe(waited);
             function = f.name.clone();
             if let Some(t) = f.policy.as_ref().and_then(|p| p.timeout) {
@@ -264,7 +265,10 @@ impl Core {
         let worker = self.conns.get(&conn.0).map(|c| c.label());
         // The run's number follows the job's stored count of ended runs, so
         // it stays right across a restart that lost the in-memory record.
-        let attempt = self.jobs.get(id).map_or(1, |j| j.retries.saturating_add(1));
+        let attempt = self
+            .table
+            .get(id)
+            .map_or(1, |j| j.retries.saturating_add(1));
         if let Some(t) = self.track(id) {
             t.attempts = attempt;
             t.started = Some(now);
@@ -276,7 +280,7 @@ impl Core {
 
     pub(crate) fn job_timed_out(&mut self, id: JobId, assignment: u64) {
         let current = self
-            .jobs
+            .table
             .get(id)
             .is_some_and(|j| j.state == JobState::Running)
             && self
@@ -317,7 +321,7 @@ impl Core {
     /// Sends a packet about a job to each of its clients; `handle` is the
     /// one its worker sent.
     fn fan_out(&mut self, id: JobId, handle: Bytes, make: impl FnOnce(Bytes) -> Response) {
-        let clients = match self.jobs.get(id) {
+        let clients = match self.table.get(id) {
             Some(job) if !job.clients.is_empty() => job.clients.clone(),
             _ => return,
         };
@@ -423,7 +427,10 @@ impl Core {
     }
 
     pub(crate) fn get_status(&mut self, conn: ConnId, handle: Bytes) {
-        let r = match self.job_by_handle(&handle).and_then(|id| self.jobs.get(id)) {
+        let r = match self
+            .job_by_handle(&handle)
+            .and_then(|id| self.table.get(id))
+        {
             Some(job) => {
                 let run = self.running.get(&job.id);
                 Response::StatusRes {
@@ -446,7 +453,7 @@ impl Core {
     }
 
     pub(crate) fn get_status_unique(&mut self, conn: ConnId, unique: Bytes) {
-        let job = self.jobs.find_named(None, &unique);
+        let job = self.table.find_named(None, &unique);
         let r = match job {
             Some(job) => {
                 let run = self.running.get(&job.id);

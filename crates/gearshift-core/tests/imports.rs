@@ -102,7 +102,8 @@ fn no_import_loop_inside_the_core() {
             (m.clone(), to)
         })
         .collect();
-    assert!(edges["engine"].contains("jobs"), "edges are found");
+    let found: usize = edges.values().map(BTreeSet::len).sum();
+    assert!(found > 50, "edges are found ({found})");
     if let Some(cycle) = find_loop(&edges) {
         panic!("import loop in the core: {}", cycle.join(" -> "));
     }

@@ -1,5 +1,7 @@
-//! The one place a job enters the table, changes state or leaves it, and
-//! a worker gains or loses a function: the function's counters (`total`,
+//! The job table: every job (with the coalescing indexes) and every
+//! function (queues, counts, stats), behind private fields. It is the one
+//! place a job enters, changes state or leaves, and a worker gains or loses
+//! a function: the function's counters (`total`,
 //! `queued[p]`, `scheduled`, `running`, `workers`, and the stats
 //! `submitted`, `completed`, `failed`, `retried`) and the table's
 //! `job_bytes` move here and nowhere else, so they always equal a recount
@@ -7,12 +9,18 @@
 //! Queue order, timers, the store and the clients are the callers'
 //! business; this file only keeps the books.
 
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
 use crate::conn::Ability;
-use crate::engine::Core;
 use crate::function::Function;
+use crate::id_index::Walk;
 use crate::ids::{FuncId, JobId};
 use crate::job::{Job, JobState};
-use crate::policy::Reason;
+use crate::jobs::Jobs;
+use crate::policy::{Policies, Reason};
+use crate::Millis;
 
 /// Adds (`+1`) or takes away (`-1`) a job in `state` of priority `p`.
 fn count(f: &mut Function, state: JobState, p: usize, add: bool) {
@@ -29,13 +37,146 @@ fn count(f: &mut Function, state: JobState, p: usize, add: bool) {
     }
 }
 
-impl Core {
+/// Every job and every function, with the counts that follow them.
+#[derive(Default)]
+pub struct JobTable {
+    /// Every job, with the coalescing indexes (named uniques, `-` workloads).
+    jobs: Jobs,
+    /// Functions by id; a dropped one leaves `None` (ids are not reused).
+    funcs: Vec<Option<Function>>,
+    index: HashMap<Bytes, FuncId>,
+    /// Payload bytes of every job in the table (`--max-queue-memory`).
+    bytes: u64,
+}
+
+impl JobTable {
+    /// Number of jobs (queued, scheduled and running).
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// No jobs at all.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// A job by id.
+    #[inline]
+    pub fn get(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(id)
+    }
+
+    /// A job by id, to change what is not counted (clients, persistence,
+    /// retries, extras); its state moves only through [`JobTable::set_state`].
+    #[inline]
+    pub fn get_mut(&mut self, id: JobId) -> Option<&mut Job> {
+        self.jobs.get_mut(id)
+    }
+
+    /// [`JobTable::get_mut`] with the job's function, in one lookup.
+    #[inline]
+    pub fn get_mut_with_func(&mut self, id: JobId) -> Option<(&mut Job, Option<&Function>)> {
+        let job = self.jobs.get_mut(id)?;
+        let f = self.funcs.get(job.func()).and_then(Option::as_ref);
+        Some((job, f))
+    }
+
+    /// Whether job `id` is in the table.
+    #[inline]
+    pub fn contains(&self, id: JobId) -> bool {
+        self.jobs.contains(id)
+    }
+
+    /// Every job, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.iter()
+    }
+
+    /// See [`Jobs::walk`].
+    pub fn walk(&self, start: JobId, budget: usize, visit: impl FnMut(&Job) -> bool) -> Walk {
+        self.jobs.walk(start, budget, visit)
+    }
+
+    /// See [`Jobs::coalesces_with`]: the unique-id rule.
+    #[inline]
+    pub fn coalesces_with(&self, func: FuncId, unique: &[u8], data: &[u8]) -> Option<JobId> {
+        self.jobs.coalesces_with(func, unique, data)
+    }
+
+    /// See [`Jobs::find_named`].
+    pub fn find_named(&self, func: Option<FuncId>, unique: &[u8]) -> Option<&Job> {
+        self.jobs.find_named(func, unique)
+    }
+
+    /// A cancelled running job leaves the coalescing index at once.
+    pub fn unindex_unique(&mut self, id: JobId) {
+        self.jobs.unindex_unique(id);
+    }
+
+    /// Payload bytes of every job in the table.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// A function by id.
+    #[inline]
+    pub fn func(&self, f: FuncId) -> Option<&Function> {
+        self.funcs.get(f).and_then(Option::as_ref)
+    }
+
+    /// A function by id, to change its queues, sleepers, limits, policy or
+    /// wait times; its counts move only through this table's moves.
+    #[inline]
+    pub fn func_mut(&mut self, f: FuncId) -> Option<&mut Function> {
+        self.funcs.get_mut(f).and_then(Option::as_mut)
+    }
+
+    /// Every function slot, by id (`None`: dropped).
+    pub fn funcs(&self) -> &[Option<Function>] {
+        &self.funcs
+    }
+
+    /// Every live function, to change what is not counted.
+    pub fn funcs_mut(&mut self) -> impl Iterator<Item = &mut Function> {
+        self.funcs.iter_mut().flatten()
+    }
+
+    /// The function called exactly `name`, if it exists.
+    #[inline]
+    pub fn func_named(&self, name: &[u8]) -> Option<FuncId> {
+        self.index.get(name).copied()
+    }
+
+    /// The function called `name`, created (under its policy) if new.
+    pub fn function_id(&mut self, name: &[u8], policies: &Policies) -> FuncId {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.funcs.len();
+        // A copy: the name arrived as a slice of some connection's read
+        // buffer, which the function table would otherwise keep alive for
+        // as long as the function exists.
+        let name = Bytes::copy_from_slice(name);
+        let mut f = Function::new(name.clone());
+        f.policy = policies.lookup(&name);
+        self.funcs.push(Some(f));
+        self.index.insert(name, id);
+        id
+    }
+
+    /// Removes a function (the caller checked it is idle and empty).
+    pub fn drop_function(&mut self, id: FuncId) -> Option<Function> {
+        let f = self.funcs.get_mut(id).and_then(Option::take)?;
+        self.index.remove(&f.name);
+        Some(f)
+    }
+
     /// Puts a job in the table, counted in the state it starts in; a
     /// `submitted` one (not restored or revived) also in the function's stats.
     #[inline]
-    pub(crate) fn insert_job(&mut self, job: Job, submitted: bool) {
+    pub fn insert(&mut self, job: Job, submitted: bool) {
         let (func, state, p) = (job.func(), job.state, job.priority.index());
-        self.job_bytes += job.held_bytes();
+        self.bytes += job.held_bytes();
         self.jobs.insert(job);
         if let Some(f) = self.func_mut(func) {
             f.total += 1;
@@ -47,7 +188,8 @@ impl Core {
     /// Moves a job to `to`; returns the state it left (`None`: no such job).
     /// A running job sent back to wait (its queue, or a retry delay) is a
     /// retry in the function's stats.
-    pub(crate) fn set_state(&mut self, id: JobId, to: JobState) -> Option<JobState> {
+    #[inline]
+    pub fn set_state(&mut self, id: JobId, to: JobState) -> Option<JobState> {
         let job = self.jobs.get_mut(id)?;
         let from = std::mem::replace(&mut job.state, to);
         let (func, p) = (job.func(), job.priority.index());
@@ -63,28 +205,24 @@ impl Core {
     }
 
     /// Takes a job out of the table and out of its function's counts (the
-    /// rest of what points at it is [`Core::remove_job`]'s business).
-    pub(crate) fn take_job(&mut self, id: JobId) -> Option<Job> {
+    /// rest of what points at it is [`crate::Core`]'s `remove_job`'s business).
+    #[inline]
+    pub fn take(&mut self, id: JobId) -> Option<Job> {
         let job = self.jobs.remove(id)?;
-        self.job_bytes -= job.held_bytes();
-        if let Some(f) = self.funcs.get_mut(job.func()).and_then(Option::as_mut) {
+        self.bytes -= job.held_bytes();
+        if let Some(f) = self.func_mut(job.func()) {
             f.total -= 1;
             count(f, job.state, job.priority.index(), false);
         }
         Some(job)
     }
 
-    /// A worker's run of a job ends: its length goes into the function's
-    /// run histogram and, unless an admin cancelled the job meanwhile, the
-    /// outcome into its stats (`None`: completed). Called once per run,
-    /// before the run leaves the running table.
+    /// A worker's run of a job ended after `ms` (`None`: a run restored as
+    /// cut off, with no start to measure from): its length goes into the
+    /// function's run histogram and, unless an admin cancelled the job
+    /// meanwhile, the outcome into its stats (`failed` `None`: completed).
     #[inline]
-    pub(crate) fn end_run(&mut self, id: JobId, failed: Option<Reason>) {
-        // A run restored as cut off has no start to measure from.
-        let ms = self
-            .running
-            .get(&id)
-            .map(|r| self.now.saturating_sub(r.started));
+    pub fn end_run(&mut self, id: JobId, ms: Option<Millis>, failed: Option<Reason>) {
         let Some(job) = self.jobs.get(id) else {
             return;
         };
@@ -103,7 +241,7 @@ impl Core {
     }
 
     /// A connection registered `func`, which it had not.
-    pub(crate) fn ability_added(&mut self, func: FuncId) {
+    pub fn ability_added(&mut self, func: FuncId) {
         if let Some(f) = self.func_mut(func) {
             f.workers += 1;
         }
@@ -111,7 +249,7 @@ impl Core {
 
     /// A connection let go of these abilities (CANT_DO, RESET_ABILITIES,
     /// or it closed).
-    pub(crate) fn abilities_dropped(&mut self, dropped: &[Ability]) {
+    pub fn abilities_dropped(&mut self, dropped: &[Ability]) {
         for a in dropped {
             if let Some(f) = self.func_mut(a.func) {
                 f.workers -= 1;
@@ -128,6 +266,7 @@ mod tests {
     use super::*;
     use crate::config::CoreConfig;
     use crate::conn::{Conn, ConnInfo, Rights};
+    use crate::engine::Core;
     use crate::ids::ConnId;
     use crate::job::{ConnList, Persist, Run};
 
@@ -151,17 +290,17 @@ mod tests {
     /// A core with one function; its id.
     fn core() -> (Core, FuncId) {
         let mut core = Core::new(CoreConfig::default());
-        let f = core.function_id(b"f");
+        let f = core.table.function_id(b"f", &Policies::default());
         (core, f)
     }
 
     fn f(core: &Core, func: FuncId) -> &Function {
-        core.func(func).expect("the function exists")
+        core.table.func(func).expect("the function exists")
     }
 
     /// Hands job `id` to worker `w` as GRAB does (its run, its held list).
     fn run_on(core: &mut Core, id: JobId, w: ConnId) {
-        core.set_state(id, JobState::Running);
+        core.table.set_state(id, JobState::Running);
         let run = Run {
             worker: w,
             assignment: 1,
@@ -188,18 +327,20 @@ mod tests {
     #[test]
     fn insert_counts_the_job_in_its_state_its_bytes_and_submissions() {
         let (mut core, func) = core();
-        core.insert_job(job(1, func, JobState::Queued, "abc"), true);
-        core.insert_job(job(2, func, JobState::Scheduled, "de"), false);
+        core.table
+            .insert(job(1, func, JobState::Queued, "abc"), true);
+        core.table
+            .insert(job(2, func, JobState::Scheduled, "de"), false);
         let mut pending = job(3, func, JobState::Pending, "");
         pending.persist = Persist::Pending;
-        core.insert_job(pending, true);
+        core.table.insert(pending, true);
         let f = f(&core, func);
         assert_eq!(
             (f.total, f.queued, f.scheduled, f.running),
             (3, [1, 0, 0], 1, 0)
         );
         assert_eq!(f.stats.submitted, 2, "a restored job is not a submission");
-        assert_eq!(core.job_bytes, 5);
+        assert_eq!(core.table.bytes(), 5);
         core.check_invariants().expect("books match the jobs");
     }
 
@@ -207,36 +348,45 @@ mod tests {
     fn set_state_moves_one_count_and_counts_a_run_sent_back_as_a_retry() {
         let (mut core, func) = core();
         worker(&mut core, ConnId(7));
-        core.insert_job(job(1, func, JobState::Queued, "x"), true);
+        core.table.insert(job(1, func, JobState::Queued, "x"), true);
         run_on(&mut core, 1, ConnId(7));
         assert_eq!((f(&core, func).queued[0], f(&core, func).running), (0, 1));
         assert_eq!(f(&core, func).stats.retried, 0, "a start is no retry");
         core.check_invariants().expect("running job counted");
         core.running.remove(&1);
         core.conns.get_mut(&7).expect("worker").held.clear();
-        assert_eq!(core.set_state(1, JobState::Queued), Some(JobState::Running));
+        assert_eq!(
+            core.table.set_state(1, JobState::Queued),
+            Some(JobState::Running)
+        );
         assert_eq!(f(&core, func).stats.retried, 1);
         run_on(&mut core, 1, ConnId(7));
         core.running.remove(&1);
         core.conns.get_mut(&7).expect("worker").held.clear();
-        core.set_state(1, JobState::Scheduled);
+        core.table.set_state(1, JobState::Scheduled);
         let f = f(&core, func);
         assert_eq!((f.queued[0], f.scheduled, f.running, f.total), (0, 1, 0, 1));
         assert_eq!(f.stats.retried, 2);
-        assert_eq!(core.set_state(9, JobState::Queued), None, "no such job");
+        assert_eq!(
+            core.table.set_state(9, JobState::Queued),
+            None,
+            "no such job"
+        );
         core.check_invariants().expect("books match the jobs");
     }
 
     #[test]
     fn take_uncounts_the_job_and_its_bytes() {
         let (mut core, func) = core();
-        core.insert_job(job(1, func, JobState::Queued, "abc"), true);
-        core.insert_job(job(2, func, JobState::Queued, "de"), true);
-        assert_eq!(core.take_job(1).map(|j| j.id), Some(1));
-        assert!(core.take_job(1).is_none(), "taken once");
+        core.table
+            .insert(job(1, func, JobState::Queued, "abc"), true);
+        core.table
+            .insert(job(2, func, JobState::Queued, "de"), true);
+        assert_eq!(core.table.take(1).map(|j| j.id), Some(1));
+        assert!(core.table.take(1).is_none(), "taken once");
         let f = f(&core, func);
         assert_eq!((f.total, f.queued[0]), (1, 1));
-        assert_eq!(core.job_bytes, 2);
+        assert_eq!(core.table.bytes(), 2);
         core.check_invariants().expect("books match the jobs");
     }
 
@@ -245,14 +395,14 @@ mod tests {
         let (mut core, func) = core();
         worker(&mut core, ConnId(7));
         for id in 1..=3 {
-            core.insert_job(job(id, func, JobState::Queued, "x"), true);
+            core.table
+                .insert(job(id, func, JobState::Queued, "x"), true);
             run_on(&mut core, id, ConnId(7));
         }
-        core.now = 25;
-        core.end_run(1, None);
-        core.end_run(2, Some(Reason::Exception));
-        core.set_state(3, JobState::Cancelled);
-        core.end_run(3, Some(Reason::Fail));
+        core.table.end_run(1, Some(15), None);
+        core.table.end_run(2, Some(15), Some(Reason::Exception));
+        core.table.set_state(3, JobState::Cancelled);
+        core.table.end_run(3, Some(15), Some(Reason::Fail));
         let s = &f(&core, func).stats;
         assert_eq!(s.completed, 1);
         assert_eq!(s.failed, [0, 1, 0, 0]);
@@ -276,14 +426,14 @@ mod tests {
             .expect("worker")
             .abilities
             .push(ability);
-        core.ability_added(func);
+        core.table.ability_added(func);
         assert_eq!(f(&core, func).workers, 1);
         core.check_invariants().expect("one worker");
-        core.func_mut(func).expect("f").workers += 1;
+        core.table.func_mut(func).expect("f").workers += 1;
         assert!(core.check_invariants().is_err(), "a miscount is caught");
-        core.func_mut(func).expect("f").workers -= 1;
+        core.table.func_mut(func).expect("f").workers -= 1;
         let c = core.conns.remove(&7).expect("worker");
-        core.abilities_dropped(&c.abilities);
+        core.table.abilities_dropped(&c.abilities);
         assert_eq!(f(&core, func).workers, 0);
         core.check_invariants().expect("no workers");
     }
@@ -291,11 +441,12 @@ mod tests {
     #[test]
     fn the_checker_sees_miscounted_jobs_and_bytes() {
         let (mut core, func) = core();
-        core.insert_job(job(1, func, JobState::Queued, "abc"), true);
-        core.job_bytes += 1;
+        core.table
+            .insert(job(1, func, JobState::Queued, "abc"), true);
+        core.table.bytes += 1;
         assert!(core.check_invariants().is_err(), "bytes miscounted");
-        core.job_bytes -= 1;
-        core.func_mut(func).expect("f").queued[0] += 1;
+        core.table.bytes -= 1;
+        core.table.func_mut(func).expect("f").queued[0] += 1;
         assert!(core.check_invariants().is_err(), "queue miscounted");
     }
 
@@ -307,6 +458,6 @@ mod tests {
             func,
             timeout_ms: None,
         };
-        core.abilities_dropped(&[ability]);
+        core.table.abilities_dropped(&[ability]);
     }
 }
