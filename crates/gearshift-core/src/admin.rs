@@ -165,7 +165,7 @@ impl Core {
                 JobRow {
                     id: job.id,
                     // A restored job may carry a handle from another prefix.
-                    foreign: self.foreign_ids.get(&job.id).cloned(),
+                    foreign: self.handles.foreign(job.id).cloned(),
                     retries: job.retries,
                     // gearmand's IGNORE_JOB: the result goes nowhere (cancelled,
                     // or a running foreground job whose clients all left).

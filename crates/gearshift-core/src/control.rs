@@ -71,7 +71,7 @@ impl Core {
     /// clients get WORK_FAIL; a queued job goes at once, a running one when
     /// its worker reports (the worker is not told).
     pub(crate) fn cancel_live(&mut self, id: JobId) {
-        let h = self.handle_of(id);
+        let h = self.handles.of(id);
         let acks = self.acks.remove(&id).unwrap_or_default();
         let Some(job) = self.table.get_mut(id) else {
             return;

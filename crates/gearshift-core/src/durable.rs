@@ -33,7 +33,7 @@ impl Core {
             let pending = job.state == JobState::Pending;
             let acks = self.acks.remove(&id).unwrap_or_default();
             if !acks.is_empty() {
-                let handle = self.handle_of(id);
+                let handle = self.handles.of(id);
                 for &c in &acks {
                     self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
                 }
@@ -90,11 +90,7 @@ impl Core {
         self.reserved = self.next_job;
         for s in jobs {
             let func = self.table.function_id(&s.function, &self.policies);
-            if !self.handles.is(&s.handle, s.id) {
-                // Written under another --job-handle-prefix: still findable.
-                self.foreign_handles.insert(s.handle.clone(), s.id);
-                self.foreign_ids.insert(s.id, s.handle);
-            }
+            self.handles.restored(s.id, &s.handle);
             let extra = (s.reducer.is_some() || s.due_ms.is_some()).then(|| {
                 Box::new(JobExtra {
                     reducer: s.reducer,
@@ -225,14 +221,10 @@ impl Core {
 
     /// Writes a job to the store.
     pub(crate) fn store_add(&mut self, id: JobId) {
-        let handle = match self.foreign_ids.get(&id) {
-            Some(h) => h.clone(),
-            // A slice of the shared handle buffer: the record lives only
-            // until the store thread has encoded it, so it pins a chunk
-            // briefly, and saves an allocation per stored job (freed on
-            // another thread, at that).
-            None => self.handles.make(id),
-        };
+        // A slice of the shared handle buffer for its own form: the record
+        // lives only until the store thread has encoded it, so it pins a
+        // chunk briefly, and saves an allocation per stored job.
+        let handle = self.handles.of(id);
         let Some((job, func)) = self.table.get_mut_with_func(id) else {
             return;
         };

@@ -6,15 +6,14 @@
 //! them with [`Core::take_effects`] and carries them out in order.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
-use bytes::Bytes;
 use gearshift_proto::{Request, Response, SubmitInPlace};
 
 use crate::config::CoreConfig;
 use crate::conn::{Conn, ConnInfo, Rights};
 use crate::effect::{Effect, Input};
-use crate::handle::Handles;
+use crate::handle::JobHandles;
 use crate::history::Track;
 use crate::ids::{ConnId, IdMap, JobId};
 use crate::job::{ConnList, Job, JobState, Run};
@@ -53,14 +52,11 @@ pub struct Core {
     pub(crate) refused: [u64; 2],
     /// Requests the access rules refused: submit, work, read, change.
     pub(crate) denied: [u64; 4],
-    pub(crate) handles: Handles,
+    pub(crate) handles: JobHandles,
     pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
     pub(crate) effects: Vec<Effect>,
     /// Handle numbers below this are reserved in the store.
     pub(crate) reserved: JobId,
-    /// Handles of restored jobs written under another prefix, both ways.
-    pub(crate) foreign_handles: HashMap<Bytes, JobId>,
-    pub(crate) foreign_ids: IdMap<JobId, Bytes>,
     /// Per-function policies from the config file.
     pub(crate) policies: Policies,
     /// History and attempt records of live jobs under a policy.
@@ -88,7 +84,7 @@ impl Core {
     /// must never reuse a handle).
     pub fn with_first_handle(cfg: CoreConfig, first: JobId) -> Self {
         Core {
-            handles: Handles::new(&cfg.handle_prefix),
+            handles: JobHandles::new(&cfg.handle_prefix),
             cfg,
             next_job: first.max(1),
             table: JobTable::default(),
@@ -102,8 +98,6 @@ impl Core {
             timers: BinaryHeap::new(),
             effects: Vec::new(),
             reserved: 0,
-            foreign_handles: HashMap::new(),
-            foreign_ids: IdMap::default(),
             policies: Policies::default(),
             tracked: IdMap::default(),
             retained: Retained::default(),
@@ -369,52 +363,23 @@ impl Core {
 
     /// Appends the JOB_CREATED packet an [`Effect::Created`] stands for.
     pub fn encode_job_created(&mut self, id: JobId, out: &mut bytes::BytesMut) {
-        self.handles.encode_created(id, out);
+        self.handles.own().encode_created(id, out);
     }
 
     /// The JOB_CREATED packet an [`Effect::Created`] stands for.
     pub fn job_created(&mut self, id: JobId) -> Response {
-        Response::JobCreated(self.handles.make(id))
+        Response::JobCreated(self.handles.own().make(id))
     }
 
     pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
         self.emit(conn, Effect::Send(conn, r));
     }
 
-    /// Looks a handle up; only the exact `<prefix>:<n>` this server printed matches.
+    /// Looks a live job up by handle; only the exact `<prefix>:<n>` this
+    /// server printed (or a restored job's stored handle) matches.
     pub(crate) fn job_by_handle(&self, handle: &[u8]) -> Option<JobId> {
-        if !self.foreign_handles.is_empty() {
-            if let Some(&id) = self.foreign_handles.get(handle) {
-                return Some(id);
-            }
-        }
-        let id = self.handles.parse(handle)?;
+        let id = self.handles.id_of(handle)?;
         self.table.contains(id).then_some(id)
-    }
-
-    /// The handle of a job, as its clients know it.
-    pub(crate) fn handle_of(&mut self, id: JobId) -> Bytes {
-        if !self.foreign_ids.is_empty() {
-            if let Some(h) = self.foreign_ids.get(&id) {
-                return h.clone();
-            }
-        }
-        self.handles.make(id)
-    }
-
-    /// Appends the handle of a job to admin text.
-    pub(crate) fn write_handle(&self, out: &mut Vec<u8>, id: JobId) {
-        match self.foreign_ids.get(&id) {
-            Some(h) => out.extend_from_slice(h),
-            None => self.handles.write(out, id),
-        }
-    }
-
-    /// The handle of a job for a log line.
-    pub(crate) fn handle_text(&self, id: JobId) -> String {
-        let mut out = Vec::new();
-        self.write_handle(&mut out, id);
-        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// Forgets a job entirely: indexes, counters, holders and waiters.
@@ -445,16 +410,12 @@ impl Core {
             self.acks.remove(&id)
         };
         if let Some(acks) = acks {
-            let handle = self.handle_of(id);
+            let handle = self.handles.of(id);
             for &c in &acks {
                 self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
             }
         }
-        if !self.foreign_ids.is_empty() {
-            if let Some(h) = self.foreign_ids.remove(&id) {
-                self.foreign_handles.remove(&h);
-            }
-        }
+        self.handles.forget(id);
         Some(job)
     }
 

@@ -7,13 +7,14 @@
 //! it has been dropped, which happens as soon as the packets carrying them
 //! are written, so in steady state no allocation happens at all.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use bytes::{Bytes, BytesMut};
 use gearshift_proto::frame::{decimal_u64 as decimal, encode_one};
 use gearshift_proto::{Magic, PacketType};
 
-use crate::ids::JobId;
+use crate::ids::{IdMap, JobId};
 
 /// Size of each handle buffer.
 const CHUNK: usize = 4096;
@@ -145,6 +146,114 @@ struct Show<'a>(&'a [u8], JobId);
 impl fmt::Display for Show<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", String::from_utf8_lossy(self.0), self.1)
+    }
+}
+
+/// Every job's handle as its clients know it: this server's own form, or,
+/// for a job restored from records written under another prefix, the
+/// handle it was written with (looked up both ways).
+#[derive(Debug)]
+pub(crate) struct JobHandles {
+    own: Handles,
+    by_handle: HashMap<Bytes, JobId>,
+    by_id: IdMap<JobId, Bytes>,
+}
+
+impl JobHandles {
+    pub(crate) fn new(prefix: &str) -> Self {
+        JobHandles {
+            own: Handles::new(prefix),
+            by_handle: HashMap::new(),
+            by_id: IdMap::default(),
+        }
+    }
+
+    /// This server's own handles (a new job's is always this form).
+    #[inline]
+    pub(crate) fn own(&mut self) -> &mut Handles {
+        &mut self.own
+    }
+
+    /// The id in a handle of this server's own form only.
+    pub(crate) fn parse_own(&self, handle: &[u8]) -> Option<JobId> {
+        self.own.parse(handle)
+    }
+
+    /// The prefix of this server's own handles.
+    pub(crate) fn prefix(&self) -> &[u8] {
+        self.own.prefix()
+    }
+
+    /// A restored job (or schedule) keeps the handle it was stored with;
+    /// one of another prefix stays findable by it.
+    pub(crate) fn restored(&mut self, id: JobId, handle: &Bytes) {
+        if !self.own.is(handle, id) {
+            self.by_handle.insert(handle.clone(), id);
+            self.by_id.insert(id, handle.clone());
+        }
+    }
+
+    /// A job is gone: its foreign handle, if any, with it.
+    #[inline]
+    pub(crate) fn forget(&mut self, id: JobId) {
+        if !self.by_id.is_empty() {
+            if let Some(h) = self.by_id.remove(&id) {
+                self.by_handle.remove(&h);
+            }
+        }
+    }
+
+    /// The id a handle names (its own form, or a restored one's), whether
+    /// or not that job still lives.
+    #[inline]
+    pub(crate) fn id_of(&self, handle: &[u8]) -> Option<JobId> {
+        if !self.by_handle.is_empty() {
+            if let Some(&id) = self.by_handle.get(handle) {
+                return Some(id);
+            }
+        }
+        self.own.parse(handle)
+    }
+
+    /// Whether `handle` is the handle job `id`'s clients know.
+    pub(crate) fn is(&self, handle: &[u8], id: JobId) -> bool {
+        match self.by_id.get(&id) {
+            Some(h) => h[..] == *handle,
+            None => self.own.parse(handle) == Some(id),
+        }
+    }
+
+    /// A restored job's foreign handle, if it has one.
+    #[inline]
+    pub(crate) fn foreign(&self, id: JobId) -> Option<&Bytes> {
+        if self.by_id.is_empty() {
+            return None;
+        }
+        self.by_id.get(&id)
+    }
+
+    /// The handle of job `id`.
+    #[inline]
+    pub(crate) fn of(&mut self, id: JobId) -> Bytes {
+        match self.foreign(id) {
+            Some(h) => h.clone(),
+            None => self.own.make(id),
+        }
+    }
+
+    /// Appends the handle of job `id` to admin text.
+    pub(crate) fn write(&self, out: &mut Vec<u8>, id: JobId) {
+        match self.foreign(id) {
+            Some(h) => out.extend_from_slice(h),
+            None => self.own.write(out, id),
+        }
+    }
+
+    /// The handle of job `id` for a log line.
+    pub(crate) fn text(&self, id: JobId) -> String {
+        let mut out = Vec::new();
+        self.write(&mut out, id);
+        String::from_utf8_lossy(&out).into_owned()
     }
 }
 

@@ -46,7 +46,7 @@ impl Core {
                 .or_else(|| r.dead.get(&id).map(|f| &**f))
                 .filter(|f| f.handle[..] == *handle)
         };
-        match self.handles.parse(handle) {
+        match self.handles.parse_own(handle) {
             Some(id) => by_id(id),
             // A handle written under another prefix (restored jobs).
             None => r
@@ -120,7 +120,7 @@ impl Core {
                     out.push(b' ');
                 }
                 let mut h = Vec::new();
-                self.write_handle(&mut h, job);
+                self.handles.write(&mut h, job);
                 escape::push_field(&mut out, &h, Sep::Space);
             }
             out.push(b'\t');

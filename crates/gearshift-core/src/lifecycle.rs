@@ -81,7 +81,7 @@ impl Core {
     }
 
     fn emit_event(&mut self, id: JobId, step: Step) {
-        let handle = self.handle_of(id);
+        let handle = self.handles.of(id);
         let function = self.function_of(id);
         let kind = match step {
             // Said with why, which the history's `dead` step leaves to the
@@ -234,7 +234,7 @@ impl Core {
             t.retry_at = Some(at);
         }
         self.record(id, Step::RetryAt(at));
-        tracing::info!(handle = %self.handle_text(id), attempts, delay_ms = delay, "job will be retried");
+        tracing::info!(handle = %self.handles.text(id), attempts, delay_ms = delay, "job will be retried");
     }
 
     /// A job leaves its worker (not its queue or its clients): the worker's
@@ -269,7 +269,7 @@ impl Core {
             .policy_of_job(id)
             .is_some_and(|p| p.retry_on.contains(reason))
         {
-            let handle = self.handle_of(id);
+            let handle = self.handles.of(id);
             self.run_failed(id, reason, Bytes::from_static(why.as_bytes()), handle);
             return;
         }
@@ -288,7 +288,7 @@ impl Core {
         }
         let limit = self.cfg.job_retries;
         if limit > 0 && retries >= limit {
-            let handle = self.handle_of(id);
+            let handle = self.handles.of(id);
             tracing::warn!(
                 handle = %String::from_utf8_lossy(&handle),
                 retries,
@@ -304,7 +304,7 @@ impl Core {
             self.remove_job(id);
             return;
         }
-        tracing::info!(handle = %self.handle_text(id), retries, "requeueing job: {why}");
+        tracing::info!(handle = %self.handles.text(id), retries, "requeueing job: {why}");
         self.release_worker(id);
         self.record(id, Step::Requeued(why));
         self.enqueue(id, true);
@@ -425,7 +425,7 @@ impl Core {
         numerator: u32,
         denominator: u32,
     ) {
-        let handle = self.handle_of(id);
+        let handle = self.handles.of(id);
         let function = self.function_of(id);
         self.push_event(EventKind::Progress {
             handle,

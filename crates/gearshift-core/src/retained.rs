@@ -25,7 +25,7 @@ impl Core {
         outcome: Outcome,
         result: Bytes,
     ) -> Option<Box<Finished>> {
-        let handle = self.handle_of(id);
+        let handle = self.handles.of(id);
         let job = self.table.get(id)?;
         let track = self.tracked.remove(&id).map(|t| *t).unwrap_or_default();
         let function = self
@@ -229,10 +229,7 @@ impl Core {
     fn revive(&mut self, rec: Finished) {
         let id = rec.id;
         let func = self.table.function_id(&rec.function, &self.policies);
-        if !self.handles.is(&rec.handle, id) {
-            self.foreign_handles.insert(rec.handle.clone(), id);
-            self.foreign_ids.insert(id, rec.handle.clone());
-        }
+        self.handles.restored(id, &rec.handle);
         let payload = Payload::new(rec.unique, rec.data);
         let extra = rec.reducer.map(|r| {
             Box::new(JobExtra {

@@ -93,7 +93,7 @@ impl Core {
             from_config: false,
             stored: false,
         };
-        tracing::info!(handle = %self.handle_text(id), when = %s.when, "schedule added");
+        tracing::info!(handle = %self.handles.text(id), when = %s.when, "schedule added");
         self.add_schedule(s);
         if self.cfg.durable {
             self.acks.entry(id).or_default().push(conn);
@@ -117,7 +117,7 @@ impl Core {
         if !self.cfg.durable {
             return;
         }
-        let handle = self.handle_of(id);
+        let handle = self.handles.of(id);
         if let Some(s) = self.schedules.get(&id) {
             let rec = s.stored(handle);
             self.effects.push(Effect::Store(StoreOp::Schedule(rec)));
@@ -131,7 +131,7 @@ impl Core {
         };
         s.stored = true;
         if let Some(acks) = self.acks.remove(&id) {
-            let handle = self.handle_of(id);
+            let handle = self.handles.of(id);
             for &c in &acks {
                 self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
             }
@@ -185,10 +185,10 @@ impl Core {
         self.store_schedule(id);
         match self.submit_internal(&function, unique, data, priority) {
             Some(job) => {
-                tracing::debug!(schedule = %self.handle_text(id), job = %self.handle_text(job), "schedule fired")
+                tracing::debug!(schedule = %self.handles.text(id), job = %self.handles.text(job), "schedule fired")
             }
             None => {
-                tracing::info!(schedule = %self.handle_text(id), "schedule fired, but its last run is still queued or the queue is full")
+                tracing::info!(schedule = %self.handles.text(id), "schedule fired, but its last run is still queued or the queue is full")
             }
         }
     }
@@ -314,10 +314,7 @@ impl Core {
                 continue;
             };
             self.next_job = self.next_job.max(r.id.saturating_add(1));
-            if !self.handles.is(&r.handle, r.id) {
-                self.foreign_handles.insert(r.handle.clone(), r.id);
-                self.foreign_ids.insert(r.id, r.handle.clone());
-            }
+            self.handles.restored(r.id, &r.handle);
             let next = r.next_ms.map(|n| n.max(self.now));
             let s = Schedule {
                 id: r.id,
@@ -413,11 +410,7 @@ impl Core {
     /// schedule is removed; an epoch job waiting for its time is cancelled,
     /// as `cancel job H` would; a config schedule is refused.
     pub fn drop_schedule_handle(&mut self, handle: &[u8]) -> Result<Dropped, DropScheduleError> {
-        let id = self
-            .foreign_handles
-            .get(handle)
-            .copied()
-            .or_else(|| self.handles.parse(handle));
+        let id = self.handles.id_of(handle);
         match id.and_then(|id| self.schedules.get(&id)) {
             Some(s) if s.from_config => Err(DropScheduleError::InConfig),
             Some(s) => {

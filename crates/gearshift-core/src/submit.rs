@@ -239,7 +239,7 @@ impl Core {
         };
         if job.state == JobState::Cancelled {
             // The job is on its way out; nobody may wait on it.
-            let handle = self.handle_of(id);
+            let handle = self.handles.of(id);
             self.send(conn, Response::JobCreated(handle));
             return;
         }
@@ -265,7 +265,7 @@ impl Core {
             self.hold_ack(conn, id);
             return;
         }
-        let handle = self.handle_of(id);
+        let handle = self.handles.of(id);
         self.send(conn, Response::JobCreated(handle));
     }
 

@@ -359,7 +359,7 @@ impl Core {
     /// A live job as a page shows it.
     fn live_summary(&self, job: &Job, state: &'static str, attempts: u32) -> JobSummary {
         let mut handle = Vec::new();
-        self.write_handle(&mut handle, job.id);
+        self.handles.write(&mut handle, job.id);
         JobSummary {
             handle: handle.into(),
             function: self
@@ -438,7 +438,7 @@ impl Core {
                 .iter()
                 .map(|&job| {
                     let mut h = Vec::new();
-                    self.write_handle(&mut h, job);
+                    self.handles.write(&mut h, job);
                     Bytes::from(h)
                 })
                 .collect();
@@ -501,7 +501,7 @@ impl Core {
             .values()
             .map(|s| {
                 let mut handle = Vec::new();
-                self.write_handle(&mut handle, s.id);
+                self.handles.write(&mut handle, s.id);
                 ScheduleView {
                     id: s.id,
                     handle: handle.into(),
@@ -521,7 +521,7 @@ impl Core {
                 continue;
             };
             let mut handle = Vec::new();
-            self.write_handle(&mut handle, id);
+            self.handles.write(&mut handle, id);
             out.push(ScheduleView {
                 id,
                 handle: handle.into(),

@@ -212,7 +212,7 @@ impl Core {
                 started: now,
             },
         );
-        let handle = self.handle_of(id);
+        let handle = self.handles.of(id);
         let mut function = Bytes::new();
         let mut timeout = timeout;
         if let Some(f) = self.table.func_mut(func) {
@@ -310,12 +310,10 @@ impl Core {
     /// worker sent, which [`Core::held_job`] accepted only because it is
     /// exactly this job's handle (or, for a restored job, its stored one).
     pub(crate) fn echo_handle(&self, id: JobId, given: Bytes) -> Bytes {
-        if !self.foreign_ids.is_empty() {
-            if let Some(h) = self.foreign_ids.get(&id) {
-                return h.clone();
-            }
+        match self.handles.foreign(id) {
+            Some(h) => h.clone(),
+            None => given,
         }
-        given
     }
 
     /// Sends a packet about a job to each of its clients; `handle` is the
@@ -416,10 +414,7 @@ impl Core {
         let Some(id) = self.conns.get(&conn.0).and_then(|c| c.after_exception) else {
             return false;
         };
-        let same = self.foreign_ids.get(&id).map_or_else(
-            || self.handles.parse(handle) == Some(id),
-            |h| h[..] == *handle,
-        );
+        let same = self.handles.is(handle, id);
         if let Some(c) = self.conns.get_mut(&conn.0) {
             c.after_exception = None;
         }
