@@ -1,12 +1,10 @@
-//! The [`Core`] struct: all routing state, the entry points a driver calls
-//! (`connect`, `handle`, `disconnect`, `on_timeout`, `next_deadline`), and
-//! the bookkeeping shared by the submit, worker and admin paths.
+//! The [`Core`] struct, made of its parts (the [`crate::table::JobTable`],
+//! the connections, the timers, the handles, retained jobs, schedules), and
+//! the entry points a driver calls (`connect`, `handle`, `disconnect`,
+//! `on_timeout`, `next_deadline`), which dispatch to the handlers.
 //!
 //! Every entry point takes `now` and appends [`Effect`]s; the driver drains
 //! them with [`Core::take_effects`] and carries them out in order.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use gearshift_proto::{Request, Response, SubmitInPlace};
 
@@ -16,22 +14,12 @@ use crate::effect::{Effect, Input};
 use crate::handle::JobHandles;
 use crate::history::Track;
 use crate::ids::{ConnId, IdMap, JobId};
-use crate::job::{ConnList, Job, JobState, Run};
+use crate::job::{ConnList, Run};
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
 use crate::table::JobTable;
+use crate::timers::{Timer, Timers};
 use crate::Millis;
-
-/// A timer the core armed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Timer {
-    /// An epoch job becomes due.
-    Due(JobId),
-    /// A CAN_DO_TIMEOUT runs out for the given assignment of a job.
-    Timeout(JobId, u64),
-    /// A schedule fires (if this is still its next time).
-    Fire(JobId, Millis),
-}
 
 /// The job-routing state machine.
 pub struct Core {
@@ -53,7 +41,7 @@ pub struct Core {
     /// Requests the access rules refused: submit, work, read, change.
     pub(crate) denied: [u64; 4],
     pub(crate) handles: JobHandles,
-    pub(crate) timers: BinaryHeap<Reverse<(Millis, Timer)>>,
+    pub(crate) timers: Timers,
     pub(crate) effects: Vec<Effect>,
     /// Handle numbers below this are reserved in the store.
     pub(crate) reserved: JobId,
@@ -95,7 +83,7 @@ impl Core {
             track_runs: false,
             refused: [0; 2],
             denied: [0; 4],
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             effects: Vec::new(),
             reserved: 0,
             policies: Policies::default(),
@@ -337,7 +325,7 @@ impl Core {
 
     /// When the core next needs [`Core::on_timeout`], if ever.
     pub fn next_deadline(&self) -> Option<Millis> {
-        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
+        let timer = self.timers.next();
         match (timer, self.retained.next_expiry()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -348,11 +336,7 @@ impl Core {
     pub fn on_timeout(&mut self, now: Millis) {
         self.now = self.now.max(now);
         self.prune_retained(now);
-        while let Some(Reverse((t, timer))) = self.timers.peek().copied() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
+        while let Some(timer) = self.timers.pop_due(now) {
             match timer {
                 Timer::Due(job) => self.epoch_due(job),
                 Timer::Timeout(job, assignment) => self.job_timed_out(job, assignment),
@@ -371,70 +355,10 @@ impl Core {
         Response::JobCreated(self.handles.own().make(id))
     }
 
-    pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
-        self.emit(conn, Effect::Send(conn, r));
-    }
-
     /// Looks a live job up by handle; only the exact `<prefix>:<n>` this
     /// server printed (or a restored job's stored handle) matches.
     pub(crate) fn job_by_handle(&self, handle: &[u8]) -> Option<JobId> {
         let id = self.handles.id_of(handle)?;
         self.table.contains(id).then_some(id)
-    }
-
-    /// Forgets a job entirely: indexes, counters, holders and waiters.
-    pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
-        let job = self.table.take(id)?;
-        if let Some(run) = self.running.remove(&id) {
-            if let Some(c) = self.conns.get_mut(&run.worker.0) {
-                c.held.retain(|&j| j != id);
-            }
-        }
-        if !self.tracked.is_empty() {
-            self.tracked.remove(&id);
-        }
-        for client in &job.clients {
-            if let Some(c) = self.conns.get_mut(&client.0) {
-                c.waiting.remove(&id);
-            }
-        }
-        if job.persist != crate::job::Persist::No {
-            self.effects
-                .push(Effect::Store(crate::effect::StoreOp::Done(id)));
-        }
-        // Submitters still owed an answer: the job was accepted, then ended
-        // before the store confirmed it.
-        let acks = if self.acks.is_empty() {
-            None
-        } else {
-            self.acks.remove(&id)
-        };
-        if let Some(acks) = acks {
-            let handle = self.handles.of(id);
-            for &c in &acks {
-                self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
-            }
-        }
-        self.handles.forget(id);
-        Some(job)
-    }
-
-    /// A client stops waiting on a job; an unstarted foreground job nobody
-    /// waits on any more is dropped.
-    /// Detaches a submitter from a job (its connection closed, or it gave up
-    /// waiting): a foreground job nobody waits for any more is dropped
-    /// unless a worker holds it. Returns whether it was dropped.
-    pub(crate) fn detach_client(&mut self, id: JobId, conn: ConnId) -> bool {
-        let Some(job) = self.table.get_mut(id) else {
-            return false;
-        };
-        job.clients.retain(|c| c != conn);
-        // A foreground job waiting for a retry is dropped like a queued one.
-        let waiting = matches!(job.state, JobState::Queued | JobState::Scheduled);
-        if job.clients.is_empty() && !job.background && waiting {
-            self.remove_job(id);
-            return true;
-        }
-        false
     }
 }

@@ -66,6 +66,7 @@ pub mod schedule;
 pub mod submit;
 pub mod table;
 pub mod timefmt;
+mod timers;
 pub mod view;
 pub mod worker;
 

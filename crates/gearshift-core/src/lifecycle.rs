@@ -7,7 +7,6 @@
 //! and WORK_EXCEPTION are final, a lost worker or a CAN_DO_TIMEOUT requeues
 //! the job at the head of its queue (bounded by `--job-retries`).
 
-use std::cmp::Reverse;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,12 +14,13 @@ use gearshift_proto::Response;
 
 use crate::conn::Conn;
 use crate::effect::{Effect, StoreOp};
-use crate::engine::{Core, Timer};
+use crate::engine::Core;
 use crate::events::{EventKind, Kind, LiveEvent, WorkerRef};
 use crate::ids::{ConnId, JobId};
-use crate::job::{JobExtra, JobState, Persist};
+use crate::job::{Job, JobExtra, JobState, Persist};
 use crate::kept::Outcome;
 use crate::policy::{Policy, Reason};
+use crate::timers::Timer;
 use crate::Millis;
 
 pub use crate::history::{
@@ -222,7 +222,7 @@ impl Core {
         job.extra.get_or_insert_with(Box::<JobExtra>::default).due = Some(at);
         let (attempts, stored) = (job.retries, job.persist != Persist::No);
         self.table.set_state(id, JobState::Scheduled);
-        self.timers.push(Reverse((at, Timer::Due(id))));
+        self.timers.arm(at, Timer::Due(id));
         if stored {
             self.effects.push(Effect::Store(StoreOp::Retry {
                 id,
@@ -331,6 +331,62 @@ impl Core {
             .get(&id)
             .map(|r| self.now.saturating_sub(r.started));
         self.table.end_run(id, ms, failed);
+    }
+
+    /// Forgets a job entirely: indexes, counters, holders and waiters.
+    pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
+        let job = self.table.take(id)?;
+        if let Some(run) = self.running.remove(&id) {
+            if let Some(c) = self.conns.get_mut(&run.worker.0) {
+                c.held.retain(|&j| j != id);
+            }
+        }
+        if !self.tracked.is_empty() {
+            self.tracked.remove(&id);
+        }
+        for client in &job.clients {
+            if let Some(c) = self.conns.get_mut(&client.0) {
+                c.waiting.remove(&id);
+            }
+        }
+        if job.persist != crate::job::Persist::No {
+            self.effects
+                .push(Effect::Store(crate::effect::StoreOp::Done(id)));
+        }
+        // Submitters still owed an answer: the job was accepted, then ended
+        // before the store confirmed it.
+        let acks = if self.acks.is_empty() {
+            None
+        } else {
+            self.acks.remove(&id)
+        };
+        if let Some(acks) = acks {
+            let handle = self.handles.of(id);
+            for &c in &acks {
+                self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
+            }
+        }
+        self.handles.forget(id);
+        Some(job)
+    }
+
+    /// A client stops waiting on a job; an unstarted foreground job nobody
+    /// waits on any more is dropped.
+    /// Detaches a submitter from a job (its connection closed, or it gave up
+    /// waiting): a foreground job nobody waits for any more is dropped
+    /// unless a worker holds it. Returns whether it was dropped.
+    pub(crate) fn detach_client(&mut self, id: JobId, conn: ConnId) -> bool {
+        let Some(job) = self.table.get_mut(id) else {
+            return false;
+        };
+        job.clients.retain(|c| c != conn);
+        // A foreground job waiting for a retry is dropped like a queued one.
+        let waiting = matches!(job.state, JobState::Queued | JobState::Scheduled);
+        if job.clients.is_empty() && !job.background && waiting {
+            self.remove_job(id);
+            return true;
+        }
+        false
     }
 
     /// A submitter gives up waiting for a foreground job (the HTTP API's

@@ -13,6 +13,10 @@ use crate::engine::Core;
 use crate::ids::{ConnId, JobId};
 
 impl Core {
+    /// Sends a packet to a connection, behind any held answer.
+    pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
+        self.emit(conn, Effect::Send(conn, r));
+    }
     /// Queues a packet or text for a connection, behind any held answer.
     #[inline]
     pub(crate) fn emit(&mut self, conn: ConnId, effect: Effect) {

@@ -9,7 +9,6 @@
 //! neither loses a firing nor repeats one. A firing missed while the server
 //! was down happens once at start, not once per missed time.
 
-use std::cmp::Reverse;
 use std::io::Write;
 
 use bytes::Bytes;
@@ -19,10 +18,11 @@ use gearshift_proto::{Priority, Response};
 
 use crate::cron::{Cron, Weekdays};
 use crate::effect::{Effect, StoreOp, StoredSchedule};
-use crate::engine::{Core, Timer};
+use crate::engine::Core;
 use crate::ids::{ConnId, JobId};
 use crate::job::{ConnList, Job, JobState, Payload, Persist};
 use crate::timefmt::write_rfc3339;
+use crate::timers::Timer;
 use crate::Millis;
 
 pub use crate::cron::{Schedule, ScheduleSpec, Schedules, MAX_CLIENT_SCHEDULES};
@@ -105,7 +105,7 @@ impl Core {
 
     fn add_schedule(&mut self, s: Schedule) {
         if let Some(at) = s.next {
-            self.timers.push(Reverse((at, Timer::Fire(s.id, at))));
+            self.timers.arm(at, Timer::Fire(s.id, at));
         }
         let id = s.id;
         self.schedules.insert(id, s);
@@ -180,7 +180,7 @@ impl Core {
             s.next = next;
         }
         if let Some(n) = next {
-            self.timers.push(Reverse((n, Timer::Fire(id, n))));
+            self.timers.arm(n, Timer::Fire(id, n));
         }
         self.store_schedule(id);
         match self.submit_internal(&function, unique, data, priority) {
@@ -330,7 +330,7 @@ impl Core {
                 stored: true,
             };
             if let Some(at) = next {
-                self.timers.push(Reverse((at, Timer::Fire(s.id, at))));
+                self.timers.arm(at, Timer::Fire(s.id, at));
             }
             self.schedules.insert(s.id, s);
         }
@@ -382,8 +382,8 @@ impl Core {
         let mut all: Vec<(Millis, JobId)> = self
             .timers
             .iter()
-            .filter_map(|Reverse((t, timer))| match timer {
-                Timer::Due(id) => Some((*t, *id)),
+            .filter_map(|(t, timer)| match timer {
+                Timer::Due(id) => Some((t, id)),
                 _ => None,
             })
             .filter(|&(t, id)| self.waits_for_epoch(id) == Some(t))

@@ -1,17 +1,16 @@
 //! Job submission: unique-id coalescing, queue limits, handle assignment,
 //! epoch scheduling, and waking the workers asleep on the function.
 
-use std::cmp::Reverse;
-
 use bytes::Bytes;
 use gearshift_proto::{Priority, Response, Submit, SubmitInPlace};
 
 use crate::config::MAX_UNIQUE;
 use crate::effect::Effect;
-use crate::engine::{Core, Timer};
+use crate::engine::Core;
 use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
+use crate::timers::Timer;
 use crate::Millis;
 
 /// What the core needs of a submission, whether it was parsed into a
@@ -195,7 +194,7 @@ impl Core {
         // A new job's handle is always this server's own form.
         self.emit(conn, Effect::Created(conn, id));
         match (state, due) {
-            (JobState::Scheduled, Some(at)) => self.timers.push(Reverse((at, Timer::Due(id)))),
+            (JobState::Scheduled, Some(at)) => self.timers.arm(at, Timer::Due(id)),
             _ if sleepers => self.wake_sleepers(func),
             _ => {}
         }
@@ -224,7 +223,7 @@ impl Core {
         match job.due().filter(|&d| d > now) {
             Some(at) => {
                 self.table.set_state(id, JobState::Scheduled);
-                self.timers.push(Reverse((at, Timer::Due(id))));
+                self.timers.arm(at, Timer::Due(id));
             }
             None => self.enqueue(id, false),
         }

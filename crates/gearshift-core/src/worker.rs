@@ -2,18 +2,17 @@
 //! priority, round-robin across functions), and taking jobs back from
 //! workers that vanish, give up a function or overrun their time limit.
 
-use std::cmp::Reverse;
-
 use bytes::Bytes;
 use gearshift_proto::{GrabKind, Response};
 
 use crate::conn::Ability;
 use crate::effect::{Effect, StoreOp};
-use crate::engine::{Core, Timer};
+use crate::engine::Core;
 use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, JobState, Run};
 use crate::policy::Reason;
+use crate::timers::Timer;
 use crate::Millis;
 
 /// A drained queue with more room than this many entries lets go of it.
@@ -252,10 +251,8 @@ impl Core {
             c.held.push(id);
         }
         if let Some(ms) = timeout {
-            self.timers.push(Reverse((
-                now.saturating_add(ms),
-                Timer::Timeout(id, assignment),
-            )));
+            self.timers
+                .arm(now.saturating_add(ms), Timer::Timeout(id, assignment));
         }
         self.send(conn, response);
     }
