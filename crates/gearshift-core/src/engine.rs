@@ -36,8 +36,6 @@ pub struct Core {
     pub(crate) next_assignment: u64,
     /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
     pub(crate) track_runs: bool,
-    /// Submissions refused: the function's `maxqueue`, then the memory cap.
-    pub(crate) refused: [u64; 2],
     /// Requests the access rules refused: submit, work, read, change.
     pub(crate) denied: [u64; 4],
     pub(crate) handles: JobHandles,
@@ -81,7 +79,6 @@ impl Core {
             acks: IdMap::default(),
             next_assignment: 0,
             track_runs: false,
-            refused: [0; 2],
             denied: [0; 4],
             timers: Timers::default(),
             effects: Vec::new(),

@@ -10,6 +10,7 @@ use crate::engine::Core;
 use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
+use crate::table::Full;
 use crate::timers::Timer;
 use crate::Millis;
 
@@ -96,30 +97,18 @@ impl Core {
         let (priority, background) = (s.priority(), s.background());
         let p = priority.index();
         let mut policy = false;
-        let cap = self.cfg.max_job_bytes;
-        if cap > 0
-            && self
-                .table
-                .bytes()
-                .saturating_add((s.unique().len() + s.data().len()) as u64)
-                > cap
-        {
-            self.refused[1] += 1;
-            self.send(
-                conn,
-                Response::error(
-                    "QUEUE_ERROR",
-                    "Job queue is full: the server holds its --max-queue-memory of job data",
-                ),
-            );
+        let bytes = (s.unique().len() + s.data().len()) as u64;
+        if let Err(full) = self.table.admit(func, p, bytes, self.cfg.max_job_bytes) {
+            let text = match full {
+                Full::Memory => {
+                    "Job queue is full: the server holds its --max-queue-memory of job data"
+                }
+                Full::Queue => "Job queue is full",
+            };
+            self.send(conn, Response::error("QUEUE_ERROR", text));
             return;
         }
         if let Some(f) = self.table.func(func) {
-            if f.queue_full(p) {
-                self.refused[0] += 1;
-                self.send(conn, Response::error("QUEUE_ERROR", "Job queue is full"));
-                return;
-            }
             if let Some(pol) = &f.policy {
                 if pol.require_worker && f.workers == 0 {
                     self.refuse_no_worker(conn, func);

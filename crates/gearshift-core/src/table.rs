@@ -37,6 +37,15 @@ fn count(f: &mut Function, state: JobState, p: usize, add: bool) {
     }
 }
 
+/// Why the table refuses a new job (also the index of its count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// The function's `maxqueue`.
+    Queue = 0,
+    /// `--max-queue-memory`.
+    Memory = 1,
+}
+
 /// Every job and every function, with the counts that follow them.
 #[derive(Default)]
 pub struct JobTable {
@@ -47,6 +56,8 @@ pub struct JobTable {
     index: HashMap<Bytes, FuncId>,
     /// Payload bytes of every job in the table (`--max-queue-memory`).
     bytes: u64,
+    /// Submissions refused, by [`Full`].
+    refused: [u64; 2],
 }
 
 impl JobTable {
@@ -169,6 +180,27 @@ impl JobTable {
         let f = self.funcs.get_mut(id).and_then(Option::take)?;
         self.index.remove(&f.name);
         Some(f)
+    }
+
+    /// Whether a client's new job of priority `p` holding `bytes` may join
+    /// `func`: the memory cap `cap` (0: none) first, then the function's
+    /// `maxqueue`. A refusal is counted.
+    #[inline]
+    pub fn admit(&mut self, func: FuncId, p: usize, bytes: u64, cap: u64) -> Result<(), Full> {
+        let full = if cap > 0 && self.bytes.saturating_add(bytes) > cap {
+            Full::Memory
+        } else if self.func(func).is_some_and(|f| f.queue_full(p)) {
+            Full::Queue
+        } else {
+            return Ok(());
+        };
+        self.refused[full as usize] += 1;
+        Err(full)
+    }
+
+    /// Submissions refused since start, by [`Full`].
+    pub fn refused(&self) -> [u64; 2] {
+        self.refused
     }
 
     /// Puts a job in the table, counted in the state it starts in; a
@@ -459,5 +491,20 @@ mod tests {
             timeout_ms: None,
         };
         core.table.abilities_dropped(&[ability]);
+    }
+
+    #[test]
+    fn admit_refuses_past_the_memory_cap_then_maxqueue_and_counts_each() {
+        let (mut core, func) = core();
+        let t = &mut core.table;
+        assert_eq!(t.admit(func, 0, 10, 0), Ok(()), "no limits");
+        t.insert(job(1, func, JobState::Queued, "abcd"), true);
+        assert_eq!(t.admit(func, 0, 6, 10), Ok(()), "4 + 6 fits 10");
+        assert_eq!(t.admit(func, 0, 7, 10), Err(Full::Memory));
+        t.func_mut(func).expect("f").max_queue = [1, 0, 0];
+        assert_eq!(t.admit(func, 0, 1, 0), Err(Full::Queue));
+        assert_eq!(t.admit(func, 1, 1, 0), Ok(()), "another priority's limit");
+        assert_eq!(t.admit(func, 0, 7, 10), Err(Full::Memory), "memory first");
+        assert_eq!(t.refused(), [1, 2]);
     }
 }

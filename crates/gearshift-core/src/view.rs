@@ -16,6 +16,7 @@ use crate::ids::JobId;
 use crate::job::Job;
 use crate::kept::{Finished, Outcome};
 use crate::policy::Policy;
+use crate::table::Full;
 use crate::Millis;
 
 /// Most jobs a page returns.
@@ -560,8 +561,8 @@ impl Core {
         let mut t = Totals {
             dead: self.retained.dead.len() as u64,
             job_bytes: self.table.bytes(),
-            refused_maxqueue: self.refused[0],
-            refused_memory: self.refused[1],
+            refused_maxqueue: self.table.refused()[Full::Queue as usize],
+            refused_memory: self.table.refused()[Full::Memory as usize],
             denied: self.denied,
             ..Totals::default()
         };
