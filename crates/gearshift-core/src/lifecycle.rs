@@ -333,6 +333,19 @@ impl Core {
         self.table.end_run(id, ms, failed);
     }
 
+    /// Ends a job for good: kept queryable if its policy keeps results,
+    /// then removed with everything that points at it.
+    pub(crate) fn finish(&mut self, id: JobId, outcome: Outcome, result: Bytes) {
+        let keep_for = self.policy_of_job(id).map_or(0, |p| p.keep_results);
+        if keep_for > 0 {
+            if let Some(mut rec) = self.finished_record(id, outcome, result) {
+                rec.expires = self.now.saturating_add(keep_for);
+                self.keep_record(rec);
+            }
+        }
+        self.remove_job(id);
+    }
+
     /// Forgets a job entirely: indexes, counters, holders and waiters.
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
         let job = self.table.take(id)?;

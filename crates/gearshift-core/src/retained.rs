@@ -19,7 +19,7 @@ pub use crate::kept::{Finished, Outcome, Retained, RECORD_COST};
 
 impl Core {
     /// Builds the record of a job that is ending (before it is removed).
-    fn finished_record(
+    pub(crate) fn finished_record(
         &mut self,
         id: JobId,
         outcome: Outcome,
@@ -57,21 +57,8 @@ impl Core {
         }))
     }
 
-    /// Ends a job for good: kept queryable if its policy keeps results,
-    /// then removed with everything that points at it.
-    pub(crate) fn finish(&mut self, id: JobId, outcome: Outcome, result: Bytes) {
-        let keep_for = self.policy_of_job(id).map_or(0, |p| p.keep_results);
-        if keep_for > 0 {
-            if let Some(mut rec) = self.finished_record(id, outcome, result) {
-                rec.expires = self.now.saturating_add(keep_for);
-                self.keep_record(rec);
-            }
-        }
-        self.remove_job(id);
-    }
-
     /// Keeps a finished record (and writes it to a durable store).
-    fn keep_record(&mut self, rec: Box<Finished>) {
+    pub(crate) fn keep_record(&mut self, rec: Box<Finished>) {
         if self.cfg.durable {
             let stored = rec.to_stored();
             self.effects
