@@ -192,7 +192,6 @@ impl Core {
             return Err(FunctionError::Queued);
         }
         if let Some(f) = self.table.drop_function(id) {
-            self.dropped_stats.merge(&f.stats);
             tracing::info!(function = ?String::from_utf8_lossy(&f.name), "function dropped by admin");
         }
         Ok(())

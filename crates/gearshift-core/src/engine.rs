@@ -14,7 +14,7 @@ use crate::effect::{Effect, Input};
 use crate::handle::JobHandles;
 use crate::history::Track;
 use crate::ids::{ConnId, IdMap, JobId};
-use crate::job::{ConnList, Run};
+use crate::job::ConnList;
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
 use crate::table::JobTable;
@@ -28,12 +28,8 @@ pub struct Core {
     /// Every job and function, with their counts ([`JobTable`]).
     pub(crate) table: JobTable,
     pub(crate) conns: IdMap<u64, Conn>,
-    /// Jobs a worker holds (running or cancelled while running).
-    pub(crate) running: IdMap<JobId, Run>,
     /// Submitters owed a JOB_CREATED once the store confirms the job.
     pub(crate) acks: IdMap<JobId, ConnList>,
-    /// Numbers assignments, so a stale CAN_DO_TIMEOUT timer is recognised.
-    pub(crate) next_assignment: u64,
     /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
     pub(crate) track_runs: bool,
     /// Requests the access rules refused: submit, work, read, change.
@@ -56,8 +52,6 @@ pub struct Core {
     /// Which kinds of transition go out as [`Effect::Event`]s (a mask of
     /// [`crate::events::Kind`] bits; 0: none).
     pub(crate) events: u16,
-    /// What functions dropped since start did (the totals keep them).
-    pub(crate) dropped_stats: crate::metrics::FuncStats,
 }
 
 impl Core {
@@ -75,9 +69,7 @@ impl Core {
             next_job: first.max(1),
             table: JobTable::default(),
             conns: IdMap::default(),
-            running: IdMap::default(),
             acks: IdMap::default(),
-            next_assignment: 0,
             track_runs: false,
             denied: [0; 4],
             timers: Timers::default(),
@@ -89,7 +81,6 @@ impl Core {
             now: 0,
             schedules: Default::default(),
             events: 0,
-            dropped_stats: Default::default(),
         }
     }
 

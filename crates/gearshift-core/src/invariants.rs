@@ -26,7 +26,7 @@ impl Core {
                 JobState::Pending => {}
             }
             let held = matches!(job.state, JobState::Running | JobState::Cancelled);
-            match (held, self.running.get(&job.id)) {
+            match (held, self.table.run(job.id)) {
                 (true, Some(run)) => {
                     // A held job's worker may be gone only if it is being reaped.
                     if let Some(w) = self.conns.get(&run.worker.0) {
@@ -98,7 +98,7 @@ impl Core {
                 ));
             }
         }
-        for (&id, run) in &self.running {
+        for (id, run) in self.table.runs() {
             if !self.table.contains(id) {
                 return Err(format!(
                     "run of job {id} (worker {}) outlived the job",
@@ -119,7 +119,7 @@ impl Core {
                 }
             }
             for &id in &c.held {
-                if self.running.get(&id).is_none_or(|r| r.worker.0 != *cid) {
+                if self.table.run(id).is_none_or(|r| r.worker.0 != *cid) {
                     return Err(format!("conn {cid} holds job {id} it does not run"));
                 }
             }

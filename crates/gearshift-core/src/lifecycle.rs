@@ -241,7 +241,7 @@ impl Core {
     /// held list and the running table. Its state, and so the function's
     /// counts, change with the caller's next step ([`crate::table::JobTable::set_state`]).
     pub(crate) fn release_worker(&mut self, id: JobId) {
-        if let Some(run) = self.running.remove(&id) {
+        if let Some(run) = self.table.release(id) {
             if let Some(c) = self.conns.get_mut(&run.worker.0) {
                 c.held.retain(|&j| j != id);
             }
@@ -325,12 +325,7 @@ impl Core {
     /// the run leaves the running table.
     #[inline]
     fn end_run(&mut self, id: JobId, failed: Option<Reason>) {
-        // A run restored as cut off has no start to measure from.
-        let ms = self
-            .running
-            .get(&id)
-            .map(|r| self.now.saturating_sub(r.started));
-        self.table.end_run(id, ms, failed);
+        self.table.end_run(id, self.now, failed);
     }
 
     /// Ends a job for good: kept queryable if its policy keeps results,
@@ -349,7 +344,7 @@ impl Core {
     /// Forgets a job entirely: indexes, counters, holders and waiters.
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
         let job = self.table.take(id)?;
-        if let Some(run) = self.running.remove(&id) {
+        if let Some(run) = self.table.release(id) {
             if let Some(c) = self.conns.get_mut(&run.worker.0) {
                 c.held.retain(|&j| j != id);
             }

@@ -16,9 +16,10 @@ use bytes::Bytes;
 use crate::conn::Ability;
 use crate::function::Function;
 use crate::id_index::Walk;
-use crate::ids::{FuncId, JobId};
-use crate::job::{Job, JobState};
+use crate::ids::{ConnId, FuncId, IdMap, JobId};
+use crate::job::{Job, JobState, Run};
 use crate::jobs::Jobs;
+use crate::metrics::FuncStats;
 use crate::policy::{Policies, Reason};
 use crate::Millis;
 
@@ -58,6 +59,12 @@ pub struct JobTable {
     bytes: u64,
     /// Submissions refused, by [`Full`].
     refused: [u64; 2],
+    /// Jobs a worker holds (running, or cancelled while running).
+    runs: IdMap<JobId, Run>,
+    /// Numbers assignments, so a stale CAN_DO_TIMEOUT timer is recognised.
+    assignments: u64,
+    /// What functions dropped since start did (the totals keep them).
+    dropped: FuncStats,
 }
 
 impl JobTable {
@@ -175,11 +182,18 @@ impl JobTable {
         id
     }
 
-    /// Removes a function (the caller checked it is idle and empty).
+    /// Removes a function (the caller checked it is idle and empty); its
+    /// stats stay in the totals.
     pub fn drop_function(&mut self, id: FuncId) -> Option<Function> {
         let f = self.funcs.get_mut(id).and_then(Option::take)?;
         self.index.remove(&f.name);
+        self.dropped.merge(&f.stats);
         Some(f)
+    }
+
+    /// What functions dropped since start did.
+    pub fn dropped_stats(&self) -> &FuncStats {
+        &self.dropped
     }
 
     /// Whether a client's new job of priority `p` holding `bytes` may join
@@ -249,12 +263,54 @@ impl JobTable {
         Some(job)
     }
 
-    /// A worker's run of a job ended after `ms` (`None`: a run restored as
-    /// cut off, with no start to measure from): its length goes into the
-    /// function's run histogram and, unless an admin cancelled the job
-    /// meanwhile, the outcome into its stats (`failed` `None`: completed).
+    /// A worker takes job `id` at `now`: it is running, under a new
+    /// assignment number (returned).
     #[inline]
-    pub fn end_run(&mut self, id: JobId, ms: Option<Millis>, failed: Option<Reason>) {
+    pub fn start(&mut self, id: JobId, worker: ConnId, now: Millis) -> u64 {
+        self.set_state(id, JobState::Running);
+        self.assignments += 1;
+        let run = Run {
+            worker,
+            assignment: self.assignments,
+            numerator: 0,
+            denominator: 0,
+            started: now,
+        };
+        self.runs.insert(id, run);
+        self.assignments
+    }
+
+    /// The run of a job a worker holds.
+    #[inline]
+    pub fn run(&self, id: JobId) -> Option<&Run> {
+        self.runs.get(&id)
+    }
+
+    /// The run of a job a worker holds, for its progress (WORK_STATUS).
+    pub fn run_mut(&mut self, id: JobId) -> Option<&mut Run> {
+        self.runs.get_mut(&id)
+    }
+
+    /// Every run, in no particular order.
+    pub fn runs(&self) -> impl Iterator<Item = (JobId, &Run)> {
+        self.runs.iter().map(|(&id, run)| (id, run))
+    }
+
+    /// A job leaves its worker: its run is over (its state moves with the
+    /// caller's next step).
+    #[inline]
+    pub fn release(&mut self, id: JobId) -> Option<Run> {
+        self.runs.remove(&id)
+    }
+
+    /// A worker's run of a job ends at `now` (whatever the outcome, before
+    /// [`JobTable::release`]): its length goes into the function's run
+    /// histogram (a run restored as cut off has no start to measure from)
+    /// and, unless an admin cancelled the job meanwhile, the outcome into
+    /// its stats (`failed` `None`: completed).
+    #[inline]
+    pub fn end_run(&mut self, id: JobId, now: Millis, failed: Option<Reason>) {
+        let ms = self.runs.get(&id).map(|r| now.saturating_sub(r.started));
         let Some(job) = self.jobs.get(id) else {
             return;
         };
@@ -300,7 +356,7 @@ mod tests {
     use crate::conn::{Conn, ConnInfo, Rights};
     use crate::engine::Core;
     use crate::ids::ConnId;
-    use crate::job::{ConnList, Persist, Run};
+    use crate::job::{ConnList, Persist};
 
     fn job(id: JobId, func: FuncId, state: JobState, data: &'static str) -> Job {
         Job {
@@ -330,18 +386,18 @@ mod tests {
         core.table.func(func).expect("the function exists")
     }
 
-    /// Hands job `id` to worker `w` as GRAB does (its run, its held list).
-    fn run_on(core: &mut Core, id: JobId, w: ConnId) {
-        core.table.set_state(id, JobState::Running);
-        let run = Run {
-            worker: w,
-            assignment: 1,
-            numerator: 0,
-            denominator: 0,
-            started: 10,
-        };
-        core.running.insert(id, run);
+    /// Hands job `id` to worker `w` at time 10 as GRAB does (its run, its
+    /// held list); returns the assignment number.
+    fn run_on(core: &mut Core, id: JobId, w: ConnId) -> u64 {
+        let assignment = core.table.start(id, w, 10);
         core.conns.get_mut(&w.0).expect("worker").held.push(id);
+        assignment
+    }
+
+    /// Takes job `id` back from worker `w` (its run ends).
+    fn release(core: &mut Core, id: JobId, w: ConnId) {
+        assert_eq!(core.table.release(id).map(|r| r.worker), Some(w));
+        core.conns.get_mut(&w.0).expect("worker").held.clear();
     }
 
     fn worker(core: &mut Core, w: ConnId) {
@@ -381,20 +437,18 @@ mod tests {
         let (mut core, func) = core();
         worker(&mut core, ConnId(7));
         core.table.insert(job(1, func, JobState::Queued, "x"), true);
-        run_on(&mut core, 1, ConnId(7));
+        assert_eq!(run_on(&mut core, 1, ConnId(7)), 1);
         assert_eq!((f(&core, func).queued[0], f(&core, func).running), (0, 1));
         assert_eq!(f(&core, func).stats.retried, 0, "a start is no retry");
         core.check_invariants().expect("running job counted");
-        core.running.remove(&1);
-        core.conns.get_mut(&7).expect("worker").held.clear();
+        release(&mut core, 1, ConnId(7));
         assert_eq!(
             core.table.set_state(1, JobState::Queued),
             Some(JobState::Running)
         );
         assert_eq!(f(&core, func).stats.retried, 1);
-        run_on(&mut core, 1, ConnId(7));
-        core.running.remove(&1);
-        core.conns.get_mut(&7).expect("worker").held.clear();
+        assert_eq!(run_on(&mut core, 1, ConnId(7)), 2, "a new assignment");
+        release(&mut core, 1, ConnId(7));
         core.table.set_state(1, JobState::Scheduled);
         let f = f(&core, func);
         assert_eq!((f.queued[0], f.scheduled, f.running, f.total), (0, 1, 0, 1));
@@ -431,10 +485,10 @@ mod tests {
                 .insert(job(id, func, JobState::Queued, "x"), true);
             run_on(&mut core, id, ConnId(7));
         }
-        core.table.end_run(1, Some(15), None);
-        core.table.end_run(2, Some(15), Some(Reason::Exception));
+        core.table.end_run(1, 25, None);
+        core.table.end_run(2, 25, Some(Reason::Exception));
         core.table.set_state(3, JobState::Cancelled);
-        core.table.end_run(3, Some(15), Some(Reason::Fail));
+        core.table.end_run(3, 25, Some(Reason::Fail));
         let s = &f(&core, func).stats;
         assert_eq!(s.completed, 1);
         assert_eq!(s.failed, [0, 1, 0, 0]);

@@ -384,7 +384,7 @@ impl Core {
         if let Some(job) = self.job_by_handle(handle).and_then(|id| self.table.get(id)) {
             let (state, attempts) = self.live_state(job);
             let track = self.tracked.get(&job.id);
-            let run = self.running.get(&job.id);
+            let run = self.table.run(job.id);
             let holder = run.and_then(|r| self.conns.get(&r.worker.0));
             return Some(JobDetail {
                 summary: self.live_summary(job, state, attempts),
@@ -557,7 +557,7 @@ impl Core {
     /// Server-wide counts: the live functions' figures plus those of
     /// functions dropped since start.
     pub fn totals(&self) -> Totals {
-        let mut stats = self.dropped_stats;
+        let mut stats = *self.table.dropped_stats();
         let mut t = Totals {
             dead: self.retained.dead.len() as u64,
             job_bytes: self.table.bytes(),

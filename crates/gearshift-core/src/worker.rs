@@ -10,7 +10,7 @@ use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
 use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
-use crate::job::{ConnList, JobState, Run};
+use crate::job::{ConnList, JobState};
 use crate::policy::Reason;
 use crate::timers::Timer;
 use crate::Millis;
@@ -195,22 +195,10 @@ impl Core {
             _ => None,
         };
         let stored = job.persist != crate::job::Persist::No;
-        self.table.set_state(id, JobState::Running);
         if stored && self.track_runs {
             self.effects.push(Effect::Store(StoreOp::Started(id)));
         }
-        self.next_assignment += 1;
-        let assignment = self.next_assignment;
-        self.running.insert(
-            id,
-            Run {
-                worker: conn,
-                assignment,
-                numerator: 0,
-                denominator: 0,
-                started: now,
-            },
-        );
+        let assignment = self.table.start(id, conn, now);
         let handle = self.handles.of(id);
         let mut function = Bytes::new();
         let mut timeout = timeout;
@@ -281,11 +269,11 @@ impl Core {
             .get(id)
             .is_some_and(|j| j.state == JobState::Running)
             && self
-                .running
-                .get(&id)
+                .table
+                .run(id)
                 .is_some_and(|r| r.assignment == assignment);
         if current {
-            if let Some(worker) = self.running.get(&id).map(|r| r.worker) {
+            if let Some(worker) = self.table.run(id).map(|r| r.worker) {
                 self.count_run(worker, false);
             }
             self.requeue(id, Reason::Timeout, "worker timeout reached on job");
@@ -295,7 +283,7 @@ impl Core {
     /// The job a WORK_* packet names, if `conn` holds it.
     fn held_job(&self, conn: ConnId, handle: &[u8]) -> Option<JobId> {
         let id = self.job_by_handle(handle)?;
-        let run = self.running.get(&id)?;
+        let run = self.table.run(id)?;
         (run.worker == conn).then_some(id)
     }
 
@@ -339,7 +327,7 @@ impl Core {
             gearshift_proto::request::parse_atoi(&num) as u32,
             gearshift_proto::request::parse_atoi(&den) as u32,
         );
-        if let Some(run) = self.running.get_mut(&id) {
+        if let Some(run) = self.table.run_mut(id) {
             run.numerator = n;
             run.denominator = d;
         }
@@ -415,7 +403,7 @@ impl Core {
         if let Some(c) = self.conns.get_mut(&conn.0) {
             c.after_exception = None;
         }
-        same && self.running.get(&id).is_none_or(|r| r.worker != conn)
+        same && self.table.run(id).is_none_or(|r| r.worker != conn)
     }
 
     pub(crate) fn get_status(&mut self, conn: ConnId, handle: Bytes) {
@@ -424,7 +412,7 @@ impl Core {
             .and_then(|id| self.table.get(id))
         {
             Some(job) => {
-                let run = self.running.get(&job.id);
+                let run = self.table.run(job.id);
                 Response::StatusRes {
                     handle,
                     known: true,
@@ -448,7 +436,7 @@ impl Core {
         let job = self.table.find_named(None, &unique);
         let r = match job {
             Some(job) => {
-                let run = self.running.get(&job.id);
+                let run = self.table.run(job.id);
                 Response::StatusResUnique {
                     unique,
                     known: true,
