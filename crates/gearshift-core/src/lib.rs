@@ -7,7 +7,8 @@
 //! returns (send a packet or text, close, shut down). No sockets, no clock,
 //! no runtime: every rule is testable on virtual time.
 //!
-//! - [`engine`]: the `Core` struct, entry points and shared bookkeeping.
+//! - [`engine`]: the `Core` struct, made of the parts below, and its entry
+//!   points, which dispatch to the handlers (submit, worker, admin, control).
 //! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, wake-ups.
 //! - [`worker`]: abilities, sleep, grabbing, results, requeueing.
 //! - [`admin`]: the text admin commands.
@@ -25,8 +26,9 @@
 //!   the admin words that show them (`show job`, `show dead`, `show workers`).
 //! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]:
 //!   the schedule records and their times.
-//! - [`table`]: the job table ([`table::JobTable`]): every job and function,
-//!   and the one place a job enters, changes state or leaves, with its counts.
+//! - [`table`]: the job table ([`table::JobTable`]): every job, function and
+//!   run, and the one place a job enters, changes state or leaves, with its
+//!   counts; `timers`: the timer heap.
 //! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`view`]: read-only snapshots for the HTTP API; [`control`]: its actions;
 //!   [`metrics`]: per-function counters and histograms; [`events`]: live events.
