@@ -22,7 +22,7 @@
 # commit, no job table; the better of its fdatasync and O_DIRECT|O_DSYNC
 # runs is shown). It sets both against gearmand -t 0 in memory with the
 # same 4 clients, with its default hash table (the baseline of
-# docs/benchmarks.md's durable tables) and tuned (--hashtable-buckets
+# perf/tables-2026-11-22.md's durable tables) and tuned (--hashtable-buckets
 # 200003, gearmand at its best here), and against Gearshift fsync itself,
 # REPS times.
 #

@@ -38,7 +38,8 @@ server with SIGTERM (exit 0 within 30 s) and judges:
     restart came between the two; any other is a failure
   - foreground jobs completed with the right data, or their client was
     disconnected by a restart (counted, expected); nothing else
-  - no growth (runs of at least --min-growth-run seconds): see `growth()`
+  - no growth (runs of at least --min-growth-run seconds; a shorter run
+    says `not judged`, neither a pass nor a failure): see `growth()`
   - no problem seen by any thread (unexpected disconnects, timeouts on a
     live server, wrong replies, a server that exits by itself)
 
@@ -856,7 +857,8 @@ def growth(rows, warmup, duration):
     """
     kept = [r for r in rows if r["rss_kb"] is not None and r["queue"] is not None
             and r["t"] >= warmup and r["age"] >= warmup]
-    out = {"kept_samples": len(kept), "checks": [], "ok": True}
+    # "ok": None while nothing is judged (too few samples): not a pass.
+    out = {"kept_samples": len(kept), "checks": [], "ok": None}
     if len(kept) < 6:
         out["skipped"] = "too few samples after warm-up (%d)" % len(kept)
         return out
@@ -866,6 +868,7 @@ def growth(rows, warmup, duration):
     if not first or not last:
         out["skipped"] = "a third without samples"
         return out
+    out["ok"] = True
     qmed = median([r["queue"] for r in kept])
     lo_first = [r for r in first if r["queue"] <= qmed] or first
     lo_last = [r for r in last if r["queue"] <= qmed] or last
@@ -882,7 +885,7 @@ def growth(rows, warmup, duration):
     a = median([r["rss_kb"] for r in lo_first])
     b = median([r["rss_kb"] for r in lo_last])
     out["checks"].append({"what": "rss_kb (median, queue <= %d; not judged)" % qmed,
-                          "first": a, "last": b, "limit": None, "ok": True})
+                          "first": a, "last": b, "limit": None, "ok": None})
     a, b = max(r["fds"] for r in first), max(r["fds"] for r in last)
     check("fds (max)", a, b, a + 4, b <= a + 4)
     a, b = max(r["threads"] for r in first), max(r["threads"] for r in last)
@@ -1133,7 +1136,10 @@ def main():
         checks = []
 
         def check(name, ok, detail):
-            checks.append({"check": name, "ok": bool(ok), "detail": detail})
+            """ok: None when the run could not judge it (too short): shown as
+            `not judged`, neither a pass nor a failure."""
+            checks.append({"check": name, "ok": None if ok is None else bool(ok),
+                           "detail": detail})
 
         check("no acknowledged bg job lost", not miss,
               "%d acknowledged, %d not completed%s" % (acked, len(miss),
@@ -1154,18 +1160,26 @@ def main():
         check("drained", "soak_" not in final_status or all(
             v[0] == 0 for f, v in H.parse_status(final_status).items() if f.startswith("soak_")),
             final_status.strip().replace("\n", "; "))
-        if plan["kill_every"] and d >= 3 * plan["kill_every"]:
-            check("worker kills happened", kills >= 1, "%d" % kills)
-        if plan["restart_every"] and d >= plan["restart_every"] + 5:
-            check("restarts happened", sum(restarts.values()) >= 1, "%s" % restarts)
+        # None of them in a run too short to expect one: not judged.
+        if plan["kill_every"]:
+            long_enough = d >= 3 * plan["kill_every"]
+            check("worker kills happened", kills >= 1 or (False if long_enough else None),
+                  "%d%s" % (kills, "" if long_enough else "; run shorter than 3 kill intervals"))
+        if plan["restart_every"]:
+            long_enough = d >= plan["restart_every"] + 5
+            check("restarts happened", sum(restarts.values()) >= 1 or (
+                False if long_enough else None), "%s%s" % (
+                    restarts, "" if long_enough else "; run shorter than a restart interval + 5 s"))
         gr = growth(rows, warmup, d) if d >= args.min_growth_run else {
-            "skipped": "run shorter than --min-growth-run", "ok": True, "checks": []}
+            "skipped": "run shorter than --min-growth-run (%gs)" % args.min_growth_run,
+            "ok": None, "checks": []}
         check("no growth", gr["ok"], gr.get("skipped") or "; ".join(
             "%s first %s last %s limit %s%s" % (c["what"], c["first"], c["last"], c["limit"],
-                                                "" if c["ok"] else " EXCEEDED")
+                                                " EXCEEDED" if c["ok"] is False else "")
             for c in gr["checks"]))
 
-        all_ok = all(c["ok"] for c in checks)
+        # A check not judged (ok None) neither passes nor fails the run.
+        all_ok = all(c["ok"] is not False for c in checks)
         lat_create = [r["create_p99"] for r in rows if r["create_p99"] is not None]
         summary = {
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "commit": commit, "binary": binary,
@@ -1201,8 +1215,13 @@ def main():
                   "%(anon_kb_max)s kB; "
                   "max fds %(fds_max)s, max threads %(threads_max)s" % g)
         for c in checks:
-            print("%s %s: %s" % ("ok  " if c["ok"] else "FAIL", c["check"], c["detail"]))
+            print("%s %s: %s" % ({True: "ok  ", False: "FAIL", None: "not judged"}[c["ok"]],
+                                 c["check"], c["detail"]))
         print("soak %s" % summary["verdict"], flush=True)
+        # The checks as scripts/test.sh counts a suite's tests.
+        print("%d passed, %d failed, %d skipped"
+              % tuple(sum(1 for c in checks if c["ok"] is v) for v in (True, False, None)),
+              flush=True)
     finally:
         ld.stop_submit.set()
         ld.stop_work.set()

@@ -75,7 +75,7 @@ Thread interleavings are not deterministic, the plan is.
 
 usage: [GEARSHIFT_BIN=target/debug/gearshift] [CRASH_SEED=n] [CRASH_KEEP=1]
        python3 tests/crash/crash.py [name-substring ...]
-Final line `N passed, N failed`; exit status 1 on any failure. Python 3
+Final line `N passed, N failed, N skipped`; exit status 1 on any failure. Python 3
 stdlib only; every wait is bounded; everything on 127.0.0.1.
 """
 
@@ -1290,7 +1290,7 @@ def main():
     if not os.access(BINARY, os.X_OK):
         print("gearshift binary not found at %s (cargo build -p gearshift, or set GEARSHIFT_BIN)"
               % BINARY)
-        print("0 passed, 1 failed")
+        print(H.summary(0, 1))
         return 1
     # run_suite prints SERVER_CMD in its header: show what this suite runs.
     os.environ["SERVER_CMD"] = ("%s serve -L 127.0.0.1 -p {port} --data-dir <tmp> "

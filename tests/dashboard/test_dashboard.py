@@ -11,7 +11,7 @@ JSON API.
     SAVE_SCREENSHOTS=1 python3 tests/dashboard/...  # ... to docs/screenshots/
 
 Needs the Debian packages chromium and chromium-driver. Exits non-zero on
-any failure; the last line is "N passed, M failed".
+any failure; the last line is "N passed, M failed, 0 skipped".
 """
 import base64
 import json
@@ -646,7 +646,7 @@ def main():
         if not os.access(path, os.X_OK):
             print("missing %s (build with `cargo build -p gearshift`; "
                   "apt-get install -y chromium chromium-driver)" % path)
-            print("0 passed, 1 failed")
+            print("0 passed, 1 failed, 0 skipped")
             return 1
     tmp = tempfile.mkdtemp(prefix="dash-test-")
     shots = os.path.join(ROOT, "docs", "screenshots") if os.environ.get("SAVE_SCREENSHOTS") == "1" else tmp
@@ -679,7 +679,7 @@ def main():
     else:
         if shots != tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed, %d failed, 0 skipped" % (passed, failed))
     return 1 if failed else 0
 
 

@@ -14,7 +14,7 @@ imports into a PostgreSQL store (`--store postgres://...`) instead, and
 serves it with `gearshift serve --store`.
 
 Python 3 stdlib only; reuses tests/interop/harness.py. Every wait is
-bounded. Ends with `N passed, N failed`.
+bounded. Ends with `N passed, N failed, N skipped`.
 
 usage: python3 tests/import/test_import.py [name-substring ...]
   GEARSHIFT  the gearshift binary (default: target/debug/gearshift)
@@ -595,7 +595,7 @@ def main():
         if not os.access(path, os.X_OK):
             print("!! %s is not an executable (build gearshift / install gearman-job-server)"
                   % path)
-            print("0 passed, %d failed" % len(tests))
+            print(h.summary(0, len(tests)))
             return 1
     return h.run_tmp_suite("import suite", tests, "gs-import-",
                            "GEARSHIFT=%s GEARMAND=%s" % (GEARSHIFT, GEARMAND))

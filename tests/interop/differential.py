@@ -85,7 +85,7 @@ Also left out (gearmand oddities seen while writing this suite, no decision yet)
 
 usage: SERVER_CMD='...' [REF_CMD='...'] python3 differential.py [-v] [name-substring ...]
   -v  print the masked reference transcript of every session.
-Final line: `N passed, N failed`; exit status 1 on any failure.
+Final line: `N passed, N failed, N skipped`; exit status 1 on any failure.
 """
 
 import difflib

@@ -3,7 +3,7 @@
 Owns: picking free loopback ports, starting/stopping the server under test
 (from a SERVER_CMD-style template), raw Gearman packet helpers, admin-protocol
 helpers, bounded polling, child-process bookkeeping, and a tiny test runner
-that ends with the line ``N passed, N failed``.
+that ends with the line ``N passed, N failed, N skipped``.
 
 Everything is Python 3 stdlib only.  Every wait is bounded: sockets carry
 timeouts, subprocesses are waited on with timeouts, polling loops have
@@ -83,9 +83,10 @@ class TestFailure(AssertionError):
 
 
 class Skip(Exception):
-    """Raised by a test that cannot say pass or fail (e.g. it hit a known,
-    reported server issue); the runner prints `SKIP name: reason` and counts
-    it neither as passed nor as failed."""
+    """Raised by a test that cannot run here (a prerequisite this machine
+    lacks); the runner prints `SKIP name: reason` and counts it in the
+    summary's `N skipped`, neither passed nor failed. Not for a known server
+    bug: a test that meets one fails."""
 
 
 def check(cond, msg):
@@ -556,12 +557,12 @@ def run_tmp_suite(title, tests, prefix, banner=""):
     """tests: functions taking a fresh temporary directory (removed after).
 
     Runs those whose name contains a command-line substring (all without
-    one); prints PASS/FAIL per test and `N passed, N failed`; returns the
-    exit code.
+    one); prints PASS/FAIL/SKIP per test and `N passed, N failed, N skipped`;
+    returns the exit code.
     """
     wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
     tests = [t for t in tests if not wanted or any(w in t.__name__ for w in wanted)]
-    passed = failed = 0
+    passed = failed = skipped = 0
     t0 = time.monotonic()
     print("== %s: %d tests; %s" % (title, len(tests), banner), flush=True)
     for t in tests:
@@ -569,6 +570,9 @@ def run_tmp_suite(title, tests, prefix, banner=""):
         start = time.monotonic()
         try:
             t(tmp)
+        except Skip as e:
+            skipped += 1
+            print("SKIP %s (%.2fs): %s" % (t.__name__, time.monotonic() - start, e), flush=True)
         except Exception as e:  # noqa: BLE001 - the runner reports everything
             failed += 1
             detail = str(e) if isinstance(e, TestFailure) else traceback.format_exc()
@@ -580,15 +584,22 @@ def run_tmp_suite(title, tests, prefix, banner=""):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     print("== %s finished in %.1fs" % (title, time.monotonic() - t0))
-    print("%d passed, %d failed" % (passed, failed), flush=True)
+    print(summary(passed, failed, skipped), flush=True)
     return 0 if failed == 0 else 1
+
+
+def summary(passed, failed, skipped=0):
+    """The last line of every suite, which tests/interop/run.sh and
+    scripts/test.sh add up."""
+    return "%d passed, %d failed, %d skipped" % (passed, failed, skipped)
 
 
 def run_suite(title, tests, argv=None):
     """tests: list of (name, callable). Callables take no args and raise on failure.
 
     Command line: optional substrings; only tests whose name contains one run.
-    Prints one PASS/FAIL line per test and finally `N passed, N failed`.
+    Prints one PASS/FAIL/SKIP line per test and finally
+    `N passed, N failed, N skipped`.
     Returns the process exit code (0 iff nothing failed).
     """
     argv = sys.argv[1:] if argv is None else argv
@@ -613,9 +624,7 @@ def run_suite(title, tests, argv=None):
             passed += 1
             print("PASS %s (%.2fs)" % (name, time.monotonic() - start), flush=True)
     print("== %s finished in %.1fs" % (title, time.monotonic() - t0))
-    if skipped:
-        print("(%d skipped)" % skipped)
-    print("%d passed, %d failed" % (passed, failed), flush=True)
+    print(summary(passed, failed, skipped), flush=True)
     return 0 if failed == 0 else 1
 
 

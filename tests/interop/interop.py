@@ -15,7 +15,7 @@ Synchronisation never relies on fixed sleeps: tests poll the admin protocol
 Every child process runs with a timeout and is killed (by pid) at test end.
 
 usage: SERVER_CMD='...' python3 interop.py [name-substring ...]
-Final line: `N passed, N failed`; exit status 1 on any failure.
+Final line: `N passed, N failed, N skipped`; exit status 1 on any failure.
 """
 
 import os

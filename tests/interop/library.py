@@ -21,10 +21,10 @@ this repository (build it first: `cargo build -p gearshift`).
 Synchronisation never relies on fixed sleeps: tests poll the admin protocol
 or log files with deadlines. Every child process runs with a timeout and is
 stopped (by pid) at test end. Tests that cannot apply to gearmand are listed
-in GEARMAND_SKIPS and skipped only there, with the reason printed.
+in GEARMAND_SKIPS and skipped only there, with the reason printed and counted.
 
 usage: SERVER_CMD='...' [GEARSHIFT_BIN=...] python3 library.py [name-substring ...]
-Final line: `N passed, N failed`; exit status 1 on any failure.
+Final line: `N passed, N failed, N skipped`; exit status 1 on any failure.
 """
 
 import json
@@ -47,8 +47,8 @@ from interop import (  # noqa: E402
 GEARSHIFT = os.environ.get("GEARSHIFT_BIN") or os.path.normpath(
     os.path.join(HERE, "..", "..", "target", "debug", "gearshift"))
 
-# Tests that cannot apply to gearmand: name -> reason. Skipped (with the
-# reason printed, not counted) only when the server under test is gearmand.
+# Tests that cannot apply to gearmand: name -> reason. Skipped (the reason
+# printed, counted in `N skipped`) only when the server under test is gearmand.
 GEARMAND_SKIPS = {}
 
 TESTS = []
@@ -423,10 +423,15 @@ def admin_json_with_php_perl_workers(ctx):
 def main():
     tests = TESTS
     if "gearmand" in os.path.basename(h.server_cmd().split()[0]):
-        for name, reason in GEARMAND_SKIPS.items():
-            print("SKIP %s (gearmand): %s" % (name, reason), flush=True)
-        tests = [(n, f) for n, f in TESTS if n not in GEARMAND_SKIPS]
+        tests = [(n, skipped_on_gearmand(GEARMAND_SKIPS[n]) if n in GEARMAND_SKIPS else f)
+                 for n, f in TESTS]
     return h.run_suite("library", tests)
+
+
+def skipped_on_gearmand(reason):
+    def skip():
+        raise h.Skip("gearmand: " + reason)
+    return skip
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Gearshift only: the server under test is started from $SERVER_CMD plus
 `--config <policy.toml>` (a small policy file written per test; see
 docs/gearshift.example.toml). gearmand has none of this, so when $SERVER_CMD
 is not a Gearshift command (no word of it names a `gearshift*` program) the
-suite prints why it skips and ends with `0 passed, 0 failed`.
+suite prints why it skips and ends with `0 passed, 0 failed, N skipped`.
 
 What is covered (one fresh server per test):
   * a failing run retried by the server after its backoff while the
@@ -25,8 +25,7 @@ flaky, flakyfail, sleep. They number each run of a workload in their log file
 handle of a foreground job.
 
 usage: SERVER_CMD='.../gearshift serve -L 127.0.0.1 -p {port} ...' python3 lifecycle.py [name-substring ...]
-Final line: `N passed, N failed`; exit status 1 on any failure. A test that
-runs into a known, reported server issue prints `SKIP name: reason`.
+Final line: `N passed, N failed, N skipped`; exit status 1 on any failure.
 """
 
 import json
@@ -335,13 +334,14 @@ def perl_fail_retried_until_complete(ctx):
     check(w.proc.poll() is None, "the Perl worker is still running: %r" % w.stderr())
 
 
-DIE_ISSUE = (
-    "known server issue (reported): Gearman::Worker answers a die with WORK_EXCEPTION "
-    "(Storable-frozen error) immediately followed by WORK_FAIL for the same handle; "
-    "Gearshift ends the run on the WORK_EXCEPTION (retry scheduled) and answers the "
-    "trailing WORK_FAIL with ERROR JOB_NOT_FOUND 'Job given in work result not found', "
-    "on which Gearman::Worker dies ('unexpected packet type: error'), so no worker is "
-    "left to run the retry")
+# The bug this test guards against: Gearman::Worker answers a die with
+# WORK_EXCEPTION (Storable-frozen error) immediately followed by WORK_FAIL for
+# the same handle; a server that ends the run on the WORK_EXCEPTION (retry
+# scheduled) and answers the trailing WORK_FAIL with ERROR JOB_NOT_FOUND
+# makes Gearman::Worker die ('unexpected packet type: error'), so no worker
+# is left to run the retry.
+DIE_BUG = ("the old bug: the trailing WORK_FAIL of a die got ERROR and Gearman::Worker "
+           "died ('unexpected packet type: error'), so no worker was left for the retry")
 
 
 @test
@@ -356,12 +356,12 @@ def perl_die_retried_until_complete(ctx):
                                "lc_perl_die", "one"], "perl-client-do")
     wait_for(lambda: client.proc.poll() is not None or w.proc.poll() is not None, 20,
              "the client to finish (or the worker to exit)")
-    if client.proc.poll() is None and "unexpected packet type: error" in w.stderr():
+    if "unexpected packet type: error" in w.stderr():
         runs = runs_of(log, "one")
         state = show_job(ctx, runs[0][1]) if runs else {}
-        raise h.Skip("%s [runs: %d, job state: %s, attempts: %s; worker stderr: %r]"
-                     % (DIE_ISSUE, len(runs), state.get("state"), state.get("attempts"),
-                        w.stderr().strip().splitlines()[-1:]))
+        raise h.TestFailure("%s [runs: %d, job state: %s, attempts: %s; worker stderr: %r]"
+                            % (DIE_BUG, len(runs), state.get("state"), state.get("attempts"),
+                               w.stderr().strip().splitlines()[-1:]))
     check_eq(client.wait(20), 0, "client exit")
     check_eq(client.stdout(), "RESULT:ok:one:2\n", "do_task output")
     handle = check_runs(log, "one", 2)
@@ -499,13 +499,25 @@ def php_can_do_timeout_read_as_seconds(ctx):
     out = php_client(ctx, "do", "normal", "lc_pcdt", "1.5").stdout
     check("slept:1.5" in out, "doNormal output %r" % out)
     check_runs(log, "1.5", 1)
-    t0 = time.monotonic()
-    php_client(ctx, "bg", "lc_pcdt", "normal:4")
-    wait_runs(log, "4", 1, timeout=5)
-    wait_runs(log, "4", 2, timeout=6)
-    elapsed = time.monotonic() - t0
-    check(1.8 <= elapsed < 3.9, "second run started %.2fs after the submission: after the "
-          "2 s timeout, before the first run's 4 s were over" % elapsed)
+    handle = php_client(ctx, "bg", "lc_pcdt", "normal:4").stdout.strip()
+    wait_runs(log, "4", 2, timeout=10)
+    check_rerun_after_timeout(ctx, handle)
+    check_eq(check_runs(log, "4", 2), handle, "both runs are the submitted job")
+
+
+def check_rerun_after_timeout(ctx, handle):
+    """The 4 s job `handle`, on its second run now, was taken from its first
+    worker by the 2 s CAN_DO_TIMEOUT: by the server's clock its second run
+    started 2 s after its creation or later (its first run started at
+    once), and before the first run's 4 s were over. (No policy keeps its
+    history; `show job` of the live job has both times. The clients' start-up
+    is not in this figure.)"""
+    job = show_job(ctx, handle)
+    check_eq((job["state"], job["attempts"]), ("running", "2"),
+             "show job %s state/attempts during the second run" % handle)
+    took = (parse_time(job["started"]) - parse_time(job["created"])).total_seconds()
+    check(1.95 <= took < 3.9, "second run started %.3fs after the submission: after the "
+          "2 s timeout, before the first run's 4 s were over" % took)
 
 
 @test
@@ -517,15 +529,11 @@ def perl_can_do_timeout_expiry_requeues(ctx):
     perl_worker(ctx, "sleep", "lc_cdt", log, 2)
     perl_worker(ctx, "sleep", "lc_cdt", log, 2)
     h.wait_workers(ctx.port, "lc_cdt", 2)
-    t0 = time.monotonic()
     out = perl_client(ctx, "bg", "lc_cdt", "4").strip()
     check(re.match(r"^127\.0\.0\.1:%d//H:[^\s:]*:\d+$" % ctx.port, out),
           "dispatch_background handle %r" % out)
-    wait_runs(log, "4", 1, timeout=5)
-    wait_runs(log, "4", 2, timeout=6)
-    elapsed = time.monotonic() - t0
-    check(1.8 <= elapsed < 3.9, "second run started %.2fs after the submission: after the "
-          "2 s timeout, before the first run's 4 s were over" % elapsed)
+    wait_runs(log, "4", 2, timeout=10)
+    check_rerun_after_timeout(ctx, out.split("//")[1])
     check_eq(check_runs(log, "4", 2), out.split("//")[1], "both runs are the submitted job")
     check_eq(h.status(ctx.port).get("lc_cdt"), (1, 1, 2), "status: the job runs again")
 
@@ -546,7 +554,10 @@ def perl_timeout_policy_fails_after_attempts(ctx):
     t0 = time.monotonic()
     check_eq(perl_client(ctx, "do", "lc_cdt_retry", "3"), "FAIL\n", "do_task output")
     elapsed = time.monotonic() - t0
-    check(3.9 <= elapsed < 6, "failure after two 2 s timeouts and a 100ms delay (%.2fs)"
+    # At least the two timeouts; the upper bound only catches a hang (the
+    # client's start-up is in this figure; the runs' lengths are checked on
+    # the server's clock below).
+    check(3.9 <= elapsed < 15, "failure after two 2 s timeouts and a 100ms delay (%.2fs)"
           % elapsed)
     handle = check_runs(log, "3", 2)
     job = show_job(ctx, handle)
@@ -557,7 +568,8 @@ def perl_timeout_policy_fails_after_attempts(ctx):
     ends = [at for at, e, _ in job["history"] if e == "failed"]
     for s, e in zip(starts, ends):
         ran = (e - s).total_seconds()
-        check(1.9 <= ran < 2.5, "each run ended by the 2 s timeout (%.3fs)" % ran)
+        # 2 s and a late timer at most; a run not cut would take its 3 s.
+        check(1.9 <= ran < 2.9, "each run ended by the 2 s timeout (%.3fs)" % ran)
 
 
 # ---------------------------------------------------------------- 6. require_worker
@@ -568,16 +580,19 @@ def require_worker_refuses_at_once(ctx):
     PHP client get ERROR NO_WORKER at once instead of waiting; functions
     without the rule still queue; with a worker the same submission runs."""
     start_server(ctx, '[[function]]\nmatch = "lc_need_*"\nrequire_worker = true\n')
+    # A client left waiting would hang until its 20 s run timeout; the
+    # answer comes at once, and 8 s (the client's start-up included) only
+    # bounds a loaded machine.
     for args in ([], ["-b"]):
         t0 = time.monotonic()
-        r = cli(ctx, "lc_need_w", *args, "x", timeout=10)
+        r = cli(ctx, "lc_need_w", *args, "x")
         elapsed = time.monotonic() - t0
-        check(elapsed < 3, "gearman %s answered in %.2fs" % (" ".join(args), elapsed))
+        check(elapsed < 8, "gearman %s answered in %.2fs" % (" ".join(args), elapsed))
         check("NO_WORKER" in r.stderr and r.stdout == "",
               "gearman %s: stdout %r stderr %r" % (" ".join(args), r.stdout, r.stderr))
     t0 = time.monotonic()
-    r = php_client(ctx, "do", "normal", "lc_need_w", "x", timeout=10, ok=False)
-    check(time.monotonic() - t0 < 5, "doNormal answered promptly")
+    r = php_client(ctx, "do", "normal", "lc_need_w", "x", ok=False)
+    check(time.monotonic() - t0 < 8, "doNormal answered promptly")
     check(r.returncode == 1 and r.stdout.startswith("ERROR ") and "NO_WORKER" in r.stdout,
           "doNormal: %r %r" % (r.stdout, r.stderr))
     c = h.Conn(ctx.port)
@@ -658,7 +673,7 @@ def main():
     if not gearshift_under_test():
         print("== lifecycle: skipped: it tests Gearshift's policy file (--config), and "
               "SERVER_CMD does not run gearshift: %s" % h.server_cmd())
-        print("0 passed, 0 failed", flush=True)
+        print(h.summary(0, 0, len(TESTS)), flush=True)
         return 0
     return h.run_suite("lifecycle", TESTS)
 

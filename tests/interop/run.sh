@@ -10,7 +10,7 @@
 #   GEARSHIFT_BIN  the gearshift binary library.py drives (submit/work/admin);
 #               default: target/debug/gearshift of this repository.
 #   Arguments are passed to every suite as test-name filters.
-# Prints each suite's results, then the combined `N passed, N failed`.
+# Prints each suite's results, then the combined `N passed, N failed, N skipped`.
 # Exit status: 0 only if every test of every suite passed.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +20,7 @@ export REF_CMD="${REF_CMD:-$GEARMAND_CMD}"
 
 total_passed=0
 total_failed=0
+total_skipped=0
 rc=0
 start=$(date +%s)
 for suite in interop.py library.py differential.py lifecycle.py; do
@@ -27,7 +28,7 @@ for suite in interop.py library.py differential.py lifecycle.py; do
     # Each suite bounds its own waits; the outer timeout is a last-resort guard.
     timeout -k 10 900 python3 "$HERE/$suite" "$@" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
-    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1)
     rm -f "$log"
     if [ -z "$summary" ]; then
         echo "!! $suite ended without a summary line (exit status $status)"
@@ -35,14 +36,13 @@ for suite in interop.py library.py differential.py lifecycle.py; do
         rc=1
         continue
     fi
-    passed=${summary%% passed*}
-    failed=${summary#*, }
-    failed=${failed%% failed}
+    read -r passed _ failed _ skipped _ <<< "${summary//,/}"
     total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed))
+    total_skipped=$((total_skipped + skipped))
     [ "$status" -eq 0 ] || rc=1
 done
 echo "== all suites finished in $(( $(date +%s) - start ))s"
-echo "$total_passed passed, $total_failed failed"
+echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
 [ "$total_failed" -eq 0 ] || rc=1
 exit $rc

@@ -14,7 +14,7 @@ tool behind a socat TLS sidecar (docs/tls.md's example), and that
 Debian's gearmand quietly speaks plaintext when given `--ssl`.
 
 Python 3 stdlib, openssl, socat, gearman-tools, gearman-job-server.
-Every wait is bounded. Ends with `N passed, N failed`.
+Every wait is bounded. Ends with `N passed, N failed, N skipped`.
 
 usage: python3 tests/tls/test_tls.py [name-substring ...]
   GEARSHIFT  the gearshift binary (default: target/debug/gearshift)

@@ -97,9 +97,9 @@ async fn graceful_stop(kind: Kind) {
     within("the slow job to start", started.recv())
         .await
         .expect("started");
-    worker.request_stop();
-    // Give the stop request time to reach the session before new work arrives.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // New work comes once the worker has taken the stop (a fixed wait could
+    // be too short on a loaded machine, and the job would be taken).
+    worker.request_stop_and_wait_taken().await;
     let queued = client.submit_background("gs", "new").await.expect("submit");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let st = client.status(&queued).await.expect("status");

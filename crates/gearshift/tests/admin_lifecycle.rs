@@ -234,11 +234,13 @@ fn submit_wait_timeout_gives_up_and_the_running_job_stays() {
     );
     // Not cancelled: the worker still runs it.
     assert_eq!(job(&s, &handle)["state"], "running");
-    // Two SIGTERMs: the worker kills its `sleep` and exits.
+    // Two SIGTERMs: the worker kills its `sleep` and exits with 130 (the
+    // second sent once the first was taken, or the two could merge).
+    let stderr = slow.watch_stderr();
     slow.signal("TERM");
-    std::thread::sleep(Duration::from_millis(100));
+    stderr.wait_for("gearshift: stopping");
     slow.signal("TERM");
-    slow.wait_within(common::WAIT);
+    assert_eq!(slow.wait_within(common::WAIT).code(), Some(130));
 
     // --verbose leaves stdout to the result.
     let _echo = s.worker("echo", &[]);

@@ -50,12 +50,14 @@ fn stderr_that_is_not_a_terminal_gets_no_colour_codes() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn gearshift serve");
-    let p = Proc { child };
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut p = Proc { child };
+    let stderr = p.watch_stderr();
+    stderr.wait_for("listening on");
     p.signal("TERM");
-    let out = p.finish(std::time::Duration::from_secs(10));
-    assert!(out.stderr.contains("listening on"), "{}", out.stderr);
-    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
+    p.wait_within(common::WAIT);
+    let text = stderr.all();
+    assert!(text.contains("SIGTERM received"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
 }
 
 #[test]

@@ -298,6 +298,8 @@ async fn start_gearmand(port: u16, threads: u32) -> TestServer {
 /// A worker running in its own task.
 pub struct RunningWorker {
     stop: Option<oneshot::Sender<()>>,
+    /// Fires when `run` has taken the stop (its shutdown future resolved).
+    taken: Option<oneshot::Receiver<()>>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -305,12 +307,27 @@ impl RunningWorker {
     /// Starts `worker.run` in a task.
     pub fn spawn(worker: Worker) -> RunningWorker {
         let (tx, rx) = oneshot::channel::<()>();
+        let (taken_tx, taken) = oneshot::channel::<()>();
         let task = tokio::spawn(worker.run(async move {
             let _ = rx.await;
+            let _ = taken_tx.send(());
         }));
         RunningWorker {
             stop: Some(tx),
+            taken: Some(taken),
             task: Some(task),
+        }
+    }
+
+    /// Asks for a graceful stop and waits until the worker has taken it:
+    /// `run` polls its sessions right after its shutdown future resolves,
+    /// in the same poll, so from then on no session asks for a new job.
+    pub async fn request_stop_and_wait_taken(&mut self) {
+        self.request_stop();
+        if let Some(taken) = self.taken.take() {
+            within("the worker to take the stop", taken)
+                .await
+                .expect("shutdown future resolved");
         }
     }
 

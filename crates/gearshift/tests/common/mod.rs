@@ -108,6 +108,68 @@ impl Drop for Proc {
     }
 }
 
+/// A child's stderr read on a thread as it comes, so that a test can wait
+/// for a line instead of sleeping (see [`Proc::watch_stderr`]).
+pub struct Watched {
+    seen: std::sync::Arc<std::sync::Mutex<(Vec<u8>, bool)>>,
+}
+
+impl Watched {
+    /// What the child wrote so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().expect("stderr lock").0).into_owned()
+    }
+
+    /// Waits until the child wrote `needle`, panicking after [`WAIT`] with
+    /// what it wrote.
+    pub fn wait_for(&self, needle: &str) {
+        let deadline = Instant::now() + WAIT;
+        while !self.text().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "never wrote {needle:?} to stderr; wrote: {:?}",
+                self.text()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Everything the child wrote, once its stderr closed (bounded by [`WAIT`]).
+    pub fn all(&self) -> String {
+        let deadline = Instant::now() + WAIT;
+        while !self.seen.lock().expect("stderr lock").1 {
+            assert!(Instant::now() < deadline, "stderr still open");
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.text()
+    }
+}
+
+impl Proc {
+    /// Reads its stderr (which must be piped) on a thread from now on;
+    /// [`Proc::finish`] then returns an empty stderr.
+    pub fn watch_stderr(&mut self) -> Watched {
+        let mut pipe = self.child.stderr.take().expect("stderr piped");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), false)));
+        let out = seen.clone();
+        thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            loop {
+                match pipe.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => out
+                        .lock()
+                        .expect("stderr lock")
+                        .0
+                        .extend_from_slice(&chunk[..n]),
+                }
+            }
+            out.lock().expect("stderr lock").1 = true;
+        });
+        Watched { seen }
+    }
+}
+
 /// Reads a pipe to its end on a thread.
 fn reader(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();

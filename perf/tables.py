@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Markdown tables for docs/benchmarks.md from the JSON files that
-../shared/bench/compare.sh writes (benches/compare-gearmand.sh runs it).
+"""Markdown tables for docs/benchmarks.md and perf/ from the JSON files that
+../shared/bench/compare.sh writes (perf/compare-gearmand.sh runs it).
 
-    benches/tables.py docs/bench/tuned.json [more.json ...]
+    perf/tables.py perf/results/tables/tuned.json [more.json ...]
 
 Per scenario: the median of each side's figure over the repetitions, and
 the median (min..max) of the per-repetition B/A ratios, which is the figure

@@ -2,13 +2,14 @@
 # Needs the harness in ../shared/bench (its compare.sh, load tools and
 # report.py), beside this repository's root; BENCH=DIR points elsewhere.
 #
-# Regenerates the side-by-side figures of docs/benchmarks.md: Gearshift
+# Regenerates the 2-core side-by-side tables (perf/tables-2026-11-22.md,
+# summed up in docs/benchmarks.md): Gearshift
 # against gearmand 1.1.20 on this machine, through the independent harness in
 # ../shared/bench (compare.sh runs the two servers interleaved, A B A B ...).
 #
-#   benches/compare-gearmand.sh [STEP ...]      # default: every step
+#   perf/compare-gearmand.sh [STEP ...]         # default: every step
 #
-# Steps (each writes docs/bench/<name>.json; run them one after another,
+# Steps (each writes perf/results/tables/<name>.json; run them one after another,
 # never in parallel, on an otherwise idle machine):
 #   tuned     all scenario groups, gearmand -t 0 --hashtable-buckets 200003
 #             vs Gearshift --store memory                        (~12 min)
@@ -23,13 +24,14 @@
 #   threads   group R and B, Gearshift on one thread vs --io-threads 2
 #
 # Environment: BENCH (harness dir, default ../shared/bench), REPS (3),
-# GEARSHIFT (binary, default target/release/gearshift; built if missing).
+# GEARSHIFT (binary, default target/release/gearshift; built if missing),
+# OUTDIR (default perf/results/tables).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH=${BENCH:-../shared/bench}
 REPS=${REPS:-3}
 GEARSHIFT=${GEARSHIFT:-$PWD/target/release/gearshift}
-OUTDIR=${OUTDIR:-docs/bench}
+OUTDIR=${OUTDIR:-perf/results/tables}
 [ -x "$BENCH/compare.sh" ] || { echo "no harness at $BENCH (set BENCH=...)" >&2; exit 2; }
 if [ ! -x "$GEARSHIFT" ]; then
   cargo build --release -p gearshift
