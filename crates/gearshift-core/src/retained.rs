@@ -12,7 +12,10 @@ use bytes::Bytes;
 use gearshift_proto::admin::DeadTarget;
 use gearshift_proto::Priority;
 
-use crate::effect::{Effect, StoreOp, StoredKept};
+use gearshift_persist::{DeadMark, KeptRecord};
+
+use crate::durable::{priority_byte, stored_priority};
+use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
 use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
@@ -93,13 +96,13 @@ pub struct Finished {
 
 impl Finished {
     /// The record as the store keeps it (kept jobs, not dead ones).
-    fn to_stored(&self) -> StoredKept {
-        StoredKept {
+    fn to_stored(&self) -> KeptRecord {
+        KeptRecord {
             id: self.id,
             handle: self.handle.clone(),
             function: self.function.clone(),
             unique: self.unique.clone(),
-            priority: self.priority,
+            priority: priority_byte(self.priority),
             background: self.background,
             outcome: match self.outcome {
                 Outcome::Completed => 0,
@@ -253,8 +256,7 @@ impl Core {
     fn keep_record(&mut self, rec: Box<Finished>) {
         if self.cfg.durable {
             let stored = rec.to_stored();
-            self.effects
-                .push(Effect::Store(StoreOp::Kept(Box::new(stored))));
+            self.effects.push(Effect::Store(StoreOp::Kept(stored)));
         }
         let r = &self.policies.retention;
         let (cap, bytes) = (r.max_kept, r.max_kept_bytes);
@@ -266,7 +268,7 @@ impl Core {
     }
 
     /// Rebuilds kept records after a restart; expired ones are forgotten.
-    pub fn restore_kept(&mut self, kept: Vec<StoredKept>) {
+    pub fn restore_kept(&mut self, kept: Vec<KeptRecord>) {
         for s in kept {
             self.next_job = self.next_job.max(s.id.saturating_add(1));
             if s.expires_ms <= self.now {
@@ -283,7 +285,7 @@ impl Core {
                 handle: s.handle,
                 function: s.function,
                 unique: s.unique,
-                priority: s.priority,
+                priority: stored_priority(s.priority),
                 background: s.background,
                 outcome,
                 attempts: s.attempts,
@@ -320,8 +322,10 @@ impl Core {
             self.effects.push(Effect::Store(StoreOp::Dead {
                 id,
                 attempts: rec.attempts,
-                died_ms: rec.finished,
-                error: rec.error.clone().unwrap_or_default(),
+                mark: DeadMark {
+                    died_ms: rec.finished,
+                    error: rec.error.clone().unwrap_or_default(),
+                },
             }));
         }
         if let Some(job) = self.jobs.get_mut(id) {

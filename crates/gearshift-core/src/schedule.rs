@@ -19,7 +19,10 @@ use gearshift_proto::escape::{self, Sep};
 use gearshift_proto::{Priority, Response};
 
 use crate::cron::{Cron, Weekdays};
-use crate::effect::{Effect, StoreOp, StoredSchedule};
+use gearshift_persist::ScheduleRecord;
+
+use crate::durable::{priority_byte, stored_priority};
+use crate::effect::{Effect, StoreOp};
 use crate::engine::{Core, Timer};
 use crate::ids::{ConnId, JobId};
 use crate::job::{ConnList, Job, JobState, Payload, Persist, UniqueKey};
@@ -81,8 +84,8 @@ impl Schedule {
             && self.priority == s.priority
     }
 
-    fn stored(&self, handle: Bytes) -> StoredSchedule {
-        StoredSchedule {
+    fn stored(&self, handle: Bytes) -> ScheduleRecord {
+        ScheduleRecord {
             id: self.id,
             handle,
             when: Bytes::copy_from_slice(self.when.as_bytes()),
@@ -90,7 +93,7 @@ impl Schedule {
             function: self.function.clone(),
             unique: self.unique.clone(),
             data: self.data.clone(),
-            priority: self.priority,
+            priority: priority_byte(self.priority),
             next_ms: self.next,
             from_config: self.from_config,
         }
@@ -373,7 +376,7 @@ impl Core {
 
     /// Rebuilds stored schedules after a restart; a firing missed while the
     /// server was down happens at once (once).
-    pub fn restore_schedules(&mut self, stored: Vec<StoredSchedule>) {
+    pub fn restore_schedules(&mut self, stored: Vec<ScheduleRecord>) {
         for r in stored {
             let weekdays = if r.monday_zero {
                 Weekdays::MondayZero
@@ -404,7 +407,7 @@ impl Core {
                 function: r.function,
                 unique: r.unique,
                 data: r.data,
-                priority: r.priority,
+                priority: stored_priority(r.priority),
                 next,
                 from_config: r.from_config,
                 stored: true,

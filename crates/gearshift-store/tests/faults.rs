@@ -19,8 +19,7 @@ use gearshift_store::conformance::job;
 use gearshift_store::fault::FaultyStore;
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    DeadMark, JobRecord, KeptRecord, LogOptions, LogStore, MemoryStore, Replayed, ScheduleRecord,
-    Store, StoreError,
+    JobRecord, LogOptions, LogStore, MemoryStore, Op, Replayed, Store, StoreError,
 };
 use tempfile::TempDir;
 
@@ -154,35 +153,8 @@ impl Store for CountingSync {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
         self.inner.replay()
     }
-    fn add(&mut self, job: &JobRecord) {
-        self.inner.add(job);
-    }
-    fn done(&mut self, id: u64) {
-        self.inner.done(id);
-    }
-    fn update(&mut self, id: u64, attempts: u32) {
-        self.inner.update(id, attempts);
-    }
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.inner.retry(id, attempts, due_ms);
-    }
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.inner.dead(id, attempts, mark);
-    }
-    fn schedule(&mut self, s: &ScheduleRecord) {
-        self.inner.schedule(s);
-    }
-    fn unschedule(&mut self, id: u64) {
-        self.inner.unschedule(id);
-    }
-    fn kept(&mut self, r: &KeptRecord) {
-        self.inner.kept(r);
-    }
-    fn forget(&mut self, id: u64) {
-        self.inner.forget(id);
-    }
-    fn reserve(&mut self, upto: u64) {
-        self.inner.reserve(upto);
+    fn append(&mut self, ops: &[Op]) {
+        self.inner.append(ops);
     }
     fn discard(&mut self) {
         self.inner.discard();

@@ -407,6 +407,73 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+impl LogStore {
+    /// Encodes one op into the pending frame, noting what the flush must
+    /// refuse and what compaction must account for.
+    fn push(&mut self, op: &Op) {
+        match op {
+            Op::Add(job) => {
+                self.refused.note(job.id);
+                let n = encode_add(job, &mut self.pending) as u64;
+                self.pending_ops.push(Sizing::Add(job.id, n));
+            }
+            // No stored job, schedule or kept record has an id past MAX_ID,
+            // and replay would refuse such an op as corrupt (the store would
+            // not open): nothing to write.
+            Op::Done(id) | Op::Update { id, .. } | Op::Unschedule(id) | Op::Forget(id)
+                if *id > MAX_ID => {}
+            Op::Done(id) => {
+                op.encode(&mut self.pending);
+                self.pending_ops.push(Sizing::Done(*id));
+            }
+            Op::Update { .. } => {
+                op.encode(&mut self.pending);
+            }
+            Op::Retry { id, .. } => {
+                self.refused.note(*id);
+                op.encode(&mut self.pending);
+                self.pending_ops.push(Sizing::Retry(*id));
+                self.pending_v2 = true;
+            }
+            Op::Dead { id, attempts, mark } => {
+                self.refused.note(*id);
+                let n = encode_dead(*id, *attempts, mark, &mut self.pending) as u64;
+                self.pending_ops.push(Sizing::Dead(*id, n));
+                self.pending_v2 = true;
+            }
+            Op::Schedule(s) => {
+                self.refused.note(s.id);
+                let n = encode_schedule(s, &mut self.pending) as u64;
+                self.pending_ops.push(Sizing::Schedule(s.id, n));
+                self.pending_v2 = true;
+            }
+            Op::Unschedule(id) => {
+                op.encode(&mut self.pending);
+                self.pending_ops.push(Sizing::Unschedule(*id));
+                self.pending_v2 = true;
+            }
+            Op::Kept(r) => {
+                self.refused.note_kept(r);
+                let n = encode_kept(r, &mut self.pending) as u64;
+                self.pending_ops.push(Sizing::Kept(r.id, n));
+                self.pending_v2 = true;
+            }
+            Op::Forget(id) => {
+                op.encode(&mut self.pending);
+                self.pending_ops.push(Sizing::Forget(*id));
+                self.pending_v2 = true;
+            }
+            Op::Reserve(upto) => {
+                let upto = capped(*upto);
+                Op::Reserve(upto).encode(&mut self.pending);
+                self.high = self.high.max(upto);
+            }
+            // A restarted single node requeues its running jobs: no record.
+            Op::Started(_) => {}
+        }
+    }
+}
+
 impl Store for LogStore {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
         let read = match self.replay.take() {
@@ -436,88 +503,10 @@ impl Store for LogStore {
         ))
     }
 
-    fn add(&mut self, job: &JobRecord) {
-        self.refused.note(job.id);
-        let n = encode_add(job, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Add(job.id, n));
-    }
-
-    fn done(&mut self, id: u64) {
-        // No stored job has an id past MAX_ID, and replay would refuse the
-        // op as corrupt (the store would not open): nothing to write.
-        if id > MAX_ID {
-            return;
+    fn append(&mut self, ops: &[Op]) {
+        for op in ops {
+            self.push(op);
         }
-        Op::Done(id).encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Done(id));
-    }
-
-    fn update(&mut self, id: u64, attempts: u32) {
-        // As in `done`.
-        if id > MAX_ID {
-            return;
-        }
-        Op::Update { id, attempts }.encode(&mut self.pending);
-    }
-
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.refused.note(id);
-        Op::Retry {
-            id,
-            attempts,
-            due_ms,
-        }
-        .encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Retry(id));
-        self.pending_v2 = true;
-    }
-
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.refused.note(id);
-        let n = encode_dead(id, attempts, mark, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Dead(id, n));
-        self.pending_v2 = true;
-    }
-
-    fn schedule(&mut self, s: &ScheduleRecord) {
-        self.refused.note(s.id);
-        let n = encode_schedule(s, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Schedule(s.id, n));
-        self.pending_v2 = true;
-    }
-
-    fn unschedule(&mut self, id: u64) {
-        // No stored schedule has an id past MAX_ID, and replay would refuse
-        // the op as corrupt: nothing to write.
-        if id > MAX_ID {
-            return;
-        }
-        Op::Unschedule(id).encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Unschedule(id));
-        self.pending_v2 = true;
-    }
-
-    fn kept(&mut self, r: &KeptRecord) {
-        self.refused.note_kept(r);
-        let n = encode_kept(r, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Kept(r.id, n));
-        self.pending_v2 = true;
-    }
-
-    fn forget(&mut self, id: u64) {
-        // As in `unschedule`.
-        if id > MAX_ID {
-            return;
-        }
-        Op::Forget(id).encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Forget(id));
-        self.pending_v2 = true;
-    }
-
-    fn reserve(&mut self, upto: u64) {
-        let upto = capped(upto);
-        Op::Reserve(upto).encode(&mut self.pending);
-        self.high = self.high.max(upto);
     }
 
     fn discard(&mut self) {

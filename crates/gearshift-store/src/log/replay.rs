@@ -134,6 +134,8 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
             kept_sizes.remove(&id);
         }
         Op::Reserve(upto) => high = high.max(upto),
+        // Never written to the log.
+        Op::Started(_) => {}
     })?;
     // Dead jobs leave their slots for the dead list, in id order.
     let mut marks: Vec<(u64, DeadMark)> = marks.into_iter().collect();

@@ -74,6 +74,7 @@ impl Flushed {
                     self.kept.remove(id);
                 }
                 Op::Reserve(upto) => self.high = self.high.max(*upto),
+                Op::Started(_) => {}
             }
         }
     }

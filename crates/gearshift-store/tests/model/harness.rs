@@ -100,22 +100,7 @@ impl Harness {
 
     pub(crate) fn buffer(&mut self, op: Op) {
         let store = self.store.as_mut().expect("store is open");
-        match &op {
-            Op::Add(r) => store.add(r),
-            Op::Done(id) => store.done(*id),
-            Op::Update { id, attempts } => store.update(*id, *attempts),
-            Op::Retry {
-                id,
-                attempts,
-                due_ms,
-            } => store.retry(*id, *attempts, *due_ms),
-            Op::Dead { id, attempts, mark } => store.dead(*id, *attempts, mark),
-            Op::Schedule(r) => store.schedule(r),
-            Op::Unschedule(id) => store.unschedule(*id),
-            Op::Kept(k) => store.kept(k),
-            Op::Forget(id) => store.forget(*id),
-            Op::Reserve(upto) => store.reserve(*upto),
-        }
+        store.append(std::slice::from_ref(&op));
         self.pending.push(op);
     }
 
