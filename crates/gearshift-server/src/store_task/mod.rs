@@ -129,17 +129,10 @@ const HOLD_MAX_OPS: usize = 4096;
 const INLINE_MAX: usize = 1024;
 
 /// The hub's end of the store: a thread that group-commits, and, for
-/// `interval` durability (where a flush is one `write` to the page cache),
-/// a shortcut that writes a batch inline when the thread is idle.
-///
-/// The shortcut spares a submission two thread hand-offs and a wake-up of
-/// the store thread, which is what a synchronous client waits on and what
-/// pipelined submissions spend their CPU on. Against writing only batches
-/// of up to 8 inline: 0.86x the CPU per job at 1.06x the rate
-/// (`perf/results/interval-inline-1024.json`). It cost rate before the
-/// store's live map stopped missing the cache on every job. Batches that
-/// arrive while the thread still has work (it holds the store during its
-/// periodic sync) go to the thread, so the file sees the batches in order.
+/// `interval` durability (a flush is one `write`), a shortcut that writes a
+/// batch inline when the thread is idle, sparing two hand-offs and a
+/// wake-up; a batch that finds the thread busy goes to it, so the file sees
+/// batches in order (figures: perf/history.md, "Store hand-off").
 pub struct StoreTask {
     tx: mpsc::Sender<Vec<StoreOp>>,
     thread: JoinHandle<()>,

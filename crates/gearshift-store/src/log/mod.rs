@@ -261,15 +261,12 @@ impl LogStore {
         self.allocated.max(self.len)
     }
 
-    /// With `fsync` durability, makes sure the file already extends past
-    /// `end` by writing zeros ahead, [`PREALLOC`] at a time. A `fdatasync`
-    /// after a write inside the file's length only flushes data; one that
-    /// also grows the file must commit the new size through the file
-    /// system's journal too, which on ext4 here made each commit take about
-    /// twice as long (docs/benchmarks.md). Zeros, not `fallocate`: writing
-    /// into an allocated-but-unwritten extent still changes metadata. A
-    /// failure (a full disk) gives the space back and turns this off until
-    /// the next compaction; the flush then appends as before.
+    /// With `fsync` durability, writes zeros ahead of `end` ([`PREALLOC`]
+    /// at a time), so a commit's `fdatasync` need not also commit a new file
+    /// size (zeros, not `fallocate`, whose unwritten extents still change
+    /// metadata; figures in perf/history.md, "Store hand-off"). A failure
+    /// (a full disk) gives the space back and turns this off until the next
+    /// compaction.
     fn preallocate(&mut self, end: u64) {
         if !self.prealloc || self.opts.durability != Durability::Fsync || end <= self.allocated {
             return;
