@@ -12,8 +12,6 @@ use crate::engine::Core;
 use crate::ids::{ConnId, JobId};
 
 /// One place in a connection's held output.
-// Held in place: boxing `Ready` would allocate per held packet.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Held {
     /// The answer to a submission of this job, still waiting for the store.

@@ -256,7 +256,8 @@ impl Core {
     fn keep_record(&mut self, rec: Box<Finished>) {
         if self.cfg.durable {
             let stored = rec.to_stored();
-            self.effects.push(Effect::Store(StoreOp::Kept(stored)));
+            self.effects
+                .push(Effect::Store(StoreOp::Kept(Box::new(stored))));
         }
         let r = &self.policies.retention;
         let (cap, bytes) = (r.max_kept, r.max_kept_bytes);

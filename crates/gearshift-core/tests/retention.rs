@@ -258,7 +258,7 @@ fn kept_results_go_to_the_store_and_come_back_after_a_restart() {
         .store_ops
         .iter()
         .filter_map(|op| match op {
-            StoreOp::Kept(k) => Some(k.clone()),
+            StoreOp::Kept(k) => Some((**k).clone()),
             _ => None,
         })
         .collect();

@@ -134,7 +134,7 @@ pub trait Store: Send {
     }
     /// Buffers a kept finished job, new or replacing its id's ([`Op::Kept`]).
     fn kept(&mut self, r: &KeptRecord) {
-        self.append(&[Op::Kept(r.clone())]);
+        self.append(&[Op::Kept(Box::new(r.clone()))]);
     }
     /// Buffers dropping a kept record ([`Op::Forget`]).
     fn forget(&mut self, id: u64) {
@@ -317,7 +317,7 @@ pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
             }
             Op::Kept(k) => {
                 *high = (*high).max(k.id.saturating_add(1));
-                kept.insert(k.id, k);
+                kept.insert(k.id, *k);
             }
             Op::Forget(id) => {
                 kept.remove(&id);

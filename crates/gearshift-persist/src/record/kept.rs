@@ -150,7 +150,7 @@ impl Reader<'_> {
         };
         let result = field()?;
         let history = field()?;
-        Ok(Op::Kept(KeptRecord {
+        Ok(Op::Kept(Box::new(KeptRecord {
             id,
             handle,
             function,
@@ -167,7 +167,7 @@ impl Reader<'_> {
             error,
             result,
             history,
-        }))
+        })))
     }
 }
 
@@ -199,7 +199,7 @@ mod tests {
             assert!(err.to_string().contains("outcome"), "{err}");
         }
         for op in [
-            Op::Kept(kept(MAX_ID + 1, 0, None, None, false)),
+            Op::Kept(Box::new(kept(MAX_ID + 1, 0, None, None, false))),
             Op::Forget(u64::MAX),
         ] {
             let mut payload = Vec::new();

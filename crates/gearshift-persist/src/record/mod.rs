@@ -97,8 +97,9 @@ pub enum Op {
     Unschedule(u64),
     /// A finished job kept with its result, new or replacing the kept
     /// record with its id. A Done of its id leaves it alone. (Format
-    /// version 2.)
-    Kept(KeptRecord),
+    /// version 2.) Boxed: the largest record, and an op rides in every
+    /// core effect.
+    Kept(Box<KeptRecord>),
     /// A kept record was dropped (expired, or removed by an admin); an
     /// unknown id changes nothing. (Format version 2.)
     Forget(u64),

@@ -239,9 +239,9 @@ mod tests {
             Op::Schedule(sched(3, None, false, true)),
             Op::Unschedule(3),
             Op::Done(1),
-            Op::Kept(kept(1, 0, Some(20), None, true)),
-            Op::Kept(kept(1, 1, None, Some(b"it broke"), false)),
-            Op::Kept(kept(4, 2, Some(u64::MAX), Some(b""), true)),
+            Op::Kept(Box::new(kept(1, 0, Some(20), None, true))),
+            Op::Kept(Box::new(kept(1, 1, None, Some(b"it broke"), false))),
+            Op::Kept(Box::new(kept(4, 2, Some(u64::MAX), Some(b""), true))),
             Op::Forget(1),
         ];
         let mut payload = Vec::new();
@@ -434,7 +434,7 @@ mod tests {
             due_ms: None,
         };
         let schedule = Op::Schedule(sched(2, None, false, false));
-        let kept = Op::Kept(kept(3, 0, None, None, false));
+        let kept = Op::Kept(Box::new(kept(3, 0, None, None, false)));
         for op in [
             retry,
             dead,

@@ -126,7 +126,7 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
         Op::Kept(k) => {
             high = high.max(k.id.saturating_add(1));
             kept_sizes.insert(k.id, size as u64);
-            kept.insert(k.id, k);
+            kept.insert(k.id, *k);
         }
         // A Done leaves kept records alone too.
         Op::Forget(id) => {

@@ -67,7 +67,7 @@ impl Flushed {
                 }
                 Op::Kept(k) => {
                     self.high = self.high.max(k.id + 1);
-                    self.kept.insert(k.id, k.clone());
+                    self.kept.insert(k.id, (**k).clone());
                 }
                 // Done leaves kept records alone too.
                 Op::Forget(id) => {

@@ -208,7 +208,7 @@ impl Harness {
                     let mut k = view[i % view.len()].clone();
                     k.expires_ms += 60_000;
                     k.result = (0..*result_len).map(|j| (j as u64 ^ k.id) as u8).collect();
-                    self.buffer(Op::Kept(k));
+                    self.buffer(Op::Kept(Box::new(k)));
                 }
             }
             Action::Forget(i) => {
@@ -322,7 +322,7 @@ impl Harness {
                 .flushed
                 .kept
                 .values()
-                .map(|k| size(Op::Kept(k.clone())))
+                .map(|k| size(Op::Kept(Box::new(k.clone()))))
                 .sum::<u64>();
         let compacted = (HEADER_LEN + FRAME_HEADER + 9) as u64 + live;
         let bound = self.opts.compact_min_bytes.max(2 * live).max(compacted);
