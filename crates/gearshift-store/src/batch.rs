@@ -3,7 +3,7 @@
 //! the memory and PostgreSQL backends share (the log store encodes as it
 //! goes).
 
-use crate::{capped, Op, Refusal, StoreError, MAX_ID};
+use crate::{capped, Op, Refusal, StoreError};
 
 /// Operations since the last flush.
 #[derive(Debug, Clone, Default)]
@@ -25,25 +25,14 @@ impl Batch {
     /// Buffers `ops` (see [`crate::Store`] for what is refused or dropped).
     pub(crate) fn append(&mut self, ops: &[Op]) {
         for op in ops {
-            match op {
-                Op::Add(r) => self.refused.note(r.id),
-                Op::Retry { id, .. } | Op::Dead { id, .. } => self.refused.note(*id),
-                Op::Schedule(s) => self.refused.note(s.id),
-                Op::Kept(k) => self.refused.note_kept(k),
-                // No stored schedule or kept record has an id past MAX_ID:
-                // nothing to drop (the log store could not write the op).
-                Op::Unschedule(id) | Op::Forget(id) if *id > MAX_ID => continue,
-                Op::Reserve(upto) => {
-                    self.ops.push(Op::Reserve(capped(*upto)));
-                    continue;
-                }
-                Op::Started(id) => {
-                    self.started.push((self.ops.len(), *id));
-                    continue;
-                }
-                Op::Done(_) | Op::Update { .. } | Op::Unschedule(_) | Op::Forget(_) => {}
+            if !self.refused.admit(op) {
+                continue;
             }
-            self.ops.push(op.clone());
+            match op {
+                Op::Reserve(upto) => self.ops.push(Op::Reserve(capped(*upto))),
+                Op::Started(id) => self.started.push((self.ops.len(), *id)),
+                _ => self.ops.push(op.clone()),
+            }
         }
     }
 

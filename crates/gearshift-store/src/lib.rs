@@ -167,18 +167,32 @@ enum Refused {
 }
 
 impl Refusal {
-    /// Notes a stored job's, schedule's or kept record's id.
-    pub(crate) fn note(&mut self, id: u64) {
-        if id > MAX_ID {
-            self.0.get_or_insert(Refused::Id(id));
+    /// Notes what `op` makes the next flush refuse (an id past
+    /// [`MAX_ID`] it would store, a kept record's unknown outcome); false
+    /// when the op is to be dropped instead: it ends or drops an id past
+    /// [`MAX_ID`], which nothing stored has (and replay would refuse).
+    pub(crate) fn admit(&mut self, op: &Op) -> bool {
+        match op {
+            Op::Add(r) => self.note(r.id),
+            Op::Retry { id, .. } | Op::Dead { id, .. } => self.note(*id),
+            Op::Schedule(s) => self.note(s.id),
+            Op::Kept(k) => {
+                self.note(k.id);
+                if k.outcome > record::KEPT_LAST_OUTCOME {
+                    self.0.get_or_insert(Refused::Outcome(k.id, k.outcome));
+                }
+            }
+            Op::Done(id) | Op::Update { id, .. } | Op::Unschedule(id) | Op::Forget(id) => {
+                return *id <= MAX_ID;
+            }
+            Op::Reserve(_) | Op::Started(_) => {}
         }
+        true
     }
 
-    /// Notes a kept record: its id, and its outcome, which replay checks.
-    pub(crate) fn note_kept(&mut self, r: &KeptRecord) {
-        self.note(r.id);
-        if r.outcome > record::KEPT_LAST_OUTCOME {
-            self.0.get_or_insert(Refused::Outcome(r.id, r.outcome));
+    fn note(&mut self, id: u64) {
+        if id > MAX_ID {
+            self.0.get_or_insert(Refused::Id(id));
         }
     }
 

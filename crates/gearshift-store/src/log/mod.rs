@@ -25,7 +25,7 @@ use bytes::Bytes;
 use crate::record::{encode_add, encode_dead, encode_kept, encode_schedule, Op, FORMAT_VERSION};
 use crate::{
     apply_ops, capped, replayed, DeadMark, JobRecord, KeptRecord, Refusal, Replayed,
-    ScheduleRecord, Sets, Store, StoreError, MAX_ID,
+    ScheduleRecord, Sets, Store, StoreError,
 };
 use frame::FrameReader;
 use sizes::{IdHash, LiveSizes, Sizing};
@@ -408,66 +408,48 @@ impl LogStore {
     /// Encodes one op into the pending frame, noting what the flush must
     /// refuse and what compaction must account for.
     fn push(&mut self, op: &Op) {
-        match op {
-            Op::Add(job) => {
-                self.refused.note(job.id);
-                let n = encode_add(job, &mut self.pending) as u64;
-                self.pending_ops.push(Sizing::Add(job.id, n));
-            }
-            // No stored job, schedule or kept record has an id past MAX_ID,
-            // and replay would refuse such an op as corrupt (the store would
-            // not open): nothing to write.
-            Op::Done(id) | Op::Update { id, .. } | Op::Unschedule(id) | Op::Forget(id)
-                if *id > MAX_ID => {}
+        if !self.refused.admit(op) {
+            return;
+        }
+        self.pending_v2 |= op.needs_v2();
+        let sizing = match op {
+            Op::Add(job) => Sizing::Add(job.id, encode_add(job, &mut self.pending) as u64),
+            Op::Dead { id, attempts, mark } => Sizing::Dead(
+                *id,
+                encode_dead(*id, *attempts, mark, &mut self.pending) as u64,
+            ),
+            Op::Schedule(s) => Sizing::Schedule(s.id, encode_schedule(s, &mut self.pending) as u64),
+            Op::Kept(r) => Sizing::Kept(r.id, encode_kept(r, &mut self.pending) as u64),
             Op::Done(id) => {
                 op.encode(&mut self.pending);
-                self.pending_ops.push(Sizing::Done(*id));
-            }
-            Op::Update { .. } => {
-                op.encode(&mut self.pending);
+                Sizing::Done(*id)
             }
             Op::Retry { id, .. } => {
-                self.refused.note(*id);
                 op.encode(&mut self.pending);
-                self.pending_ops.push(Sizing::Retry(*id));
-                self.pending_v2 = true;
-            }
-            Op::Dead { id, attempts, mark } => {
-                self.refused.note(*id);
-                let n = encode_dead(*id, *attempts, mark, &mut self.pending) as u64;
-                self.pending_ops.push(Sizing::Dead(*id, n));
-                self.pending_v2 = true;
-            }
-            Op::Schedule(s) => {
-                self.refused.note(s.id);
-                let n = encode_schedule(s, &mut self.pending) as u64;
-                self.pending_ops.push(Sizing::Schedule(s.id, n));
-                self.pending_v2 = true;
+                Sizing::Retry(*id)
             }
             Op::Unschedule(id) => {
                 op.encode(&mut self.pending);
-                self.pending_ops.push(Sizing::Unschedule(*id));
-                self.pending_v2 = true;
-            }
-            Op::Kept(r) => {
-                self.refused.note_kept(r);
-                let n = encode_kept(r, &mut self.pending) as u64;
-                self.pending_ops.push(Sizing::Kept(r.id, n));
-                self.pending_v2 = true;
+                Sizing::Unschedule(*id)
             }
             Op::Forget(id) => {
                 op.encode(&mut self.pending);
-                self.pending_ops.push(Sizing::Forget(*id));
-                self.pending_v2 = true;
+                Sizing::Forget(*id)
+            }
+            Op::Update { .. } => {
+                op.encode(&mut self.pending);
+                return;
             }
             Op::Reserve(upto) => {
                 let upto = capped(*upto);
                 Op::Reserve(upto).encode(&mut self.pending);
                 self.high = self.high.max(upto);
+                return;
             }
             // A restarted single node requeues its running jobs: no record.
-            Op::Started(_) => {}
-        }
+            Op::Started(_) => return,
+        };
+        self.pending_ops.push(sizing);
     }
 }
 
