@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use gearshift_proto::Priority;
 
-use crate::effect::StoredSchedule;
+use gearshift_persist::ScheduleRecord;
+
+use crate::effect::priority_byte;
 use crate::ids::JobId;
 use crate::Millis;
 
@@ -213,8 +215,8 @@ impl Schedule {
             && self.priority == s.priority
     }
 
-    pub(crate) fn stored(&self, handle: Bytes) -> StoredSchedule {
-        StoredSchedule {
+    pub(crate) fn stored(&self, handle: Bytes) -> ScheduleRecord {
+        ScheduleRecord {
             id: self.id,
             handle,
             when: Bytes::copy_from_slice(self.when.as_bytes()),
@@ -222,7 +224,7 @@ impl Schedule {
             function: self.function.clone(),
             unique: self.unique.clone(),
             data: self.data.clone(),
-            priority: self.priority,
+            priority: priority_byte(self.priority),
             next_ms: self.next,
             from_config: self.from_config,
         }

@@ -7,11 +7,12 @@
 use bytes::Bytes;
 use gearshift_proto::Response;
 
-use crate::effect::{DeadInfo, Effect, StoreOp, StoredJob};
+use crate::effect::{priority_byte, stored_priority, Effect, StoreOp};
 use crate::engine::Core;
 use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::Millis;
+use gearshift_persist::{DeadMark, JobRecord};
 
 /// Handle numbers reserved in the store ahead of use. A restart skips at
 /// most this many numbers.
@@ -80,7 +81,7 @@ impl Core {
     /// the store's first never-used handle number. Stores keep ids below
     /// 2^63 (`gearshift_store::MAX_ID`); larger ones do not panic here, but
     /// the counter stops at `u64::MAX`.
-    pub fn restore(&mut self, jobs: Vec<StoredJob>, next_id: JobId, now: Millis) {
+    pub fn restore(&mut self, jobs: Vec<JobRecord>, next_id: JobId, now: Millis) {
         let max_stored = jobs
             .iter()
             .map(|j| j.id.saturating_add(1))
@@ -111,7 +112,7 @@ impl Core {
                     extra,
                     func: func as u32,
                     retries: s.attempts,
-                    priority: s.priority,
+                    priority: stored_priority(s.priority),
                     background: true,
                     state: JobState::Pending,
                     persist: Persist::Yes,
@@ -180,7 +181,7 @@ impl Core {
     /// Rebuilds the dead set after a restart. Call after [`Core::restore`]
     /// and [`Core::set_policies`] (a dead job's time to live comes from the
     /// retention settings).
-    pub fn restore_dead(&mut self, dead: Vec<(StoredJob, DeadInfo)>) {
+    pub fn restore_dead(&mut self, dead: Vec<(JobRecord, DeadMark)>) {
         let ttl = self.policies.retention.dead_ttl;
         for (s, info) in dead {
             self.next_job = self.next_job.max(s.id.saturating_add(1));
@@ -189,7 +190,7 @@ impl Core {
                 handle: s.handle,
                 function: s.function,
                 unique: s.unique,
-                priority: s.priority,
+                priority: stored_priority(s.priority),
                 background: true,
                 outcome: crate::kept::Outcome::Dead,
                 attempts: s.attempts,
@@ -230,12 +231,12 @@ impl Core {
         };
         job.persist = Persist::Pending;
         let function = func.map(|f| f.name.clone());
-        let stored = StoredJob {
+        let stored = JobRecord {
             id,
             handle,
             function: function.unwrap_or_default(),
             unique: job.unique_bytes(),
-            priority: job.priority,
+            priority: priority_byte(job.priority),
             data: job.data_bytes(),
             reducer: job.reducer().cloned(),
             due_ms: job.due(),

@@ -1,12 +1,9 @@
 //! What the core asks its driver to do: send, close, shut down.
 
 use bytes::Bytes;
-use gearshift_proto::{
-    parse_admin, AdminCommand, Frame, Priority, Request, RequestError, Response,
-};
+use gearshift_proto::{parse_admin, AdminCommand, Frame, Request, RequestError, Response};
 
 use crate::ids::{ConnId, JobId};
-use crate::Millis;
 
 /// One input from a connection.
 #[derive(Debug, Clone)]
@@ -62,149 +59,20 @@ pub enum Effect {
     Event(Box<crate::events::LiveEvent>),
 }
 
-/// The core's view of a job the store keeps (the store has its own record type).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredJob {
-    /// Handle number.
-    pub id: JobId,
-    /// Full handle.
-    pub handle: Bytes,
-    /// Function name.
-    pub function: Bytes,
-    /// Unique id.
-    pub unique: Bytes,
-    /// Priority.
-    pub priority: Priority,
-    /// Workload.
-    pub data: Bytes,
-    /// Reducer of a reduce job.
-    pub reducer: Option<Bytes>,
-    /// Due time of an epoch job not yet due when submitted.
-    pub due_ms: Option<Millis>,
-    /// Requeues so far.
-    pub attempts: u32,
-    /// Submission time.
-    pub created_ms: Millis,
+/// One change for the durable store: the stores' own [`gearshift_persist::Op`],
+/// so an op goes from the core to the backend without a conversion.
+pub use gearshift_persist::Op as StoreOp;
+
+/// A priority as a store keeps it: its index.
+pub(crate) fn priority_byte(p: gearshift_proto::Priority) -> u8 {
+    p.index() as u8
 }
 
-/// One change for the durable store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreOp {
-    /// Store a new background job; answer with [`crate::Core::persisted`].
-    Add(StoredJob),
-    /// A stored job ended.
-    Done(JobId),
-    /// A stored job started a run ([`crate::Core::track_runs`]); the
-    /// run ends with the job's next Done, Update, Retry or Dead.
-    Started(JobId),
-    /// A stored job's attempt count changed.
-    Update {
-        /// Job id.
-        id: JobId,
-        /// New attempt count.
-        attempts: u32,
-    },
-    /// Handle numbers below this may be handed out: never reuse them.
-    Reserve(JobId),
-    /// A stored job waits for a retry (or a dead one was revived): its
-    /// attempt count and when it may run (`None`: at once). Clears a dead mark.
-    Retry {
-        /// Job id.
-        id: JobId,
-        /// Attempt count.
-        attempts: u32,
-        /// When it may run again.
-        due_ms: Option<Millis>,
-    },
-    /// Store a schedule, or its new next firing time (by id); answered with
-    /// [`crate::Core::persisted`] like a new job.
-    Schedule(StoredSchedule),
-    /// A schedule was dropped.
-    Unschedule(JobId),
-    /// Keep a finished job's record and result (replaces one with its id).
-    Kept(Box<StoredKept>),
-    /// A kept record expired or was pushed out by the retention cap.
-    Forget(JobId),
-    /// A stored job used all its attempts: kept as dead.
-    Dead {
-        /// Job id.
-        id: JobId,
-        /// Runs it had.
-        attempts: u32,
-        /// When it died.
-        died_ms: Millis,
-        /// Its last error.
-        error: Bytes,
-    },
-}
-
-/// A recurring job as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredSchedule {
-    /// Its number.
-    pub id: JobId,
-    /// Its handle.
-    pub handle: Bytes,
-    /// The five time fields, space-separated.
-    pub when: Bytes,
-    /// Day of week counts from Monday = 0 (SUBMIT_JOB_SCHED), else Sunday = 0.
-    pub monday_zero: bool,
-    /// Function of its jobs.
-    pub function: Bytes,
-    /// Their unique id.
-    pub unique: Bytes,
-    /// Their workload.
-    pub data: Bytes,
-    /// Their priority.
-    pub priority: Priority,
-    /// Next firing, if any.
-    pub next_ms: Option<Millis>,
-    /// Declared in the config file.
-    pub from_config: bool,
-}
-
-/// A finished job kept queryable, as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredKept {
-    /// Handle number.
-    pub id: JobId,
-    /// Its handle.
-    pub handle: Bytes,
-    /// Function name.
-    pub function: Bytes,
-    /// Unique id.
-    pub unique: Bytes,
-    /// Priority.
-    pub priority: Priority,
-    /// Submitted in the background.
-    pub background: bool,
-    /// 0 completed, 1 failed, 2 cancelled.
-    pub outcome: u8,
-    /// Runs it had.
-    pub attempts: u32,
-    /// Submission time.
-    pub created_ms: Millis,
-    /// Start of its last run.
-    pub started_ms: Option<Millis>,
-    /// End time.
-    pub finished_ms: Millis,
-    /// When it is forgotten.
-    pub expires_ms: Millis,
-    /// Worker of the last run (empty: none).
-    pub worker: Bytes,
-    /// Last failure's text.
-    pub error: Option<Bytes>,
-    /// WORK_COMPLETE's data.
-    pub result: Bytes,
-    /// Its history ([`crate::history::encode_history`]).
-    pub history: Bytes,
-}
-
-/// What the store kept of a dead job besides its record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadInfo {
-    /// When it died.
-    pub died_ms: Millis,
-    /// Its last error.
-    pub error: Bytes,
+/// A stored priority back (an unknown one reads as normal).
+pub(crate) fn stored_priority(p: u8) -> gearshift_proto::Priority {
+    match p {
+        0 => gearshift_proto::Priority::High,
+        2 => gearshift_proto::Priority::Low,
+        _ => gearshift_proto::Priority::Normal,
+    }
 }

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BinaryHeap};
 use bytes::Bytes;
 use gearshift_proto::Priority;
 
-use crate::effect::StoredKept;
+use gearshift_persist::KeptRecord;
+
+use crate::effect::priority_byte;
 use crate::history::Event;
 use crate::ids::JobId;
 use crate::Millis;
@@ -88,13 +90,13 @@ pub struct Finished {
 
 impl Finished {
     /// The record as the store keeps it (kept jobs, not dead ones).
-    pub(crate) fn to_stored(&self) -> StoredKept {
-        StoredKept {
+    pub(crate) fn to_stored(&self) -> KeptRecord {
+        KeptRecord {
             id: self.id,
             handle: self.handle.clone(),
             function: self.function.clone(),
             unique: self.unique.clone(),
-            priority: self.priority,
+            priority: priority_byte(self.priority),
             background: self.background,
             outcome: match self.outcome {
                 Outcome::Completed => 0,

@@ -74,8 +74,9 @@ pub mod worker;
 
 pub use config::CoreConfig;
 pub use conn::{ConnInfo, Rights};
-pub use effect::{DeadInfo, Effect, Input, StoreOp, StoredJob, StoredKept, StoredSchedule};
+pub use effect::{Effect, Input, StoreOp};
 pub use engine::Core;
+pub use gearshift_persist::{DeadMark, JobRecord, KeptRecord, ScheduleRecord};
 pub use ids::{ConnId, JobId};
 
 /// Time in milliseconds since the Unix epoch, as the driver measures it.

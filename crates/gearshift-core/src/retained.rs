@@ -8,7 +8,9 @@
 use bytes::Bytes;
 use gearshift_proto::admin::DeadTarget;
 
-use crate::effect::{Effect, StoreOp, StoredKept};
+use gearshift_persist::{DeadMark, KeptRecord};
+
+use crate::effect::{stored_priority, Effect, StoreOp};
 use crate::engine::Core;
 use crate::history::{Step, Track};
 use crate::ids::JobId;
@@ -74,7 +76,7 @@ impl Core {
     }
 
     /// Rebuilds kept records after a restart; expired ones are forgotten.
-    pub fn restore_kept(&mut self, kept: Vec<StoredKept>) {
+    pub fn restore_kept(&mut self, kept: Vec<KeptRecord>) {
         for s in kept {
             self.next_job = self.next_job.max(s.id.saturating_add(1));
             if s.expires_ms <= self.now {
@@ -91,7 +93,7 @@ impl Core {
                 handle: s.handle,
                 function: s.function,
                 unique: s.unique,
-                priority: s.priority,
+                priority: stored_priority(s.priority),
                 background: s.background,
                 outcome,
                 attempts: s.attempts,
@@ -128,8 +130,10 @@ impl Core {
             self.effects.push(Effect::Store(StoreOp::Dead {
                 id,
                 attempts: rec.attempts,
-                died_ms: rec.finished,
-                error: rec.error.clone().unwrap_or_default(),
+                mark: DeadMark {
+                    died_ms: rec.finished,
+                    error: rec.error.clone().unwrap_or_default(),
+                },
             }));
         }
         if let Some(job) = self.table.get_mut(id) {

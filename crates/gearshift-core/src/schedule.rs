@@ -17,7 +17,9 @@ use gearshift_proto::escape::{self, Sep};
 use gearshift_proto::{Priority, Response};
 
 use crate::cron::{Cron, Weekdays};
-use crate::effect::{Effect, StoreOp, StoredSchedule};
+use gearshift_persist::ScheduleRecord;
+
+use crate::effect::{stored_priority, Effect, StoreOp};
 use crate::engine::Core;
 use crate::ids::{ConnId, JobId};
 use crate::job::{ConnList, Job, JobState, Payload, Persist};
@@ -296,7 +298,7 @@ impl Core {
 
     /// Rebuilds stored schedules after a restart; a firing missed while the
     /// server was down happens at once (once).
-    pub fn restore_schedules(&mut self, stored: Vec<StoredSchedule>) {
+    pub fn restore_schedules(&mut self, stored: Vec<ScheduleRecord>) {
         for r in stored {
             let weekdays = if r.monday_zero {
                 Weekdays::MondayZero
@@ -324,7 +326,7 @@ impl Core {
                 function: r.function,
                 unique: r.unique,
                 data: r.data,
-                priority: r.priority,
+                priority: stored_priority(r.priority),
                 next,
                 from_config: r.from_config,
                 stored: true,

@@ -9,8 +9,8 @@ mod common;
 use bytes::Bytes;
 use common::durable::*;
 use common::{b, epoch_job, job, World};
-use gearshift_core::{CoreConfig, StoreOp, StoredJob};
-use gearshift_proto::{Priority, Request, Response};
+use gearshift_core::{CoreConfig, JobRecord, StoreOp};
+use gearshift_proto::{Request, Response};
 
 // ---- acknowledgement only once durable ----------------------------------
 
@@ -26,12 +26,12 @@ fn background_submit_waits_for_the_store_before_job_created_and_noop() {
     assert!(upto > 1, "reservation {upto} must cover handle 1");
     assert_eq!(
         ops[1],
-        StoreOp::Add(StoredJob {
+        StoreOp::Add(JobRecord {
             id: 1,
             handle: World::h(1),
             function: b("f"),
             unique: b(""),
-            priority: Priority::Normal,
+            priority: 1,
             data: b("x"),
             reducer: None,
             due_ms: None,

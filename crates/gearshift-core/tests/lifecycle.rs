@@ -10,7 +10,7 @@ use common::policy::*;
 use common::{b, World};
 use gearshift_core::events::EventKind;
 use gearshift_core::policy::Reason;
-use gearshift_proto::{Priority, Request, Response};
+use gearshift_proto::{Request, Response};
 
 #[test]
 fn a_failed_run_is_retried_after_its_backoff_and_the_client_sees_one_result() {
@@ -256,12 +256,12 @@ fn attempts_follow_the_stored_count_after_a_restart() {
     with_policy(&mut w, "f", policy(3, &[Reason::Fail]));
     // A job stored with two ended runs whose retry time has passed.
     w.core.restore(
-        vec![gearshift_core::StoredJob {
+        vec![gearshift_core::JobRecord {
             id: 4,
             handle: b("H:localhost:4"),
             function: b("f"),
             unique: Bytes::new(),
-            priority: Priority::Normal,
+            priority: 1,
             data: b("x"),
             reducer: None,
             due_ms: Some(0),

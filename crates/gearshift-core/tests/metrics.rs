@@ -8,8 +8,7 @@ use common::policy::*;
 use common::{b, World};
 use gearshift_core::metrics::FuncStats;
 use gearshift_core::policy::Reason;
-use gearshift_core::StoredJob;
-use gearshift_proto::Priority;
+use gearshift_core::JobRecord;
 
 fn stats(w: &World, name: &str) -> FuncStats {
     w.core
@@ -49,12 +48,12 @@ fn a_coalesced_submission_counts_once_and_restored_jobs_not_at_all() {
     w.bg(1, "f", "-", "y");
     assert_eq!(stats(&w, "f").submitted, 2);
     w.restore(
-        vec![StoredJob {
+        vec![JobRecord {
             id: 100,
             handle: b("H:localhost:100"),
             function: b("g"),
             unique: b(""),
-            priority: Priority::Normal,
+            priority: 1,
             data: b("d"),
             reducer: None,
             due_ms: None,

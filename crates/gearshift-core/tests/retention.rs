@@ -54,9 +54,8 @@ fn a_background_job_that_uses_its_attempts_goes_to_the_dead_set() {
         [StoreOp::Dead {
             id: 1,
             attempts: 2,
-            died_ms: 1_000,
-            error,
-        }] => assert_eq!(error, &b("fail")),
+            mark,
+        }] => assert_eq!((mark.died_ms, &mark.error), (1_000, &b("fail"))),
         other => panic!("{other:?}"),
     }
     w.store_ops.clear();
@@ -255,7 +254,7 @@ fn kept_results_go_to_the_store_and_come_back_after_a_restart() {
     let (h2, _) = w.grab_job(2);
     w.complete(2, &h2, "result");
     let before = w.probe(&format!("show job {}", String::from_utf8_lossy(&h)));
-    let kept: Vec<gearshift_core::StoredKept> = w
+    let kept: Vec<gearshift_core::KeptRecord> = w
         .store_ops
         .iter()
         .filter_map(|op| match op {

@@ -8,7 +8,7 @@ mod common;
 use bytes::Bytes;
 use common::{b, World};
 use gearshift_core::schedule::ScheduleSpec;
-use gearshift_core::{StoreOp, StoredSchedule};
+use gearshift_core::{ScheduleRecord, StoreOp};
 use gearshift_proto::{Priority, Request, Response};
 
 const MIN: u64 = 60_000;
@@ -199,7 +199,7 @@ fn a_restart_fires_a_missed_schedule_once_then_keeps_its_grid() {
     let mut w = checked(World::durable());
     w.now = 95 * MIN;
     w.core.restore(Vec::new(), 1, w.now);
-    w.core.restore_schedules(vec![StoredSchedule {
+    w.core.restore_schedules(vec![ScheduleRecord {
         id: 7,
         handle: b("H:localhost:7"),
         when: b("*/30 * * * *"),
@@ -207,7 +207,7 @@ fn a_restart_fires_a_missed_schedule_once_then_keeps_its_grid() {
         function: b("f"),
         unique: Bytes::new(),
         data: b("d"),
-        priority: Priority::Normal,
+        priority: 1,
         next_ms: Some(30 * MIN),
         from_config: false,
     }]);

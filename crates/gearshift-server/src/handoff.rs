@@ -76,10 +76,8 @@ impl OutSlot {
     }
 
     /// I/O thread, in tokio's `before_park` hook: marks the thread parked,
-    /// and wakes the taker (so the thread does not park) if batches wait.
-    /// (Waiting here a little for the answers to a batch, when the hub had a
-    /// thread of its own, was tried: on 2 cores it took that thread's CPU
-    /// and cost more per job in all than the wake-ups it saved.)
+    /// and wakes the taker (so the thread does not park) if batches wait
+    /// (a spin here was tried and dropped: perf/history.md, "Store hand-off").
     pub fn before_park(&self) {
         self.parked.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);

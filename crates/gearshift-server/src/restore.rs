@@ -5,7 +5,7 @@
 use gearshift_core::{Core, Effect, StoreOp};
 use gearshift_store::Store;
 
-use crate::{clock, store_task, ServerConfig, ServerError, StoreConfig};
+use crate::{clock, ServerConfig, ServerError, StoreConfig};
 
 /// The core with the store's jobs, dead jobs, schedules and kept records
 /// restored, and its first handle reservation flushed (blocking).
@@ -32,39 +32,16 @@ pub(crate) fn restore(
         let replayed = store.replay().map_err(store_err)?;
         let count = replayed.jobs.len();
         let cut_off = replayed.running.clone();
-        let jobs = replayed
-            .jobs
-            .into_iter()
-            .map(store_task::from_record)
-            .collect();
-        core.restore(jobs, replayed.next_id, clock::Clock::new().now());
+        core.restore(replayed.jobs, replayed.next_id, clock::Clock::new().now());
         let dead_count = replayed.dead.len();
-        core.restore_dead(
-            replayed
-                .dead
-                .into_iter()
-                .map(|(r, mark)| (store_task::from_record(r), store_task::dead_info(mark)))
-                .collect(),
-        );
+        core.restore_dead(replayed.dead);
         if dead_count > 0 {
             tracing::info!(jobs = dead_count, "restored dead jobs");
         }
-        core.restore_schedules(
-            replayed
-                .schedules
-                .into_iter()
-                .map(store_task::from_schedule_record)
-                .collect(),
-        );
+        core.restore_schedules(replayed.schedules);
         core.set_config_schedules(cfg.schedules.clone())
             .map_err(ServerError::Config)?;
-        core.restore_kept(
-            replayed
-                .kept
-                .into_iter()
-                .map(store_task::from_kept_record)
-                .collect(),
-        );
+        core.restore_kept(replayed.kept);
         if !cut_off.is_empty() {
             tracing::warn!(
                 jobs = cut_off.len(),
@@ -83,7 +60,7 @@ pub(crate) fn restore(
                 _ => None,
             })
             .collect();
-        store_task::apply(store.as_mut(), ops, &mut Vec::new(), &mut Vec::new());
+        store.append(&ops);
         store.flush().map_err(store_err)?;
         if count > 0 {
             tracing::info!(jobs = count, "restored stored jobs");

@@ -18,10 +18,7 @@ use common::{
 };
 use gearshift_proto::{PacketType, Priority, Request, Response, Submit};
 use gearshift_store::fault::FaultyStore;
-use gearshift_store::{
-    DeadMark, Durability, JobRecord, KeptRecord, MemoryStore, Replayed, ScheduleRecord, Store,
-    StoreError,
-};
+use gearshift_store::{Durability, MemoryStore, Op, Replayed, Store, StoreError};
 
 // ---- a store whose flush the test holds ------------------------------------
 
@@ -94,35 +91,8 @@ impl Store for GatedStore {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
         self.inner.replay()
     }
-    fn add(&mut self, job: &JobRecord) {
-        self.inner.add(job);
-    }
-    fn done(&mut self, id: u64) {
-        self.inner.done(id);
-    }
-    fn update(&mut self, id: u64, attempts: u32) {
-        self.inner.update(id, attempts);
-    }
-    fn reserve(&mut self, upto: u64) {
-        self.inner.reserve(upto);
-    }
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.inner.retry(id, attempts, due_ms);
-    }
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.inner.dead(id, attempts, mark);
-    }
-    fn schedule(&mut self, s: &ScheduleRecord) {
-        self.inner.schedule(s);
-    }
-    fn unschedule(&mut self, id: u64) {
-        self.inner.unschedule(id);
-    }
-    fn kept(&mut self, r: &KeptRecord) {
-        self.inner.kept(r);
-    }
-    fn forget(&mut self, id: u64) {
-        self.inner.forget(id);
+    fn append(&mut self, ops: &[Op]) {
+        self.inner.append(ops);
     }
     fn discard(&mut self) {
         self.inner.discard();

@@ -78,3 +78,9 @@ pub enum StoreError {
     #[error("injected fault: {0}")]
     Injected(String),
 }
+
+impl From<gearshift_persist::Corrupt> for StoreError {
+    fn from(c: gearshift_persist::Corrupt) -> Self {
+        StoreError::Corrupt(c.0)
+    }
+}

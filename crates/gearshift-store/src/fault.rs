@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Store, StoreError};
+use crate::{Op, Replayed, Store, StoreError};
 
 /// Fails flushes once `budget` buffered operations have been used up.
 #[derive(Debug)]
@@ -41,54 +41,13 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.replay()
     }
 
-    fn add(&mut self, job: &JobRecord) {
-        self.pending += 1;
-        self.inner.add(job);
-    }
-
-    fn done(&mut self, id: u64) {
-        self.pending += 1;
-        self.inner.done(id);
-    }
-
-    fn update(&mut self, id: u64, attempts: u32) {
-        self.pending += 1;
-        self.inner.update(id, attempts);
-    }
-
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.pending += 1;
-        self.inner.retry(id, attempts, due_ms);
-    }
-
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.pending += 1;
-        self.inner.dead(id, attempts, mark);
-    }
-
-    fn schedule(&mut self, s: &ScheduleRecord) {
-        self.pending += 1;
-        self.inner.schedule(s);
-    }
-
-    fn unschedule(&mut self, id: u64) {
-        self.pending += 1;
-        self.inner.unschedule(id);
-    }
-
-    fn kept(&mut self, r: &KeptRecord) {
-        self.pending += 1;
-        self.inner.kept(r);
-    }
-
-    fn forget(&mut self, id: u64) {
-        self.pending += 1;
-        self.inner.forget(id);
-    }
-
-    fn reserve(&mut self, upto: u64) {
-        self.pending += 1;
-        self.inner.reserve(upto);
+    fn append(&mut self, ops: &[Op]) {
+        // A run's start is not a write the budget counts.
+        self.pending += ops
+            .iter()
+            .filter(|op| !matches!(op, Op::Started(_)))
+            .count();
+        self.inner.append(ops);
     }
 
     fn discard(&mut self) {

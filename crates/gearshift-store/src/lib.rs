@@ -3,17 +3,15 @@
 //! A [`Store`] keeps the set of live background/epoch jobs, the dead ones
 //! (jobs that used all their attempts, kept until retried or dropped), the
 //! recurring jobs (schedules), the finished jobs kept with their results
-//! (until they expire) and the handle counter's high-water mark.
-//! Writes are buffered by [`Store::add`], [`Store::done`],
-//! [`Store::update`], [`Store::retry`], [`Store::dead`],
-//! [`Store::schedule`], [`Store::unschedule`], [`Store::kept`],
-//! [`Store::forget`] and [`Store::reserve`] and
-//! made durable together by one [`Store::flush`]: that is what lets the
-//! server group-commit every submission that arrived while the previous
-//! flush ran.
+//! (until they expire) and the handle counter's high-water mark. What it
+//! keeps is the shared vocabulary of `gearshift-persist` ([`Op`] and the
+//! records), the same types the core emits: a backend buffers ops with
+//! [`Store::append`] and makes them durable together with one
+//! [`Store::flush`], which is what lets the server group-commit every
+//! submission that arrived while the previous flush ran.
 //!
-//! - [`record`]: the persisted record type and its encoding (with the rule for
-//!   changing the format).
+//! - [`record`]: the records, the ops and their encoding (re-exported from
+//!   `gearshift-persist`, with the rule for changing the format).
 //! - [`memory`]: an in-memory backend (tests; the semantics without a disk).
 //! - [`log`]: the embedded default, an append-only log with checksummed
 //!   frames, torn-tail recovery and compaction.
@@ -28,7 +26,7 @@ pub mod fault;
 pub mod log;
 pub mod memory;
 pub mod postgres;
-pub mod record;
+pub use gearshift_persist::record;
 
 use std::collections::BTreeMap;
 
@@ -61,56 +59,26 @@ pub struct Replayed {
     pub running: Vec<u64>,
 }
 
-/// A durable set of jobs.
+/// A durable set of jobs: what a backend implements is [`Store::replay`],
+/// [`Store::append`], [`Store::discard`] and [`Store::flush`] (and, if it
+/// has housekeeping, [`Store::sync`] and [`Store::idle`]). The other
+/// methods are conveniences over `append`; no backend overrides them.
+///
+/// The rules every backend keeps (the [`conformance`] suite checks them):
+/// an op on an id beyond [`MAX_ID`] that would store it (Add, Retry, Dead,
+/// Schedule, Kept) makes the next flush fail with
+/// [`StoreError::IdOutOfRange`] and store none of its batch, as does a kept
+/// record with an outcome past [`record::KEPT_LAST_OUTCOME`]
+/// ([`StoreError::InvalidRecord`]); one that only ends or drops an id
+/// beyond it changes nothing. A Done leaves schedules and kept records
+/// alone. A reservation is capped at `MAX_ID + 1`. [`Op::Started`] may be
+/// ignored (a backend no cluster shares does not record runs).
 pub trait Store: Send {
     /// Every live and dead job, every schedule, every kept record and the
     /// first unused handle number, as of the last flush.
     fn replay(&mut self) -> Result<Replayed, StoreError>;
-    /// Buffers a new job. An id beyond [`MAX_ID`] makes the next flush
-    /// fail with [`StoreError::IdOutOfRange`], storing none of its batch.
-    fn add(&mut self, job: &JobRecord);
-    /// Buffers the end of a job, live or dead (an id beyond [`MAX_ID`],
-    /// which no stored job has, changes nothing).
-    fn done(&mut self, id: u64);
-    /// Buffers a changed attempt count of a live job (a dead job keeps
-    /// the count it died with; an id beyond [`MAX_ID`] changes nothing).
-    fn update(&mut self, id: u64, attempts: u32);
-    /// Buffers a job going back to wait for a retry: its attempt count and
-    /// the time before which it must not run (`None`: at once; `u64::MAX`
-    /// counts as `None`). A dead job is revived: live again, its mark gone.
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>);
-    /// Buffers a live job's death: it leaves the live jobs and is kept as
-    /// dead with this attempt count and mark (a dead job's count and mark
-    /// are replaced). An id beyond [`MAX_ID`] fails the next flush, as in
-    /// [`Store::add`]; so does one in [`Store::retry`].
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark);
-    /// Buffers a schedule: new, or replacing the stored one with its id.
-    /// Its id counts toward the handle high-water mark (ids are shared
-    /// with jobs); one beyond [`MAX_ID`] fails the next flush, as in
-    /// [`Store::add`]. [`Store::done`] leaves schedules alone.
-    fn schedule(&mut self, s: &ScheduleRecord);
-    /// Buffers dropping a schedule; an unknown id (or one beyond
-    /// [`MAX_ID`]) changes nothing.
-    fn unschedule(&mut self, id: u64);
-    /// Buffers a finished job kept with its result: new, or replacing the
-    /// kept record with its id. Its id counts toward the handle
-    /// high-water mark; one beyond [`MAX_ID`] fails the next flush, as in
-    /// [`Store::add`], and an outcome past 2 fails it with
-    /// [`StoreError::InvalidRecord`]. [`Store::done`] leaves kept records
-    /// alone (a job's end is written as a Done, then its Kept).
-    fn kept(&mut self, r: &KeptRecord);
-    /// Buffers dropping a kept record; an unknown id (or one beyond
-    /// [`MAX_ID`]) changes nothing.
-    fn forget(&mut self, id: u64);
-    /// Buffers the start of a run of a live job: a backend a cluster
-    /// shares remembers it until the job's next Done, Update, Retry or Dead,
-    /// so the node that takes the jobs over counts the cut-off run.
-    /// Default: not recorded (a restarted single node requeues its running
-    /// jobs as gearmand does).
-    fn started(&mut self, _id: u64) {}
-    /// Buffers a handle high-water mark: numbers below `upto` may be in use.
-    /// Capped at `MAX_ID + 1`: no stored id can be larger.
-    fn reserve(&mut self, upto: u64);
+    /// Buffers ops, in order, for the next flush.
+    fn append(&mut self, ops: &[Op]);
     /// Drops everything buffered since the last flush.
     fn discard(&mut self);
     /// Makes everything buffered durable (as the store's durability says).
@@ -125,6 +93,60 @@ pub trait Store: Send {
     /// after the last flush. Default no-op.
     fn idle(&mut self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// Buffers a new job ([`Op::Add`]).
+    fn add(&mut self, job: &JobRecord) {
+        self.append(&[Op::Add(job.clone())]);
+    }
+    /// Buffers the end of a job, live or dead ([`Op::Done`]).
+    fn done(&mut self, id: u64) {
+        self.append(&[Op::Done(id)]);
+    }
+    /// Buffers a live job's new attempt count ([`Op::Update`]).
+    fn update(&mut self, id: u64, attempts: u32) {
+        self.append(&[Op::Update { id, attempts }]);
+    }
+    /// Buffers a job going back to wait for a retry, or a dead one revived
+    /// ([`Op::Retry`]).
+    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
+        self.append(&[Op::Retry {
+            id,
+            attempts,
+            due_ms,
+        }]);
+    }
+    /// Buffers a job's death ([`Op::Dead`]).
+    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
+        self.append(&[Op::Dead {
+            id,
+            attempts,
+            mark: mark.clone(),
+        }]);
+    }
+    /// Buffers a schedule, new or replacing its id's ([`Op::Schedule`]).
+    fn schedule(&mut self, s: &ScheduleRecord) {
+        self.append(&[Op::Schedule(s.clone())]);
+    }
+    /// Buffers dropping a schedule ([`Op::Unschedule`]).
+    fn unschedule(&mut self, id: u64) {
+        self.append(&[Op::Unschedule(id)]);
+    }
+    /// Buffers a kept finished job, new or replacing its id's ([`Op::Kept`]).
+    fn kept(&mut self, r: &KeptRecord) {
+        self.append(&[Op::Kept(Box::new(r.clone()))]);
+    }
+    /// Buffers dropping a kept record ([`Op::Forget`]).
+    fn forget(&mut self, id: u64) {
+        self.append(&[Op::Forget(id)]);
+    }
+    /// Buffers the start of a live job's run ([`Op::Started`]).
+    fn started(&mut self, id: u64) {
+        self.append(&[Op::Started(id)]);
+    }
+    /// Buffers a handle high-water mark ([`Op::Reserve`]).
+    fn reserve(&mut self, upto: u64) {
+        self.append(&[Op::Reserve(upto)]);
     }
 }
 
@@ -145,18 +167,32 @@ enum Refused {
 }
 
 impl Refusal {
-    /// Notes a stored job's, schedule's or kept record's id.
-    pub(crate) fn note(&mut self, id: u64) {
-        if id > MAX_ID {
-            self.0.get_or_insert(Refused::Id(id));
+    /// Notes what `op` makes the next flush refuse (an id past
+    /// [`MAX_ID`] it would store, a kept record's unknown outcome); false
+    /// when the op is to be dropped instead: it ends or drops an id past
+    /// [`MAX_ID`], which nothing stored has (and replay would refuse).
+    pub(crate) fn admit(&mut self, op: &Op) -> bool {
+        match op {
+            Op::Add(r) => self.note(r.id),
+            Op::Retry { id, .. } | Op::Dead { id, .. } => self.note(*id),
+            Op::Schedule(s) => self.note(s.id),
+            Op::Kept(k) => {
+                self.note(k.id);
+                if k.outcome > record::KEPT_LAST_OUTCOME {
+                    self.0.get_or_insert(Refused::Outcome(k.id, k.outcome));
+                }
+            }
+            Op::Done(id) | Op::Update { id, .. } | Op::Unschedule(id) | Op::Forget(id) => {
+                return *id <= MAX_ID;
+            }
+            Op::Reserve(_) | Op::Started(_) => {}
         }
+        true
     }
 
-    /// Notes a kept record: its id, and its outcome, which replay checks.
-    pub(crate) fn note_kept(&mut self, r: &KeptRecord) {
-        self.note(r.id);
-        if r.outcome > record::KEPT_LAST_OUTCOME {
-            self.0.get_or_insert(Refused::Outcome(r.id, r.outcome));
+    fn note(&mut self, id: u64) {
+        if id > MAX_ID {
+            self.0.get_or_insert(Refused::Id(id));
         }
     }
 
@@ -295,12 +331,14 @@ pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
             }
             Op::Kept(k) => {
                 *high = (*high).max(k.id.saturating_add(1));
-                kept.insert(k.id, k);
+                kept.insert(k.id, *k);
             }
             Op::Forget(id) => {
                 kept.remove(&id);
             }
             Op::Reserve(upto) => *high = (*high).max(upto),
+            // Runs are recorded by the backend that keeps them.
+            Op::Started(_) => {}
         }
     }
 }

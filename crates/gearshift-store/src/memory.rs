@@ -4,9 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::batch::Batch;
-use crate::{
-    apply_ops, DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Sets, Store, StoreError,
-};
+use crate::{apply_ops, Op, Replayed, Sets, Store, StoreError};
 
 /// A store that keeps flushed jobs in memory.
 #[derive(Debug, Clone, Default)]
@@ -40,44 +38,8 @@ impl Store for MemoryStore {
         Ok(s.replayed())
     }
 
-    fn add(&mut self, job: &JobRecord) {
-        self.batch.add(job);
-    }
-
-    fn done(&mut self, id: u64) {
-        self.batch.done(id);
-    }
-
-    fn update(&mut self, id: u64, attempts: u32) {
-        self.batch.update(id, attempts);
-    }
-
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.batch.retry(id, attempts, due_ms);
-    }
-
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.batch.dead(id, attempts, mark);
-    }
-
-    fn schedule(&mut self, s: &ScheduleRecord) {
-        self.batch.schedule(s);
-    }
-
-    fn unschedule(&mut self, id: u64) {
-        self.batch.unschedule(id);
-    }
-
-    fn kept(&mut self, r: &KeptRecord) {
-        self.batch.kept(r);
-    }
-
-    fn forget(&mut self, id: u64) {
-        self.batch.forget(id);
-    }
-
-    fn reserve(&mut self, upto: u64) {
-        self.batch.reserve(upto);
+    fn append(&mut self, ops: &[Op]) {
+        self.batch.append(ops);
     }
 
     fn discard(&mut self) {
@@ -85,7 +47,8 @@ impl Store for MemoryStore {
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        let ops = self.batch.take()?;
+        // Runs are not recorded: a restarted node requeues its running jobs.
+        let ops = self.batch.take()?.ops;
         let mut s = self
             .shared
             .lock()

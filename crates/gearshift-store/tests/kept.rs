@@ -85,11 +85,11 @@ fn compaction_copies_kept_records_where_their_latest_versions_lie() {
         ops_on_disk(dir.path()),
         vec![
             Op::Reserve(13),
-            Op::Kept(big_kept(1, 50, 1)),
+            Op::Kept(Box::new(big_kept(1, 50, 1))),
             Op::Add(job(10, "f", "", 1, b"ten")),
-            Op::Kept(big_kept(2, 50, 1)),
+            Op::Kept(Box::new(big_kept(2, 50, 1))),
             Op::Add(job(11, "f", "", 1, b"eleven")),
-            Op::Kept(big_kept(3, 50, 2)),
+            Op::Kept(Box::new(big_kept(3, 50, 2))),
         ]
     );
     let r = reopened(dir.path());

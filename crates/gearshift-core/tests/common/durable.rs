@@ -2,7 +2,7 @@
 //! and workers, and helpers to read the store operations the core emits.
 
 use bytes::Bytes;
-use gearshift_core::{StoreOp, StoredJob};
+use gearshift_core::{JobRecord, StoreOp};
 use gearshift_proto::{Priority, Request, Response};
 
 use super::{b, job_with, World};
@@ -34,7 +34,7 @@ pub fn submit_unacked(w: &mut World, n: u64, s: gearshift_proto::Submit) {
 }
 
 /// The jobs written by `Add` ops.
-pub fn added(ops: &[StoreOp]) -> Vec<StoredJob> {
+pub fn added(ops: &[StoreOp]) -> Vec<JobRecord> {
     ops.iter()
         .filter_map(|op| match op {
             StoreOp::Add(j) => Some(j.clone()),
@@ -68,13 +68,13 @@ pub fn expect_queue_error(w: &mut World, n: u64) -> String {
     }
 }
 
-pub fn stored(id: u64, handle: &str, function: &str, unique: &str, p: Priority) -> StoredJob {
-    StoredJob {
+pub fn stored(id: u64, handle: &str, function: &str, unique: &str, p: Priority) -> JobRecord {
+    JobRecord {
         id,
         handle: b(handle),
         function: b(function),
         unique: b(unique),
-        priority: p,
+        priority: p.index() as u8,
         data: Bytes::from(format!("data{id}")),
         reducer: None,
         due_ms: None,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 use gearshift_core::{
-    ConnId, ConnInfo, Core, CoreConfig, Effect, Input, Rights, StoreOp, StoredJob,
+    ConnId, ConnInfo, Core, CoreConfig, Effect, Input, JobRecord, Rights, StoreOp,
 };
 use gearshift_proto::{
     decode_frame, parse_admin, Frame, GrabKind, Priority, Request, Response, Submit, SubmitInPlace,
@@ -142,7 +142,7 @@ impl World {
     }
 
     /// Rebuilds stored jobs, as after a restart.
-    pub fn restore(&mut self, jobs: Vec<StoredJob>, next_id: u64) {
+    pub fn restore(&mut self, jobs: Vec<JobRecord>, next_id: u64) {
         self.core.restore(jobs, next_id, self.now);
         self.collect();
     }

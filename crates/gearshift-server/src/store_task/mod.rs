@@ -15,13 +15,6 @@ use crate::histogram::AtomicHistogram;
 use gearshift_core::{JobId, StoreOp};
 use gearshift_store::Store;
 
-mod records;
-pub(crate) use records::apply;
-pub use records::{
-    dead_info, from_kept_record, from_record, from_schedule_record, to_kept_record, to_record,
-    to_schedule_record,
-};
-
 #[cfg(test)]
 mod tests;
 
@@ -57,18 +50,25 @@ impl Committer {
 
     /// Buffers every batch and flushes once.
     pub fn commit(&mut self, batches: impl IntoIterator<Item = Vec<StoreOp>>) -> Commit {
-        let mut added = Vec::new();
-        let mut kept = Vec::new();
         let retry = std::mem::take(&mut self.unwritten);
-        apply(self.store.as_mut(), retry, &mut added, &mut kept);
+        self.store.append(&retry);
+        let mut added = Vec::new();
+        let mut written = Vec::new();
         for batch in batches {
-            apply(self.store.as_mut(), batch, &mut added, &mut kept);
+            added.extend(batch.iter().filter_map(awaited));
+            self.store.append(&batch);
+            written.push(batch);
         }
         match self.store.flush() {
             Ok(()) => Commit::Stored(added),
             Err(e) => {
                 tracing::error!(error = %e, jobs = added.len(), "store write failed; refusing the affected submissions");
-                self.unwritten = kept;
+                // New jobs and schedules are refused, not written again.
+                self.unwritten = retry
+                    .into_iter()
+                    .chain(written.into_iter().flatten())
+                    .filter(|op| awaited(op).is_none())
+                    .collect();
                 Commit::Failed(added, e.to_string())
             }
         }
@@ -91,10 +91,20 @@ impl Committer {
     /// Writes what is left and syncs: the last call before the store goes.
     pub fn finish(&mut self) {
         let retry = std::mem::take(&mut self.unwritten);
-        apply(self.store.as_mut(), retry, &mut Vec::new(), &mut Vec::new());
+        self.store.append(&retry);
         if let Err(e) = self.store.flush().and_then(|()| self.store.sync()) {
             tracing::error!(error = %e, "final store flush failed");
         }
+    }
+}
+
+/// The id a submitter waits on to be durable: a new job's or schedule's
+/// (reported with the commit, as JOB_CREATED waits for it).
+fn awaited(op: &StoreOp) -> Option<JobId> {
+    match op {
+        StoreOp::Add(job) => Some(job.id),
+        StoreOp::Schedule(s) => Some(s.id),
+        _ => None,
     }
 }
 
@@ -119,17 +129,10 @@ const HOLD_MAX_OPS: usize = 4096;
 const INLINE_MAX: usize = 1024;
 
 /// The hub's end of the store: a thread that group-commits, and, for
-/// `interval` durability (where a flush is one `write` to the page cache),
-/// a shortcut that writes a batch inline when the thread is idle.
-///
-/// The shortcut spares a submission two thread hand-offs and a wake-up of
-/// the store thread, which is what a synchronous client waits on and what
-/// pipelined submissions spend their CPU on. Against writing only batches
-/// of up to 8 inline: 0.86x the CPU per job at 1.06x the rate
-/// (`perf/results/interval-inline-1024.json`). It cost rate before the
-/// store's live map stopped missing the cache on every job. Batches that
-/// arrive while the thread still has work (it holds the store during its
-/// periodic sync) go to the thread, so the file sees the batches in order.
+/// `interval` durability (a flush is one `write`), a shortcut that writes a
+/// batch inline when the thread is idle, sparing two hand-offs and a
+/// wake-up; a batch that finds the thread busy goes to it, so the file sees
+/// batches in order (figures: perf/history.md, "Store hand-off").
 pub struct StoreTask {
     tx: mpsc::Sender<Vec<StoreOp>>,
     thread: JoinHandle<()>,

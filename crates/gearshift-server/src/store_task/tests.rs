@@ -2,17 +2,16 @@
 
 use super::*;
 use bytes::Bytes;
-use gearshift_core::StoredJob;
-use gearshift_proto::Priority;
+use gearshift_core::JobRecord;
 use gearshift_store::MemoryStore;
 
-fn job(id: JobId) -> StoredJob {
-    StoredJob {
+fn job(id: JobId) -> JobRecord {
+    JobRecord {
         id,
         handle: Bytes::from(format!("H:t:{id}")),
         function: Bytes::from_static(b"f"),
         unique: Bytes::new(),
-        priority: Priority::Normal,
+        priority: 1,
         data: Bytes::from_static(b"x"),
         reducer: None,
         due_ms: None,
@@ -65,18 +64,21 @@ fn stored(rx: &mpsc::Receiver<Commit>) -> Vec<JobId> {
 
 #[test]
 fn ends_wait_for_company_then_are_written_together() {
-    let (mut task, view, rx) = task(Duration::from_millis(300));
+    let hold = Duration::from_millis(300);
+    let (mut task, view, rx) = task(hold);
     assert!(task
         .submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))])
         .is_none());
     assert_eq!(stored(&rx), vec![1, 2], "a new job is written at once");
+    let sent = Instant::now();
     task.submit(vec![StoreOp::Done(1)]);
     task.submit(vec![StoreOp::Done(2)]);
-    std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(live(&view), vec![1, 2], "the ends are held");
     eventually("the held ends were never written", || {
         live(&view).is_empty()
     });
+    // The hold starts once the thread has the ends, after they were sent: a
+    // load that slows the thread only writes them later.
+    assert!(sent.elapsed() >= hold, "the ends were not held");
     task.finish();
 }
 

@@ -167,3 +167,29 @@ pub(super) fn many_flushes_keep_order<S: Store>(mut open: impl FnMut() -> S) {
         "interleaved adds, dones and flushes replay exactly"
     );
 }
+
+/// One append of many kinds of ops, a run's start among them, stores what
+/// the same ops one call at a time would: in order, and a start changes no
+/// record.
+pub(super) fn one_append_of_many_ops_keeps_their_order<S: Store>(mut open: impl FnMut() -> S) {
+    let mut s = opened(&mut open);
+    let one = job(1, "f", "", 1, b"one");
+    s.append(&[
+        Op::Add(one.clone()),
+        Op::Add(job(2, "f", "", 2, b"two")),
+        Op::Started(1),
+        Op::Update { id: 1, attempts: 3 },
+        Op::Done(2),
+        Op::Schedule(sched(3, "* * * * *", None)),
+        Op::Kept(kept(2, 0, b"two's result")),
+        Op::Reserve(10),
+    ]);
+    let r = reopened(s, &mut open);
+    let mut want = one;
+    want.attempts = 3;
+    assert_eq!(r.jobs, vec![want], "job 1 updated, job 2 ended");
+    assert!(r.dead.is_empty());
+    assert_eq!(r.schedules, vec![sched(3, "* * * * *", None)]);
+    assert_eq!(r.kept, vec![kept(2, 0, b"two's result")]);
+    assert_eq!(r.next_id, 10);
+}

@@ -13,7 +13,7 @@ pub(super) fn kept_records_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
     s.flush().expect("flush");
     // Odd values in every field: no start, no worker, an empty error,
     // times at the ends of their range, empty and binary bytes.
-    let mut odd = kept(9, 1, b"");
+    let mut odd: KeptRecord = kept(9, 1, b"");
     odd.started_ms = Some(u64::MAX);
     odd.created_ms = 0;
     odd.finished_ms = u64::MAX;
@@ -23,7 +23,7 @@ pub(super) fn kept_records_are_replayed<S: Store>(mut open: impl FnMut() -> S) {
     odd.unique = Bytes::new();
     odd.priority = 2;
     odd.attempts = u32::MAX;
-    let mut never_ran = kept(12, 2, b"");
+    let mut never_ran: KeptRecord = kept(12, 2, b"");
     never_ran.started_ms = None;
     never_ran.worker = Bytes::new();
     let all = vec![
@@ -62,15 +62,15 @@ pub(super) fn a_new_version_of_a_kept_record_replaces_it<S: Store>(mut open: imp
     s.kept(&kept(2, 1, b"second"));
     s.flush().expect("flush");
     // A longer life, then (same batch) a whole new record.
-    let mut longer = kept(1, 0, b"first");
+    let mut longer: KeptRecord = kept(1, 0, b"first");
     longer.expires_ms += 3_600_000;
     s.kept(&longer);
-    let mut changed = kept(1, 2, b"changed");
+    let mut changed: KeptRecord = kept(1, 2, b"changed");
     changed.history = Bytes::from_static(b"more history");
     changed.background = !changed.background;
     s.kept(&changed);
     s.flush().expect("flush");
-    let mut two = kept(2, 1, b"second");
+    let mut two: KeptRecord = kept(2, 1, b"second");
     two.expires_ms += 1;
     s.kept(&two);
     let r = reopened(s, &mut open);
@@ -147,7 +147,7 @@ pub(super) fn kept_records_survive_churn<S: Store>(mut open: impl FnMut() -> S) 
         next_id += 1;
         if round % 2 == 0 {
             if let Some((id, _)) = want_live.pop_first() {
-                let k = kept(id, (round % 3) as u8, &[round as u8; 300]);
+                let k: KeptRecord = kept(id, (round % 3) as u8, &[round as u8; 300]);
                 s.done(id);
                 s.kept(&k);
                 want.insert(id, k);

@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Store, StoreError, MAX_ID};
+use crate::{
+    DeadMark, JobRecord, KeptRecord, Op, Replayed, ScheduleRecord, Store, StoreError, MAX_ID,
+};
 use dead::*;
 use ids::*;
 use jobs::*;
@@ -66,10 +68,11 @@ pub fn sched(id: u64, when: &str, next_ms: Option<u64>) -> ScheduleRecord {
 /// A test kept record: id, outcome (0 completed, 1 failed, 2 cancelled),
 /// result. The other fields vary with the id and outcome, so every one is
 /// exercised: a failed job has an error, every third id never started
-/// (and has no worker), even ids ran in the background.
-pub fn kept(id: u64, outcome: u8, result: &[u8]) -> KeptRecord {
+/// (and has no worker), even ids ran in the background. Generic so one
+/// call gives the record or the boxed one [`crate::Op::Kept`] holds.
+pub fn kept<K: From<KeptRecord>>(id: u64, outcome: u8, result: &[u8]) -> K {
     let started = !id.is_multiple_of(3);
-    KeptRecord {
+    K::from(KeptRecord {
         id,
         handle: Bytes::from(format!("H:test:{id}")),
         function: Bytes::from_static(b"resize"),
@@ -90,7 +93,7 @@ pub fn kept(id: u64, outcome: u8, result: &[u8]) -> KeptRecord {
         error: (outcome == 1).then(|| Bytes::from(format!("error of {id}"))),
         result: Bytes::copy_from_slice(result),
         history: Bytes::from(format!("history of {id}").into_bytes()),
-    }
+    })
 }
 
 /// Runs every check against fresh storage locations from `fresh`.
@@ -104,6 +107,7 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     discard_drops_buffered_ops(fresh());
     every_field_round_trips(fresh());
     many_flushes_keep_order(fresh());
+    one_append_of_many_ops_keeps_their_order(fresh());
     ids_past_the_largest_are_never_written(fresh());
     retry_sets_attempts_and_due(fresh());
     dead_jobs_are_kept_apart(fresh());

@@ -1,9 +1,7 @@
 //! Durable appends that bypass the page cache: with `fsync` durability a
 //! frame goes to disk in one `O_DIRECT|O_DSYNC` write instead of a `pwrite`
-//! and an `fdatasync`. That is one system call instead of two and no
-//! page-cache writeback. On this project's test VM, a server that does
-//! nothing but group-commit submissions ran 7–10 % faster with it
-//! (perf/limits.md, the fsync A_submit yardstick).
+//! and an `fdatasync` (one system call, no writeback; figures in
+//! perf/history.md, "Store hand-off").
 //!
 //! Direct I/O moves whole blocks from block-aligned memory to block-aligned
 //! offsets. So the appender keeps a copy of the log's last, partly filled

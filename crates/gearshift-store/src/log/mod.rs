@@ -25,7 +25,7 @@ use bytes::Bytes;
 use crate::record::{encode_add, encode_dead, encode_kept, encode_schedule, Op, FORMAT_VERSION};
 use crate::{
     apply_ops, capped, replayed, DeadMark, JobRecord, KeptRecord, Refusal, Replayed,
-    ScheduleRecord, Sets, Store, StoreError, MAX_ID,
+    ScheduleRecord, Sets, Store, StoreError,
 };
 use frame::FrameReader;
 use sizes::{IdHash, LiveSizes, Sizing};
@@ -261,15 +261,12 @@ impl LogStore {
         self.allocated.max(self.len)
     }
 
-    /// With `fsync` durability, makes sure the file already extends past
-    /// `end` by writing zeros ahead, [`PREALLOC`] at a time. A `fdatasync`
-    /// after a write inside the file's length only flushes data; one that
-    /// also grows the file must commit the new size through the file
-    /// system's journal too, which on ext4 here made each commit take about
-    /// twice as long (docs/benchmarks.md). Zeros, not `fallocate`: writing
-    /// into an allocated-but-unwritten extent still changes metadata. A
-    /// failure (a full disk) gives the space back and turns this off until
-    /// the next compaction; the flush then appends as before.
+    /// With `fsync` durability, writes zeros ahead of `end` ([`PREALLOC`]
+    /// at a time), so a commit's `fdatasync` need not also commit a new file
+    /// size (zeros, not `fallocate`, whose unwritten extents still change
+    /// metadata; figures in perf/history.md, "Store hand-off"). A failure
+    /// (a full disk) gives the space back and turns this off until the next
+    /// compaction.
     fn preallocate(&mut self, end: u64) {
         if !self.prealloc || self.opts.durability != Durability::Fsync || end <= self.allocated {
             return;
@@ -407,6 +404,55 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+impl LogStore {
+    /// Encodes one op into the pending frame, noting what the flush must
+    /// refuse and what compaction must account for.
+    fn push(&mut self, op: &Op) {
+        if !self.refused.admit(op) {
+            return;
+        }
+        self.pending_v2 |= op.needs_v2();
+        let sizing = match op {
+            Op::Add(job) => Sizing::Add(job.id, encode_add(job, &mut self.pending) as u64),
+            Op::Dead { id, attempts, mark } => Sizing::Dead(
+                *id,
+                encode_dead(*id, *attempts, mark, &mut self.pending) as u64,
+            ),
+            Op::Schedule(s) => Sizing::Schedule(s.id, encode_schedule(s, &mut self.pending) as u64),
+            Op::Kept(r) => Sizing::Kept(r.id, encode_kept(r, &mut self.pending) as u64),
+            Op::Done(id) => {
+                op.encode(&mut self.pending);
+                Sizing::Done(*id)
+            }
+            Op::Retry { id, .. } => {
+                op.encode(&mut self.pending);
+                Sizing::Retry(*id)
+            }
+            Op::Unschedule(id) => {
+                op.encode(&mut self.pending);
+                Sizing::Unschedule(*id)
+            }
+            Op::Forget(id) => {
+                op.encode(&mut self.pending);
+                Sizing::Forget(*id)
+            }
+            Op::Update { .. } => {
+                op.encode(&mut self.pending);
+                return;
+            }
+            Op::Reserve(upto) => {
+                let upto = capped(*upto);
+                Op::Reserve(upto).encode(&mut self.pending);
+                self.high = self.high.max(upto);
+                return;
+            }
+            // A restarted single node requeues its running jobs: no record.
+            Op::Started(_) => return,
+        };
+        self.pending_ops.push(sizing);
+    }
+}
+
 impl Store for LogStore {
     fn replay(&mut self) -> Result<Replayed, StoreError> {
         let read = match self.replay.take() {
@@ -436,88 +482,10 @@ impl Store for LogStore {
         ))
     }
 
-    fn add(&mut self, job: &JobRecord) {
-        self.refused.note(job.id);
-        let n = encode_add(job, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Add(job.id, n));
-    }
-
-    fn done(&mut self, id: u64) {
-        // No stored job has an id past MAX_ID, and replay would refuse the
-        // op as corrupt (the store would not open): nothing to write.
-        if id > MAX_ID {
-            return;
+    fn append(&mut self, ops: &[Op]) {
+        for op in ops {
+            self.push(op);
         }
-        Op::Done(id).encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Done(id));
-    }
-
-    fn update(&mut self, id: u64, attempts: u32) {
-        // As in `done`.
-        if id > MAX_ID {
-            return;
-        }
-        Op::Update { id, attempts }.encode(&mut self.pending);
-    }
-
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.refused.note(id);
-        Op::Retry {
-            id,
-            attempts,
-            due_ms,
-        }
-        .encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Retry(id));
-        self.pending_v2 = true;
-    }
-
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.refused.note(id);
-        let n = encode_dead(id, attempts, mark, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Dead(id, n));
-        self.pending_v2 = true;
-    }
-
-    fn schedule(&mut self, s: &ScheduleRecord) {
-        self.refused.note(s.id);
-        let n = encode_schedule(s, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Schedule(s.id, n));
-        self.pending_v2 = true;
-    }
-
-    fn unschedule(&mut self, id: u64) {
-        // No stored schedule has an id past MAX_ID, and replay would refuse
-        // the op as corrupt: nothing to write.
-        if id > MAX_ID {
-            return;
-        }
-        Op::Unschedule(id).encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Unschedule(id));
-        self.pending_v2 = true;
-    }
-
-    fn kept(&mut self, r: &KeptRecord) {
-        self.refused.note_kept(r);
-        let n = encode_kept(r, &mut self.pending) as u64;
-        self.pending_ops.push(Sizing::Kept(r.id, n));
-        self.pending_v2 = true;
-    }
-
-    fn forget(&mut self, id: u64) {
-        // As in `unschedule`.
-        if id > MAX_ID {
-            return;
-        }
-        Op::Forget(id).encode(&mut self.pending);
-        self.pending_ops.push(Sizing::Forget(id));
-        self.pending_v2 = true;
-    }
-
-    fn reserve(&mut self, upto: u64) {
-        let upto = capped(upto);
-        Op::Reserve(upto).encode(&mut self.pending);
-        self.high = self.high.max(upto);
     }
 
     fn discard(&mut self) {

@@ -126,7 +126,7 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
         Op::Kept(k) => {
             high = high.max(k.id.saturating_add(1));
             kept_sizes.insert(k.id, size as u64);
-            kept.insert(k.id, k);
+            kept.insert(k.id, *k);
         }
         // A Done leaves kept records alone too.
         Op::Forget(id) => {
@@ -134,6 +134,8 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
             kept_sizes.remove(&id);
         }
         Op::Reserve(upto) => high = high.max(upto),
+        // Never written to the log.
+        Op::Started(_) => {}
     })?;
     // Dead jobs leave their slots for the dead list, in id order.
     let mut marks: Vec<(u64, DeadMark)> = marks.into_iter().collect();

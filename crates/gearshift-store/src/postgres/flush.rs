@@ -106,7 +106,7 @@ impl Touched {
                 Op::Unschedule(id) => (&mut t.schedules, *id),
                 Op::Kept(k) => (&mut t.kept, k.id),
                 Op::Forget(id) => (&mut t.kept, *id),
-                Op::Reserve(_) => continue,
+                Op::Reserve(_) | Op::Started(_) => continue,
             };
             if id <= MAX_ID {
                 set.insert(id);

@@ -33,8 +33,8 @@ use std::time::Duration;
 use postgres::{Client, Config, Statement};
 use tracing::{debug, warn};
 
-use crate::batch::Batch;
-use crate::{DeadMark, JobRecord, KeptRecord, Replayed, ScheduleRecord, Sets, Store, StoreError};
+use crate::batch::{Batch, Taken};
+use crate::{Op, Replayed, Sets, Store, StoreError};
 pub use imports::ImportRecord;
 pub use schema::SCHEMA_VERSION;
 
@@ -93,9 +93,6 @@ pub struct PgStore {
     lock_wait: Duration,
     /// The leader's epoch, for a fenced store.
     fence: Option<i64>,
-    /// Runs started since the last flush, each with the number of ops
-    /// buffered before it.
-    started: Vec<(usize, u64)>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -161,7 +158,6 @@ impl PgStore {
             applied,
             lock_wait: opts.lock_wait,
             fence: opts.fence,
-            started: Vec::new(),
         })
     }
 
@@ -290,53 +286,12 @@ impl Store for PgStore {
         Ok(self.sets.as_ref().map(Sets::replayed).unwrap_or_default())
     }
 
-    fn add(&mut self, job: &JobRecord) {
-        self.batch.add(job);
-    }
-
-    fn done(&mut self, id: u64) {
-        self.batch.done(id);
-    }
-
-    fn update(&mut self, id: u64, attempts: u32) {
-        self.batch.update(id, attempts);
-    }
-
-    fn retry(&mut self, id: u64, attempts: u32, due_ms: Option<u64>) {
-        self.batch.retry(id, attempts, due_ms);
-    }
-
-    fn dead(&mut self, id: u64, attempts: u32, mark: &DeadMark) {
-        self.batch.dead(id, attempts, mark);
-    }
-
-    fn schedule(&mut self, s: &ScheduleRecord) {
-        self.batch.schedule(s);
-    }
-
-    fn unschedule(&mut self, id: u64) {
-        self.batch.unschedule(id);
-    }
-
-    fn kept(&mut self, r: &KeptRecord) {
-        self.batch.kept(r);
-    }
-
-    fn forget(&mut self, id: u64) {
-        self.batch.forget(id);
-    }
-
-    fn reserve(&mut self, upto: u64) {
-        self.batch.reserve(upto);
-    }
-
-    fn started(&mut self, id: u64) {
-        self.started.push((self.batch.len(), id));
+    fn append(&mut self, ops: &[Op]) {
+        self.batch.append(ops);
     }
 
     fn discard(&mut self) {
         self.batch.discard();
-        self.started.clear();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -348,8 +303,7 @@ impl PgStore {
     /// The flush; with `also`, the batch and what `also` writes are one
     /// transaction (run even when nothing is buffered).
     fn flush_with(&mut self, also: Option<AlsoWrite<'_>>) -> Result<(), StoreError> {
-        let started = std::mem::take(&mut self.started);
-        let ops = self.batch.take()?;
+        let Taken { ops, started } = self.batch.take()?;
         if ops.is_empty() && started.is_empty() && also.is_none() {
             return Ok(());
         }

@@ -151,7 +151,7 @@ pub fn big_schedule(id: u64, size: usize, next_ms: u64) -> ScheduleRecord {
 /// A kept record with a result of `size` bytes and this expiry.
 pub fn big_kept(id: u64, size: usize, expires_ms: u64) -> KeptRecord {
     let result: Vec<u8> = (0..size).map(|i| (i as u64 ^ expires_ms) as u8).collect();
-    let mut k = kept(id, (id % 3) as u8, &result);
+    let mut k: KeptRecord = kept(id, (id % 3) as u8, &result);
     k.expires_ms = expires_ms;
     k
 }
@@ -172,7 +172,7 @@ impl Versioned {
     pub fn op(self, id: u64, size: usize, version: u64) -> Op {
         match self {
             Versioned::Schedules => Op::Schedule(big_schedule(id, size, version)),
-            Versioned::Kept => Op::Kept(big_kept(id, size, version)),
+            Versioned::Kept => Op::Kept(Box::new(big_kept(id, size, version))),
         }
     }
 
@@ -197,7 +197,12 @@ impl Versioned {
     pub fn replayed(self, r: &Replayed) -> Vec<Op> {
         match self {
             Versioned::Schedules => r.schedules.iter().cloned().map(Op::Schedule).collect(),
-            Versioned::Kept => r.kept.iter().cloned().map(Op::Kept).collect(),
+            Versioned::Kept => r
+                .kept
+                .iter()
+                .cloned()
+                .map(|k| Op::Kept(Box::new(k)))
+                .collect(),
         }
     }
 

@@ -67,13 +67,14 @@ impl Flushed {
                 }
                 Op::Kept(k) => {
                     self.high = self.high.max(k.id + 1);
-                    self.kept.insert(k.id, k.clone());
+                    self.kept.insert(k.id, (**k).clone());
                 }
                 // Done leaves kept records alone too.
                 Op::Forget(id) => {
                     self.kept.remove(id);
                 }
                 Op::Reserve(upto) => self.high = self.high.max(*upto),
+                Op::Started(_) => {}
             }
         }
     }

@@ -100,22 +100,7 @@ impl Harness {
 
     pub(crate) fn buffer(&mut self, op: Op) {
         let store = self.store.as_mut().expect("store is open");
-        match &op {
-            Op::Add(r) => store.add(r),
-            Op::Done(id) => store.done(*id),
-            Op::Update { id, attempts } => store.update(*id, *attempts),
-            Op::Retry {
-                id,
-                attempts,
-                due_ms,
-            } => store.retry(*id, *attempts, *due_ms),
-            Op::Dead { id, attempts, mark } => store.dead(*id, *attempts, mark),
-            Op::Schedule(r) => store.schedule(r),
-            Op::Unschedule(id) => store.unschedule(*id),
-            Op::Kept(k) => store.kept(k),
-            Op::Forget(id) => store.forget(*id),
-            Op::Reserve(upto) => store.reserve(*upto),
-        }
+        store.append(std::slice::from_ref(&op));
         self.pending.push(op);
     }
 
@@ -223,7 +208,7 @@ impl Harness {
                     let mut k = view[i % view.len()].clone();
                     k.expires_ms += 60_000;
                     k.result = (0..*result_len).map(|j| (j as u64 ^ k.id) as u8).collect();
-                    self.buffer(Op::Kept(k));
+                    self.buffer(Op::Kept(Box::new(k)));
                 }
             }
             Action::Forget(i) => {
@@ -337,7 +322,7 @@ impl Harness {
                 .flushed
                 .kept
                 .values()
-                .map(|k| size(Op::Kept(k.clone())))
+                .map(|k| size(Op::Kept(Box::new(k.clone()))))
                 .sum::<u64>();
         let compacted = (HEADER_LEN + FRAME_HEADER + 9) as u64 + live;
         let bound = self.opts.compact_min_bytes.max(2 * live).max(compacted);

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::{put_u32_bytes, Op, Reader, OP_KEPT};
-use crate::error::StoreError;
+use crate::Corrupt;
 
 /// A finished job kept queryable with its result (its function keeps
 /// results) until it expires. Its id is the job's.
@@ -47,7 +47,7 @@ impl KeptRecord {
     /// The record with its byte fields copied out of the buffer they were
     /// decoded from (see [`ScheduleRecord::detached`]): a kept record lives
     /// for its TTL, and must not pin a whole log file's bytes meanwhile.
-    pub(crate) fn detached(self) -> KeptRecord {
+    pub fn detached(self) -> KeptRecord {
         let own = |b: Bytes| Bytes::copy_from_slice(&b);
         KeptRecord {
             handle: own(self.handle),
@@ -68,7 +68,7 @@ pub(super) const KEPT_STARTED: u8 = 2;
 pub(super) const KEPT_ERROR: u8 = 4;
 
 /// The largest outcome a Kept op may hold (2: cancelled).
-pub(crate) const KEPT_LAST_OUTCOME: u8 = 2;
+pub const KEPT_LAST_OUTCOME: u8 = 2;
 
 /// Appends a `Kept` op (without cloning the record): tag, id, outcome,
 /// flags, priority, attempts, creation time, start time (only with
@@ -111,17 +111,17 @@ pub fn encode_kept(k: &KeptRecord, out: &mut Vec<u8>) -> usize {
 }
 impl Reader<'_> {
     /// Decodes a Kept op after its tag.
-    pub(super) fn kept(&mut self) -> Result<Op, StoreError> {
+    pub(super) fn kept(&mut self) -> Result<Op, Corrupt> {
         let id = self.id()?;
         let outcome = self.u8()?;
         if outcome > KEPT_LAST_OUTCOME {
-            return Err(StoreError::Corrupt(format!(
+            return Err(Corrupt(format!(
                 "kept job {id} has unknown outcome {outcome}"
             )));
         }
         let flags = self.u8()?;
         if flags & !(KEPT_BACKGROUND | KEPT_STARTED | KEPT_ERROR) != 0 {
-            return Err(StoreError::Corrupt(format!(
+            return Err(Corrupt(format!(
                 "kept job {id} has unknown flags {flags:#04x}"
             )));
         }
@@ -135,7 +135,7 @@ impl Reader<'_> {
         };
         let finished_ms = self.u64()?;
         let expires_ms = self.u64()?;
-        let mut field = || -> Result<Bytes, StoreError> {
+        let mut field = || -> Result<Bytes, Corrupt> {
             let n = self.u32()? as usize;
             self.bytes(n)
         };
@@ -150,7 +150,7 @@ impl Reader<'_> {
         };
         let result = field()?;
         let history = field()?;
-        Ok(Op::Kept(KeptRecord {
+        Ok(Op::Kept(Box::new(KeptRecord {
             id,
             handle,
             function,
@@ -167,7 +167,7 @@ impl Reader<'_> {
             error,
             result,
             history,
-        }))
+        })))
     }
 }
 
@@ -199,7 +199,7 @@ mod tests {
             assert!(err.to_string().contains("outcome"), "{err}");
         }
         for op in [
-            Op::Kept(kept(MAX_ID + 1, 0, None, None, false)),
+            Op::Kept(Box::new(kept(MAX_ID + 1, 0, None, None, false))),
             Op::Forget(u64::MAX),
         ] {
             let mut payload = Vec::new();

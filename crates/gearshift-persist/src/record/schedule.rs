@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::{due_word, put_u32_bytes, Op, Reader, NO_DUE, OP_SCHEDULE};
-use crate::error::StoreError;
+use crate::Corrupt;
 
 /// A recurring job (schedule) as stored. Its id comes from the same counter
 /// as job ids and is never reused.
@@ -36,7 +36,7 @@ impl ScheduleRecord {
     /// The record with its byte fields copied out of whatever buffer they
     /// were decoded from: a schedule may live as long as the server, and
     /// must not keep a whole log file's bytes alive with it.
-    pub(crate) fn detached(self) -> ScheduleRecord {
+    pub fn detached(self) -> ScheduleRecord {
         let own = |b: Bytes| Bytes::copy_from_slice(&b);
         ScheduleRecord {
             handle: own(self.handle),
@@ -75,17 +75,17 @@ pub fn encode_schedule(s: &ScheduleRecord, out: &mut Vec<u8>) -> usize {
 }
 impl Reader<'_> {
     /// Decodes a Schedule op after its tag.
-    pub(super) fn schedule(&mut self) -> Result<Op, StoreError> {
+    pub(super) fn schedule(&mut self) -> Result<Op, Corrupt> {
         let id = self.id()?;
         let next = self.u64()?;
         let flags = self.u8()?;
         if flags & !(SCHED_MONDAY_ZERO | SCHED_FROM_CONFIG) != 0 {
-            return Err(StoreError::Corrupt(format!(
+            return Err(Corrupt(format!(
                 "schedule {id} has unknown flags {flags:#04x}"
             )));
         }
         let priority = self.u8()?;
-        let mut field = || -> Result<Bytes, StoreError> {
+        let mut field = || -> Result<Bytes, Corrupt> {
             let n = self.u32()? as usize;
             self.bytes(n)
         };

@@ -1,11 +1,11 @@
-//! The persisted job record, kept apart from the core's runtime job state,
-//! and its binary encoding inside a log frame.
+//! The binary encoding of [`Op`] inside a log frame, and the records'
+//! types (each beside its op's encoder and decoder).
 //!
 //! # Changing the format
 //! The log file starts with a header carrying [`FORMAT_VERSION`]. Any change
 //! to how an op is encoded, or a new op code, bumps the version. A reader
 //! decodes every version up to its own (keep the old decoder beside the new
-//! one) and refuses a newer file with [`StoreError::NewerFormat`] instead of
+//! one) and refuses a newer file (the log store's `StoreError::NewerFormat`) instead of
 //! guessing. Compaction always rewrites in the current version.
 //!
 //! ## Migrations
@@ -37,9 +37,9 @@ mod fixtures;
 
 use bytes::Bytes;
 
-use crate::error::StoreError;
+use crate::Corrupt;
 pub use job::{encode_add, encode_dead, DeadMark, JobRecord};
-pub(crate) use kept::KEPT_LAST_OUTCOME;
+pub use kept::KEPT_LAST_OUTCOME;
 pub use kept::{encode_kept, KeptRecord};
 pub use raw::{scan_ops, scan_ops_in, RawOp, ADD_ATTEMPTS_AT, ADD_DUE_AT};
 pub use schedule::{encode_schedule, ScheduleRecord};
@@ -97,11 +97,17 @@ pub enum Op {
     Unschedule(u64),
     /// A finished job kept with its result, new or replacing the kept
     /// record with its id. A Done of its id leaves it alone. (Format
-    /// version 2.)
-    Kept(KeptRecord),
+    /// version 2.) Boxed: the largest record, and an op rides in every
+    /// core effect.
+    Kept(Box<KeptRecord>),
     /// A kept record was dropped (expired, or removed by an admin); an
     /// unknown id changes nothing. (Format version 2.)
     Forget(u64),
+    /// A live job started a run: a store a cluster shares remembers it
+    /// until the job's next Done, Update, Retry or Dead, so the node that
+    /// takes over counts the cut-off run. Not written to the log (a
+    /// restarted single node requeues its running jobs, as gearmand does).
+    Started(u64),
 }
 
 const OP_ADD: u8 = 1;
@@ -127,13 +133,13 @@ fn last_op(version: u32) -> u8 {
 }
 
 /// The error for an op code outside what the file's version holds.
-fn unknown_op(code: u8, version: u32) -> StoreError {
+fn unknown_op(code: u8, version: u32) -> Corrupt {
     if (OP_ADD..=OP_FORGET).contains(&code) {
-        StoreError::Corrupt(format!(
+        Corrupt(format!(
             "op code {code} in a file of format version {version}, which has no such op"
         ))
     } else {
-        StoreError::Corrupt(format!("unknown op code {code}"))
+        Corrupt(format!("unknown op code {code}"))
     }
 }
 
@@ -148,7 +154,8 @@ fn put_u32_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 impl Op {
-    /// Appends the op's encoding to `out`; returns the bytes written.
+    /// Appends the op's encoding to `out`; returns the bytes written
+    /// (none for [`Op::Started`], which the log does not keep).
     pub fn encode(&self, out: &mut Vec<u8>) -> usize {
         let start = out.len();
         match self {
@@ -195,6 +202,7 @@ impl Op {
                 out.push(OP_FORGET);
                 out.extend_from_slice(&id.to_le_bytes());
             }
+            Op::Started(_) => {}
         }
         out.len() - start
     }
@@ -213,7 +221,7 @@ impl Op {
     }
 
     /// Decodes every op of a frame payload.
-    pub fn decode_all(payload: &Bytes) -> Result<Vec<Op>, StoreError> {
+    pub fn decode_all(payload: &Bytes) -> Result<Vec<Op>, Corrupt> {
         let mut ops = Vec::new();
         Op::decode_each(payload, |op, _| ops.push(op))?;
         Ok(ops)
@@ -221,7 +229,7 @@ impl Op {
 
     /// Decodes the ops of a frame payload one at a time, handing each to
     /// `f` with the length of its encoding.
-    pub fn decode_each(payload: &Bytes, f: impl FnMut(Op, usize)) -> Result<(), StoreError> {
+    pub fn decode_each(payload: &Bytes, f: impl FnMut(Op, usize)) -> Result<(), Corrupt> {
         Op::decode_each_in(FORMAT_VERSION, payload, f)
     }
 
@@ -231,7 +239,7 @@ impl Op {
         version: u32,
         payload: &Bytes,
         mut f: impl FnMut(Op, usize),
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Corrupt> {
         let mut r = Reader {
             buf: payload,
             pos: 0,
@@ -253,49 +261,48 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], StoreError> {
+    fn take(&mut self, n: usize) -> Result<&[u8], Corrupt> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end =
-            end.ok_or_else(|| StoreError::Corrupt("op runs past the end of its frame".into()))?;
+        let end = end.ok_or_else(|| Corrupt("op runs past the end of its frame".into()))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
     }
 
-    fn u8(&mut self) -> Result<u8, StoreError> {
+    fn u8(&mut self) -> Result<u8, Corrupt> {
         Ok(self.take(1)?[0])
     }
 
-    fn u32(&mut self) -> Result<u32, StoreError> {
+    fn u32(&mut self) -> Result<u32, Corrupt> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn u64(&mut self) -> Result<u64, StoreError> {
+    fn u64(&mut self) -> Result<u64, Corrupt> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
 
-    fn bytes(&mut self, n: usize) -> Result<Bytes, StoreError> {
+    fn bytes(&mut self, n: usize) -> Result<Bytes, Corrupt> {
         let start = self.pos;
         self.take(n)?;
         Ok(self.buf.slice(start..self.pos))
     }
 
     /// A job id, refused beyond [`MAX_ID`].
-    fn id(&mut self) -> Result<u64, StoreError> {
+    fn id(&mut self) -> Result<u64, Corrupt> {
         let id = self.u64()?;
         if id > MAX_ID {
-            return Err(StoreError::Corrupt(format!(
+            return Err(Corrupt(format!(
                 "job id {id} is beyond the largest a store keeps ({MAX_ID})"
             )));
         }
         Ok(id)
     }
 
-    fn op(&mut self) -> Result<Op, StoreError> {
+    fn op(&mut self) -> Result<Op, Corrupt> {
         let code = self.u8()?;
         if code > last_op(self.version) {
             return Err(unknown_op(code, self.version));
@@ -310,7 +317,7 @@ impl Reader<'_> {
             OP_RESERVE => {
                 let upto = self.u64()?;
                 if upto > MAX_ID + 1 {
-                    return Err(StoreError::Corrupt(format!(
+                    return Err(Corrupt(format!(
                         "handle numbers reserved up to {upto}, beyond the largest job id a \
                          store keeps ({MAX_ID})"
                     )));

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::{put_u32_bytes, Op, Reader, NO_DUE, OP_ADD, OP_DEAD};
-use crate::error::StoreError;
+use crate::Corrupt;
 
 /// A job as stored: everything needed to rebuild it after a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub fn encode_dead(id: u64, attempts: u32, mark: &DeadMark, out: &mut Vec<u8>) -
 }
 impl Reader<'_> {
     /// Decodes an Add op after its tag.
-    pub(super) fn add(&mut self) -> Result<Op, StoreError> {
+    pub(super) fn add(&mut self) -> Result<Op, Corrupt> {
         let id = self.id()?;
         let created_ms = self.u64()?;
         let due = self.u64()?;
@@ -109,7 +109,7 @@ impl Reader<'_> {
     }
 
     /// Decodes a Retry op after its tag.
-    pub(super) fn retry(&mut self) -> Result<Op, StoreError> {
+    pub(super) fn retry(&mut self) -> Result<Op, Corrupt> {
         let id = self.id()?;
         let attempts = self.u32()?;
         let due = self.u64()?;
@@ -121,7 +121,7 @@ impl Reader<'_> {
     }
 
     /// Decodes a Dead op after its tag.
-    pub(super) fn dead(&mut self) -> Result<Op, StoreError> {
+    pub(super) fn dead(&mut self) -> Result<Op, Corrupt> {
         let id = self.id()?;
         let attempts = self.u32()?;
         let died_ms = self.u64()?;

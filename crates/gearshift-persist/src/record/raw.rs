@@ -6,7 +6,7 @@ use super::{
     last_op, unknown_op, FORMAT_VERSION, OP_ADD, OP_DEAD, OP_DONE, OP_FORGET, OP_KEPT, OP_RESERVE,
     OP_RETRY, OP_SCHEDULE, OP_UNSCHEDULE, OP_UPDATE,
 };
-use crate::error::StoreError;
+use crate::Corrupt;
 
 /// An op as it lies in a frame, its record not decoded: what compaction
 /// needs to copy live jobs without rebuilding them.
@@ -81,7 +81,7 @@ pub const ADD_ATTEMPTS_AT: usize = ADD_DUE_AT + 8;
 
 /// Walks the ops of a frame payload, handing each to `f` without decoding
 /// records (no allocation).
-pub fn scan_ops<'a>(payload: &'a [u8], f: impl FnMut(RawOp<'a>)) -> Result<(), StoreError> {
+pub fn scan_ops<'a>(payload: &'a [u8], f: impl FnMut(RawOp<'a>)) -> Result<(), Corrupt> {
     scan_ops_in(FORMAT_VERSION, payload, f)
 }
 
@@ -91,10 +91,10 @@ pub fn scan_ops_in<'a>(
     version: u32,
     payload: &'a [u8],
     mut f: impl FnMut(RawOp<'a>),
-) -> Result<(), StoreError> {
+) -> Result<(), Corrupt> {
     let mut pos = 0;
-    let short = || StoreError::Corrupt("op runs past the end of its frame".into());
-    let take = |pos: &mut usize, n: usize| -> Result<&'a [u8], StoreError> {
+    let short = || Corrupt("op runs past the end of its frame".into());
+    let take = |pos: &mut usize, n: usize| -> Result<&'a [u8], Corrupt> {
         let end = pos
             .checked_add(n)
             .filter(|&e| e <= payload.len())
@@ -103,13 +103,13 @@ pub fn scan_ops_in<'a>(
         *pos = end;
         Ok(s)
     };
-    let u64_at = |pos: &mut usize| -> Result<u64, StoreError> {
+    let u64_at = |pos: &mut usize| -> Result<u64, Corrupt> {
         let b = take(pos, 8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     };
-    let u32_at = |pos: &mut usize| -> Result<u32, StoreError> {
+    let u32_at = |pos: &mut usize| -> Result<u32, Corrupt> {
         let b = take(pos, 4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     };
@@ -239,9 +239,9 @@ mod tests {
             Op::Schedule(sched(3, None, false, true)),
             Op::Unschedule(3),
             Op::Done(1),
-            Op::Kept(kept(1, 0, Some(20), None, true)),
-            Op::Kept(kept(1, 1, None, Some(b"it broke"), false)),
-            Op::Kept(kept(4, 2, Some(u64::MAX), Some(b""), true)),
+            Op::Kept(Box::new(kept(1, 0, Some(20), None, true))),
+            Op::Kept(Box::new(kept(1, 1, None, Some(b"it broke"), false))),
+            Op::Kept(Box::new(kept(4, 2, Some(u64::MAX), Some(b""), true))),
             Op::Forget(1),
         ];
         let mut payload = Vec::new();
@@ -385,6 +385,7 @@ mod tests {
                 (9, k.id, 0, 0, bytes)
             }
             Op::Forget(id) => (10, *id, 0, 0, Vec::new()),
+            Op::Started(id) => (11, *id, 0, 0, Vec::new()),
         };
         let raw_ids = |op: &RawOp<'_>| match op {
             RawOp::Add { id, .. } => (1, *id, 0, 0, Vec::new()),
@@ -433,7 +434,7 @@ mod tests {
             due_ms: None,
         };
         let schedule = Op::Schedule(sched(2, None, false, false));
-        let kept = Op::Kept(kept(3, 0, None, None, false));
+        let kept = Op::Kept(Box::new(kept(3, 0, None, None, false)));
         for op in [
             retry,
             dead,
