@@ -107,13 +107,15 @@ stage "cargo test"
 status=0
 cargo test --workspace --no-fail-fast --quiet 2>&1 | tee /tmp/gearshift-cargo-test.log || status=$?
 record "rust" "$status" "$(rust_counts /tmp/gearshift-cargo-test.log)"
+
+stage "store checks that need (or must lack) root"
 # The store tests ignored for want of privileges (or for having them) run
 # where they apply: as root the tmpfs mounts, else the read-only directory.
 status=0
 if [ "$(id -u)" -eq 0 ]; then only=disk_full; else only=faults; fi
 cargo test --workspace --test "$only" --quiet -- --ignored 2>&1 \
   | tee /tmp/gearshift-cargo-privileged.log || status=$?
-record "rust, store checks that need (or must lack) root" "$status" "$(rust_counts /tmp/gearshift-cargo-privileged.log)"
+record "rust, store privilege checks" "$status" "$(rust_counts /tmp/gearshift-cargo-privileged.log)"
 
 stage "server and client suites again with 3 I/O threads sharing the hub"
 # The test binaries built above run again as they are (`cargo test -p`
