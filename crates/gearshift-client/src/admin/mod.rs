@@ -4,9 +4,10 @@
 //!
 //! - [`AdminClient`] (this file): one connection, one command at a time.
 //! - `types`: [`FunctionStatus`], [`PriorityStatus`], [`WorkerInfo`],
-//!   [`JobInfo`] and their line parsers; for Gearshift's own words
-//!   [`JobDetail`] (with [`LastFailure`] and [`HistoryEntry`]),
-//!   [`DeadJob`], [`WorkerEntry`] and [`ScheduleEntry`].
+//!   [`JobInfo`] and their line parsers.
+//! - `words`: Gearshift's own words' replies, [`JobDetail`] (with
+//!   [`LastFailure`] and [`HistoryEntry`]), [`DeadJob`], [`WorkerEntry`]
+//!   and [`ScheduleEntry`].
 //!
 //! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
 //! dead`, `drop dead`, `pause`, `resume`, `show schedules`, `drop
@@ -17,15 +18,14 @@
 //! (`gearshift_client::admin::JobDetail`, …), not at the crate root.
 
 mod types;
+mod words;
 
 use std::time::Duration;
 
 use bytes::BytesMut;
 
-pub use types::{
-    DeadJob, FunctionStatus, HistoryEntry, JobDetail, JobInfo, LastFailure, PriorityStatus,
-    ScheduleEntry, WorkerEntry, WorkerInfo,
-};
+pub use types::{FunctionStatus, JobInfo, PriorityStatus, WorkerInfo};
+pub use words::{DeadJob, HistoryEntry, JobDetail, LastFailure, ScheduleEntry, WorkerEntry};
 
 use crate::addr::ServerAddr;
 use crate::client::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT};
