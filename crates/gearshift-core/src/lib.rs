@@ -56,6 +56,7 @@ pub mod ids;
 pub mod inspect;
 pub mod invariants;
 pub mod job;
+mod job_view;
 pub mod jobs;
 pub mod kept;
 pub mod lifecycle;
