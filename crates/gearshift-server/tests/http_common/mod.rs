@@ -8,6 +8,7 @@ use std::time::Duration;
 use gearshift_client::{WorkError, Worker};
 use gearshift_core::CoreConfig;
 use gearshift_server::{HttpConfig, Server, ServerConfig};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 /// A running server with HTTP.
@@ -118,4 +119,40 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("condition not met in time");
+}
+
+/// GET `base+path`: the status and the JSON body (null if none).
+pub async fn get(base: &str, path: &str) -> (u16, Value) {
+    let r = client()
+        .get(format!("{base}{path}"))
+        .send()
+        .await
+        .expect("get");
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A request with an optional JSON body: the status and the JSON body.
+pub async fn send(
+    method: reqwest::Method,
+    base: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = client().request(method, format!("{base}{path}"));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.expect("send");
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(Value::Null))
+}
+
+/// POST, as [`send`].
+pub async fn post(base: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    send(reqwest::Method::POST, base, path, body).await
+}
+
+pub async fn delete(base: &str, path: &str) -> (u16, Value) {
+    send(reqwest::Method::DELETE, base, path, None).await
 }
