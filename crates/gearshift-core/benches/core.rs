@@ -67,7 +67,7 @@ fn uuid(i: usize) -> Bytes {
 }
 
 fn submit(unique: Bytes, data: &Bytes, background: bool) -> Input {
-    Input::Request(Request::Submit(Box::new(Submit {
+    Input::Request(Request::submit(Box::new(Submit {
         function: Bytes::from_static(b"resize"),
         unique,
         data: data.clone(),

@@ -136,7 +136,7 @@ fn kept(n: usize) -> (f64, f64) {
     for i in 0..n {
         core.handle(
             CLIENT,
-            Input::Request(Request::Submit(Box::new(gearshift_proto::Submit {
+            Input::Request(Request::submit(Box::new(gearshift_proto::Submit {
                 function: function.clone(),
                 unique: Bytes::from(uuid(i)),
                 data: data.clone(),
@@ -186,7 +186,7 @@ fn steady_allocations(depth: usize, jobs: usize) -> f64 {
     );
     let data = Bytes::from(vec![b'x'; DATA_LEN]);
     let submit = || {
-        Input::Request(Request::Submit(Box::new(gearshift_proto::Submit {
+        Input::Request(Request::submit(Box::new(gearshift_proto::Submit {
             function: function.clone(),
             unique: Bytes::new(),
             data: data.clone(),

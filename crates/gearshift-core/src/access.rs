@@ -83,15 +83,6 @@ impl Core {
         false
     }
 
-    /// [`Core::permitted`] for a submission read in place.
-    pub(crate) fn may_submit(&mut self, conn: ConnId, rights: Rights) -> bool {
-        if rights.submit {
-            return true;
-        }
-        self.refuse(conn, Need::Submit, None);
-        false
-    }
-
     fn refuse(&mut self, conn: ConnId, need: Need, cmd: Option<&AdminCommand>) {
         let Some(c) = self.conns.get(&conn.0) else {
             return;

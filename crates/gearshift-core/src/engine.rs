@@ -6,7 +6,7 @@
 //! Every entry point takes `now` and appends [`Effect`]s; the driver drains
 //! them with [`Core::take_effects`] and carries them out in order.
 
-use gearshift_proto::{Request, Response, SubmitInPlace};
+use gearshift_proto::{Request, Response};
 
 use crate::config::CoreConfig;
 use crate::conn::{Conn, ConnInfo, Rights};
@@ -193,17 +193,6 @@ impl Core {
         }
     }
 
-    /// A plain submission read in place: the same as [`Core::handle`] with
-    /// the request [`SubmitInPlace::into_submit`] makes, without building
-    /// that request (most of a busy server's packets are these).
-    pub fn handle_submit(&mut self, conn: ConnId, s: SubmitInPlace, now: Millis) {
-        self.now = self.now.max(now);
-        let rights = self.heard_from(conn, false, false, false);
-        if rights.is_some_and(|r| self.may_submit(conn, r)) {
-            self.submit(conn, s, now);
-        }
-    }
-
     /// Bookkeeping for any input from `conn`; its rights, or `None` when
     /// the connection is unknown. Any packet proves a worker is alive: if it still sleeps
     /// (it sent something other than GRAB or PRE_SLEEP, which `settles`
@@ -240,7 +229,7 @@ impl Core {
     fn request(&mut self, conn: ConnId, req: Request, now: Millis) {
         match req {
             Request::Echo(data) => self.send(conn, Response::EchoRes(data)),
-            Request::Submit(s) => self.submit(conn, *s, now),
+            Request::Submit(s) => self.submit(conn, s, now),
             Request::SubmitSched(s) => {
                 let s = *s;
                 self.submit_sched(conn, s.function, s.unique, s.when, s.data)

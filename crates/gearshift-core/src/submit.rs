@@ -2,7 +2,7 @@
 //! epoch scheduling, and waking the workers asleep on the function.
 
 use bytes::Bytes;
-use gearshift_proto::{Priority, Response, Submit, SubmitInPlace};
+use gearshift_proto::{Response, Submission};
 
 use crate::config::MAX_UNIQUE;
 use crate::effect::Effect;
@@ -14,74 +14,21 @@ use crate::table::Full;
 use crate::timers::Timer;
 use crate::Millis;
 
-/// What the core needs of a submission, whether it was parsed into a
-/// [`Submit`] or is read in place from its packet ([`SubmitInPlace`]).
-pub(crate) trait Submission {
-    fn function(&self) -> &[u8];
-    fn unique(&self) -> &[u8];
-    fn data(&self) -> &[u8];
-    fn priority(&self) -> Priority;
-    fn background(&self) -> bool;
-    fn epoch(&self) -> Option<i64>;
-    /// Gives up the job's payload (unique and workload) and reducer.
-    fn into_parts(self) -> (Payload, Option<Bytes>);
-}
-
-impl Submission for Submit {
-    fn function(&self) -> &[u8] {
-        &self.function
-    }
-    fn unique(&self) -> &[u8] {
-        &self.unique
-    }
-    fn data(&self) -> &[u8] {
-        &self.data
-    }
-    fn priority(&self) -> Priority {
-        self.priority
-    }
-    fn background(&self) -> bool {
-        self.background
-    }
-    fn epoch(&self) -> Option<i64> {
-        self.epoch
-    }
-    fn into_parts(self) -> (Payload, Option<Bytes>) {
-        (Payload::new(self.unique, self.data), self.reducer)
-    }
-}
-
-impl Submission for SubmitInPlace {
-    fn function(&self) -> &[u8] {
-        SubmitInPlace::function(self)
-    }
-    fn unique(&self) -> &[u8] {
-        SubmitInPlace::unique(self)
-    }
-    fn data(&self) -> &[u8] {
-        SubmitInPlace::data(self)
-    }
-    fn priority(&self) -> Priority {
-        self.priority
-    }
-    fn background(&self) -> bool {
-        self.background
-    }
-    fn epoch(&self) -> Option<i64> {
-        None
-    }
-    fn into_parts(self) -> (Payload, Option<Bytes>) {
-        let payload = if self.unique_is_empty() {
-            Payload::plain(self.into_data())
-        } else {
-            Payload::joined(self.unique(), self.data())
-        };
-        (payload, None)
+/// A submission's payload (unique and workload) and reducer: a plain one
+/// read in place keeps its packet's body as the workload.
+fn into_parts(s: Submission) -> (Payload, Option<Bytes>) {
+    match s {
+        Submission::InPlace(s) if s.unique_is_empty() => (Payload::plain(s.into_data()), None),
+        Submission::InPlace(s) => (Payload::joined(s.unique(), s.data()), None),
+        Submission::Parsed(s) => {
+            let s = *s;
+            (Payload::new(s.unique, s.data), s.reducer)
+        }
     }
 }
 
 impl Core {
-    pub(crate) fn submit(&mut self, conn: ConnId, s: impl Submission, now: Millis) {
+    pub(crate) fn submit(&mut self, conn: ConnId, s: Submission, now: Millis) {
         if s.unique().len() > MAX_UNIQUE {
             self.send(
                 conn,
@@ -125,7 +72,7 @@ impl Core {
             .map(|secs| (secs.max(0) as u64).saturating_mul(1000))
             .filter(|&d| d > now);
         let durable = background && self.cfg.durable;
-        let (payload, reducer) = s.into_parts();
+        let (payload, reducer) = into_parts(s);
         let extra =
             (reducer.is_some() || due.is_some()).then(|| Box::new(JobExtra { reducer, due }));
         // A new job starts where it belongs, so it needs no second lookup:

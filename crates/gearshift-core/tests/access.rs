@@ -76,7 +76,7 @@ fn the_queue_memory_cap_refuses_new_jobs_until_data_is_freed() {
     w.bg(1, "g", "", "0123456789");
     w.req(
         1,
-        Request::Submit(Box::new(job_with(
+        Request::submit(Box::new(job_with(
             "f",
             "",
             "0123456789",
@@ -137,7 +137,7 @@ fn a_peer_without_the_submit_right_is_refused_and_nothing_is_queued() {
     for _ in 0..2 {
         w.req(
             1,
-            Request::Submit(Box::new(job_with("f", "", "x", Priority::Normal, true))),
+            Request::submit(Box::new(job_with("f", "", "x", Priority::Normal, true))),
         );
         w.expect(1, denied.clone());
     }

@@ -213,11 +213,11 @@ fn maxqueue_refuses_new_jobs_but_not_duplicates() {
     assert_eq!(w.admin(8, "maxqueue f 2"), "OK\r\n");
     let h = w.fg(1, "f", "k", "1");
     w.bg(1, "f", "", "2");
-    w.req(1, Request::Submit(Box::new(common::job("f", "", "3"))));
+    w.req(1, Request::submit(Box::new(common::job("f", "", "3"))));
     w.expect(1, err("QUEUE_ERROR", "Job queue is full"));
     w.req(
         1,
-        Request::Submit(Box::new(job_with("f", "", "3", Priority::High, true))),
+        Request::submit(Box::new(job_with("f", "", "3", Priority::High, true))),
     );
     w.expect(1, err("QUEUE_ERROR", "Job queue is full"));
     // Coalesced duplicates, foreground or background, still go through.
@@ -241,7 +241,7 @@ fn maxqueue_per_priority() {
     let sub = |w: &mut World, p| {
         w.req(
             1,
-            Request::Submit(Box::new(job_with("f", "", "x", p, true))),
+            Request::submit(Box::new(job_with("f", "", "x", p, true))),
         );
         w.pop(1)
     };
@@ -291,7 +291,7 @@ fn running_jobs_count_against_maxqueue() {
     let h = w.bg(1, "f", "", "1");
     w.can_do(2, &["f"]);
     w.grab_job(2);
-    w.req(1, Request::Submit(Box::new(common::job("f", "", "2"))));
+    w.req(1, Request::submit(Box::new(common::job("f", "", "2"))));
     w.expect(1, err("QUEUE_ERROR", "Job queue is full"));
     w.complete(2, &h, "");
     w.bg(1, "f", "", "2");

@@ -16,7 +16,7 @@ fn require_worker_refuses_a_submission_nobody_can_run() {
     w.conns(&[1, 2]);
     w.req(
         1,
-        Request::Submit(Box::new(common::job("needs_w", "", "x"))),
+        Request::submit(Box::new(common::job("needs_w", "", "x"))),
     );
     match w.pop(1) {
         Response::Error { code, text } => {
@@ -78,7 +78,7 @@ fn function_actions_take_any_name_the_text_protocol_cannot() {
     w.bg(1, "my func", "", "a");
     w.req(
         1,
-        Request::Submit(Box::new(common::job_with(
+        Request::submit(Box::new(common::job_with(
             "my func",
             "",
             "b",

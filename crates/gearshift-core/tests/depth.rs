@@ -160,7 +160,7 @@ fn submission(rng: &mut Rng, client: u64, k: usize) -> (Request, String) {
         _ => Priority::Normal,
     };
     let s = job_with("echo", &unique, &payload, prio, false);
-    (Request::Submit(Box::new(s)), payload)
+    (Request::submit(Box::new(s)), payload)
 }
 
 fn grab_kind(rng: &mut Rng) -> GrabKind {
@@ -180,7 +180,7 @@ fn every_result_reaches_its_own_submitter_at_depth() {
     for i in 0..DEEP_PER_FUNCTION {
         for f in DEEP_FUNCTIONS {
             let s = job_with(f, "", &format!("{f}-{i}"), Priority::Normal, true);
-            w.req(DEEP_SUBMITTER, Request::Submit(Box::new(s)));
+            w.req(DEEP_SUBMITTER, Request::submit(Box::new(s)));
         }
     }
     let mut clients: Vec<Client> = (0..CLIENTS).map(|_| Client::default()).collect();
@@ -298,7 +298,7 @@ fn every_result_reaches_its_own_submitter_at_depth() {
     // Nothing is left over: no job of anyone's stayed behind.
     assert_eq!(w.core.job_count(), 0);
     // A late submission still gets a fresh job, not a finished one's.
-    w.req(1, Request::Submit(Box::new(job("echo", "u-1-0", "late"))));
+    w.req(1, Request::submit(Box::new(job("echo", "u-1-0", "late"))));
     let Response::JobCreated(h) = w.pop(1) else {
         panic!("no JOB_CREATED");
     };

@@ -371,7 +371,7 @@ fn cancelling_a_queued_or_scheduled_stored_job_records_done() {
     submit_unacked(&mut w, CLIENT, bg("f", "", "queued"));
     w.req(
         CLIENT,
-        Request::Submit(Box::new(epoch_job("f", "", "later", 2_000))),
+        Request::submit(Box::new(epoch_job("f", "", "later", 2_000))),
     );
     w.persisted(&[1, 2]);
     w.clear();
@@ -486,7 +486,7 @@ fn job_retries_limit_ends_a_stored_job_with_done() {
         ..CoreConfig::default()
     });
     w.conns(&[CLIENT, 10, 11]);
-    w.req(CLIENT, Request::Submit(Box::new(bg("f", "", "x"))));
+    w.req(CLIENT, Request::submit(Box::new(bg("f", "", "x"))));
     w.persisted(&[1]);
     w.expect(CLIENT, Response::JobCreated(World::h(1)));
     w.take_store_ops();
@@ -517,7 +517,7 @@ fn later_replies_wait_behind_an_answer_held_for_the_store() {
     // background submission must not overtake its JOB_CREATED.
     let mut w = world();
     submit_unacked(&mut w, CLIENT, bg("f", "", "first"));
-    w.req(CLIENT, Request::Submit(Box::new(job("g", "", "second"))));
+    w.req(CLIENT, Request::submit(Box::new(job("g", "", "second"))));
     w.req(CLIENT, Request::Echo(b("ping")));
     assert_eq!(w.admin(CLIENT, "version"), "", "held too");
     assert!(

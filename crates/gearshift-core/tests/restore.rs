@@ -107,7 +107,7 @@ fn every_handle_is_covered_by_a_reservation_made_before_it() {
         }
         w.core.handle(
             ConnId(CLIENT),
-            Input::Request(Request::Submit(Box::new(bg("f", "", "x")))),
+            Input::Request(Request::submit(Box::new(bg("f", "", "x")))),
             0,
         );
         ops.extend(w.core.take_effects().into_iter().map(|e| match e {

@@ -22,7 +22,7 @@ fn a_background_job_that_uses_its_attempts_goes_to_the_dead_set() {
     );
     w.req(
         1,
-        Request::Submit(Box::new(job_with(
+        Request::submit(Box::new(job_with(
             "mail",
             "m1",
             "hello",
@@ -116,7 +116,7 @@ fn dead_jobs_expire_after_dead_ttl_and_are_capped() {
     for i in 1..=3u64 {
         w.req(
             1,
-            Request::Submit(Box::new(job_with("f", "", "x", Priority::Normal, true))),
+            Request::submit(Box::new(job_with("f", "", "x", Priority::Normal, true))),
         );
         w.persisted(&[i]);
         let (h, _) = w.grab_job(2);

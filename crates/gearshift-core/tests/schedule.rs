@@ -224,7 +224,7 @@ fn a_restart_fires_a_missed_schedule_once_then_keeps_its_grid() {
     w.conns(&[1]);
     w.req(
         1,
-        Request::Submit(Box::new(common::job_with(
+        Request::submit(Box::new(common::job_with(
             "g",
             "",
             "x",

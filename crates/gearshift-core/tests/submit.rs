@@ -36,7 +36,7 @@ fn unique_longer_than_64_bytes_is_refused() {
     let mut w = World::new();
     w.conn(1);
     let long = "u".repeat(65);
-    w.req(1, Request::Submit(Box::new(job("f", &long, "x"))));
+    w.req(1, Request::submit(Box::new(job("f", &long, "x"))));
     w.expect(1, err("ARGUMENT_TOO_LARGE", "Unique value too large"));
     w.quiet(1);
     assert_eq!(w.core.job_count(), 0);

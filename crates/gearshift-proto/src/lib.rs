@@ -9,6 +9,7 @@
 //! - [`packet_type`]: the 42 numbered packet types and their body layouts.
 //! - [`frame`]: cutting a stream into frames; headers; argument splitting.
 //! - [`error`]: framing errors (fatal) and request errors (answered with ERROR).
+//! - [`submit`]: what a SUBMIT_* request carries, read in place when plain.
 //! - [`escape`]: client-chosen bytes in admin listings, and which names are refused.
 
 pub mod admin;
@@ -18,10 +19,12 @@ pub mod frame;
 pub mod packet_type;
 pub mod request;
 pub mod response;
+pub mod submit;
 
 pub use admin::{parse_admin, AdminCommand};
 pub use error::{FrameError, RequestError};
 pub use frame::{decode_frame, Frame, Magic, Packet};
 pub use packet_type::PacketType;
-pub use request::{GrabKind, Priority, Request, Sched, Submit, SubmitInPlace};
+pub use request::{GrabKind, Priority, Request, Sched};
 pub use response::Response;
+pub use submit::{Submission, Submit, SubmitInPlace};

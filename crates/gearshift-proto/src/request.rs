@@ -1,11 +1,12 @@
 //! Typed requests: every packet a client or worker sends to a server,
 //! parsed from a binary packet and encoded back to one.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::error::RequestError;
 use crate::frame::{decimal, encode_parts, Args, Magic, Packet};
 use crate::packet_type::PacketType;
+use crate::submit::{plain_submit, Submission, Submit, SubmitInPlace};
 
 /// The three Gearman priorities, highest first; the discriminant is the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -25,156 +26,6 @@ impl Priority {
     /// Index 0..3, highest first.
     pub fn index(self) -> usize {
         self as usize
-    }
-}
-
-/// A job submission, whichever of the nine SUBMIT_* packets carried it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Submit {
-    /// Function name.
-    pub function: Bytes,
-    /// Client-chosen unique id (may be empty).
-    pub unique: Bytes,
-    /// Workload.
-    pub data: Bytes,
-    /// Queue priority.
-    pub priority: Priority,
-    /// Detached from the client (no WORK_* forwarded).
-    pub background: bool,
-    /// SUBMIT_JOB_EPOCH: the Unix time (seconds) to run at.
-    pub epoch: Option<i64>,
-    /// SUBMIT_REDUCE_JOB*: the reducer function name.
-    pub reducer: Option<Bytes>,
-}
-
-/// Priority and background flag of the six plain SUBMIT_JOB* types.
-fn plain_submit(kind: PacketType) -> Option<(Priority, bool)> {
-    use PacketType::*;
-    Some(match kind {
-        SubmitJob => (Priority::Normal, false),
-        SubmitJobBg => (Priority::Normal, true),
-        SubmitJobHigh => (Priority::High, false),
-        SubmitJobHighBg => (Priority::High, true),
-        SubmitJobLow => (Priority::Low, false),
-        SubmitJobLowBg => (Priority::Low, true),
-        _ => return None,
-    })
-}
-
-/// A plain SUBMIT_JOB* packet (the six kinds that carry only function,
-/// unique and workload), read in place: the function name and unique id
-/// are read from the packet's body where they lie, and the workload is the
-/// rest of that body, so a server takes a submission without cutting a
-/// shared slice per argument.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubmitInPlace {
-    /// The packet's body.
-    body: Bytes,
-    /// Where the function name's NUL is.
-    function_end: usize,
-    /// Where the unique id's NUL is.
-    unique_end: usize,
-    /// Queue priority.
-    pub priority: Priority,
-    /// Detached from the client.
-    pub background: bool,
-}
-
-impl SubmitInPlace {
-    /// Reads `packet` in place when it is a well-formed plain submission
-    /// sent to a server; anything else (other types, `\0RES` magic, too few
-    /// arguments) comes back untouched, for [`Request::parse`] to handle.
-    pub fn cut(packet: Packet) -> Result<SubmitInPlace, Packet> {
-        let plain = plain_submit(packet.kind).filter(|_| packet.magic == Magic::Req);
-        let Some((priority, background)) = plain else {
-            return Err(packet);
-        };
-        let body = &packet.body;
-        let Some(function_end) = body.iter().position(|&b| b == 0) else {
-            return Err(packet);
-        };
-        let Some(unique_len) = body[function_end + 1..].iter().position(|&b| b == 0) else {
-            return Err(packet);
-        };
-        Ok(SubmitInPlace {
-            unique_end: function_end + 1 + unique_len,
-            function_end,
-            body: packet.body,
-            priority,
-            background,
-        })
-    }
-
-    /// Function name.
-    pub fn function(&self) -> &[u8] {
-        &self.body[..self.function_end]
-    }
-
-    /// Client-chosen unique id (may be empty).
-    pub fn unique(&self) -> &[u8] {
-        &self.body[self.function_end + 1..self.unique_end]
-    }
-
-    /// Workload.
-    pub fn data(&self) -> &[u8] {
-        &self.body[self.unique_end + 1..]
-    }
-
-    /// The unique id is empty.
-    pub fn unique_is_empty(&self) -> bool {
-        self.unique_end == self.function_end + 1
-    }
-
-    /// The workload as a shared buffer: the body itself, stepped past the
-    /// function and unique (an empty one holds no buffer, like a slice).
-    pub fn into_data(self) -> Bytes {
-        let mut body = self.body;
-        if self.unique_end + 1 == body.len() {
-            return Bytes::new();
-        }
-        body.advance(self.unique_end + 1);
-        body
-    }
-
-    /// The same submission as a [`Submit`].
-    pub fn into_submit(self) -> Submit {
-        let function = self.body.slice(..self.function_end);
-        let unique = self.body.slice(self.function_end + 1..self.unique_end);
-        let (priority, background) = (self.priority, self.background);
-        Submit {
-            function,
-            unique,
-            data: self.into_data(),
-            priority,
-            background,
-            epoch: None,
-            reducer: None,
-        }
-    }
-}
-
-impl Submit {
-    /// The packet type that carries this submission.
-    pub fn packet_type(&self) -> PacketType {
-        use PacketType::*;
-        if self.reducer.is_some() {
-            return if self.background {
-                SubmitReduceJobBackground
-            } else {
-                SubmitReduceJob
-            };
-        }
-        if self.epoch.is_some() {
-            return SubmitJobEpoch;
-        }
-        match (self.priority, self.background) {
-            (Priority::High, false) => SubmitJobHigh,
-            (Priority::High, true) => SubmitJobHighBg,
-            (Priority::Normal, false) => SubmitJob,
-            (Priority::Normal, true) => SubmitJobBg,
-            (Priority::Low, false) => SubmitJobLow,
-            (Priority::Low, true) => SubmitJobLowBg,
-        }
     }
 }
 
@@ -207,11 +58,9 @@ pub enum Request {
     ResetAbilities,
     /// PRE_SLEEP.
     PreSleep,
-    /// Any SUBMIT_* but SCHED. Boxed: a submission is the largest request,
-    /// and the plain ones (the commonest) reach the core as
-    /// [`SubmitInPlace`] instead; unboxed it would make every request a
-    /// third larger, and each move of one a `memcpy` call.
-    Submit(Box<Submit>),
+    /// Any SUBMIT_* but SCHED; a plain one received by a server is read in
+    /// place ([`Request::from_packet`]).
+    Submit(Submission),
     /// SUBMIT_JOB_SCHED: a recurring background job (Gearshift; gearmand 1.1
     /// refuses it). Boxed: it is rare, and would double every request's size.
     SubmitSched(Box<Sched>),
@@ -286,14 +135,18 @@ pub struct Sched {
 
 impl Request {
     /// Parses a packet received by a server, taking its body: the same
-    /// result as [`Request::parse`], but a plain SUBMIT_JOB* hands its body
-    /// on as the workload instead of cutting a second slice of it, which
-    /// saves two reference-count updates on the busiest path.
+    /// request as [`Request::parse`], but a plain SUBMIT_JOB* (the busiest
+    /// packet) is read in place, its arguments never cut into slices.
     pub fn from_packet(packet: Packet) -> Result<Request, RequestError> {
         match SubmitInPlace::cut(packet) {
-            Ok(s) => Ok(Request::Submit(Box::new(s.into_submit()))),
+            Ok(s) => Ok(Request::Submit(Submission::InPlace(s))),
             Err(packet) => Request::parse(&packet),
         }
+    }
+
+    /// A SUBMIT_* request for `s` (as a client builds one to send).
+    pub fn submit(s: impl Into<Submission>) -> Request {
+        Request::Submit(s.into())
     }
 
     /// Parses a packet received by a server.
@@ -314,7 +167,7 @@ impl Request {
             Args::split(kind, &packet.body).ok_or(RequestError::MissingArguments(kind))?;
         let mut next = || args.next_arg();
         if let Some((priority, background)) = plain_submit(kind) {
-            return Ok(Request::Submit(Box::new(Submit {
+            return Ok(Request::submit(Submit {
                 function: next(),
                 unique: next(),
                 data: next(),
@@ -322,7 +175,7 @@ impl Request {
                 background,
                 epoch: None,
                 reducer: None,
-            })));
+            }));
         }
         Ok(match kind {
             CanDo => Request::CanDo(next()),
@@ -351,7 +204,7 @@ impl Request {
                 let function = next();
                 let unique = next();
                 let epoch = parse_atoi(&next());
-                Request::Submit(Box::new(Submit {
+                Request::submit(Submit {
                     function,
                     unique,
                     data: next(),
@@ -359,14 +212,14 @@ impl Request {
                     background: true,
                     epoch: Some(epoch),
                     reducer: None,
-                }))
+                })
             }
             SubmitReduceJob | SubmitReduceJobBackground => {
                 let function = next();
                 let unique = next();
                 let reducer = next();
                 let _aggregator = next();
-                Request::Submit(Box::new(Submit {
+                Request::submit(Submit {
                     function,
                     unique,
                     data: next(),
@@ -374,7 +227,7 @@ impl Request {
                     background: kind == SubmitReduceJobBackground,
                     epoch: None,
                     reducer: Some(reducer),
-                }))
+                })
             }
             WorkStatus => Request::WorkStatus {
                 handle: next(),
@@ -421,23 +274,15 @@ impl Request {
             Request::PreSleep => encode_parts(m, PreSleep, &[], out),
             Request::Submit(s) => {
                 let kind = s.packet_type();
-                if let Some(reducer) = &s.reducer {
-                    encode_parts(
-                        m,
-                        kind,
-                        &[&s.function, &s.unique, reducer, b"", &s.data],
-                        out,
-                    )
-                } else if let Some(epoch) = s.epoch {
+                let (function, unique, data) = (s.function(), s.unique(), s.data());
+                if let Some(reducer) = s.reducer() {
+                    encode_parts(m, kind, &[function, unique, reducer, b"", data], out)
+                } else if let Some(epoch) = s.epoch() {
                     let mut when = [0; 20];
-                    encode_parts(
-                        m,
-                        kind,
-                        &[&s.function, &s.unique, decimal(epoch, &mut when), &s.data],
-                        out,
-                    )
+                    let epoch = decimal(epoch, &mut when);
+                    encode_parts(m, kind, &[function, unique, epoch, data], out)
                 } else {
-                    encode_parts(m, kind, &[&s.function, &s.unique, &s.data], out)
+                    encode_parts(m, kind, &[function, unique, data], out)
                 }
             }
             Request::SubmitSched(s) => encode_parts(

@@ -376,12 +376,12 @@ fn epoch_is_parsed_leniently() {
     let Ok(Request::Submit(s)) = Request::parse(&p) else {
         panic!("parses")
     };
-    assert_eq!(s.epoch, Some(0));
+    assert_eq!(s.epoch(), Some(0));
     let p = packet(Magic::Req, PacketType::SubmitJobEpoch, b"f\0u\0 42s\0d");
     let Ok(Request::Submit(s)) = Request::parse(&p) else {
         panic!("parses")
     };
-    assert_eq!(s.epoch, Some(42));
+    assert_eq!(s.epoch(), Some(42));
 }
 
 // ---- Response errors (client side) ----

@@ -143,7 +143,7 @@ fn example_pre_sleep() {
 fn example_submit_job() {
     check_request(
         SUBMIT_JOB,
-        Request::Submit(Box::new(Submit {
+        Request::submit(Box::new(Submit {
             function: b("reverse"),
             unique: Bytes::new(),
             data: b("test"),
@@ -274,7 +274,7 @@ fn submit_reduce_job_with_aggregator() {
     assert_eq!(packet.kind, PacketType::SubmitReduceJob);
     assert_eq!(
         Request::parse(&packet).expect("parses"),
-        Request::Submit(Box::new(Submit {
+        Request::submit(Box::new(Submit {
             function: b("reverse"),
             unique: b("uniq"),
             data: b("test"),
@@ -293,7 +293,7 @@ fn submit_reduce_job_encoding() {
         "00 52 45 51  00 00 00 25  00 00 00 16
          72 65 76 65 72 73 65 00  75 6e 69 71 00  72 65 64 00  00
          74 65 73 74",
-        Request::Submit(Box::new(Submit {
+        Request::submit(Box::new(Submit {
             function: b("reverse"),
             unique: b("uniq"),
             data: b("test"),
@@ -311,7 +311,7 @@ fn submit_reduce_job_background() {
         "00 52 45 51  00 00 00 26  00 00 00 12
          72 65 76 65 72 73 65 00  00  72 65 64 00  00
          74 65 73 74",
-        Request::Submit(Box::new(Submit {
+        Request::submit(Box::new(Submit {
             function: b("reverse"),
             unique: Bytes::new(),
             data: b("test"),
@@ -331,7 +331,7 @@ fn submit_job_epoch() {
          72 65 76 65 72 73 65 00  75 6e 69 71 00
          31 37 30 30 30 30 30 30 30 30 00
          74 65 73 74",
-        Request::Submit(Box::new(Submit {
+        Request::submit(Box::new(Submit {
             function: b("reverse"),
             unique: b("uniq"),
             data: b("test"),
@@ -488,7 +488,7 @@ fn submit_variants_numbers() {
         let bytes = format!("00 52 45 51  00 00 00 {number:02x}  00 00 00 05  66 00 75 00 64");
         check_request(
             &bytes,
-            Request::Submit(Box::new(Submit {
+            Request::submit(Box::new(Submit {
                 function: b("f"),
                 unique: b("u"),
                 data: b("d"),

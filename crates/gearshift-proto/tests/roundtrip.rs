@@ -80,7 +80,7 @@ fn request() -> impl Strategy<Value = Request> {
         name().prop_map(Request::CantDo),
         Just(Request::ResetAbilities),
         Just(Request::PreSleep),
-        submit().prop_map(|s| Request::Submit(Box::new(s))),
+        submit().prop_map(|s| Request::submit(Box::new(s))),
         prop_oneof![
             Just(GrabKind::Plain),
             Just(GrabKind::Uniq),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use gearshift_core::{ConnId, Input};
 use gearshift_proto::frame::HEADER_LEN;
-use gearshift_proto::{decode_frame, Frame, FrameError, Response, SubmitInPlace};
+use gearshift_proto::{decode_frame, FrameError, Response};
 use tokio::io::Interest;
 
 use crate::hub::Item;
@@ -140,15 +140,6 @@ fn feed_frames(
     loop {
         let before = buf.len();
         let input = match decode_frame(buf, max_packet) {
-            // The commonest packet, a plain submission, is read in place
-            // instead of being parsed into a request first.
-            Ok(Some(Frame::Packet(p))) => match SubmitInPlace::cut(p) {
-                Ok(s) => {
-                    t.feed_submit(id, s, before - buf.len());
-                    continue;
-                }
-                Err(p) => Input::from(Frame::Packet(p)),
-            },
             Ok(Some(frame)) => Input::from(frame),
             Ok(None) => return true,
             Err(e) => {

@@ -272,7 +272,7 @@ fn garbage(rng: &mut Rng) -> Vec<u8> {
                         timeout: Bytes::from_static(b"1000"),
                     },
                     6 => Request::GetStatus(data),
-                    _ => Request::Submit(Box::new(gearshift_proto::Submit {
+                    _ => Request::submit(Box::new(gearshift_proto::Submit {
                         function: f,
                         unique: data.slice(..data.len().min(3)),
                         data,

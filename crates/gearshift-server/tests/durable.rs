@@ -144,7 +144,7 @@ fn b(s: &str) -> Bytes {
 }
 
 fn bg_submit(function: &str, data: &str, priority: Priority) -> Request {
-    Request::Submit(Box::new(Submit {
+    Request::submit(Box::new(Submit {
         function: b(function),
         unique: Bytes::new(),
         data: b(data),
@@ -156,10 +156,10 @@ fn bg_submit(function: &str, data: &str, priority: Priority) -> Request {
 }
 
 fn epoch_submit(function: &str, data: &str, epoch: i64) -> Request {
-    Request::Submit(Box::new(Submit {
+    Request::submit(Box::new(Submit {
         epoch: Some(epoch),
         ..match bg_submit(function, data, Priority::Normal) {
-            Request::Submit(s) => *s,
+            Request::Submit(s) => s.into_submit(),
             _ => unreachable!(),
         }
     }))

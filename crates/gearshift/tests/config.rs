@@ -19,7 +19,7 @@ fn submit(addr: &str, function: &str) -> Response {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(WAIT)).expect("read timeout");
     let mut out = BytesMut::new();
-    Request::Submit(Box::new(Submit {
+    Request::submit(Box::new(Submit {
         function: Bytes::copy_from_slice(function.as_bytes()),
         unique: Bytes::new(),
         data: Bytes::from_static(b"x"),

@@ -52,7 +52,7 @@ impl Conn {
 
     /// Submits a background job and returns its handle.
     fn submit_bg(&mut self, function: &str) -> Bytes {
-        self.send(Request::Submit(Box::new(Submit {
+        self.send(Request::submit(Box::new(Submit {
             function: Bytes::copy_from_slice(function.as_bytes()),
             unique: Bytes::new(),
             data: Bytes::from_static(b"x"),

@@ -214,7 +214,7 @@ impl<'a> JobBuilder<'a> {
     }
 
     fn request(&self, background: bool) -> Request {
-        Request::Submit(Box::new(Submit {
+        Request::submit(Box::new(Submit {
             function: self.function.clone(),
             unique: self.unique.clone(),
             data: self.data.clone(),

@@ -29,7 +29,7 @@ pub fn bg(function: &str, unique: &str, data: &str) -> gearshift_proto::Submit {
 
 /// Sends a submission and asserts no packet at all was produced for anyone.
 pub fn submit_unacked(w: &mut World, n: u64, s: gearshift_proto::Submit) {
-    w.req(n, Request::Submit(Box::new(s)));
+    w.req(n, Request::submit(Box::new(s)));
     w.all_quiet();
 }
 

@@ -11,7 +11,7 @@ use gearshift_core::{
     ConnId, ConnInfo, Core, CoreConfig, Effect, Input, JobRecord, Rights, StoreOp,
 };
 use gearshift_proto::{
-    decode_frame, parse_admin, Frame, GrabKind, Priority, Request, Response, Submit, SubmitInPlace,
+    decode_frame, parse_admin, Frame, GrabKind, Priority, Request, Response, Submission, Submit,
 };
 
 pub mod durable;
@@ -81,7 +81,7 @@ pub struct World {
     pub events: Vec<gearshift_core::events::LiveEvent>,
     next_probe: u64,
     /// Plain submissions sent so far: every other one goes through the
-    /// packet path the server takes ([`Core::handle_submit`]), the rest as
+    /// packet path the server takes (read in place, [`Request::from_packet`]), the rest as
     /// parsed requests, so every scenario holds both to the same answers.
     plain_submits: u64,
     /// Check the core's invariants after every step (costs a pass over
@@ -203,7 +203,7 @@ impl World {
     /// Sends a request from connection `n`.
     pub fn req(&mut self, n: u64, r: Request) {
         if let Request::Submit(s) = &r {
-            if s.epoch.is_none() && s.reducer.is_none() {
+            if s.epoch().is_none() && s.reducer().is_none() {
                 self.plain_submits += 1;
                 if self.plain_submits.is_multiple_of(2) {
                     let mut wire = BytesMut::new();
@@ -211,10 +211,11 @@ impl World {
                     let Ok(Some(Frame::Packet(p))) = decode_frame(&mut wire, usize::MAX) else {
                         panic!("a submission encodes to one packet");
                     };
-                    let Ok(s) = SubmitInPlace::cut(p) else {
-                        panic!("a plain submission is read in place");
+                    let Ok(r) = Request::from_packet(p) else {
+                        panic!("a plain submission parses");
                     };
-                    self.core.handle_submit(ConnId(n), s, self.now);
+                    assert!(matches!(&r, Request::Submit(Submission::InPlace(_))));
+                    self.core.handle(ConnId(n), Input::Request(r), self.now);
                     self.collect();
                     return;
                 }
@@ -361,7 +362,7 @@ impl World {
 
     /// Submits from `n` and returns the handle from JOB_CREATED.
     pub fn submit(&mut self, n: u64, s: Submit) -> Bytes {
-        self.req(n, Request::Submit(Box::new(s)));
+        self.req(n, Request::submit(Box::new(s)));
         match self.pop(n) {
             Response::JobCreated(h) => h,
             other => panic!("conn {n}: expected JOB_CREATED, got {other:?}"),

@@ -435,7 +435,7 @@ impl Model {
             epoch: None,
             reducer: None,
         };
-        self.w.req(c, Request::Submit(Box::new(s)));
+        self.w.req(c, Request::submit(Box::new(s)));
     }
 
     pub(crate) fn drop_abilities(&mut self, c: u64, which: impl Fn(usize) -> bool) {

@@ -6,7 +6,7 @@
 use bytes::{Bytes, BytesMut};
 use gearshift_core::{ConnId, Core, Effect, Input, Millis};
 use gearshift_proto::frame::{encode_parts, DEFAULT_MAX_PACKET};
-use gearshift_proto::{decode_frame, Frame, Magic, PacketType, Response, SubmitInPlace};
+use gearshift_proto::{decode_frame, Magic, PacketType, Response};
 
 /// A connection's two buffers.
 pub struct Wire {
@@ -43,14 +43,7 @@ impl Wire {
     ) -> Bytes {
         let mut handle = Bytes::new();
         while let Ok(Some(frame)) = decode_frame(&mut self.input, DEFAULT_MAX_PACKET) {
-            // As the server does: plain submissions are read in place.
-            match frame {
-                Frame::Packet(p) => match SubmitInPlace::cut(p) {
-                    Ok(s) => core.handle_submit(conn, s, now),
-                    Err(p) => core.handle(conn, Input::from(Frame::Packet(p)), now),
-                },
-                frame => core.handle(conn, Input::from(frame), now),
-            }
+            core.handle(conn, Input::from(frame), now);
             core.drain_effects_into(effects);
             self.out.clear();
             for e in effects.drain(..) {

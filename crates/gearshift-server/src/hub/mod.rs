@@ -14,7 +14,7 @@ use crate::config::Reload;
 use bytes::Bytes;
 use gearshift_core::listing::Listing;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
-use gearshift_proto::{Request, Response, SubmitInPlace};
+use gearshift_proto::{Request, Response};
 use tokio::sync::{oneshot, watch, Notify};
 
 use crate::clock::Clock;
@@ -33,8 +33,6 @@ const ROUTE_AFTER: usize = 128;
 pub enum Item {
     /// The connection opened.
     Open(ConnInfo),
-    /// A plain submission, read in place.
-    Submit(SubmitInPlace),
     /// Any other request, a refused packet or an admin line.
     Input(Input),
     /// The peer closed, or reading or writing failed.
@@ -222,7 +220,6 @@ impl Hub {
                 self.core.set_now(now);
                 self.core.connect(id, info);
             }
-            Item::Submit(s) => return self.submit(id, s, sink),
             Item::Input(input) => return self.request(id, input, sink),
             Item::Closed => {
                 if self.core.is_connected(id) {
@@ -246,32 +243,20 @@ impl Hub {
         self.route(sink);
     }
 
-    /// A plain submission read in place: [`Item::Submit`] without the
-    /// wrapping (the commonest input, moved as little as possible).
+    /// A request, refused packet or admin line: [`Item::Input`] without the
+    /// wrapping.
     ///
     /// A submission never makes the core close a connection, so what it
     /// produced may wait for the next route (at the latest the round's
     /// [`Hub::settle`]): a pipelined stream of them is routed in one pass.
-    pub fn submit(&mut self, id: ConnId, s: SubmitInPlace, sink: &mut impl OutSink) {
-        let now = self.round_now();
-        if self.draining.is_some() {
-            let input = Input::Request(Request::Submit(Box::new(s.into_submit())));
-            self.run_input(id, input, now);
-        } else {
-            self.core.handle_submit(id, s, now);
-        }
-        if self.core.pending_effects() >= ROUTE_AFTER {
-            self.route(sink);
-        }
-    }
-
-    /// A request, refused packet or admin line: [`Item::Input`] without the
-    /// wrapping.
     #[inline]
     pub fn request(&mut self, id: ConnId, input: Input, sink: &mut impl OutSink) {
         let now = self.round_now();
+        let submit = matches!(input, Input::Request(Request::Submit(_)));
         self.run_input(id, input, now);
-        self.route(sink);
+        if !submit || self.core.pending_effects() >= ROUTE_AFTER {
+            self.route(sink);
+        }
     }
 
     /// The time of this round's inputs, read once per round.

@@ -4,7 +4,7 @@
 use super::*;
 use gearshift_core::conn::Rights;
 use gearshift_core::CoreConfig;
-use gearshift_proto::{Magic, Packet, PacketType};
+use gearshift_proto::{Magic, Packet, PacketType, Submission};
 
 /// Keeps every output, in order.
 struct Collect(Vec<Out>);
@@ -37,16 +37,16 @@ fn open(hub: &mut Hub, id: ConnId, sink: &mut Collect) {
     hub.input(id, Item::Open(info), sink);
 }
 
-fn background_submit(n: usize) -> SubmitInPlace {
+fn background_submit(n: usize) -> Input {
     let body = Bytes::from(format!("fn\0\0job {n}"));
     let packet = Packet {
         magic: Magic::Req,
         kind: PacketType::SubmitJobBg,
         body,
     };
-    match SubmitInPlace::cut(packet) {
-        Ok(s) => s,
-        Err(p) => panic!("not a plain submission: {p:?}"),
+    match Request::from_packet(packet) {
+        Ok(r @ Request::Submit(Submission::InPlace(_))) => Input::Request(r),
+        other => panic!("not a plain submission read in place: {other:?}"),
     }
 }
 
@@ -57,7 +57,7 @@ fn with_submissions(n: usize) -> (Hub, Collect, ConnId) {
     let a = ConnId(1);
     open(&mut hub, a, &mut sink);
     for i in 0..n {
-        hub.submit(a, background_submit(i), &mut sink);
+        hub.request(a, background_submit(i), &mut sink);
     }
     (hub, sink, a)
 }
@@ -76,7 +76,7 @@ fn answers_to_submissions_wait_for_the_round_and_keep_their_order() {
     open(&mut hub, a, &mut sink);
     open(&mut hub, b, &mut sink);
     for n in 0..3 {
-        hub.submit(a, background_submit(n), &mut sink);
+        hub.request(a, background_submit(n), &mut sink);
     }
     // Not routed yet: a few submissions wait for the round's end.
     assert_eq!(created_for(&sink.0, a), 0);

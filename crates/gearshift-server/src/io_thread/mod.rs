@@ -20,7 +20,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use gearshift_core::{ConnId, ConnInfo, Input};
-use gearshift_proto::SubmitInPlace;
 use tokio::sync::{mpsc as tmpsc, OwnedSemaphorePermit};
 
 use crate::core_lock::CoreLock;
@@ -398,15 +397,6 @@ impl IoThread {
                 slot.waker().notify_one();
             }
         }
-    }
-
-    /// A plain submission of connection `id`: [`IoThread::feed`] of an
-    /// [`Item::Submit`], moved as little as possible.
-    pub fn feed_submit(&mut self, id: ConnId, s: SubmitInPlace, bytes: usize) {
-        if let Some((hub, peers)) = self.hub_and_sink() {
-            return hub.submit(id, s, peers);
-        }
-        self.feed(id, Item::Submit(s), bytes);
     }
 
     /// A request of connection `id`: [`IoThread::feed`] of an
