@@ -21,7 +21,7 @@ use gearshift_core::ConnId;
 
 use crate::counters::ConnCounters;
 use crate::handoff::{Flow, OutSlot};
-use crate::hub::{Hub, Item, Outboxes, ToHub};
+use crate::hub::{thread_of, Hub, Item, Out, OutSink, ToHub};
 
 /// Most messages taken in one round before outputs are handed out, so a
 /// flood of batches cannot delay every answer.
@@ -30,6 +30,17 @@ const ROUND: usize = 256;
 /// Rounds one holder runs in a row before it leaves the rest to the helper
 /// thread (its own connections wait meanwhile).
 const MAX_ROUNDS: usize = 4;
+
+/// One outbox per I/O thread, for the hub's holder to hand out.
+struct Outboxes(Vec<Vec<Out>>);
+
+impl OutSink for Outboxes {
+    fn push(&mut self, out: Out) {
+        let n = self.0.len();
+        let t = thread_of(out.conn(), n);
+        self.0[t].push(out);
+    }
+}
 
 /// What the hub is told.
 pub enum ToCore {
@@ -207,21 +218,14 @@ impl CoreLock {
                     }
                     held.ran.push((thread, seq, bytes));
                 }
-                ToCore::Hub(ToHub::Commit(c)) => hub.commit(c, &mut held.outboxes),
-                ToCore::Hub(ToHub::Shutdown(graceful)) => hub.begin_shutdown(graceful),
-                ToCore::Hub(ToHub::Finish(done)) => {
-                    let store = hub.finish(&mut held.outboxes);
-                    held.hub = None;
-                    self.stop();
-                    self.hand_out(&mut held.outboxes, &mut held.wake);
-                    if let Some(store) = store {
-                        // The store thread flushes what is queued, then ends.
-                        store.finish();
+                ToCore::Hub(msg) => {
+                    if let Some(finished) = hub.message(msg, &mut held.outboxes) {
+                        held.hub = None;
+                        self.stop();
+                        self.hand_out(&mut held.outboxes, &mut held.wake);
+                        finished.complete();
                     }
-                    let _ = done.send(());
                 }
-                ToCore::Hub(ToHub::Reload(r)) => hub.reload(&r, &mut held.outboxes),
-                ToCore::Hub(ToHub::Call(c)) => hub.call(c, &mut held.outboxes),
                 ToCore::Tick => {}
                 ToCore::Stop => {
                     held.hub = None;

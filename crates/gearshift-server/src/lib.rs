@@ -69,7 +69,7 @@ pub use control::{Control, Stopped};
 use core_lock::{CoreLock, IoLinks, ToCore};
 use handoff::{Flow, OutSlot};
 use hub::{Hub, Signals, ToHub};
-use io_thread::{IoSettings, Sink, ToIo};
+use io_thread::{Batcher, IoSettings, Sink, ToIo};
 use store_task::{Deliver, StoreTask};
 
 /// Errors starting the server.
@@ -375,11 +375,11 @@ impl Server {
             let sink = match (inline_hub.take(), &core) {
                 (Some(hub), _) => Sink::Inline(hub),
                 (None, None) => return,
-                (None, Some(core)) => Sink::Core {
-                    core: core.clone(),
-                    flow: flows[index].clone(),
-                    slot: slots[index].clone(),
-                },
+                (None, Some(core)) => Sink::Shared(Batcher::new(
+                    core.clone(),
+                    flows[index].clone(),
+                    slots[index].clone(),
+                )),
             };
             let name = format!("gearshift-io-{index}");
             joins.push(spawn_thread(name, move || {

@@ -56,6 +56,23 @@ pub enum ToHub {
     Call(Call),
 }
 
+/// A finished hub's last duties: the store, to be flushed and ended, and
+/// whoever waits to hear that the server is done.
+pub struct Finished {
+    store: Option<StoreTask>,
+    done: oneshot::Sender<()>,
+}
+
+impl Finished {
+    /// Ends the store thread (after it flushed what is queued) and says so.
+    pub fn complete(self) {
+        if let Some(store) = self.store {
+            store.finish();
+        }
+        let _ = self.done.send(());
+    }
+}
+
 /// One thing an I/O thread must do for a connection it owns, in order.
 #[derive(Debug)]
 pub enum Out {
@@ -86,22 +103,11 @@ impl Out {
 }
 
 /// Where the hub puts what it produced: straight into the connections'
-/// buffers (with the hub on the only I/O thread), or into one outbox per I/O
-/// thread (shared by several I/O threads).
+/// buffers ([`crate::peers::Peers`], with the hub on the only I/O thread),
+/// or into one outbox per I/O thread ([`crate::core_lock`], shared by several).
 pub trait OutSink {
     /// Takes one output, in order.
     fn push(&mut self, out: Out);
-}
-
-/// One outbox per I/O thread, for the hub's holder to hand out.
-pub struct Outboxes(pub Vec<Vec<Out>>);
-
-impl OutSink for Outboxes {
-    fn push(&mut self, out: Out) {
-        let n = self.0.len();
-        let t = thread_of(out.conn(), n);
-        self.0[t].push(out);
-    }
 }
 
 /// The I/O thread (of `threads`) that owns connection `id`: ids are handed
@@ -179,9 +185,26 @@ impl Hub {
         self.bus = Some(bus);
     }
 
+    /// Carries out a message from the rest of the server, wherever the hub
+    /// runs; after [`ToHub::Finish`], the hub's last duties are returned
+    /// (to be done once its outputs are written). Call [`Hub::settle`] after it.
+    pub fn message(&mut self, msg: ToHub, sink: &mut impl OutSink) -> Option<Finished> {
+        match msg {
+            ToHub::Commit(c) => self.commit(c, sink),
+            ToHub::Shutdown(graceful) => self.begin_shutdown(graceful),
+            ToHub::Reload(r) => self.reload(&r, sink),
+            ToHub::Call(c) => self.call(c, sink),
+            ToHub::Finish(done) => {
+                let store = self.finish(sink);
+                return Some(Finished { store, done });
+            }
+        }
+        None
+    }
+
     /// Runs a control call (the HTTP API) on the core and routes what it
     /// produced. Call [`Hub::settle`] after it.
-    pub fn call(&mut self, call: Call, sink: &mut impl OutSink) {
+    fn call(&mut self, call: Call, sink: &mut impl OutSink) {
         self.sync_events();
         self.core.set_now(self.clock.now());
         call(&mut self.core);
@@ -284,7 +307,7 @@ impl Hub {
     }
 
     /// A reloaded config file: new policies and schedules.
-    pub fn reload(&mut self, reload: &Reload, sink: &mut impl OutSink) {
+    fn reload(&mut self, reload: &Reload, sink: &mut impl OutSink) {
         self.core.set_now(self.clock.now());
         self.core.set_policies(reload.policies.clone());
         if let Err(e) = self.core.set_config_schedules(reload.schedules.clone()) {
@@ -294,7 +317,7 @@ impl Hub {
     }
 
     /// The store finished a group commit.
-    pub fn commit(&mut self, commit: Commit, sink: &mut impl OutSink) {
+    fn commit(&mut self, commit: Commit, sink: &mut impl OutSink) {
         self.sync_events();
         match commit {
             Commit::Stored(ids) => self.core.persisted(&ids, self.clock.now()),
@@ -318,7 +341,7 @@ impl Hub {
     }
 
     /// A signal asked for a stop (`graceful`: running jobs finish first).
-    pub fn begin_shutdown(&mut self, graceful: bool) {
+    fn begin_shutdown(&mut self, graceful: bool) {
         if self.draining == Some(false) {
             return;
         }
@@ -333,7 +356,7 @@ impl Hub {
 
     /// Ends the server: every connection is closed (after what it is owed),
     /// and the store (if any) is handed back to be finished off.
-    pub fn finish(&mut self, sink: &mut impl OutSink) -> Option<StoreTask> {
+    fn finish(&mut self, sink: &mut impl OutSink) -> Option<StoreTask> {
         self.route(sink);
         self.finished = true;
         let left = self.core.volatile_job_count();

@@ -61,24 +61,6 @@ pub enum ToIo {
     Stop,
 }
 
-/// Where the thread's connections' items go.
-enum Route {
-    /// The hub is on this thread.
-    Inline(Box<Hub>),
-    /// Batches for the shared hub.
-    Core {
-        core: Arc<CoreLock>,
-        pending: Vec<(ConnId, Item)>,
-        pending_bytes: usize,
-        /// What was handed over and how far the hub got.
-        flow: Arc<Flow>,
-        /// The number the pending batch will be sent with.
-        next_seq: u64,
-        /// The sender task is woken and has not run yet.
-        scheduled: bool,
-    },
-}
-
 /// What a connection task should do next.
 #[derive(Debug, Clone, Copy)]
 pub struct PeerState {
@@ -101,13 +83,11 @@ pub struct IoThread {
     /// Connections closed for staying silent.
     pub counters: Arc<crate::counters::ConnCounters>,
     access: Arc<crate::access::AccessCell>,
-    route: Route,
-    /// The flusher (single thread) or the sender (several) was woken.
+    route: Sink,
+    /// The flusher was woken and has not run yet.
     flush_scheduled: bool,
     flush: Rc<Signal>,
     send: Rc<Signal>,
-    /// Where the hub leaves outputs (several I/O threads).
-    slot: Option<Arc<OutSlot>>,
 }
 
 /// Settings of one I/O thread.
@@ -130,28 +110,54 @@ pub struct IoSettings {
     pub access: Arc<crate::access::AccessCell>,
 }
 
-/// Where an I/O thread sends its items: the hub itself (one thread) or
-/// the hub shared by the I/O threads.
+/// Where an I/O thread's items go: the hub itself, run here (the only I/O
+/// thread), or batches for the hub the I/O threads share. Every other part
+/// of the thread is written once, for both.
 pub enum Sink {
     /// Run the hub here.
     Inline(Box<Hub>),
     /// Hand batches to the hub shared by the I/O threads.
-    Core {
-        /// The shared hub.
-        core: Arc<CoreLock>,
-        /// This thread's flow of batches, shared with the hub.
-        flow: Arc<Flow>,
-        /// Where the hub leaves this thread's outputs.
-        slot: Arc<OutSlot>,
-    },
+    Shared(Batcher),
+}
+
+/// An I/O thread's side of the shared hub: the items its connections did,
+/// collected until every ready connection has had its turn, then handed
+/// over as one batch; the hub leaves the answers in `slot`.
+pub struct Batcher {
+    core: Arc<CoreLock>,
+    /// What was handed over and how far the hub got.
+    flow: Arc<Flow>,
+    /// Where the hub leaves this thread's outputs.
+    slot: Arc<OutSlot>,
+    pending: Vec<(ConnId, Item)>,
+    pending_bytes: usize,
+    /// The number the pending batch will be sent with.
+    next_seq: u64,
+    /// The sender task is woken and has not run yet.
+    scheduled: bool,
+}
+
+impl Batcher {
+    /// This thread's link to the shared hub `core`.
+    pub fn new(core: Arc<CoreLock>, flow: Arc<Flow>, slot: Arc<OutSlot>) -> Self {
+        Batcher {
+            core,
+            flow,
+            slot,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            next_seq: 1,
+            scheduled: false,
+        }
+    }
 }
 
 /// Runs an I/O thread until [`ToIo::Stop`] (or its inbox closes).
 pub fn run(settings: IoSettings, sink: Sink, inbox: tmpsc::UnboundedReceiver<ToIo>) {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
-    if let Sink::Core { slot, .. } = &sink {
-        let (a, b) = (slot.clone(), slot.clone());
+    if let Sink::Shared(b) = &sink {
+        let (a, b) = (b.slot.clone(), b.slot.clone());
         builder
             .on_thread_park(move || a.before_park())
             .on_thread_unpark(move || b.after_unpark());
@@ -168,26 +174,10 @@ pub fn run(settings: IoSettings, sink: Sink, inbox: tmpsc::UnboundedReceiver<ToI
 }
 
 async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedReceiver<ToIo>) {
-    let mut slot = None;
-    let route = match sink {
-        Sink::Inline(hub) => Route::Inline(hub),
-        Sink::Core {
-            core,
-            flow,
-            slot: s,
-        } => {
-            slot = Some(s);
-            Route::Core {
-                core,
-                pending: Vec::new(),
-                pending_bytes: 0,
-                flow,
-                next_seq: 1,
-                scheduled: false,
-            }
-        }
+    let slot = match &sink {
+        Sink::Inline(_) => None,
+        Sink::Shared(b) => Some(b.slot.clone()),
     };
-    let inline = matches!(route, Route::Inline(_));
     let io = Rc::new(RefCell::new(IoThread {
         index: settings.index,
         peers: Peers::new(
@@ -200,20 +190,20 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         idle_timeout: settings.idle_timeout,
         counters: settings.counters.clone(),
         access: settings.access.clone(),
-        route,
+        route: sink,
         flush_scheduled: false,
         flush: Rc::new(Signal::new()),
         send: Rc::new(Signal::new()),
-        slot: slot.clone(),
     }));
+    // Besides the flusher: the hub's timer when it runs here; otherwise the
+    // sender of batches and the taker of the shared hub's outputs.
     let mut helpers = vec![tokio::task::spawn_local(flusher(io.clone()))];
-    if inline {
-        helpers.push(tokio::task::spawn_local(timer(io.clone())));
-    } else {
-        helpers.push(tokio::task::spawn_local(sender(io.clone())));
-    }
-    if let Some(slot) = slot {
-        helpers.push(tokio::task::spawn_local(taker(io.clone(), slot)));
+    match slot {
+        None => helpers.push(tokio::task::spawn_local(timer(io.clone()))),
+        Some(slot) => {
+            helpers.push(tokio::task::spawn_local(sender(io.clone())));
+            helpers.push(tokio::task::spawn_local(taker(io.clone(), slot)));
+        }
     }
     // The inbox has a task of its own: the future `block_on` runs is polled
     // on every wake-up of the thread, so it only checks a flag.
@@ -245,53 +235,24 @@ fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
 
 /// Carries out a message for the hub that runs on this thread.
 fn hub_message(io: &Rc<RefCell<IoThread>>, msg: ToHub) {
-    match msg {
-        ToHub::Commit(c) => {
-            let mut t = io.borrow_mut();
-            if let Some((hub, peers)) = t.hub_and_sink() {
-                hub.commit(c, peers);
-            }
-            t.pump(None);
-            // The answers (JOB_CREATED) are written at once: their
-            // submitters wait on them, and nothing else batches with them.
-            t.peers.write_dirty();
-            t.report_failed();
-            t.pump(None);
-        }
-        ToHub::Shutdown(graceful) => {
-            let mut t = io.borrow_mut();
-            if let Route::Inline(hub) = &mut t.route {
-                hub.begin_shutdown(graceful);
-            }
-            t.pump(None);
-        }
-        ToHub::Finish(done) => {
-            let mut guard = io.borrow_mut();
-            let t = &mut *guard;
-            let store = t.hub_and_sink().and_then(|(hub, peers)| hub.finish(peers));
-            t.pump(None);
-            t.peers.write_dirty();
-            drop(guard);
-            if let Some(store) = store {
-                // The store thread flushes what is queued, then ends.
-                store.finish();
-            }
-            let _ = done.send(());
-        }
-        ToHub::Reload(r) => {
-            let mut t = io.borrow_mut();
-            if let Some((hub, peers)) = t.hub_and_sink() {
-                hub.reload(&r, peers);
-            }
-            t.pump(None);
-        }
-        ToHub::Call(c) => {
-            let mut t = io.borrow_mut();
-            if let Some((hub, peers)) = t.hub_and_sink() {
-                hub.call(c, peers);
-            }
-            t.pump(None);
-        }
+    let mut guard = io.borrow_mut();
+    let t = &mut *guard;
+    // A commit's answers (JOB_CREATED) are written at once: their
+    // submitters wait on them, and nothing else batches with them.
+    let write_now = matches!(msg, ToHub::Commit(_) | ToHub::Finish(_));
+    let finished = match t.hub_and_sink() {
+        Some((hub, peers)) => hub.message(msg, peers),
+        None => None,
+    };
+    t.pump(None);
+    if write_now {
+        t.peers.write_dirty();
+        t.report_failed();
+        t.pump(None);
+    }
+    drop(guard);
+    if let Some(finished) = finished {
+        finished.complete();
     }
 }
 
@@ -347,8 +308,8 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
 impl IoThread {
     fn deadline(&mut self) -> Option<std::time::Instant> {
         match &mut self.route {
-            Route::Inline(hub) => hub.deadline(),
-            Route::Core { .. } => None,
+            Sink::Inline(hub) => hub.deadline(),
+            Sink::Shared(_) => None,
         }
     }
 
@@ -360,13 +321,13 @@ impl IoThread {
         let max_output = self.peers.max_output();
         let p = self.peers.get_mut(id)?;
         let throttled = match &self.route {
-            Route::Core { flow, .. } => {
+            Sink::Shared(Batcher { flow, .. }) => {
                 if p.sent_bytes > 0 && flow.processed.load(Ordering::Acquire) >= p.sent_seq {
                     p.sent_bytes = 0;
                 }
                 p.sent_bytes > max_output || flow.in_flight.load(Ordering::Acquire) > MAX_IN_FLIGHT
             }
-            Route::Inline(_) => false,
+            Sink::Inline(_) => false,
         };
         Some(PeerState {
             blocked: p.blocked,
@@ -377,9 +338,10 @@ impl IoThread {
 
     /// Encodes and writes the batches the hub left.
     fn take_outputs(&mut self) {
-        let Some(slot) = self.slot.clone() else {
+        let Sink::Shared(b) = &self.route else {
             return;
         };
+        let slot = b.slot.clone();
         for batch in slot.take() {
             for out in batch {
                 self.peers.push(out);
@@ -392,9 +354,9 @@ impl IoThread {
     /// After a read: if the hub left outputs, has the taker run
     /// (woken from this thread, which costs no system call).
     pub fn poll_outputs(&self) {
-        if let Some(slot) = &self.slot {
-            if slot.has_pending() {
-                slot.waker().notify_one();
+        if let Sink::Shared(b) = &self.route {
+            if b.slot.has_pending() {
+                b.slot.waker().notify_one();
             }
         }
     }
@@ -414,22 +376,15 @@ impl IoThread {
         if let Some((hub, peers)) = self.hub_and_sink() {
             return hub.input(id, item, peers);
         }
-        if let Route::Core {
-            pending,
-            pending_bytes,
-            next_seq,
-            scheduled,
-            ..
-        } = &mut self.route
-        {
-            pending.push((id, item));
-            *pending_bytes += bytes;
+        if let Sink::Shared(b) = &mut self.route {
+            b.pending.push((id, item));
+            b.pending_bytes += bytes;
             if let Some(p) = self.peers.get_mut(id) {
                 p.sent_bytes += bytes;
-                p.sent_seq = *next_seq;
+                p.sent_seq = b.next_seq;
             }
-            if !*scheduled {
-                *scheduled = true;
+            if !b.scheduled {
+                b.scheduled = true;
                 self.send.notify();
             }
         }
@@ -490,7 +445,7 @@ impl IoThread {
     /// The hub (when it runs on this thread) and this thread's connections,
     /// its output sink, borrowed together.
     fn hub_and_sink(&mut self) -> Option<(&mut Hub, &mut Peers)> {
-        let Route::Inline(hub) = &mut self.route else {
+        let Sink::Inline(hub) = &mut self.route else {
             return None;
         };
         Some((hub, &mut self.peers))

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::core_lock::ToCore;
 use crate::handoff::OutSlot;
 
-use super::{IoThread, Route};
+use super::{IoThread, Sink};
 
 /// Takes the hub's output batches and writes them: every batch
 /// that came meanwhile is encoded first, then each connection gets one write.
@@ -41,46 +41,37 @@ pub(super) async fn flusher(io: Rc<RefCell<IoThread>>) {
 /// thread ran the hub itself, its own answers are written at once.
 pub(super) async fn sender(io: Rc<RefCell<IoThread>>) {
     let wake = io.borrow().send.clone();
-    let core = match &io.borrow().route {
-        Route::Core { core, .. } => core.clone(),
-        Route::Inline(_) => return,
+    let (core, slot) = match &io.borrow().route {
+        Sink::Shared(b) => (b.core.clone(), b.slot.clone()),
+        Sink::Inline(_) => return,
     };
     loop {
         wake.wait().await;
         let mut t = io.borrow_mut();
         let index = t.index;
-        let Route::Core {
-            pending,
-            pending_bytes,
-            flow,
-            next_seq,
-            scheduled,
-            ..
-        } = &mut t.route
-        else {
-            continue;
+        let Sink::Shared(b) = &mut t.route else {
+            return;
         };
-        *scheduled = false;
-        if pending.is_empty() {
+        b.scheduled = false;
+        if b.pending.is_empty() {
             continue;
         }
-        let bytes = std::mem::take(pending_bytes);
-        flow.sent(bytes);
+        let bytes = std::mem::take(&mut b.pending_bytes);
+        b.flow.sent(bytes);
         let batch = ToCore::Batch {
             thread: index,
-            items: std::mem::take(pending),
+            items: std::mem::take(&mut b.pending),
             bytes,
-            seq: *next_seq,
+            seq: b.next_seq,
         };
-        *next_seq += 1;
+        b.next_seq += 1;
         // Not borrowed while the hub runs: it touches only the slots.
         drop(t);
         if core.send(batch).is_err() {
             tracing::debug!("the hub is gone; items dropped");
         }
-        let mut t = io.borrow_mut();
-        if t.slot.as_ref().is_some_and(|s| s.has_pending()) {
-            t.take_outputs();
+        if slot.has_pending() {
+            io.borrow_mut().take_outputs();
         }
     }
 }
@@ -89,8 +80,8 @@ pub(super) async fn sender(io: Rc<RefCell<IoThread>>) {
 /// early when the hub arms an earlier deadline.
 pub(super) async fn timer(io: Rc<RefCell<IoThread>>) {
     let wake = match &io.borrow().route {
-        Route::Inline(hub) => hub.timer_signal(),
-        Route::Core { .. } => return,
+        Sink::Inline(hub) => hub.timer_signal(),
+        Sink::Shared(_) => return,
     };
     let mut deadline = io.borrow_mut().deadline();
     loop {
