@@ -83,6 +83,16 @@ impl Core {
         false
     }
 
+    /// [`Core::permitted`] for a submission (the busiest request, which
+    /// needs no look at its kind).
+    pub(crate) fn may_submit(&mut self, conn: ConnId, rights: Rights) -> bool {
+        if Need::Submit.granted(rights) {
+            return true;
+        }
+        self.refuse(conn, Need::Submit, None);
+        false
+    }
+
     fn refuse(&mut self, conn: ConnId, need: Need, cmd: Option<&AdminCommand>) {
         let Some(c) = self.conns.get(&conn.0) else {
             return;

@@ -1,7 +1,9 @@
 //! What the core asks its driver to do: send, close, shut down.
 
 use bytes::Bytes;
-use gearshift_proto::{parse_admin, AdminCommand, Frame, Request, RequestError, Response};
+use gearshift_proto::{
+    parse_admin, AdminCommand, Frame, Request, RequestError, Response, Submission, SubmitInPlace,
+};
 
 use crate::ids::{ConnId, JobId};
 
@@ -19,11 +21,17 @@ pub enum Input {
 impl From<Frame> for Input {
     /// A decoded frame as the core takes it: a packet parsed into a request
     /// (or refused), a text line parsed as an admin command.
+    #[inline]
     fn from(frame: Frame) -> Self {
         match frame {
-            Frame::Packet(p) => match Request::from_packet(p) {
-                Ok(r) => Input::Request(r),
-                Err(e) => Input::Invalid(e),
+            // A plain submission (the busiest packet) is read in place and
+            // built where it lands, with no intermediate result to move.
+            Frame::Packet(p) => match SubmitInPlace::cut(p) {
+                Ok(s) => Input::Request(Request::Submit(Submission::InPlace(s))),
+                Err(p) => match Request::parse(&p) {
+                    Ok(r) => Input::Request(r),
+                    Err(e) => Input::Invalid(e),
+                },
             },
             Frame::Text(line) => Input::Admin(parse_admin(&line)),
         }

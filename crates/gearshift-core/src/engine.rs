@@ -173,9 +173,23 @@ impl Core {
     }
 
     /// One input from a connection.
+    #[inline]
     pub fn handle(&mut self, conn: ConnId, input: Input, now: Millis) {
-        let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
         self.now = self.now.max(now);
+        match input {
+            // The busiest input, straight to its rule.
+            Input::Request(Request::Submit(s)) => {
+                let rights = self.heard_from(conn, false, false, false);
+                if rights.is_some_and(|r| self.may_submit(conn, r)) {
+                    self.submit(conn, s, now);
+                }
+            }
+            input => self.handle_other(conn, input, now),
+        }
+    }
+
+    fn handle_other(&mut self, conn: ConnId, input: Input, now: Millis) {
+        let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
         let fail = matches!(input, Input::Request(Request::WorkFail { .. }));
         let admin = matches!(input, Input::Admin(_));
         let Some(rights) = self.heard_from(conn, settles, fail, admin) else {

@@ -137,6 +137,7 @@ impl Request {
     /// Parses a packet received by a server, taking its body: the same
     /// request as [`Request::parse`], but a plain SUBMIT_JOB* (the busiest
     /// packet) is read in place, its arguments never cut into slices.
+    #[inline]
     pub fn from_packet(packet: Packet) -> Result<Request, RequestError> {
         match SubmitInPlace::cut(packet) {
             Ok(s) => Ok(Request::Submit(Submission::InPlace(s))),
