@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use gearshift_proto::{
-    parse_admin, AdminCommand, Frame, Request, RequestError, Response, Submission, SubmitInPlace,
+    parse_admin, AdminCommand, Frame, Request, RequestError, Response, Submission,
 };
 
 use crate::ids::{ConnId, JobId};
@@ -26,8 +26,8 @@ impl From<Frame> for Input {
         match frame {
             // A plain submission (the busiest packet) is read in place and
             // built where it lands, with no intermediate result to move.
-            Frame::Packet(p) => match SubmitInPlace::cut(p) {
-                Ok(s) => Input::Request(Request::Submit(Submission::InPlace(s))),
+            Frame::Packet(p) => match Submission::cut(p) {
+                Ok(s) => Input::Request(Request::Submit(s)),
                 Err(p) => match Request::parse(&p) {
                     Ok(r) => Input::Request(r),
                     Err(e) => Input::Invalid(e),

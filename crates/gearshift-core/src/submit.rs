@@ -14,17 +14,16 @@ use crate::table::Full;
 use crate::timers::Timer;
 use crate::Millis;
 
-/// A submission's payload (unique and workload) and reducer: a plain one
-/// read in place keeps its packet's body as the workload.
-fn into_parts(s: Submission) -> (Payload, Option<Bytes>) {
-    match s {
-        Submission::InPlace(s) if s.unique_is_empty() => (Payload::plain(s.into_data()), None),
-        Submission::InPlace(s) => (Payload::joined(s.unique(), s.data()), None),
-        Submission::Parsed(s) => {
-            let s = *s;
-            (Payload::new(s.unique, s.data), s.reducer)
-        }
-    }
+/// A submission's payload (unique and workload) and reducer: one with an
+/// empty unique keeps its packet's body as the workload.
+fn into_parts(mut s: Submission) -> (Payload, Option<Bytes>) {
+    let reducer = s.take_reducer();
+    let payload = if s.unique_is_empty() {
+        Payload::plain(s.into_data())
+    } else {
+        Payload::joined(s.unique(), s.data())
+    };
+    (payload, reducer)
 }
 
 impl Core {

@@ -27,4 +27,4 @@ pub use frame::{decode_frame, Frame, Magic, Packet};
 pub use packet_type::PacketType;
 pub use request::{GrabKind, Priority, Request, Sched};
 pub use response::Response;
-pub use submit::{Submission, Submit, SubmitInPlace};
+pub use submit::{Submission, Submit};

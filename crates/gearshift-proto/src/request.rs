@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use crate::error::RequestError;
 use crate::frame::{decimal, encode_parts, Args, Magic, Packet};
 use crate::packet_type::PacketType;
-use crate::submit::{plain_submit, Submission, Submit, SubmitInPlace};
+use crate::submit::{plain_submit, Submission, Submit};
 
 /// The three Gearman priorities, highest first; the discriminant is the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -139,8 +139,8 @@ impl Request {
     /// packet) is read in place, its arguments never cut into slices.
     #[inline]
     pub fn from_packet(packet: Packet) -> Result<Request, RequestError> {
-        match SubmitInPlace::cut(packet) {
-            Ok(s) => Ok(Request::Submit(Submission::InPlace(s))),
+        match Submission::cut(packet) {
+            Ok(s) => Ok(Request::Submit(s)),
             Err(packet) => Request::parse(&packet),
         }
     }
@@ -168,6 +168,9 @@ impl Request {
             Args::split(kind, &packet.body).ok_or(RequestError::MissingArguments(kind))?;
         let mut next = || args.next_arg();
         if let Some((priority, background)) = plain_submit(kind) {
+            if let Ok(s) = Submission::cut(packet.clone()) {
+                return Ok(Request::Submit(s));
+            }
             return Ok(Request::submit(Submit {
                 function: next(),
                 unique: next(),

@@ -1,7 +1,7 @@
-//! Job submissions as a server takes them: [`Submission`] is what a
-//! SUBMIT_* request carries, either read in place from its packet (the six
-//! plain kinds, the busiest packets there are) or parsed into a [`Submit`]
-//! (the epoch and reduce kinds, and what clients build to send).
+//! Job submissions: [`Submission`] is what a SUBMIT_* request carries. A
+//! server reads a plain one (the six SUBMIT_JOB* kinds, the busiest packets
+//! there are) in place from its packet's body; [`Submit`] is the same
+//! submission with its arguments apart, as a client builds one to send.
 
 use bytes::{Buf, Bytes};
 
@@ -9,7 +9,8 @@ use crate::frame::{Magic, Packet};
 use crate::packet_type::PacketType;
 use crate::request::Priority;
 
-/// A job submission, whichever of the nine SUBMIT_* packets carried it.
+/// A job submission with its arguments apart, whichever of the nine
+/// SUBMIT_* packets carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Submit {
     /// Function name.
@@ -40,103 +41,6 @@ pub(crate) fn plain_submit(kind: PacketType) -> Option<(Priority, bool)> {
         SubmitJobLowBg => (Priority::Low, true),
         _ => return None,
     })
-}
-
-/// A plain SUBMIT_JOB* packet (the six kinds that carry only function,
-/// unique and workload), read in place: the function name and unique id
-/// are read from the packet's body where they lie, and the workload is the
-/// rest of that body, so a server takes a submission without cutting a
-/// shared slice per argument.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubmitInPlace {
-    /// The packet's body.
-    body: Bytes,
-    /// Where the function name's NUL is.
-    function_end: usize,
-    /// Where the unique id's NUL is.
-    unique_end: usize,
-    /// Queue priority.
-    pub priority: Priority,
-    /// Detached from the client.
-    pub background: bool,
-}
-
-impl SubmitInPlace {
-    /// Reads `packet` in place when it is a well-formed plain submission
-    /// sent to a server; anything else (other types, `\0RES` magic, too few
-    /// arguments) comes back untouched, for [`Request::parse`] to handle.
-    pub fn cut(packet: Packet) -> Result<SubmitInPlace, Packet> {
-        let plain = plain_submit(packet.kind).filter(|_| packet.magic == Magic::Req);
-        let Some((priority, background)) = plain else {
-            return Err(packet);
-        };
-        let body = &packet.body;
-        let Some(function_end) = body.iter().position(|&b| b == 0) else {
-            return Err(packet);
-        };
-        let Some(unique_len) = body[function_end + 1..].iter().position(|&b| b == 0) else {
-            return Err(packet);
-        };
-        Ok(SubmitInPlace {
-            unique_end: function_end + 1 + unique_len,
-            function_end,
-            body: packet.body,
-            priority,
-            background,
-        })
-    }
-
-    /// Function name.
-    pub fn function(&self) -> &[u8] {
-        &self.body[..self.function_end]
-    }
-
-    /// Client-chosen unique id (may be empty).
-    pub fn unique(&self) -> &[u8] {
-        &self.body[self.function_end + 1..self.unique_end]
-    }
-
-    /// Workload.
-    pub fn data(&self) -> &[u8] {
-        &self.body[self.unique_end + 1..]
-    }
-
-    /// The unique id is empty.
-    pub fn unique_is_empty(&self) -> bool {
-        self.unique_end == self.function_end + 1
-    }
-
-    /// The workload as a shared buffer: the body itself, stepped past the
-    /// function and unique (an empty one holds no buffer, like a slice).
-    pub fn into_data(self) -> Bytes {
-        let mut body = self.body;
-        if self.unique_end + 1 == body.len() {
-            return Bytes::new();
-        }
-        body.advance(self.unique_end + 1);
-        body
-    }
-
-    /// The packet type that carried it.
-    pub fn packet_type(&self) -> PacketType {
-        plain_kind(self.priority, self.background)
-    }
-
-    /// The same submission as a [`Submit`].
-    pub fn into_submit(self) -> Submit {
-        let function = self.body.slice(..self.function_end);
-        let unique = self.body.slice(self.function_end + 1..self.unique_end);
-        let (priority, background) = (self.priority, self.background);
-        Submit {
-            function,
-            unique,
-            data: self.into_data(),
-            priority,
-            background,
-            epoch: None,
-            reducer: None,
-        }
-    }
 }
 
 /// The plain SUBMIT_JOB* type for a priority and background flag.
@@ -170,126 +74,205 @@ impl Submit {
     }
 }
 
-/// What a SUBMIT_* request carries. Read the fields through the accessors:
-/// which form it has is the codec's business.
-#[derive(Debug, Clone)]
-pub enum Submission {
-    /// A plain submission, read in place from its packet.
-    InPlace(SubmitInPlace),
-    /// Any submission, parsed or built. Boxed: it is the larger form.
-    Parsed(Box<Submit>),
+/// What a SUBMIT_* request carries: one buffer holding the function name,
+/// a NUL, the unique id, a NUL and the workload (a plain packet's body as
+/// it arrived), read where they lie, so a server takes a submission without
+/// cutting a shared slice per argument. The rare epoch and reducer ride
+/// beside it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Submission {
+    body: Bytes,
+    /// Where the function name's NUL is.
+    function_end: u32,
+    /// Where the unique id's NUL is.
+    unique_end: u32,
+    priority: Priority,
+    background: bool,
+    extra: Option<Box<Extra>>,
+}
+
+/// The arguments only SUBMIT_JOB_EPOCH and SUBMIT_REDUCE_JOB* carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Extra {
+    epoch: Option<i64>,
+    reducer: Option<Bytes>,
 }
 
 impl Submission {
+    /// Reads `packet` in place when it is a well-formed plain submission
+    /// sent to a server; anything else (other types, `\0RES` magic, too few
+    /// arguments, a body past 4 GiB) comes back untouched.
+    #[inline]
+    pub fn cut(packet: Packet) -> Result<Submission, Packet> {
+        let plain = plain_submit(packet.kind).filter(|_| packet.magic == Magic::Req);
+        let Some((priority, background)) = plain else {
+            return Err(packet);
+        };
+        let body = &packet.body;
+        if u32::try_from(body.len()).is_err() {
+            return Err(packet);
+        }
+        let Some(function_end) = body.iter().position(|&b| b == 0) else {
+            return Err(packet);
+        };
+        let Some(unique_len) = body[function_end + 1..].iter().position(|&b| b == 0) else {
+            return Err(packet);
+        };
+        Ok(Submission {
+            unique_end: (function_end + 1 + unique_len) as u32,
+            function_end: function_end as u32,
+            body: packet.body,
+            priority,
+            background,
+            extra: None,
+        })
+    }
+
     /// Function name.
     #[inline]
     pub fn function(&self) -> &[u8] {
-        match self {
-            Submission::InPlace(s) => s.function(),
-            Submission::Parsed(s) => &s.function,
-        }
+        &self.body[..self.function_end as usize]
     }
 
     /// Client-chosen unique id (may be empty).
     #[inline]
     pub fn unique(&self) -> &[u8] {
-        match self {
-            Submission::InPlace(s) => s.unique(),
-            Submission::Parsed(s) => &s.unique,
-        }
+        &self.body[self.function_end as usize + 1..self.unique_end as usize]
     }
 
     /// Workload.
     #[inline]
     pub fn data(&self) -> &[u8] {
-        match self {
-            Submission::InPlace(s) => s.data(),
-            Submission::Parsed(s) => &s.data,
-        }
+        &self.body[self.unique_end as usize + 1..]
+    }
+
+    /// The unique id is empty.
+    #[inline]
+    pub fn unique_is_empty(&self) -> bool {
+        self.unique_end == self.function_end + 1
     }
 
     /// Queue priority.
     #[inline]
     pub fn priority(&self) -> Priority {
-        match self {
-            Submission::InPlace(s) => s.priority,
-            Submission::Parsed(s) => s.priority,
-        }
+        self.priority
     }
 
     /// Detached from the client.
     #[inline]
     pub fn background(&self) -> bool {
-        match self {
-            Submission::InPlace(s) => s.background,
-            Submission::Parsed(s) => s.background,
-        }
+        self.background
     }
 
     /// SUBMIT_JOB_EPOCH's Unix time (seconds) to run at.
     #[inline]
     pub fn epoch(&self) -> Option<i64> {
-        match self {
-            Submission::InPlace(_) => None,
-            Submission::Parsed(s) => s.epoch,
-        }
+        self.extra.as_ref().and_then(|e| e.epoch)
     }
 
     /// SUBMIT_REDUCE_JOB*'s reducer function name.
+    #[inline]
     pub fn reducer(&self) -> Option<&Bytes> {
-        match self {
-            Submission::InPlace(_) => None,
-            Submission::Parsed(s) => s.reducer.as_ref(),
+        self.extra.as_ref().and_then(|e| e.reducer.as_ref())
+    }
+
+    /// Gives up the reducer, if any.
+    pub fn take_reducer(&mut self) -> Option<Bytes> {
+        self.extra.as_mut().and_then(|e| e.reducer.take())
+    }
+
+    /// The workload as a shared buffer: the body itself, stepped past the
+    /// function and unique (an empty one holds no buffer, like a slice).
+    pub fn into_data(self) -> Bytes {
+        let start = self.unique_end as usize + 1;
+        let mut body = self.body;
+        if start == body.len() {
+            return Bytes::new();
         }
+        body.advance(start);
+        body
     }
 
     /// The packet type that carries this submission.
     pub fn packet_type(&self) -> PacketType {
-        match self {
-            Submission::InPlace(s) => s.packet_type(),
-            Submission::Parsed(s) => s.packet_type(),
+        use PacketType::*;
+        match &self.extra {
+            Some(e) if e.reducer.is_some() => {
+                if self.background {
+                    SubmitReduceJobBackground
+                } else {
+                    SubmitReduceJob
+                }
+            }
+            Some(e) if e.epoch.is_some() => SubmitJobEpoch,
+            _ => plain_kind(self.priority, self.background),
         }
     }
 
-    /// The same submission as a [`Submit`].
-    pub fn into_submit(self) -> Submit {
-        match self {
-            Submission::InPlace(s) => s.into_submit(),
-            Submission::Parsed(s) => *s,
+    /// The same submission with its arguments apart.
+    pub fn into_submit(mut self) -> Submit {
+        let function = self.body.slice(..self.function_end as usize);
+        let unique = self
+            .body
+            .slice(self.function_end as usize + 1..self.unique_end as usize);
+        let (priority, background, epoch) = (self.priority, self.background, self.epoch());
+        let reducer = self.take_reducer();
+        Submit {
+            function,
+            unique,
+            data: self.into_data(),
+            priority,
+            background,
+            epoch,
+            reducer,
         }
     }
 }
 
-/// Equal when they say the same, whichever form each has.
-impl PartialEq for Submission {
-    fn eq(&self, other: &Self) -> bool {
-        self.function() == other.function()
-            && self.unique() == other.unique()
-            && self.data() == other.data()
-            && self.priority() == other.priority()
-            && self.background() == other.background()
-            && self.epoch() == other.epoch()
-            && self.reducer() == other.reducer()
+impl std::fmt::Debug for Submission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Submission")
+            .field("function", &Bytes::copy_from_slice(self.function()))
+            .field("unique", &Bytes::copy_from_slice(self.unique()))
+            .field("data_len", &self.data().len())
+            .field("priority", &self.priority)
+            .field("background", &self.background)
+            .field("extra", &self.extra)
+            .finish()
     }
 }
 
-impl Eq for Submission {}
-
+/// One buffer of the function, unique and workload: a client's submission
+/// (or a server's epoch or reduce one) copied together once.
 impl From<Submit> for Submission {
     fn from(s: Submit) -> Self {
-        Submission::Parsed(Box::new(s))
+        let fit = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let mut body = Vec::with_capacity(s.function.len() + s.unique.len() + s.data.len() + 2);
+        body.extend_from_slice(&s.function);
+        body.push(0);
+        body.extend_from_slice(&s.unique);
+        body.push(0);
+        body.extend_from_slice(&s.data);
+        let extra = (s.epoch.is_some() || s.reducer.is_some()).then(|| {
+            Box::new(Extra {
+                epoch: s.epoch,
+                reducer: s.reducer,
+            })
+        });
+        Submission {
+            function_end: fit(s.function.len()),
+            unique_end: fit(s.function.len() + 1 + s.unique.len()),
+            body: Bytes::from(body),
+            priority: s.priority,
+            background: s.background,
+            extra,
+        }
     }
 }
 
 impl From<Box<Submit>> for Submission {
     fn from(s: Box<Submit>) -> Self {
-        Submission::Parsed(s)
-    }
-}
-
-impl From<SubmitInPlace> for Submission {
-    fn from(s: SubmitInPlace) -> Self {
-        Submission::InPlace(s)
+        Submission::from(*s)
     }
 }
 
@@ -313,7 +296,7 @@ mod tests {
         let Ok(Request::Submit(s)) = Request::from_packet(p.clone()) else {
             panic!("parses")
         };
-        assert!(matches!(s, Submission::InPlace(_)));
+
         assert_eq!(s.function(), b"resize");
         assert_eq!(s.unique(), b"u1");
         assert_eq!(s.data(), b"the data");
@@ -334,7 +317,7 @@ mod tests {
         let Ok(Request::Submit(s)) = Request::from_packet(p) else {
             panic!("parses")
         };
-        assert!(matches!(s, Submission::Parsed(_)));
+
         assert_eq!(s.epoch(), Some(100));
         let p = plain(PacketType::SubmitReduceJob, b"f\0u\0r\0\0d");
         let Ok(Request::Submit(s)) = Request::from_packet(p) else {
@@ -345,13 +328,12 @@ mod tests {
     }
 
     #[test]
-    fn forms_compare_by_content() {
+    fn a_built_submission_equals_a_read_one() {
         let p = plain(PacketType::SubmitJob, b"f\0\0");
-        let Ok(inplace) = SubmitInPlace::cut(p) else {
+        let Ok(a) = Submission::cut(p) else {
             panic!("cuts")
         };
-        let a = Submission::from(inplace.clone());
-        let mut other = inplace.into_submit();
+        let mut other = a.clone().into_submit();
         assert_eq!(a, Submission::from(other.clone()));
         other.data = Bytes::from_static(b"x");
         assert_ne!(a, Submission::from(other));

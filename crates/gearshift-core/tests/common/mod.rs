@@ -11,7 +11,7 @@ use gearshift_core::{
     ConnId, ConnInfo, Core, CoreConfig, Effect, Input, JobRecord, Rights, StoreOp,
 };
 use gearshift_proto::{
-    decode_frame, parse_admin, Frame, GrabKind, Priority, Request, Response, Submission, Submit,
+    decode_frame, parse_admin, Frame, GrabKind, Priority, Request, Response, Submit,
 };
 
 pub mod durable;
@@ -214,7 +214,6 @@ impl World {
                     let Ok(r) = Request::from_packet(p) else {
                         panic!("a plain submission parses");
                     };
-                    assert!(matches!(&r, Request::Submit(Submission::InPlace(_))));
                     self.core.handle(ConnId(n), Input::Request(r), self.now);
                     self.collect();
                     return;

@@ -4,7 +4,7 @@
 use super::*;
 use gearshift_core::conn::Rights;
 use gearshift_core::CoreConfig;
-use gearshift_proto::{Magic, Packet, PacketType, Submission};
+use gearshift_proto::{Magic, Packet, PacketType};
 
 /// Keeps every output, in order.
 struct Collect(Vec<Out>);
@@ -45,8 +45,8 @@ fn background_submit(n: usize) -> Input {
         body,
     };
     match Request::from_packet(packet) {
-        Ok(r @ Request::Submit(Submission::InPlace(_))) => Input::Request(r),
-        other => panic!("not a plain submission read in place: {other:?}"),
+        Ok(r @ Request::Submit(_)) => Input::Request(r),
+        other => panic!("not a plain submission: {other:?}"),
     }
 }
 
