@@ -29,7 +29,7 @@ use crate::peers::Peers;
 use crate::signal::Signal;
 
 mod tasks;
-use tasks::{flusher, sender, taker, timer};
+use tasks::{flusher, hub};
 
 /// Bytes an I/O thread may have handed to the hub and not yet seen
 /// processed; past it, its connections wait before reading more.
@@ -174,10 +174,6 @@ pub fn run(settings: IoSettings, sink: Sink, inbox: tmpsc::UnboundedReceiver<ToI
 }
 
 async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedReceiver<ToIo>) {
-    let slot = match &sink {
-        Sink::Inline(_) => None,
-        Sink::Shared(b) => Some(b.slot.clone()),
-    };
     let io = Rc::new(RefCell::new(IoThread {
         index: settings.index,
         peers: Peers::new(
@@ -195,16 +191,10 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         flush: Rc::new(Signal::new()),
         send: Rc::new(Signal::new()),
     }));
-    // Besides the flusher: the hub's timer when it runs here; otherwise the
-    // sender of batches and the taker of the shared hub's outputs.
+    // The flusher, and the link to the hub (its timer when it runs here;
+    // otherwise the sender of batches and the taker of the shared hub's outputs).
     let mut helpers = vec![tokio::task::spawn_local(flusher(io.clone()))];
-    match slot {
-        None => helpers.push(tokio::task::spawn_local(timer(io.clone()))),
-        Some(slot) => {
-            helpers.push(tokio::task::spawn_local(sender(io.clone())));
-            helpers.push(tokio::task::spawn_local(taker(io.clone(), slot)));
-        }
-    }
+    helpers.extend(hub(&io));
     // The inbox has a task of its own: the future `block_on` runs is polled
     // on every wake-up of the thread, so it only checks a flag.
     let stopped = Rc::new(Signal::new());

@@ -1,20 +1,39 @@
-//! An I/O thread's helper tasks besides its connections: the taker of the
-//! hub's output batches, the flusher of other connections' output, the
-//! sender of batches to the shared hub, and the timer of a hub that runs
-//! here.
+//! An I/O thread's helper tasks besides its connections: the flusher of
+//! other connections' output, and its link to the hub ([`hub`]): the timer
+//! of a hub that runs here, or the sender of batches to the shared hub and
+//! the taker of its output batches.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+
+use tokio::task::{spawn_local, JoinHandle};
 
 use crate::core_lock::ToCore;
 use crate::handoff::OutSlot;
 
 use super::{IoThread, Sink};
 
+/// Starts the thread's side of the hub, whichever way it runs (matched
+/// once, when the thread starts): the timer of a hub that runs here, or the
+/// sender of batches to the shared hub and the taker of its outputs.
+pub(super) fn hub(io: &Rc<RefCell<IoThread>>) -> Vec<JoinHandle<()>> {
+    let slot = match &io.borrow().route {
+        Sink::Inline(_) => None,
+        Sink::Shared(b) => Some(b.slot.clone()),
+    };
+    match slot {
+        None => vec![spawn_local(timer(io.clone()))],
+        Some(slot) => vec![
+            spawn_local(sender(io.clone())),
+            spawn_local(taker(io.clone(), slot)),
+        ],
+    }
+}
+
 /// Takes the hub's output batches and writes them: every batch
 /// that came meanwhile is encoded first, then each connection gets one write.
-pub(super) async fn taker(io: Rc<RefCell<IoThread>>, slot: Arc<OutSlot>) {
+async fn taker(io: Rc<RefCell<IoThread>>, slot: Arc<OutSlot>) {
     loop {
         slot.waker().notified().await;
         io.borrow_mut().take_outputs();
@@ -39,7 +58,7 @@ pub(super) async fn flusher(io: Rc<RefCell<IoThread>>) {
 /// Hands the items collected from every connection that was ready to the
 /// shared hub as one batch, once all of them have had their turn; when this
 /// thread ran the hub itself, its own answers are written at once.
-pub(super) async fn sender(io: Rc<RefCell<IoThread>>) {
+async fn sender(io: Rc<RefCell<IoThread>>) {
     let wake = io.borrow().send.clone();
     let (core, slot) = match &io.borrow().route {
         Sink::Shared(b) => (b.core.clone(), b.slot.clone()),
@@ -78,7 +97,7 @@ pub(super) async fn sender(io: Rc<RefCell<IoThread>>) {
 
 /// Fires the hub's timers when they are due (single I/O thread); woken
 /// early when the hub arms an earlier deadline.
-pub(super) async fn timer(io: Rc<RefCell<IoThread>>) {
+async fn timer(io: Rc<RefCell<IoThread>>) {
     let wake = match &io.borrow().route {
         Sink::Inline(hub) => hub.timer_signal(),
         Sink::Shared(_) => return,
