@@ -73,16 +73,16 @@ impl Core {
     pub(crate) fn cancel_live(&mut self, id: JobId) {
         let h = self.handles.of(id);
         let acks = self.acks.remove(&id).unwrap_or_default();
-        let Some(job) = self.table.get_mut(id) else {
+        let Some(job) = self.table.get(id) else {
             return;
         };
-        let clients = std::mem::take(&mut job.clients);
         let running = job.state == JobState::Running;
         let stored = job.persist != Persist::No;
+        let clients = self.table.take_clients(id);
         if running {
             // Gone from the store now, not when the worker reports: a crash
             // in between must not bring a cancelled job back.
-            job.persist = Persist::No;
+            self.table.set_persist(id, Persist::No);
             self.table.set_state(id, JobState::Cancelled);
             // Reaped only when its worker reports; meanwhile a resubmission
             // of its unique must make a new job, not wait on this dead one.

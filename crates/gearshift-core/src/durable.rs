@@ -23,15 +23,15 @@ impl Core {
     /// JOB_CREATED and new jobs become grab-able (or scheduled).
     pub fn persisted(&mut self, ids: &[JobId], now: Millis) {
         for &id in ids {
-            let Some(job) = self.table.get_mut(id) else {
+            let Some(job) = self.table.get(id) else {
                 self.schedule_persisted(id);
                 continue;
             };
             if job.persist != Persist::Pending {
                 continue;
             }
-            job.persist = Persist::Yes;
             let pending = job.state == JobState::Pending;
+            self.table.set_persist(id, Persist::Yes);
             let acks = self.acks.remove(&id).unwrap_or_default();
             if !acks.is_empty() {
                 let handle = self.handles.of(id);
@@ -49,22 +49,22 @@ impl Core {
     /// QUEUE_ERROR and a job that existed only for them is dropped.
     pub fn persist_failed(&mut self, ids: &[JobId], reason: &str) {
         for &id in ids {
-            let Some(job) = self.table.get_mut(id) else {
+            let Some(job) = self.table.get(id) else {
                 self.schedule_failed(id, reason);
                 continue;
             };
             if job.persist != Persist::Pending {
                 continue;
             }
-            job.persist = Persist::No;
-            let acks = self.acks.remove(&id).unwrap_or_default();
             let new_job = job.state == JobState::Pending;
+            let orphan = !new_job && job.clients.is_empty() && job.state == JobState::Queued;
+            self.table.set_persist(id, Persist::No);
+            let acks = self.acks.remove(&id).unwrap_or_default();
             if !new_job {
                 // A foreground job a background submitter joined: it goes on
                 // as the foreground job it was.
-                job.background = false;
+                self.table.set_background(id, false);
             }
-            let orphan = !new_job && job.clients.is_empty() && job.state == JobState::Queued;
             let text = format!("Job could not be stored: {reason}");
             for &c in &acks {
                 let refusal = Response::error("QUEUE_ERROR", Bytes::from(text.clone()));
@@ -226,10 +226,12 @@ impl Core {
         // lives only until the store thread has encoded it, so it pins a
         // chunk briefly, and saves an allocation per stored job.
         let handle = self.handles.of(id);
-        let Some((job, func)) = self.table.get_mut_with_func(id) else {
+        if self.table.set_persist(id, Persist::Pending).is_none() {
+            return;
+        }
+        let Some((job, func)) = self.table.get_with_func(id) else {
             return;
         };
-        job.persist = Persist::Pending;
         let function = func.map(|f| f.name.clone());
         let stored = JobRecord {
             id,

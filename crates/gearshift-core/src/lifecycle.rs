@@ -17,7 +17,7 @@ use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
 use crate::events::{EventKind, Kind, LiveEvent, WorkerRef};
 use crate::ids::{ConnId, JobId};
-use crate::job::{Job, JobExtra, JobState, Persist};
+use crate::job::{Job, JobState, Persist};
 use crate::kept::Outcome;
 use crate::policy::{Policy, Reason};
 use crate::timers::Timer;
@@ -215,13 +215,10 @@ impl Core {
     fn retry_later(&mut self, id: JobId, delay: Millis) {
         let at = self.now.saturating_add(delay);
         self.release_worker(id);
-        let Some(job) = self.table.get_mut(id) else {
+        let Some(attempts) = self.table.retry_at(id, at) else {
             return;
         };
-        job.retries = job.retries.saturating_add(1);
-        job.extra.get_or_insert_with(Box::<JobExtra>::default).due = Some(at);
-        let (attempts, stored) = (job.retries, job.persist != Persist::No);
-        self.table.set_state(id, JobState::Scheduled);
+        let stored = self.table.get(id).is_some_and(|j| j.persist != Persist::No);
         self.timers.arm(at, Timer::Due(id));
         if stored {
             self.effects.push(Effect::Store(StoreOp::Retry {
@@ -253,10 +250,10 @@ impl Core {
     /// the job waits for its backoff like any failure; otherwise gearmand's
     /// rule: to the head of its queue or, past `--job-retries`, failed.
     pub(crate) fn requeue(&mut self, id: JobId, reason: Reason, why: &'static str) {
-        let Some(job) = self.table.get_mut(id) else {
+        let Some(state) = self.table.get(id).map(|j| j.state) else {
             return;
         };
-        match job.state {
+        match state {
             JobState::Cancelled => {
                 self.end_run(id, Some(reason));
                 self.reaped_if_cancelled(id);
@@ -275,12 +272,10 @@ impl Core {
         }
         // gearmand's requeue: the run failed for `reason`.
         self.end_run(id, Some(reason));
-        let Some(job) = self.table.get_mut(id) else {
+        let Some(retries) = self.table.count_attempt(id) else {
             return;
         };
-        job.retries += 1;
-        let retries = job.retries;
-        if job.persist != Persist::No {
+        if self.table.get(id).is_some_and(|j| j.persist != Persist::No) {
             self.effects.push(Effect::Store(StoreOp::Update {
                 id,
                 attempts: retries,
@@ -299,7 +294,11 @@ impl Core {
             self.finish(id, Outcome::Failed, Bytes::new());
             return;
         }
-        if !job.background && job.clients.is_empty() {
+        let orphan = self
+            .table
+            .get(id)
+            .is_some_and(|j| !j.background && j.clients.is_empty());
+        if orphan {
             // Its clients left while it ran: nobody to run it for any more.
             self.remove_job(id);
             return;
@@ -384,10 +383,9 @@ impl Core {
     /// waiting): a foreground job nobody waits for any more is dropped
     /// unless a worker holds it. Returns whether it was dropped.
     pub(crate) fn detach_client(&mut self, id: JobId, conn: ConnId) -> bool {
-        let Some(job) = self.table.get_mut(id) else {
+        let Some(job) = self.table.remove_client(id, conn) else {
             return false;
         };
-        job.clients.retain(|c| c != conn);
         // A foreground job waiting for a retry is dropped like a queued one.
         let waiting = matches!(job.state, JobState::Queued | JobState::Scheduled);
         if job.clients.is_empty() && !job.background && waiting {

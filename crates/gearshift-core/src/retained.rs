@@ -136,10 +136,8 @@ impl Core {
                 },
             }));
         }
-        if let Some(job) = self.table.get_mut(id) {
-            // The store keeps it as dead: removing the live job must not end it there.
-            job.persist = Persist::No;
-        }
+        // The store keeps it as dead: removing the live job must not end it there.
+        self.table.set_persist(id, Persist::No);
         tracing::warn!(handle = %String::from_utf8_lossy(&rec.handle), attempts = rec.attempts, "job is dead: no attempts left");
         self.insert_dead(rec);
         self.remove_job(id);

@@ -152,7 +152,7 @@ impl Core {
 
     /// Makes a new job grab-able, or schedules it if it is not due yet.
     pub(crate) fn release(&mut self, id: JobId, now: Millis) {
-        let Some(job) = self.table.get_mut(id) else {
+        let Some(job) = self.table.get(id) else {
             return;
         };
         match job.due().filter(|&d| d > now) {
@@ -168,7 +168,7 @@ impl Core {
     /// foreground submitter is attached, a background one makes the job
     /// outlive its clients.
     fn join(&mut self, conn: ConnId, id: JobId, background: bool) {
-        let Some(job) = self.table.get_mut(id) else {
+        let Some(job) = self.table.get(id) else {
             return;
         };
         if job.state == JobState::Cancelled {
@@ -177,14 +177,15 @@ impl Core {
             self.send(conn, Response::JobCreated(handle));
             return;
         }
+        let (was_background, persist) = (job.background, job.persist);
         if !background {
-            job.clients.push(conn);
+            self.table.add_client(id, conn);
             if let Some(c) = self.conns.get_mut(&conn.0) {
                 c.waiting.insert(id);
             }
         }
-        if background && !job.background {
-            job.background = true;
+        if background && !was_background {
+            self.table.set_background(id, true);
             if self.cfg.durable {
                 // A foreground job becomes a background one: it must be
                 // stored before this submitter hears JOB_CREATED.
@@ -194,7 +195,7 @@ impl Core {
                 return;
             }
         }
-        if job.persist == Persist::Pending {
+        if persist == Persist::Pending {
             self.acks.entry(id).or_default().push(conn);
             self.hold_ack(conn, id);
             return;

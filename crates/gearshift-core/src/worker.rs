@@ -327,10 +327,7 @@ impl Core {
             gearshift_proto::request::parse_atoi(&num) as u32,
             gearshift_proto::request::parse_atoi(&den) as u32,
         );
-        if let Some(run) = self.table.run_mut(id) {
-            run.numerator = n;
-            run.denominator = d;
-        }
+        self.table.set_progress(id, n, d);
         if self.wants(crate::events::Kind::Progress) {
             self.progress_event(id, n, d);
         }
