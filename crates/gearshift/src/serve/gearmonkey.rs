@@ -1,0 +1,76 @@
+//! `--gearmonkey`: starts the GearMonkey bridge (crate
+//! `gearshift-gearmonkey`) beside the server, speaking Gearman to the
+//! server's own first plaintext listener, and stops it after the server.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use gearshift_gearmonkey::BridgeConfig;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::ServeArgs;
+
+/// The URL and globs, checked; `None` without `--gearmonkey`.
+pub(super) fn config(args: &ServeArgs) -> Result<Option<(String, Vec<String>)>, String> {
+    let Some(url) = &args.gearmonkey else {
+        if !args.gearmonkey_match.is_empty() {
+            return Err("--gearmonkey-match needs --gearmonkey".into());
+        }
+        return Ok(None);
+    };
+    let probe = BridgeConfig {
+        url: url.clone(),
+        matches: args.gearmonkey_match.clone(),
+        gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    gearshift_gearmonkey::check(&probe).map_err(|e| e.to_string())?;
+    Ok(Some((url.clone(), args.gearmonkey_match.clone())))
+}
+
+/// A running bridge: its stop switch and task.
+pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>)>;
+
+/// Starts the bridge once the server listens at `addrs`.
+pub(super) fn start(
+    config: Option<(String, Vec<String>)>,
+    addrs: &[SocketAddr],
+) -> Result<Running, String> {
+    let Some((url, matches)) = config else {
+        return Ok(None);
+    };
+    let Some(first) = addrs.first() else {
+        return Err("--gearmonkey needs a plaintext Gearman listener to speak to".into());
+    };
+    // A wildcard listener is reached over loopback.
+    let gearman = match first.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), first.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), first.port())
+        }
+        _ => *first,
+    };
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let cfg = BridgeConfig {
+            url,
+            matches,
+            gearman,
+        };
+        if let Err(e) = gearshift_gearmonkey::run(cfg, rx).await {
+            tracing::error!("{e}");
+        }
+    });
+    Ok(Some((tx, task)))
+}
+
+/// Stops the bridge (it takes Gearshift's share out of the roll call),
+/// waiting a few seconds at most.
+pub(super) async fn stop(running: Running) {
+    if let Some((tx, task)) = running {
+        let _ = tx.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
+    }
+}
