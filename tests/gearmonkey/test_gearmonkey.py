@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""GearMonkey bridge suite: `gearshift serve --gearmonkey redis://...` against
+a real redis-server (Debian's, on a free port of 127.0.0.1, started here),
+the GearMonkey client and worker of gearmonkey.py (written from seed 003),
+and unmodified Gearman clients and workers (gearman CLI, PHP, Perl).
+
+Each test gets a fresh Redis (append-only file, fsync always, in its own
+temp dir, so a restart keeps what was written) and a fresh Gearshift.
+
+Env: GEARSHIFT (the binary, default target/debug/gearshift), REDIS_SERVER
+(default redis-server). Command line: substrings of test names to run.
+Ends with `N passed, N failed, N skipped`.
+"""
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+sys.path.insert(0, HERE)
+
+import harness as h  # noqa: E402
+from harness import check, check_eq  # noqa: E402
+
+import redis  # noqa: E402
+
+import gearmonkey as gm  # noqa: E402
+
+GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
+REDIS_SERVER = os.environ.get("REDIS_SERVER") or "redis-server"
+CLIENTS = os.path.join(ROOT, "tests", "interop", "clients")
+PHP = ["php", "-d", "display_errors=stderr"]
+PERL = ["perl"]
+GM = [sys.executable, os.path.join(HERE, "gearmonkey.py")]
+
+
+class Redis:
+    """A redis-server of the test's own; restartable on the same port and data."""
+
+    def __init__(self, tmp):
+        self.dir = os.path.join(tmp, "redis")
+        os.makedirs(self.dir)
+        self.port = h.free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--appendonly", "yes",
+                "--appendfsync", "always", "--daemonize", "no", "--logfile", "redis.log"]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if self.client().ping():
+                    return
+            except redis.RedisError:
+                pass
+            check(self.proc.poll() is None, "redis-server exited %s" % self.proc.returncode)
+            check(time.monotonic() < deadline, "redis-server did not answer within 10 s")
+            time.sleep(0.05)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d/0" % self.port
+
+    def client(self):
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+
+
+class Ctx(h.Ctx):
+    """A fresh Redis and a Gearshift bridging to it."""
+
+    def __init__(self, name, config=None, durable=False, match=()):
+        super().__init__(name, with_server=False)
+        self.redis = Redis(self.tmp)
+        self.r = self.redis.client()
+        extra = ""
+        if config:
+            path = self.path("policy.toml")
+            with open(path, "w") as f:
+                f.write(config)
+            extra += " --config %s" % shlex.quote(path)
+        for m in match:
+            extra += " --gearmonkey-match %s" % shlex.quote(m)
+        store = ("--store log --data-dir %s" % shlex.quote(self.path("data"))) if durable \
+            else "--store memory"
+        self.template = ("%s serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 %s "
+                         "--verbose INFO --gearmonkey %s%s"
+                         % (shlex.quote(GEARSHIFT), store, self.redis.url, extra))
+        self.start_server()
+
+    def start_server(self):
+        self.server = h.Server(self.template, "gearshift-gm").start()
+        self.port = self.server.port
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self.redis.stop()
+
+    def diagnostics(self):
+        out = super().diagnostics()
+        try:
+            with open(os.path.join(self.redis.dir, "redis.log")) as f:
+                out += "\n  [redis log] %r" % f.read()[-400:]
+        except OSError:
+            pass
+        return out
+
+    # Gearman side
+    def php_worker(self, mode, func, gate=""):
+        return self.spawn(PHP + [os.path.join(CLIENTS, "worker.php"), str(self.port), mode,
+                                 func, "0", self.path("php-%s.log" % func), gate],
+                          "php-worker-%s-%s" % (mode, func))
+
+    def php_client(self, *args, timeout=30):
+        r = h.run(PHP + [os.path.join(CLIENTS, "client.php"), str(self.port)] + list(args),
+                  timeout=timeout)
+        check(r.returncode == 0, "client.php %s exited %d: %s %s"
+              % (" ".join(args), r.returncode, r.stdout, r.stderr))
+        return r.stdout
+
+    def perl_client(self, *args, timeout=30):
+        r = h.run(PERL + [os.path.join(CLIENTS, "client.pl"), str(self.port)] + list(args),
+                  timeout=timeout)
+        check(r.returncode == 0, "client.pl %s exited %d: %s %s"
+              % (" ".join(args), r.returncode, r.stdout, r.stderr))
+        return r.stdout
+
+    def cli_client(self, func, *args, timeout=30):
+        r = h.run(["gearman", "-h", h.HOST, "-p", str(self.port), "-f", func] + list(args),
+                  timeout=timeout)
+        check(r.returncode == 0, "gearman exited %d: %r %r" % (r.returncode, r.stdout, r.stderr))
+        return r.stdout
+
+    # GearMonkey side
+    def gm_worker(self, func, mode, log=None):
+        argv = GM + [self.redis.url, "worker", func, mode]
+        if log:
+            argv += ["--log", log]
+        return self.spawn(argv, "gm-worker-%s-%s" % (mode, func))
+
+    def gm(self):
+        return gm.Client(self.r)
+
+    def wait_job(self, func, jid, timeout=20, want=(b"success", b"error")):
+        """The job hash once its status is one of `want`."""
+        key = "job:%s:%d" % (func, jid)
+        got = {}
+
+        def done():
+            got.update(self.r.hgetall(key))
+            return got.get(b"status") in want
+        h.wait_for(done, timeout, "%s status in %r (now %r)" % (key, want, got))
+        return got
+
+
+def wait_count(ctx, func, n, timeout=10):
+    h.wait_for(lambda: int(ctx.r.get("count:%s" % func) or 0) == n, timeout,
+               "count:%s == %d (now %r)" % (func, n, ctx.r.get("count:%s" % func)))
+
+
+# --------------------------------------------------------------------------
+# GearMonkey clients -> Gearman workers
+
+
+def gm_client_blocking_to_php_worker(ctx):
+    ctx.php_worker("rev", "gm_rev")
+    h.wait_workers(ctx.port, "gm_rev")
+    wait_count(ctx, "gm_rev", 1)
+    jid, job = ctx.gm().run("gm_rev", "hello", blocking=True, timeout=20)
+    check(job is not None, "blocking GearMonkey client timed out")
+    check_eq(job.get(b"status"), b"success", "status")
+    check_eq(job.get(b"output"), b"olleh", "output")
+    ttl = ctx.r.ttl("job:gm_rev:%d" % jid)
+    check(89000 < ttl <= 90000, "job hash EXPIRE 90000 (ttl %r)" % ttl)
+    check_eq(ctx.r.llen("gearshift:processing:gm_rev"), 0, "processing list")
+    # The roll call drops when the Gearman worker goes.
+    for p in ctx.procs:
+        p.stop()
+    wait_count(ctx, "gm_rev", 0)
+
+
+def gm_jobs_wait_for_gearman_workers_and_keep_priority(ctx):
+    func = "gm_prio"
+    for prio in ("low", "normal", "high"):
+        for i in range(3):
+            ctx.gm().run(func, "%s-%d" % (prio, i), prio=prio)
+    time.sleep(0.5)
+    # No Gearman worker: nothing is taken into a backlog of Gearshift's.
+    check_eq(ctx.r.llen("queue:%s:low" % func), 3, "low queue untouched")
+    check_eq(ctx.r.llen("gearshift:processing:%s" % func), 0, "nothing taken")
+    ctx.php_worker("record", func)
+    for jid in range(1, 10):
+        ctx.wait_job(func, jid)
+    with open(ctx.path("php-%s.log" % func)) as f:
+        order = [line.strip() for line in f if line.strip()]
+    check_eq([w.split("-")[0] for w in order], ["high"] * 3 + ["normal"] * 3 + ["low"] * 3,
+             "run order %r" % order)
+
+
+def gm_scheduled_job_runs_when_due(ctx):
+    func = "gm_sched"
+    ctx.php_worker("rev", func)
+    h.wait_workers(ctx.port, func)
+    now = int(time.time())
+    past = ctx.gm().run(func, "past", prio="scheduled", scheduled=now - 5)
+    future = ctx.gm().run(func, "future", prio="scheduled", scheduled=now + 3)
+    check_eq(ctx.wait_job(func, past, timeout=5).get(b"output"), b"tsap", "due job")
+    check_eq(ctx.r.hget("job:%s:%d" % (func, future), "status"), b"idle", "future job waits")
+    job = ctx.wait_job(func, future, timeout=15)
+    check(time.time() >= now + 3, "ran before its time")
+    check_eq(job.get(b"output"), b"erutuf", "scheduled job")
+
+
+def gm_client_sees_gearman_progress(ctx):
+    func = "gm_chatty"
+    ctx.php_worker("chatty", func)
+    h.wait_workers(ctx.port, func)
+    jid = ctx.gm().run(func, "x")
+    job = ctx.wait_job(func, jid)
+    check_eq(job.get(b"output"), b"done:x", "output")
+    check_eq((job.get(b"status:dividend"), job.get(b"status:divisor")), (b"2", b"3"),
+             "last WORK_STATUS as dividend/divisor")
+
+
+def gm_client_errors_from_gearman_worker(ctx):
+    ctx.php_worker("exception", "gm_exc")
+    ctx.php_worker("fail", "gm_fail")
+    h.wait_workers(ctx.port, "gm_exc")
+    h.wait_workers(ctx.port, "gm_fail")
+    _, job = ctx.gm().run("gm_exc", "x", blocking=True, timeout=20)
+    check_eq((job.get(b"status"), job.get(b"output")), (b"error", b"boom:x"), "exception")
+    _, job = ctx.gm().run("gm_fail", "y", blocking=True, timeout=20)
+    check_eq(job.get(b"status"), b"error", "WORK_FAIL")
+
+
+RETRY_CONFIG = """\
+[[function]]
+match = "gm_flaky"
+max_attempts = 3
+retry_on = ["fail"]
+backoff = "fixed"
+initial_delay = "100ms"
+max_delay = "100ms"
+jitter = false
+
+[[function]]
+match = "gm_dies"
+max_attempts = 2
+retry_on = ["fail"]
+backoff = "fixed"
+initial_delay = "100ms"
+max_delay = "100ms"
+jitter = false
+"""
+
+
+def gm_job_gets_gearshift_retries(ctx):
+    # flaky: WORK_FAIL on the first 2 runs of a workload, then success.
+    ctx.php_worker("flaky", "gm_flaky", gate="2")
+    ctx.php_worker("flaky", "gm_dies", gate="5")
+    h.wait_workers(ctx.port, "gm_flaky")
+    h.wait_workers(ctx.port, "gm_dies")
+    _, job = ctx.gm().run("gm_flaky", "w", blocking=True, timeout=20)
+    check_eq((job.get(b"status"), job.get(b"output")), (b"success", b"ok:w:3"),
+             "retried twice by Gearshift's policy")
+    _, job = ctx.gm().run("gm_dies", "d", blocking=True, timeout=20)
+    check_eq(job.get(b"status"), b"error", "failed for good after 2 attempts")
+    with open(ctx.path("php-gm_dies.log")) as f:
+        runs = [line for line in f if line.startswith("d ")]
+    check_eq(len(runs), 2, "runs of the job (max_attempts 2): %r" % runs)
+
+
+# --------------------------------------------------------------------------
+# Gearman clients -> GearMonkey workers
+
+
+def gearman_clients_reach_gm_worker(ctx):
+    func = "gm_out"
+    ctx.gm_worker(func, "rev")
+    wait_count(ctx, func, 1)
+    check_eq(ctx.php_client("do", "normal", func, "php").strip(), "RESULT:php", "php do")
+    check_eq(ctx.perl_client("do", func, "perl").strip(), "RESULT:lrep", "perl do_task")
+    check_eq(ctx.cli_client(func, "cli").strip(), "ilc", "gearman CLI")
+    check_eq(int(ctx.r.get("uid:%s" % func)), 3, "three GearMonkey jobs created")
+
+
+def gearman_background_to_gm_worker(ctx):
+    func = "gm_outbg"
+    log = ctx.path("gm-bg.log")
+    ctx.gm_worker(func, "upper", log=log)
+    wait_count(ctx, func, 1)
+    handles = ctx.php_client("bg", func, "normal:a", "high:b", "low:c").split()
+    check_eq(len(handles), 3, "handles")
+    for jid in (1, 2, 3):
+        ctx.wait_job(func, jid)
+    with open(log) as f:
+        check_eq(sorted(line.split()[1] for line in f), ["a", "b", "c"], "GearMonkey worker's jobs")
+    for hd in handles:
+        h.wait_for(lambda: ctx.php_client("status", hd).split()[0] == "0", 10,
+                   "GET_STATUS of %s: finished" % hd)
+
+
+def gearman_client_sees_gm_progress_and_errors(ctx):
+    ctx.gm_worker("gm_prog", "progress")
+    ctx.gm_worker("gm_err", "fail")
+    wait_count(ctx, "gm_prog", 1)
+    wait_count(ctx, "gm_err", 1)
+    out = ctx.php_client("callbacks", "gm_prog", "p")
+    check("STATUS:1/3" in out and "STATUS:2/3" in out, "WORK_STATUS forwarded: %r" % out)
+    check("COMPLETE:done:p" in out, "complete: %r" % out)
+    check_eq(ctx.php_client("exccb", "gm_err", "e").splitlines(), ["EXCEPTION:boom:e"],
+             "the GearMonkey error text as WORK_EXCEPTION")
+    check_eq(ctx.php_client("do", "normal", "gm_err", "f").strip()[:9], "EXCEPTION", "do")
+
+
+# --------------------------------------------------------------------------
+# Failures
+
+
+def kill9_gearshift_while_bridged_jobs_run(ctx):
+    func = "gm_kill"
+    n = 12
+    for i in range(n):
+        ctx.gm().run(func, "0.4")
+    ctx.php_worker("sleep", func)
+    ctx.php_worker("sleep", func)
+    h.wait_for(lambda: ctx.r.llen("gearshift:processing:%s" % func) > 0, 20, "jobs taken")
+    time.sleep(0.5)
+    os.kill(ctx.server.pid, signal.SIGKILL)
+    ctx.server.proc.wait(timeout=5)
+    for p in list(ctx.procs):
+        p.stop()
+    # Back with the same data dir and Redis: every job ends success.
+    ctx.start_server()
+    wait_count(ctx, func, 0)
+    ctx.php_worker("sleep", func)
+    ctx.php_worker("sleep", func)
+    for jid in range(1, n + 1):
+        check_eq(ctx.wait_job(func, jid, timeout=40).get(b"status"), b"success", "job %d" % jid)
+    check_eq(ctx.r.llen("gearshift:processing:%s" % func), 0, "processing list empty")
+    wait_count(ctx, func, 2)
+
+
+def redis_restart_under_load(ctx):
+    func = "gm_rr"
+    ctx.php_worker("rev", func)
+    h.wait_workers(ctx.port, func)
+    n = 60
+    for i in range(n // 2):
+        ctx.gm().run(func, "a%d" % i)
+    ctx.redis.stop()
+    time.sleep(1)
+    # Gearman keeps working while Redis is gone.
+    ctx.php_worker("rev", "plain")
+    check_eq(ctx.php_client("do", "normal", "plain", "abc").strip(), "RESULT:cba",
+             "Gearman side not blocked by a missing Redis")
+    ctx.redis.start()
+    for i in range(n // 2, n):
+        ctx.gm().run(func, "b%d" % i)
+    for jid in range(1, n + 1):
+        check_eq(ctx.wait_job(func, jid, timeout=40).get(b"status"), b"success", "job %d" % jid)
+    wait_count(ctx, func, 1)
+
+
+def bad_input_is_logged_counted_and_kept(ctx):
+    func = "gm_bad"
+    r = ctx.r
+    r.lpush("queue:%s:normal" % func, "not-a-number")
+    r.lpush("queue:%s:normal" % func, "999")  # names no job hash
+    r.hset("job:%s:5" % func, "status", "idle")  # no input field
+    r.lpush("queue:%s:normal" % func, "5")
+    good = ctx.gm().run(func, "ok")
+    r.hset("job:%s:%d" % (func, good + 1), mapping={"status": "idle", "input": b"\xff\xfe"})
+    r.lpush("queue:%s:normal" % func, good + 1)
+    ctx.php_worker("rev", func)
+    check_eq(ctx.wait_job(func, good).get(b"output"), b"ko", "the good job")
+    check_eq(ctx.wait_job(func, good + 1).get(b"output"), b"\xfe\xff", "binary input")
+    # Not an integer, no hash, a hash without input: kept aside, never run.
+    # (kept as `{PRIO}:{ENTRY}`, the queue it came from)
+    h.wait_for(lambda: set(r.lrange("gearshift:rejected:%s" % func, 0, -1))
+               == {b"normal:not-a-number", b"normal:999", b"normal:5"}, 10,
+               "bad entries kept aside")
+    check_eq(r.hgetall("job:%s:5" % func), {b"status": b"idle"}, "hash without input untouched")
+    check_eq(ctx.r.llen("gearshift:processing:%s" % func), 0, "processing list empty")
+    check("gearmonkey" in ctx.server.log_text(), "a log line names the bridge")
+
+
+TESTS = [
+    gm_client_blocking_to_php_worker,
+    gm_jobs_wait_for_gearman_workers_and_keep_priority,
+    gm_scheduled_job_runs_when_due,
+    gm_client_sees_gearman_progress,
+    gm_client_errors_from_gearman_worker,
+    gearman_clients_reach_gm_worker,
+    gearman_background_to_gm_worker,
+    gearman_client_sees_gm_progress_and_errors,
+    bad_input_is_logged_counted_and_kept,
+    redis_restart_under_load,
+]
+
+SPECIAL = {
+    gm_job_gets_gearshift_retries: {"config": RETRY_CONFIG},
+    kill9_gearshift_while_bridged_jobs_run: {"durable": True},
+}
+
+
+def wrap(fn, **kw):
+    def test():
+        ctx = Ctx(fn.__name__, **kw)
+        try:
+            fn(ctx)
+        except h.TestFailure as e:
+            raise h.TestFailure("%s\n%s" % (e, ctx.diagnostics()))
+        finally:
+            ctx.close()
+    return test
+
+
+def main():
+    missing = [t for t in (REDIS_SERVER, "gearman") if not shutil.which(t)]
+    missing += h.missing_clients(PHP, PERL)
+    if not os.path.exists(GEARSHIFT):
+        missing.append(GEARSHIFT)
+    tests = [(f.__name__, wrap(f)) for f in TESTS]
+    tests += [(f.__name__, wrap(f, **kw)) for f, kw in SPECIAL.items()]
+    if missing:
+        # scripts/test.sh installs them: their absence is a failure, not a skip.
+        print("== gearmonkey: missing prerequisites: %s" % ", ".join(missing))
+        print(h.summary(0, 1, len(tests)))
+        return 1
+    os.environ["SERVER_CMD"] = "%s serve ... --gearmonkey redis://127.0.0.1:<own port>" % GEARSHIFT
+    return h.run_suite("gearmonkey bridge (redis-server + gearshift serve --gearmonkey)", tests)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
