@@ -291,6 +291,21 @@ def gm_job_gets_gearshift_retries(ctx):
     check_eq(len(runs), 2, "runs of the job (max_attempts 2): %r" % runs)
 
 
+def only_matching_functions_are_bridged(ctx):
+    # --gearmonkey-match "img_*": other functions' queues and roll call stay GearMonkey's.
+    ctx.php_worker("rev", "img_a")
+    ctx.php_worker("rev", "txt_a")
+    h.wait_workers(ctx.port, "img_a")
+    h.wait_workers(ctx.port, "txt_a")
+    wait_count(ctx, "img_a", 1)
+    _, job = ctx.gm().run("img_a", "abc", blocking=True, rollcall=True, timeout=20)
+    check_eq(job.get(b"output"), b"cba", "matched function bridged")
+    ctx.gm().run("txt_a", "abc")
+    time.sleep(0.6)
+    check_eq(ctx.r.lrange("queue:txt_a:normal", 0, -1), [b"1"], "unmatched queue untouched")
+    check_eq(ctx.r.get("count:txt_a"), None, "unmatched roll call untouched")
+
+
 # --------------------------------------------------------------------------
 # Gearman clients -> GearMonkey workers
 
@@ -422,6 +437,7 @@ TESTS = [
 SPECIAL = {
     gm_job_gets_gearshift_retries: {"config": RETRY_CONFIG},
     kill9_gearshift_while_bridged_jobs_run: {"durable": True},
+    only_matching_functions_are_bridged: {"match": ["img_*"]},
 }
 
 
