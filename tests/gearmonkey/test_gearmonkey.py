@@ -306,6 +306,28 @@ def only_matching_functions_are_bridged(ctx):
     check_eq(ctx.r.get("count:txt_a"), None, "unmatched roll call untouched")
 
 
+def bridged_job_is_marked_in_gearshift(ctx):
+    # A running bridged job: its unique names it GearMonkey's, in `show unique
+    # jobs` and `show job`, and its WORK_STATUS is already in the hash.
+    func = "gm_gate"
+    gate = ctx.path("gate")
+    ctx.php_worker("gated", func, gate=gate)
+    h.wait_workers(ctx.port, func)
+    jid = ctx.gm().run(func, "g")
+    unique = "gearmonkey:%s:%d" % (func, jid)
+    h.wait_for(lambda: unique in h.admin(ctx.port, "show unique jobs"), 10,
+               "%s in show unique jobs" % unique)
+    h.wait_for(lambda: ctx.r.hget("job:%s:%d" % (func, jid), "status:divisor") == b"2", 10,
+               "WORK_STATUS 1/2 in the hash while running")
+    check_eq(ctx.r.hget("job:%s:%d" % (func, jid), "status"), b"busy", "status while running")
+    with open(ctx.path("php-%s.log" % func)) as f:
+        handle = f.read().split()[-1]
+    detail = h.admin(ctx.port, "show job %s" % handle)
+    check("unique: %s" % unique in detail, "show job names the GearMonkey job: %r" % detail)
+    open(gate, "w").close()
+    check_eq(ctx.wait_job(func, jid).get(b"output"), b"gated:g", "finished")
+
+
 # --------------------------------------------------------------------------
 # Gearman clients -> GearMonkey workers
 
@@ -336,6 +358,24 @@ def gearman_background_to_gm_worker(ctx):
                    "GET_STATUS of %s: finished" % hd)
 
 
+def gearman_background_status_from_gm_progress(ctx):
+    # GET_STATUS of a background Gearman job follows the GearMonkey worker's
+    # dividend/divisor.
+    func = "gm_bgprog"
+    ctx.gm_worker(func, "progress")
+    wait_count(ctx, func, 1)
+    handle = ctx.php_client("bg", func, "normal:p").strip()
+    seen = set()
+
+    def progressed():
+        st = ctx.php_client("status", handle).split()
+        seen.add(tuple(st))
+        return st[:1] == ["0"]
+    h.wait_for(progressed, 20, "background job done")
+    check(("1", "1", "1", "3") in seen or ("1", "1", "2", "3") in seen,
+          "GET_STATUS showed the GearMonkey progress: %r" % sorted(seen))
+
+
 def gearman_client_sees_gm_progress_and_errors(ctx):
     ctx.gm_worker("gm_prog", "progress")
     ctx.gm_worker("gm_err", "fail")
@@ -356,6 +396,8 @@ def gearman_client_sees_gm_progress_and_errors(ctx):
 def kill9_gearshift_while_bridged_jobs_run(ctx):
     func = "gm_kill"
     n = 12
+    events = ctx.r.pubsub(ignore_subscribe_messages=True)
+    events.subscribe("channel:%s" % func)
     for i in range(n):
         ctx.gm().run(func, "0.4")
     ctx.php_worker("sleep", func)
@@ -364,6 +406,7 @@ def kill9_gearshift_while_bridged_jobs_run(ctx):
     time.sleep(0.5)
     os.kill(ctx.server.pid, signal.SIGKILL)
     ctx.server.proc.wait(timeout=5)
+    check(ctx.r.llen("gearshift:processing:%s" % func) > 0, "jobs were in flight at the kill")
     for p in list(ctx.procs):
         p.stop()
     # Back with the same data dir and Redis: every job ends success.
@@ -375,6 +418,19 @@ def kill9_gearshift_while_bridged_jobs_run(ctx):
         check_eq(ctx.wait_job(func, jid, timeout=40).get(b"status"), b"success", "job %d" % jid)
     check_eq(ctx.r.llen("gearshift:processing:%s" % func), 0, "processing list empty")
     wait_count(ctx, func, 2)
+    finishes = {}
+    quiet = time.monotonic() + 1.0
+    while time.monotonic() < quiet:
+        # (None also for the ignored subscribe confirmation: read until 1 s of quiet)
+        m = events.get_message(timeout=0.2)
+        if m is None:
+            continue
+        quiet = time.monotonic() + 1.0
+        kind, _, jid = m["data"].decode().partition(":")
+        if kind == "finish":
+            finishes[jid] = finishes.get(jid, 0) + 1
+    check_eq(finishes, {str(j): 1 for j in range(1, n + 1)},
+             "finish events: each job finished once on the Redis side")
 
 
 def redis_restart_under_load(ctx):
@@ -430,6 +486,8 @@ TESTS = [
     gearman_clients_reach_gm_worker,
     gearman_background_to_gm_worker,
     gearman_client_sees_gm_progress_and_errors,
+    gearman_background_status_from_gm_progress,
+    bridged_job_is_marked_in_gearshift,
     bad_input_is_logged_counted_and_kept,
     redis_restart_under_load,
 ]
