@@ -43,17 +43,43 @@ GM = [sys.executable, os.path.join(HERE, "gearmonkey.py")]
 class Redis:
     """A redis-server of the test's own; restartable on the same port and data."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, tls=False, password=None):
         self.dir = os.path.join(tmp, "redis")
         os.makedirs(self.dir)
         self.port = h.free_port()
         self.proc = None
+        self.tls = tls
+        self.password = password
+        if tls:
+            # A throwaway CA and a certificate for 127.0.0.1 signed by it.
+            d = self.dir
+            ext = os.path.join(d, "ext")
+            with open(ext, "w") as f:
+                f.write("subjectAltName=IP:127.0.0.1\n")
+            for argv in (
+                    ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                     "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=gearmonkey-test-ca"],
+                    ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem",
+                     "-out", "srv.csr", "-subj", "/CN=127.0.0.1"],
+                    ["openssl", "x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey",
+                     "ca.key", "-CAcreateserial", "-out", "cert.pem", "-days", "2",
+                     "-extfile", ext]):
+                r = subprocess.run(argv, cwd=d, capture_output=True, text=True, timeout=30)
+                check(r.returncode == 0, "%s: %s" % (" ".join(argv), r.stderr))
         self.start()
 
     def start(self):
-        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+        argv = [REDIS_SERVER, "--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--appendonly", "yes",
                 "--appendfsync", "always", "--daemonize", "no", "--logfile", "redis.log"]
+        if self.tls:
+            argv += ["--port", "0", "--tls-port", str(self.port),
+                     "--tls-cert-file", "cert.pem", "--tls-key-file", "key.pem",
+                     "--tls-ca-cert-file", "ca.pem", "--tls-auth-clients", "no"]
+        else:
+            argv += ["--port", str(self.port)]
+        if self.password:
+            argv += ["--requirepass", self.password]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 10
@@ -77,20 +103,32 @@ class Redis:
                 self.proc.wait(timeout=5)
         self.proc = None
 
+    def _url(self, tls_suffix):
+        auth = (":%s@" % self.password) if self.password else ""
+        if self.tls:
+            return "rediss://%s127.0.0.1:%d/0%s" % (auth, self.port, tls_suffix)
+        return "redis://%s127.0.0.1:%d/0" % (auth, self.port)
+
     @property
     def url(self):
-        return "redis://127.0.0.1:%d/0" % self.port
+        """For the bridge (the redis crate: `#insecure` accepts the test CA's certificate)."""
+        return self._url("#insecure")
+
+    @property
+    def py_url(self):
+        """For redis-py (gearmonkey.py)."""
+        return self._url("?ssl_cert_reqs=none")
 
     def client(self):
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+        return redis.Redis.from_url(self.py_url, socket_timeout=60)
 
 
 class Ctx(h.Ctx):
     """A fresh Redis and a Gearshift bridging to it."""
 
-    def __init__(self, name, config=None, durable=False, match=()):
+    def __init__(self, name, config=None, durable=False, match=(), tls=False, password=None):
         super().__init__(name, with_server=False)
-        self.redis = Redis(self.tmp)
+        self.redis = Redis(self.tmp, tls, password)
         self.r = self.redis.client()
         extra = ""
         if config:
@@ -104,7 +142,7 @@ class Ctx(h.Ctx):
             else "--store memory"
         self.template = ("%s serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 %s "
                          "--verbose INFO --gearmonkey %s%s"
-                         % (shlex.quote(GEARSHIFT), store, self.redis.url, extra))
+                         % (shlex.quote(GEARSHIFT), store, shlex.quote(self.redis.url), extra))
         self.start_server()
 
     def start_server(self):
@@ -154,7 +192,7 @@ class Ctx(h.Ctx):
 
     # GearMonkey side
     def gm_worker(self, func, mode, log=None):
-        argv = GM + [self.redis.url, "worker", func, mode]
+        argv = GM + [self.redis.py_url, "worker", func, mode]
         if log:
             argv += ["--log", log]
         return self.spawn(argv, "gm-worker-%s-%s" % (mode, func))
@@ -389,6 +427,35 @@ def gearman_client_sees_gm_progress_and_errors(ctx):
     check_eq(ctx.php_client("do", "normal", "gm_err", "f").strip()[:9], "EXCEPTION", "do")
 
 
+def redis_with_password_both_ways(ctx):
+    """requirepass, and rediss:// when the Ctx has TLS: jobs go both ways."""
+    tag = "tls" if ctx.redis.tls else "pw"
+    ctx.php_worker("rev", tag + "_in")
+    h.wait_workers(ctx.port, tag + "_in")
+    _, job = ctx.gm().run(tag + "_in", "secure", blocking=True, timeout=20)
+    check(job is not None, "GearMonkey client -> Gearman worker timed out")
+    check_eq(job.get(b"output"), b"eruces", "GearMonkey client -> Gearman worker")
+    ctx.gm_worker(tag + "_out", "upper")
+    wait_count(ctx, tag + "_out", 1)
+    check_eq(ctx.php_client("do", "normal", tag + "_out", "abc").strip(), "RESULT:ABC",
+             "Gearman client -> GearMonkey worker")
+    check(ctx.redis.password not in ctx.server.log_text(), "the password stays out of the log")
+
+
+def rediss_both_ways(ctx):
+    try:
+        h.wait_for(lambda: "gearmonkey" in ctx.server.log_text().split("only loopback")[-1],
+                   10, "the bridge's first line after the start")
+    except h.TestFailure:
+        pass
+    if "tls-rustls-insecure feature" in ctx.server.log_text():
+        # A build without the redis crate's `tls-rustls-insecure` feature
+        # cannot reach a Redis whose certificate is not from a public CA.
+        raise h.Skip("this build cannot accept the test CA (redis crate feature "
+                     "tls-rustls-insecure is off)")
+    redis_with_password_both_ways(ctx)
+
+
 # --------------------------------------------------------------------------
 # Failures
 
@@ -496,6 +563,8 @@ SPECIAL = {
     gm_job_gets_gearshift_retries: {"config": RETRY_CONFIG},
     kill9_gearshift_while_bridged_jobs_run: {"durable": True},
     only_matching_functions_are_bridged: {"match": ["img_*"]},
+    redis_with_password_both_ways: {"password": "secret-pw"},
+    rediss_both_ways: {"tls": True, "password": "secret-pw"},
 }
 
 
@@ -512,7 +581,7 @@ def wrap(fn, **kw):
 
 
 def main():
-    missing = [t for t in (REDIS_SERVER, "gearman") if not shutil.which(t)]
+    missing = [t for t in (REDIS_SERVER, "gearman", "openssl") if not shutil.which(t)]
     missing += h.missing_clients(PHP, PERL)
     if not os.path.exists(GEARSHIFT):
         missing.append(GEARSHIFT)
