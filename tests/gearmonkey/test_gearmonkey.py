@@ -170,6 +170,14 @@ class Ctx(h.Ctx):
                                  func, "0", self.path("php-%s.log" % func), gate],
                           "php-worker-%s-%s" % (mode, func))
 
+    def perl_worker(self, mode, func):
+        return self.spawn(PERL + [os.path.join(CLIENTS, "worker.pl"), str(self.port), mode,
+                                  func, "0", ""], "perl-worker-%s-%s" % (mode, func))
+
+    def cli_worker(self, func, *cmd):
+        return self.spawn(["gearman", "-w", "-h", h.HOST, "-p", str(self.port), "-f", func,
+                           "--"] + list(cmd), "gearman-worker-" + func)
+
     def php_client(self, *args, timeout=30):
         r = h.run(PHP + [os.path.join(CLIENTS, "client.php"), str(self.port)] + list(args),
                   timeout=timeout)
@@ -236,6 +244,17 @@ def gm_client_blocking_to_php_worker(ctx):
     for p in ctx.procs:
         p.stop()
     wait_count(ctx, "gm_rev", 0)
+
+
+def gm_client_to_perl_and_cli_workers(ctx):
+    ctx.perl_worker("upper", "gm_perl")
+    ctx.cli_worker("gm_cli", "tr", "a-z", "A-Z")
+    h.wait_workers(ctx.port, "gm_perl")
+    h.wait_workers(ctx.port, "gm_cli")
+    _, job = ctx.gm().run("gm_perl", "perl", blocking=True, timeout=20)
+    check_eq(job.get(b"output"), b"PERL", "Perl Gearman::Worker")
+    _, job = ctx.gm().run("gm_cli", "cli", blocking=True, timeout=20)
+    check_eq(job.get(b"output"), b"CLI", "gearman -w")
 
 
 def gm_jobs_wait_for_gearman_workers_and_keep_priority(ctx):
@@ -546,6 +565,7 @@ def bad_input_is_logged_counted_and_kept(ctx):
 
 TESTS = [
     gm_client_blocking_to_php_worker,
+    gm_client_to_perl_and_cli_workers,
     gm_jobs_wait_for_gearman_workers_and_keep_priority,
     gm_scheduled_job_runs_when_due,
     gm_client_sees_gearman_progress,
