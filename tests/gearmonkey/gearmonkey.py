@@ -84,7 +84,12 @@ class Worker:
 
     def take(self, wait=1):
         """One job id, or None after `wait` seconds."""
-        got = self.r.evalsha(self.sha, 1, "queue:%s:scheduled" % self.fn, int(time.time()))
+        try:
+            got = self.r.evalsha(self.sha, 1, "queue:%s:scheduled" % self.fn, int(time.time()))
+        except redis.exceptions.NoScriptError:
+            # A restarted Redis forgot the script: load it again.
+            self.sha = self.r.script_load(SCHEDULED_SCRIPT)
+            return None
         if got:
             return got[1]
         got = self.r.brpop(["queue:%s:high" % self.fn, "queue:%s:normal" % self.fn,
@@ -113,12 +118,26 @@ class Worker:
             status, output = "success", self.work(self, data)
         except Exception as e:  # noqa: BLE001 - any error is the job's error
             status, output = "error", str(e)
+        retrying(lambda: self.finish(key, jid, status, output))
+        return jid
+
+    def finish(self, key, jid, status, output):
         self.r.hset(key, mapping={"status": status, "output": output})
         self.r.expire(key, 90000)
         self.r.publish("channel:%s" % self.fn, "finish:%d" % jid)
         self.r.lpush("lock:%s:%d" % (self.fn, jid), "OK")
         self.r.expire("lock:%s:%d" % (self.fn, jid), 10)
-        return jid
+
+
+def retrying(step, limit=120):
+    """Runs step until Redis answers (a worker outliving a Redis restart)."""
+    for _ in range(limit):
+        try:
+            return step()
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            print("gearmonkey: redis: %s; retrying" % e, file=sys.stderr, flush=True)
+            time.sleep(0.5)
+    return step()
 
 
 def _progress(w, data):
@@ -183,7 +202,7 @@ def main():
     done = 0
     with Worker(r, a.fn, MODES[a.mode]) as wk:
         while a.count == 0 or done < a.count:
-            if wk.run_once(log=a.log) is not None:
+            if retrying(lambda: wk.run_once(log=a.log)) is not None:
                 done += 1
     return 0
 

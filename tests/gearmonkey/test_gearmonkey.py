@@ -540,6 +540,34 @@ def redis_restart_under_load(ctx):
     wait_count(ctx, func, 1)
 
 
+def redis_gone_while_jobs_run_both_ways(ctx):
+    # A bridged job finishes on its Gearman worker while Redis is down: the
+    # bridge keeps the result and writes it once Redis is back. A Gearman job
+    # on a GearMonkey worker waits out the outage and completes.
+    gate = ctx.path("gate")
+    ctx.php_worker("gated", "gone_in", gate=gate)
+    h.wait_workers(ctx.port, "gone_in")
+    jid = ctx.gm().run("gone_in", "x")
+    h.wait_for(lambda: ctx.r.hget("job:gone_in:%d" % jid, "status") == b"busy", 10, "running")
+    ctx.gm_worker("gone_out", "sleep")
+    wait_count(ctx, "gone_out", 1)
+    client = ctx.spawn(PHP + [os.path.join(CLIENTS, "client.php"), str(ctx.port), "do",
+                              "normal", "gone_out", "1.5"], "php-client-gone_out")
+    h.wait_for(lambda: ctx.r.get("uid:gone_out") == b"1", 10, "Gearman job written to Redis")
+    ctx.redis.stop()
+    open(gate, "w").close()
+    time.sleep(4)
+    # Gearman alone still works meanwhile.
+    ctx.php_worker("rev", "plain")
+    check_eq(ctx.php_client("do", "normal", "plain", "up").strip(), "RESULT:pu", "Gearman side")
+    ctx.redis.start()
+    check_eq(ctx.wait_job("gone_in", jid, timeout=30).get(b"output"), b"gated:x",
+             "result written after the outage")
+    check_eq(client.wait(timeout=30), 0, "Gearman client exit status")
+    check_eq(client.stdout().strip(), "RESULT:slept:1.5", "Gearman client's result")
+    check_eq(ctx.r.llen("gearshift:processing:gone_in"), 0, "processing list empty")
+
+
 def bad_input_is_logged_counted_and_kept(ctx):
     func = "gm_bad"
     r = ctx.r
@@ -577,6 +605,7 @@ TESTS = [
     bridged_job_is_marked_in_gearshift,
     bad_input_is_logged_counted_and_kept,
     redis_restart_under_load,
+    redis_gone_while_jobs_run_both_ways,
 ]
 
 SPECIAL = {
