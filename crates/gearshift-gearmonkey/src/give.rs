@@ -11,9 +11,9 @@ use gearshift_client::worker::WorkerJob;
 use gearshift_client::{WorkError, Worker};
 use tokio::sync::oneshot;
 
-use crate::keys::{self, Prio};
+use crate::keys;
 use crate::stats::Stats;
-use crate::Shared;
+use crate::{scripts, Shared};
 
 /// The client id the bridge's Gearman worker sets, so the supervisor does
 /// not count it as a Gearman worker (and `workers` shows whose it is).
@@ -76,46 +76,44 @@ where
     unreachable!("the retry loop only ends by returning")
 }
 
-/// One Gearman job written to Redis and followed to its end.
+/// One Gearman job written to Redis (once per handle) and followed to its end.
 async fn give_one(shared: &Shared, function: &str, job: WorkerJob) -> Result<Bytes, WorkError> {
+    let handle = String::from_utf8_lossy(job.handle()).into_owned();
+    // Its Gearman priority picks the queue (epoch jobs reach a worker only
+    // when due, so none goes to the scheduled set).
+    let prio = shared.admin.prio_of(&handle).await;
+    let script = scripts::give();
     let redis = shared.redis.clone();
-    let id: u64 = retry(shared, "cannot take a job id", || {
+    let (created, raw_id): (i64, String) = retry(shared, "cannot write the job", || {
         let mut r = redis.clone();
-        async move {
-            redis::cmd("INCR")
-                .arg(keys::uid(function))
-                .query_async(&mut r)
-                .await
-        }
+        let mut call = script.key(keys::given(function, &handle));
+        call.key(keys::uid(function))
+            .key(keys::channel(function))
+            .arg(function)
+            .arg(job.data().as_ref())
+            .arg(prio.word());
+        async move { call.invoke_async(&mut r).await }
     })
     .await;
-    let job_key = keys::job(function, id);
-    let input = job.data().clone();
-    // One transaction: the job is either fully there or not at all.
-    let mut create = redis::pipe();
-    create
-        .atomic()
-        .cmd("HSET")
-        .arg(&job_key)
-        .arg("status")
-        .arg("idle")
-        .arg("input")
-        .arg(input.as_ref())
-        .ignore()
-        .cmd("PUBLISH")
-        .arg(keys::channel(function))
-        .arg(format!("create:{id}"))
-        .ignore()
-        .cmd("LPUSH")
-        .arg(keys::queue(function, Prio::Normal))
-        .arg(id)
-        .ignore();
-    retry(shared, "cannot write the job", || {
-        let (mut r, p) = (redis.clone(), create.clone());
-        async move { p.query_async::<()>(&mut r).await }
-    })
-    .await;
-    Stats::bump(&shared.stats.given);
+    let Some(id) = keys::parse_id(raw_id.as_bytes()) else {
+        Stats::bump(&shared.stats.bad_id);
+        tracing::warn!(
+            function,
+            "gearmonkey: uid:{function} gave a job id that is not an integer: {raw_id:?}"
+        );
+        return Err(WorkError::exception(format!(
+            "gearmonkey: bad job id {raw_id:?}"
+        )));
+    };
+    if created == 1 {
+        Stats::bump(&shared.stats.given);
+    } else {
+        tracing::info!(
+            function,
+            id,
+            "gearmonkey: {handle} was given before; following job:{function}:{id} again"
+        );
+    }
     follow(shared, function, id, &job).await
 }
 

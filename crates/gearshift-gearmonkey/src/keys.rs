@@ -50,6 +50,12 @@ pub fn added(function: &str) -> String {
 /// The prefix of every `added` key.
 pub const ADDED_PREFIX: &str = "gearshift:count:";
 
+/// Gearshift's own: the GearMonkey id a Gearman job (by handle) was given
+/// as, so a job handed out again after a restart is not written twice.
+pub fn given(function: &str, handle: &str) -> String {
+    format!("gearshift:given:{function}:{handle}")
+}
+
 /// Gearshift's own: queue entries it could not run (not an integer, no
 /// job hash), kept rather than dropped so nothing is lost.
 pub fn rejected(function: &str) -> String {

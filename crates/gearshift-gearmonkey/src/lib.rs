@@ -9,8 +9,10 @@
 //! - `scripts`: the Lua scripts (take a job, put one back, the roll call).
 //! - `take`: GearMonkey clients -> Gearman workers.
 //! - `give`: Gearman clients -> GearMonkey workers.
+//! - `admin`: a shared admin connection (a job's priority, its last error).
 //! - `watch`: the supervisor that decides which of the two runs.
-//! - [`stats`]: counters of bad input and failed calls.
+//! - [`stats`]: counters of bad input and failed calls (logged, and in
+//!   `/metrics` through the caller).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use std::time::Duration;
 use gearshift_client::Client;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+mod admin;
 mod give;
 pub mod glob;
 pub mod keys;
@@ -60,9 +63,10 @@ pub enum ConfigError {
 pub struct Shared {
     redis: ConnectionManager,
     client: Client,
+    admin: admin::Admin,
     gearman: SocketAddr,
     matches: Vec<String>,
-    stats: stats::Stats,
+    stats: Arc<stats::Stats>,
 }
 
 /// The URL with any password replaced, for log lines and errors.
@@ -89,6 +93,7 @@ pub fn check(config: &BridgeConfig) -> Result<(), ConfigError> {
 /// is not an error: the bridge waits for it (logging) while Gearshift runs.
 pub async fn run(
     config: BridgeConfig,
+    stats: Arc<stats::Stats>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ConfigError> {
     let redis_client =
@@ -125,9 +130,10 @@ pub async fn run(
     let shared = Arc::new(Shared {
         redis,
         client,
+        admin: admin::Admin::new(config.gearman),
         gearman: config.gearman,
         matches: config.matches,
-        stats: stats::Stats::default(),
+        stats,
     });
     tracing::info!(
         "gearmonkey bridge: Redis at {}, functions {:?}",

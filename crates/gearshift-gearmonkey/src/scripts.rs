@@ -62,3 +62,23 @@ return want - old
 ",
     )
 }
+
+/// Writes a Gearman job as a GearMonkey job once per Gearman handle: a job
+/// Gearshift hands out again (after a restart) finds the id it got before.
+/// KEYS: given (`gearshift:given:{FN}:{HANDLE}`), uid, channel.
+/// ARGV: function, input, priority word. Returns `{created, id}`.
+pub fn give() -> Script {
+    Script::new(
+        r"
+local known = redis.call('GET', KEYS[1])
+if known then return {0, known} end
+local id = redis.call('INCR', KEYS[2])
+local fn = ARGV[1]
+redis.call('HSET', 'job:' .. fn .. ':' .. id, 'status', 'idle', 'input', ARGV[2])
+redis.call('PUBLISH', KEYS[3], 'create:' .. id)
+redis.call('LPUSH', 'queue:' .. fn .. ':' .. ARGV[3], id)
+redis.call('SET', KEYS[1], id, 'EX', 90000)
+return {1, tostring(id)}
+",
+    )
+}

@@ -33,20 +33,59 @@ impl Stats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Every counter as Prometheus text, one family
+    /// `gearshift_gearmonkey_total{event="..."}`.
+    pub fn prometheus(&self, out: &mut String) {
+        use std::fmt::Write;
+        out.push_str("# HELP gearshift_gearmonkey_total GearMonkey bridge events: jobs taken, finished, given, put back; bad input; failed calls.\n");
+        out.push_str("# TYPE gearshift_gearmonkey_total counter\n");
+        for (event, c) in self.named() {
+            let _ = writeln!(
+                out,
+                "gearshift_gearmonkey_total{{event=\"{event}\"}} {}",
+                c.load(Ordering::Relaxed)
+            );
+        }
+    }
+
+    /// Each counter with its name.
+    fn named(&self) -> [(&'static str, &AtomicU64); 9] {
+        [
+            ("taken", &self.taken),
+            ("finished", &self.finished),
+            ("given", &self.given),
+            ("put_back", &self.put_back),
+            ("bad_id", &self.bad_id),
+            ("missing_job", &self.missing_job),
+            ("bad_field", &self.bad_field),
+            ("redis_errors", &self.redis_errors),
+            ("gearman_errors", &self.gearman_errors),
+        ]
+    }
+
     /// One line for the log.
     pub fn line(&self) -> String {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        format!(
-            "taken={} finished={} given={} put_back={} bad_id={} missing_job={} bad_field={} redis_errors={} gearman_errors={}",
-            g(&self.taken),
-            g(&self.finished),
-            g(&self.given),
-            g(&self.put_back),
-            g(&self.bad_id),
-            g(&self.missing_job),
-            g(&self.bad_field),
-            g(&self.redis_errors),
-            g(&self.gearman_errors),
-        )
+        let parts: Vec<String> = self
+            .named()
+            .iter()
+            .map(|(n, c)| format!("{n}={}", c.load(Ordering::Relaxed)))
+            .collect();
+        parts.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_for_logs_and_prometheus() {
+        let s = Stats::default();
+        Stats::bump(&s.bad_id);
+        assert!(s.line().contains("bad_id=1"));
+        let mut out = String::new();
+        s.prometheus(&mut out);
+        assert!(out.contains("gearshift_gearmonkey_total{event=\"bad_id\"} 1\n"));
+        assert!(out.contains("# TYPE gearshift_gearmonkey_total counter\n"));
     }
 }

@@ -236,7 +236,17 @@ async fn run_in_gearshift(
                 }
             }
             Ok(Some(JobEvent::Complete(out))) => return Some(("success", out)),
-            Ok(Some(JobEvent::Fail)) => return Some(("error", Bytes::new())),
+            Ok(Some(JobEvent::Fail)) => {
+                // WORK_FAIL carries no text: the server's record has the last error.
+                let handle = String::from_utf8_lossy(job.handle().handle()).into_owned();
+                // (gone when the server keeps no ended jobs: then the reason word).
+                let text = shared
+                    .admin
+                    .last_error(&handle)
+                    .await
+                    .unwrap_or_else(|| "fail".to_owned());
+                return Some(("error", Bytes::from(text)));
+            }
             Ok(Some(JobEvent::Exception(text))) => return Some(("error", text)),
             Ok(Some(JobEvent::Data(_) | JobEvent::Warning(_))) => {}
             Ok(None) | Err(_) => {

@@ -1,10 +1,13 @@
 //! `--gearmonkey`: starts the GearMonkey bridge (crate
 //! `gearshift-gearmonkey`) beside the server, speaking Gearman to the
-//! server's own first plaintext listener, and stops it after the server.
+//! server's own first plaintext listener, and stops it after the server;
+//! its counters join `/metrics`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
+use gearshift_gearmonkey::stats::Stats;
 use gearshift_gearmonkey::BridgeConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -53,13 +56,16 @@ pub(super) fn start(
         _ => *first,
     };
     let (tx, rx) = watch::channel(false);
+    let stats = Arc::new(Stats::default());
+    let section = stats.clone();
+    gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
     let task = tokio::spawn(async move {
         let cfg = BridgeConfig {
             url,
             matches,
             gearman,
         };
-        if let Err(e) = gearshift_gearmonkey::run(cfg, rx).await {
+        if let Err(e) = gearshift_gearmonkey::run(cfg, stats, rx).await {
             tracing::error!("{e}");
         }
     });
