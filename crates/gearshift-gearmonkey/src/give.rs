@@ -22,11 +22,15 @@ pub const BRIDGE_ID: &str = "gearmonkey-bridge";
 /// Jobs one bridged function may have out at GearMonkey workers at once.
 const CONCURRENCY: usize = 256;
 
-/// A running bridge worker for one function; dropping `stop` ends it once
-/// its jobs are done.
+/// A running bridge worker for one function.
 pub struct Giver {
-    /// Dropped or sent to stop the worker.
+    /// Sent (or dropped) to stop the worker once its jobs are done.
     pub stop: oneshot::Sender<()>,
+    /// Aborted when Gearshift stops: the connection drops, Gearshift takes
+    /// the jobs back, and a durable one given again later resumes following
+    /// its GearMonkey job (`gearshift:given:`), so a stop never waits on
+    /// GearMonkey workers.
+    pub task: tokio::task::JoinHandle<()>,
 }
 
 /// Starts a Gearman worker for `function` that hands its jobs to Redis.
@@ -44,14 +48,14 @@ pub fn start(shared: Arc<Shared>, function: String) -> Result<Giver, gearshift_c
         })
         .build()?;
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(worker.run(async move {
+    let task = tokio::spawn(worker.run(async move {
         let _ = stopped.await;
     }));
     tracing::info!(
         function,
         "gearmonkey: Gearman jobs of {function} now go to GearMonkey workers"
     );
-    Ok(Giver { stop })
+    Ok(Giver { stop, task })
 }
 
 /// Retries a Redis call every half second until it works (Redis may be

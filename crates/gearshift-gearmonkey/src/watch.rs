@@ -95,6 +95,14 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
             _ = shutdown.changed() => {}
         }
     }
+    // Stopping: take nothing more, hand back the Gearman jobs out at
+    // GearMonkey workers, and leave the roll call.
+    gates
+        .values()
+        .for_each(|g| g.capacity.store(0, Ordering::Release));
+    for (_, g) in givers.drain() {
+        g.task.abort();
+    }
     for function in &counted {
         set_roll_call(&shared, function, 0).await;
     }

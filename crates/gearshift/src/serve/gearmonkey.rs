@@ -72,6 +72,21 @@ pub(super) fn start(
     Ok(Some((tx, task)))
 }
 
+/// The server's stop future, made to stop the bridge first: the bridge's
+/// own Gearman jobs must not hold up a graceful stop.
+pub(super) fn stop_first(
+    running: &Running,
+    stop: impl std::future::Future<Output = ()>,
+) -> impl std::future::Future<Output = ()> {
+    let tx = running.as_ref().map(|(tx, _)| tx.clone());
+    async move {
+        stop.await;
+        if let Some(tx) = tx {
+            let _ = tx.send(true);
+        }
+    }
+}
+
 /// Stops the bridge (it takes Gearshift's share out of the roll call),
 /// waiting a few seconds at most.
 pub(super) async fn stop(running: Running) {

@@ -441,7 +441,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file));
         let bridge = gearmonkey::start(gearmonkey, &addrs)?;
-        let stop = shutdown_signal(pid_file);
+        let stop = gearmonkey::stop_first(&bridge, shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;
         gearmonkey::stop(bridge).await;
