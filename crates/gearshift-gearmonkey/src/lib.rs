@@ -41,6 +41,9 @@ pub struct BridgeConfig {
     pub matches: Vec<String>,
     /// The Gearshift server to speak Gearman to (its own loopback address).
     pub gearman: SocketAddr,
+    /// CA bundle (PEM) a `rediss://` server's certificate must chain to,
+    /// instead of the public roots.
+    pub ca: Option<Vec<u8>>,
 }
 
 /// A bad `--gearmonkey` value.
@@ -79,14 +82,28 @@ pub fn redacted(url: &str) -> String {
     }
 }
 
+/// The Redis client for the URL (and CA, for `rediss://`).
+fn redis_client(config: &BridgeConfig) -> Result<redis::Client, ConfigError> {
+    let built = match &config.ca {
+        Some(pem) => redis::Client::build_with_tls(
+            config.url.as_str(),
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            },
+        ),
+        None => redis::Client::open(config.url.as_str()),
+    };
+    built.map_err(|source| ConfigError::Url {
+        url: redacted(&config.url),
+        source,
+    })
+}
+
 /// Checks the configuration without connecting (for `serve` to refuse a
 /// bad URL at start).
 pub fn check(config: &BridgeConfig) -> Result<(), ConfigError> {
-    redis::Client::open(config.url.as_str()).map_err(|source| ConfigError::Url {
-        url: redacted(&config.url),
-        source,
-    })?;
-    Ok(())
+    redis_client(config).map(drop)
 }
 
 /// Runs the bridge until `shutdown` turns true. Redis not being there yet
@@ -96,11 +113,7 @@ pub async fn run(
     stats: Arc<stats::Stats>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ConfigError> {
-    let redis_client =
-        redis::Client::open(config.url.as_str()).map_err(|source| ConfigError::Url {
-            url: redacted(&config.url),
-            source,
-        })?;
+    let redis_client = redis_client(&config)?;
     let manager_config = ConnectionManagerConfig::new()
         .set_connection_timeout(Duration::from_secs(2))
         .set_response_timeout(Duration::from_secs(10))

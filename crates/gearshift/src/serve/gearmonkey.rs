@@ -14,32 +14,37 @@ use tokio::task::JoinHandle;
 
 use super::ServeArgs;
 
-/// The URL and globs, checked; `None` without `--gearmonkey`.
-pub(super) fn config(args: &ServeArgs) -> Result<Option<(String, Vec<String>)>, String> {
+/// The bridge's configuration, checked (its Gearman address is filled in
+/// once the server listens); `None` without `--gearmonkey`.
+pub(super) fn config(args: &ServeArgs) -> Result<Option<BridgeConfig>, String> {
     let Some(url) = &args.gearmonkey else {
-        if !args.gearmonkey_match.is_empty() {
-            return Err("--gearmonkey-match needs --gearmonkey".into());
+        if !args.gearmonkey_match.is_empty() || args.gearmonkey_ca.is_some() {
+            return Err("--gearmonkey-match and --gearmonkey-ca need --gearmonkey".into());
         }
         return Ok(None);
     };
-    let probe = BridgeConfig {
+    let ca = match &args.gearmonkey_ca {
+        Some(path) => Some(
+            std::fs::read(path).map_err(|e| format!("--gearmonkey-ca {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let config = BridgeConfig {
         url: url.clone(),
         matches: args.gearmonkey_match.clone(),
         gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
+        ca,
     };
-    gearshift_gearmonkey::check(&probe).map_err(|e| e.to_string())?;
-    Ok(Some((url.clone(), args.gearmonkey_match.clone())))
+    gearshift_gearmonkey::check(&config).map_err(|e| e.to_string())?;
+    Ok(Some(config))
 }
 
 /// A running bridge: its stop switch and task.
 pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>)>;
 
 /// Starts the bridge once the server listens at `addrs`.
-pub(super) fn start(
-    config: Option<(String, Vec<String>)>,
-    addrs: &[SocketAddr],
-) -> Result<Running, String> {
-    let Some((url, matches)) = config else {
+pub(super) fn start(config: Option<BridgeConfig>, addrs: &[SocketAddr]) -> Result<Running, String> {
+    let Some(mut cfg) = config else {
         return Ok(None);
     };
     let Some(first) = addrs.first() else {
@@ -55,16 +60,12 @@ pub(super) fn start(
         }
         _ => *first,
     };
+    cfg.gearman = gearman;
     let (tx, rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());
     let section = stats.clone();
     gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
     let task = tokio::spawn(async move {
-        let cfg = BridgeConfig {
-            url,
-            matches,
-            gearman,
-        };
         if let Err(e) = gearshift_gearmonkey::run(cfg, stats, rx).await {
             tracing::error!("{e}");
         }

@@ -170,6 +170,10 @@ pub struct ServeArgs {
     /// default all).
     #[arg(long, value_name = "GLOB")]
     gearmonkey_match: Vec<String>,
+    /// CA bundle (PEM) a `rediss://` GearMonkey Redis's certificate must
+    /// chain to (default: the public roots).
+    #[arg(long, value_name = "FILE")]
+    gearmonkey_ca: Option<PathBuf>,
 }
 
 /// The HTTP listener's settings from the flags; `None`: off.
