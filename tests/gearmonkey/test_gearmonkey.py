@@ -13,12 +13,14 @@ Ends with `N passed, N failed, N skipped`.
 """
 
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -111,13 +113,17 @@ class Redis:
 
     @property
     def url(self):
-        """For the bridge (the redis crate: `#insecure` accepts the test CA's certificate)."""
-        return self._url("#insecure")
+        """For the bridge (which checks the certificate against --gearmonkey-ca)."""
+        return self._url("")
+
+    @property
+    def ca(self):
+        return os.path.join(self.dir, "ca.pem")
 
     @property
     def py_url(self):
-        """For redis-py (gearmonkey.py)."""
-        return self._url("?ssl_cert_reqs=none")
+        """For redis-py (gearmonkey.py), checking against the test CA too."""
+        return self._url("?ssl_ca_certs=%s" % self.ca)
 
     def client(self):
         return redis.Redis.from_url(self.py_url, socket_timeout=60)
@@ -138,6 +144,8 @@ class Ctx(h.Ctx):
             extra += " --config %s" % shlex.quote(path)
         for m in match:
             extra += " --gearmonkey-match %s" % shlex.quote(m)
+        if tls:
+            extra += " --gearmonkey-ca %s" % shlex.quote(self.redis.ca)
         store = ("--store log --data-dir %s" % shlex.quote(self.path("data"))) if durable \
             else "--store memory"
         self.template = ("%s serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 %s "
@@ -154,6 +162,13 @@ class Ctx(h.Ctx):
             super().close()
         finally:
             self.redis.stop()
+
+    def metrics(self):
+        """The server's /metrics text (its HTTP port from its log)."""
+        m = re.search(r"http listening on (127\.0\.0\.1:\d+)", self.server.log_text())
+        check(m is not None, "no http address in the log")
+        with urllib.request.urlopen("http://%s/metrics" % m.group(1), timeout=10) as resp:
+            return resp.read().decode()
 
     def diagnostics(self):
         out = super().diagnostics()
@@ -343,6 +358,7 @@ def gm_job_gets_gearshift_retries(ctx):
              "retried twice by Gearshift's policy")
     _, job = ctx.gm().run("gm_dies", "d", blocking=True, timeout=20)
     check_eq(job.get(b"status"), b"error", "failed for good after 2 attempts")
+    check(job.get(b"output"), "the last error as output: %r" % job)
     with open(ctx.path("php-gm_dies.log")) as f:
         runs = [line for line in f if line.startswith("d ")]
     check_eq(len(runs), 2, "runs of the job (max_attempts 2): %r" % runs)
@@ -433,6 +449,25 @@ def gearman_background_status_from_gm_progress(ctx):
           "GET_STATUS showed the GearMonkey progress: %r" % sorted(seen))
 
 
+def gearman_priorities_map_to_gm_queues(ctx):
+    # A roll call of 1 with no GearMonkey worker taking yet: the Gearman jobs
+    # wait in the GearMonkey queue of their priority, then run high first.
+    func = "gm_outprio"
+    ctx.r.set("count:%s" % func, 1)
+    ctx.php_client("bg", func, "low:c", "normal:b", "high:a")
+    for prio, data in (("high", b"a"), ("normal", b"b"), ("low", b"c")):
+        key = "queue:%s:%s" % (func, prio)
+        h.wait_for(lambda: ctx.r.llen(key) == 1, 10, "one job in %s" % key)
+        jid = int(ctx.r.lindex(key, 0))
+        check_eq(ctx.r.hget("job:%s:%d" % (func, jid), "input"), data, "%s's job" % key)
+    log = ctx.path("gm-outprio.log")
+    ctx.gm_worker(func, "upper", log=log)
+    h.wait_for(lambda: os.path.exists(log) and len(open(log).read().split()) == 6, 20,
+               "GearMonkey worker ran all three")
+    with open(log) as f:
+        check_eq([line.split()[1] for line in f], ["a", "b", "c"], "run order")
+
+
 def gearman_client_sees_gm_progress_and_errors(ctx):
     ctx.gm_worker("gm_prog", "progress")
     ctx.gm_worker("gm_err", "fail")
@@ -462,16 +497,8 @@ def redis_with_password_both_ways(ctx):
 
 
 def rediss_both_ways(ctx):
-    try:
-        h.wait_for(lambda: "gearmonkey" in ctx.server.log_text().split("only loopback")[-1],
-                   10, "the bridge's first line after the start")
-    except h.TestFailure:
-        pass
-    if "tls-rustls-insecure feature" in ctx.server.log_text():
-        # A build without the redis crate's `tls-rustls-insecure` feature
-        # cannot reach a Redis whose certificate is not from a public CA.
-        raise h.Skip("this build cannot accept the test CA (redis crate feature "
-                     "tls-rustls-insecure is off)")
+    # rediss:// to a certificate of a private CA given with --gearmonkey-ca.
+    check(ctx.redis.url.startswith("rediss://"), ctx.redis.url)
     redis_with_password_both_ways(ctx)
 
 
@@ -589,6 +616,11 @@ def bad_input_is_logged_counted_and_kept(ctx):
     check_eq(r.hgetall("job:%s:5" % func), {b"status": b"idle"}, "hash without input untouched")
     check_eq(ctx.r.llen("gearshift:processing:%s" % func), 0, "processing list empty")
     check("gearmonkey" in ctx.server.log_text(), "a log line names the bridge")
+    text = ctx.metrics()
+    for line in ('gearshift_gearmonkey_total{event="bad_id"} 1',
+                 'gearshift_gearmonkey_total{event="missing_job"} 2'):
+        check(line in text.splitlines(), "/metrics has %r: %r"
+              % (line, [x for x in text.splitlines() if "gearmonkey" in x]))
 
 
 TESTS = [
@@ -602,6 +634,7 @@ TESTS = [
     gearman_background_to_gm_worker,
     gearman_client_sees_gm_progress_and_errors,
     gearman_background_status_from_gm_progress,
+    gearman_priorities_map_to_gm_queues,
     bridged_job_is_marked_in_gearshift,
     bad_input_is_logged_counted_and_kept,
     redis_restart_under_load,
