@@ -9,29 +9,45 @@ use std::time::Duration;
 
 use gearshift_gearmonkey::stats::Stats;
 use gearshift_gearmonkey::BridgeConfig;
+use gearshift_server::policy_file::GearmonkeyDecl;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::ServeArgs;
 
-/// The bridge's configuration, checked (its Gearman address is filled in
-/// once the server listens); `None` without `--gearmonkey`.
-pub(super) fn config(args: &ServeArgs) -> Result<Option<BridgeConfig>, String> {
-    let Some(url) = &args.gearmonkey else {
-        if !args.gearmonkey_match.is_empty() || args.gearmonkey_ca.is_some() {
-            return Err("--gearmonkey-match and --gearmonkey-ca need --gearmonkey".into());
+/// The bridge's configuration from the flags and the config file's
+/// `[[gearmonkey]]` sections (flags win for the URL and CA; the globs of
+/// both apply), checked; its Gearman address is filled in once the server
+/// listens. `None` when neither names a Redis.
+pub(super) fn config(
+    args: &ServeArgs,
+    file: Option<GearmonkeyDecl>,
+) -> Result<Option<BridgeConfig>, String> {
+    let file = file.unwrap_or_default();
+    let Some(url) = args.gearmonkey.clone().or(file.url) else {
+        if !args.gearmonkey_match.is_empty()
+            || args.gearmonkey_ca.is_some()
+            || !file.matches.is_empty()
+        {
+            return Err("--gearmonkey-match, --gearmonkey-ca and [[gearmonkey]] need a Redis: --gearmonkey URL or `url` in [[gearmonkey]]".into());
         }
         return Ok(None);
     };
-    let ca = match &args.gearmonkey_ca {
+    let ca_path = args
+        .gearmonkey_ca
+        .clone()
+        .or(file.ca.map(std::path::PathBuf::from));
+    let ca = match &ca_path {
         Some(path) => Some(
             std::fs::read(path).map_err(|e| format!("--gearmonkey-ca {}: {e}", path.display()))?,
         ),
         None => None,
     };
+    let mut matches = args.gearmonkey_match.clone();
+    matches.extend(file.matches);
     let config = BridgeConfig {
-        url: url.clone(),
-        matches: args.gearmonkey_match.clone(),
+        url,
+        matches,
         gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
         ca,
     };

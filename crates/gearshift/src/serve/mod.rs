@@ -351,6 +351,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         None => policy_file::PolicyFile::default(),
     };
+    let gearmonkey_file = jobs.gearmonkey.clone();
     let jobs = crate::hangup::reload_of(jobs, &admin_allow);
     let mut listen = listen_addrs(&args)?;
     let (tls, tls_listen) = tls_config(&args, &mut listen)?;
@@ -389,7 +390,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let cfg_threads = cfg.resolved_io_threads();
     let pid_file = args.pid_file.clone();
     let config_path = args.config.clone();
-    let gearmonkey = gearmonkey::config(&args)?;
+    let gearmonkey = gearmonkey::config(&args, gearmonkey_file)?;
     if matches!(cfg.store, StoreConfig::Postgres { .. }) {
         if gearmonkey.is_some() {
             return Err("--gearmonkey is not supported on a PostgreSQL cluster node yet".into());
