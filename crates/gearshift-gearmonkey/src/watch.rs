@@ -67,6 +67,12 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
                 }
             }
         }
+        // Each taker's jobs in flight as the snapshot starts: the snapshot's
+        // counts hold those, not the ones taken while it is read.
+        let before: HashMap<String, usize> = gates
+            .iter()
+            .map(|(f, g)| (f.clone(), g.inflight.load(Ordering::Acquire)))
+            .collect();
         let loads = match admin.as_mut() {
             Some(a) => match snapshot(a).await {
                 Ok(l) => Some(l),
@@ -80,7 +86,17 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
             None => None,
         };
         match loads {
-            Some(loads) => step(&shared, &loads, &mut gates, &mut givers, &mut counted).await,
+            Some(loads) => {
+                step(
+                    &shared,
+                    &loads,
+                    &before,
+                    &mut gates,
+                    &mut givers,
+                    &mut counted,
+                )
+                .await
+            }
             // Gearshift unknown: take nothing more until it answers again.
             None => gates
                 .values()
@@ -113,6 +129,7 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
 async fn step(
     shared: &Arc<Shared>,
     loads: &HashMap<String, Load>,
+    before: &HashMap<String, usize>,
     gates: &mut HashMap<String, Arc<Gate>>,
     givers: &mut HashMap<String, Giver>,
     counted: &mut HashSet<String>,
@@ -129,7 +146,7 @@ async fn step(
                 gate
             });
             // Gearshift's own jobs for it (not the bridge's) also use workers.
-            let mine = gate.inflight.load(Ordering::Acquire);
+            let mine = before.get(function).copied().unwrap_or(0);
             let native = load.total.saturating_sub(mine);
             let capacity = load.workers.saturating_sub(native);
             gate.capacity.store(capacity, Ordering::Release);
