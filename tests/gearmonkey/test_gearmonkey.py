@@ -562,8 +562,9 @@ def redis_restart_under_load(ctx):
     ctx.redis.start()
     for i in range(n // 2, n):
         ctx.gm().run(func, "b%d" % i)
+    # (a take whose reply the restart cut off is swept back after 30 s: allow for it)
     for jid in range(1, n + 1):
-        check_eq(ctx.wait_job(func, jid, timeout=40).get(b"status"), b"success", "job %d" % jid)
+        check_eq(ctx.wait_job(func, jid, timeout=60).get(b"status"), b"success", "job %d" % jid)
     wait_count(ctx, func, 1)
 
 
@@ -588,7 +589,7 @@ def redis_gone_while_jobs_run_both_ways(ctx):
     ctx.php_worker("rev", "plain")
     check_eq(ctx.php_client("do", "normal", "plain", "up").strip(), "RESULT:pu", "Gearman side")
     ctx.redis.start()
-    check_eq(ctx.wait_job("gone_in", jid, timeout=30).get(b"output"), b"gated:x",
+    check_eq(ctx.wait_job("gone_in", jid, timeout=60).get(b"output"), b"gated:x",
              "result written after the outage")
     check_eq(client.wait(timeout=30), 0, "Gearman client exit status")
     check_eq(client.stdout().strip(), "RESULT:slept:1.5", "Gearman client's result")
