@@ -12,6 +12,7 @@ Env: GEARSHIFT (the binary, default target/debug/gearshift), REDIS_SERVER
 Ends with `N passed, N failed, N skipped`.
 """
 
+import json
 import os
 import re
 import shlex
@@ -163,11 +164,15 @@ class Ctx(h.Ctx):
         finally:
             self.redis.stop()
 
-    def metrics(self):
-        """The server's /metrics text (its HTTP port from its log)."""
+    def http(self, path, timeout=10):
+        """An open response of the server's HTTP listener (its port from its log)."""
         m = re.search(r"http listening on (127\.0\.0\.1:\d+)", self.server.log_text())
         check(m is not None, "no http address in the log")
-        with urllib.request.urlopen("http://%s/metrics" % m.group(1), timeout=10) as resp:
+        return urllib.request.urlopen("http://%s%s" % (m.group(1), path), timeout=timeout)
+
+    def metrics(self):
+        """The server's /metrics text."""
+        with self.http("/metrics") as resp:
             return resp.read().decode()
 
     def diagnostics(self):
@@ -399,6 +404,37 @@ def bridged_job_is_marked_in_gearshift(ctx):
     check("unique: %s" % unique in detail, "show job names the GearMonkey job: %r" % detail)
     open(gate, "w").close()
     check_eq(ctx.wait_job(func, jid).get(b"output"), b"gated:g", "finished")
+
+
+def bridged_job_in_events_and_api(ctx):
+    # The live event stream carries a bridged job's life, and the JSON API
+    # shows it under its gearmonkey:F:ID unique.
+    func = "gm_ev"
+    gate = ctx.path("gate")
+    ctx.php_worker("gated", func, gate=gate)
+    h.wait_workers(ctx.port, func)
+    stream = ctx.http("/api/v1/events?function=%s" % func)
+    jid = ctx.gm().run(func, "e")
+    kinds = []
+    deadline = time.monotonic() + 15
+    while "progress" not in kinds and time.monotonic() < deadline:
+        line = stream.readline().decode()
+        if line.startswith("event: "):
+            kinds.append(line[7:].strip())
+    with open(ctx.path("php-%s.log" % func)) as f:
+        handle = f.read().split()[-1]
+    with ctx.http("/api/v1/jobs/%s" % handle) as resp:
+        job = json.loads(resp.read())
+    check_eq(job.get("unique"), "gearmonkey:%s:%d" % (func, jid), "the API's unique")
+    open(gate, "w").close()
+    while "completed" not in kinds and time.monotonic() < deadline:
+        line = stream.readline().decode()
+        if line.startswith("event: "):
+            kinds.append(line[7:].strip())
+    stream.close()
+    check_eq([k for k in kinds if k in ("created", "started", "progress", "completed")],
+             ["created", "started", "progress", "completed"], "events %r" % kinds)
+    ctx.wait_job(func, jid)
 
 
 # --------------------------------------------------------------------------
@@ -637,6 +673,7 @@ TESTS = [
     gearman_background_status_from_gm_progress,
     gearman_priorities_map_to_gm_queues,
     bridged_job_is_marked_in_gearshift,
+    bridged_job_in_events_and_api,
     bad_input_is_logged_counted_and_kept,
     redis_restart_under_load,
     redis_gone_while_jobs_run_both_ways,
