@@ -34,6 +34,10 @@ pub struct Gate {
 /// whose reply was lost when Redis went away leaves one behind.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
+/// The taker's first and longest waits when the queues are empty.
+const IDLE_MIN: Duration = Duration::from_millis(1);
+const IDLE_MAX: Duration = Duration::from_millis(20);
+
 /// `{PRIO}:{ID}`, a processing-list entry.
 fn entry_of(prio: &str, raw_id: &[u8]) -> Vec<u8> {
     let mut entry = prio.as_bytes().to_vec();
@@ -54,6 +58,7 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
     let take = scripts::take();
     let mut redis = shared.redis.clone();
     let mut last_sweep = Instant::now();
+    let mut idle = IDLE_MIN;
     loop {
         if last_sweep.elapsed() >= SWEEP_EVERY {
             last_sweep = Instant::now();
@@ -75,6 +80,7 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
             .await;
         match got {
             Ok(Some((prio, id))) => {
+                idle = IDLE_MIN;
                 Stats::bump(&shared.stats.taken);
                 gate.inflight.fetch_add(1, Ordering::AcqRel);
                 let entry = entry_of(&prio, &id);
@@ -87,7 +93,12 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
                     gate.wake.notify_one();
                 });
             }
-            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Ok(None) => {
+                // Empty: look again soon after a job (a blocking client's
+                // next one follows quickly), backing off to 20 ms when idle.
+                tokio::time::sleep(idle).await;
+                idle = (idle * 2).min(IDLE_MAX);
+            }
             Err(e) => {
                 Stats::bump(&shared.stats.redis_errors);
                 tracing::warn!(function, "gearmonkey: cannot take a job from Redis: {e}");
