@@ -39,6 +39,9 @@ pub struct BridgeConfig {
     pub url: String,
     /// Globs of bridged function names; empty: all.
     pub matches: Vec<String>,
+    /// Globs of functions whose Gearman jobs always go to GearMonkey
+    /// workers (never taken from Redis), Gearman workers or not.
+    pub routed: Vec<String>,
     /// The Gearshift server to speak Gearman to (its own loopback address).
     pub gearman: SocketAddr,
     /// CA bundle (PEM) a `rediss://` server's certificate must chain to,
@@ -69,6 +72,7 @@ pub struct Shared {
     admin: admin::Admin,
     gearman: SocketAddr,
     matches: Vec<String>,
+    routed: Vec<String>,
     stats: Arc<stats::Stats>,
 }
 
@@ -146,6 +150,7 @@ pub async fn run(
         admin: admin::Admin::new(config.gearman),
         gearman: config.gearman,
         matches: config.matches,
+        routed: config.routed,
         stats,
     });
     tracing::info!(

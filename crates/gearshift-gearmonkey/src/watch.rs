@@ -86,7 +86,11 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
             None => None,
         };
         match loads {
-            Some(loads) => {
+            Some(mut loads) => {
+                // A routed function named exactly is served before its first job.
+                for p in shared.routed.iter().filter(|p| !p.contains(['*', '?'])) {
+                    loads.entry(p.clone()).or_default();
+                }
                 step(
                     &shared,
                     &loads,
@@ -138,8 +142,9 @@ async fn step(
         if !glob::any(&shared.matches, function) {
             continue;
         }
+        let routed = shared.routed.iter().any(|p| glob::matches(p, function));
         // Part 1: take GearMonkey jobs while Gearman workers are free.
-        if load.workers > 0 || gates.contains_key(function) {
+        if !routed && (load.workers > 0 || gates.contains_key(function)) {
             let gate = gates.entry(function.clone()).or_insert_with(|| {
                 let gate = Arc::new(Gate::default());
                 tokio::spawn(take::run(shared.clone(), function.clone(), gate.clone()));
@@ -153,7 +158,20 @@ async fn step(
             gate.wake.notify_one();
         }
         // Part 2: Gearman jobs with no Gearman worker go to GearMonkey's.
-        if load.workers == 0 {
+        if routed {
+            // Routed by the config file: the bridge serves it beside any
+            // Gearman worker, whether or not GearMonkey's answer the roll call.
+            if !givers.contains_key(function) {
+                match give::start(shared.clone(), function.clone()) {
+                    Ok(g) => {
+                        givers.insert(function.clone(), g);
+                    }
+                    Err(e) => {
+                        tracing::warn!(function, "gearmonkey: cannot start a bridge worker: {e}")
+                    }
+                }
+            }
+        } else if load.workers == 0 {
             let queued = load.total > load.running;
             if !givers.contains_key(function)
                 && queued
@@ -174,9 +192,15 @@ async fn step(
             tracing::info!(function, "gearmonkey: {function} has Gearman workers again");
         }
     }
-    // Roll call: Gearshift's workers for every bridged function.
+    // Roll call: Gearshift's workers for every bridged function (none for a
+    // routed one: they never run its GearMonkey jobs).
     for function in loads.keys().filter(|f| glob::any(&shared.matches, f)) {
-        let workers = loads.get(function).map_or(0, |l| l.workers);
+        let routed = shared.routed.iter().any(|p| glob::matches(p, function));
+        let workers = if routed {
+            0
+        } else {
+            loads.get(function).map_or(0, |l| l.workers)
+        };
         if workers > 0 || counted.contains(function) {
             set_roll_call(shared, function, workers).await;
             if workers == 0 {

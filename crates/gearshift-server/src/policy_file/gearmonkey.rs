@@ -1,6 +1,8 @@
 //! `[[gearmonkey]]` sections: which functions the GearMonkey bridge serves
 //! (`match`, a glob, one per section), and optionally the Redis `url` and
 //! `ca` file when `--gearmonkey` / `--gearmonkey-ca` do not give them.
+//! `route = "gearmonkey"` sends the section's functions' Gearman jobs to
+//! GearMonkey workers even while Gearman workers are connected.
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -15,6 +17,7 @@ pub(super) struct RawGearmonkey {
     pattern: Option<Spanned<String>>,
     url: Option<Spanned<String>>,
     ca: Option<String>,
+    route: Option<Spanned<String>>,
 }
 
 /// What the `[[gearmonkey]]` sections say together.
@@ -26,6 +29,8 @@ pub struct GearmonkeyDecl {
     pub matches: Vec<String>,
     /// A CA bundle file for `rediss://`.
     pub ca: Option<String>,
+    /// Globs of the sections with `route = "gearmonkey"`.
+    pub routed: Vec<String>,
 }
 
 /// Folds the sections into one declaration; `None` when there are none.
@@ -35,6 +40,22 @@ pub(super) fn build(raw: Vec<RawGearmonkey>) -> Result<Option<GearmonkeyDecl>, B
     }
     let mut out = GearmonkeyDecl::default();
     for section in raw {
+        let routed = match section.route {
+            None => false,
+            Some(r) if r.get_ref() == "gearmonkey" => true,
+            Some(r) if r.get_ref() == "auto" => false,
+            Some(r) => return bad(
+                r.span().start,
+                "`route` is \"gearmonkey\" (always GearMonkey's workers) or \"auto\" (the default)",
+            ),
+        };
+        if routed {
+            let glob = section
+                .pattern
+                .as_ref()
+                .map_or("*", |p| p.get_ref().as_str());
+            out.routed.push(glob.to_owned());
+        }
         if let Some(p) = section.pattern {
             if p.get_ref().is_empty() {
                 return bad(

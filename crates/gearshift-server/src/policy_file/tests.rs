@@ -125,6 +125,13 @@ fn gearmonkey_sections_fold_into_one() {
     let two = "[[gearmonkey]]\nurl = \"redis://a:1\"\n[[gearmonkey]]\nurl = \"redis://b:1\"\n";
     let e = parse(two).expect_err("two Redis").to_string();
     assert!(e.contains("line 4") && e.contains("same Redis"), "{e}");
+    let routed =
+        parse("[[gearmonkey]]\nmatch = \"pdf_*\"\nroute = \"gearmonkey\"\n").expect("routed");
+    assert_eq!(routed.gearmonkey.expect("present").routed, ["pdf_*"]);
+    let e = parse("[[gearmonkey]]\nroute = \"redis\"\n")
+        .expect_err("bad route")
+        .to_string();
+    assert!(e.contains("line 2") && e.contains("route"), "{e}");
     let e = parse("[[gearmonkey]]\nmatches = \"x\"\n")
         .expect_err("unknown key")
         .to_string();

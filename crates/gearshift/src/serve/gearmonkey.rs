@@ -43,11 +43,13 @@ pub(super) fn config(
         ),
         None => None,
     };
+    let routed = file.routed;
     let mut matches = args.gearmonkey_match.clone();
     matches.extend(file.matches);
     let config = BridgeConfig {
         url,
         matches,
+        routed,
         gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
         ca,
     };
