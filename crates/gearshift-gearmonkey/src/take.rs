@@ -57,12 +57,17 @@ fn now() -> u64 {
 pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
     let take = scripts::take();
     let mut redis = shared.redis.clone();
-    let mut last_sweep = Instant::now();
+    let mut next_sweep = Instant::now() + SWEEP_EVERY;
     let mut idle = IDLE_MIN;
     loop {
-        if last_sweep.elapsed() >= SWEEP_EVERY {
-            last_sweep = Instant::now();
-            sweep(&shared, &function, &gate).await;
+        if Instant::now() >= next_sweep {
+            // A sweep Redis did not answer is tried again soon.
+            let again = if sweep(&shared, &function, &gate).await {
+                SWEEP_EVERY
+            } else {
+                Duration::from_secs(2)
+            };
+            next_sweep = Instant::now() + again;
         }
         if gate.inflight.load(Ordering::Acquire) >= gate.capacity.load(Ordering::Acquire) {
             // Re-checked at least every 50 ms in case a wake was missed.
@@ -102,6 +107,8 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
             Err(e) => {
                 Stats::bump(&shared.stats.redis_errors);
                 tracing::warn!(function, "gearmonkey: cannot take a job from Redis: {e}");
+                // The take may have run with its reply lost: sweep soon.
+                next_sweep = next_sweep.min(Instant::now() + Duration::from_secs(2));
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
@@ -114,8 +121,9 @@ fn hold(gate: &Gate) -> std::sync::MutexGuard<'_, HashSet<Vec<u8>>> {
 }
 
 /// Puts back the processing entries of `function` that no task holds. Runs
-/// in the taker's own loop, so no entry is between taken and held.
-async fn sweep(shared: &Shared, function: &str, gate: &Gate) {
+/// in the taker's own loop, so no entry is between taken and held. False
+/// when Redis could not be read.
+async fn sweep(shared: &Shared, function: &str, gate: &Gate) -> bool {
     let mut redis = shared.redis.clone();
     let listed: redis::RedisResult<Vec<Vec<u8>>> = redis::cmd("LRANGE")
         .arg(keys::processing(function))
@@ -123,7 +131,7 @@ async fn sweep(shared: &Shared, function: &str, gate: &Gate) {
         .arg(-1)
         .query_async(&mut redis)
         .await;
-    let Ok(listed) = listed else { return };
+    let Ok(listed) = listed else { return false };
     let orphans: Vec<Vec<u8>> = {
         let held = hold(gate);
         listed.into_iter().filter(|e| !held.contains(e)).collect()
@@ -132,6 +140,7 @@ async fn sweep(shared: &Shared, function: &str, gate: &Gate) {
         tracing::warn!(function, entry = %String::from_utf8_lossy(&entry), "gearmonkey: a taken job no task holds; back to its queue");
         put_back(shared, function, &entry).await;
     }
+    true
 }
 
 /// One taken job, from its processing entry to its written result.
