@@ -171,7 +171,9 @@ GEARSHIFT_BIN="$PWD/target/debug/gearshift" suite "crash" /tmp/gearshift-crash.l
 stage "gearmonkey suite: the GearMonkey bridge against a real redis-server"
 # Its own redis-server per test (free port, append-only file in a temp dir),
 # GearMonkey's client and worker in Python (tests/gearmonkey/gearmonkey.py),
-# the gearman CLI, PHP and Perl clients on the Gearman side.
+# the gearman CLI, PHP and Perl clients on the Gearman side. redis-py: Debian's
+# python3-redis serves Debian's python3; another python3 (pyenv) gets it from pip.
+python3 -c 'import redis' 2>/dev/null || python3 -m pip install -q redis
 GEARSHIFT="$PWD/target/debug/gearshift" suite "gearmonkey" /tmp/gearshift-gearmonkey.log \
   timeout -k 10 300 python3 tests/gearmonkey/test_gearmonkey.py
 

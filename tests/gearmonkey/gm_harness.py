@@ -125,10 +125,16 @@ class Ctx(h.Ctx):
     """A fresh Redis and a Gearshift bridging to it."""
 
     def __init__(self, name, config=None, durable=False, match=(), tls=False, password=None):
+        """config: a policy file's text, `{url}` in it replaced by the Redis URL;
+        one with a `[[gearmonkey]]` section replaces the `--gearmonkey` flag."""
         super().__init__(name, with_server=False)
         self.redis = Redis(self.tmp, tls, password)
         self.r = self.redis.client()
         extra = ""
+        if config and "[[gearmonkey]]" in config:
+            config = config.replace("{url}", self.redis.url)
+        else:
+            extra += " --gearmonkey %s" % shlex.quote(self.redis.url)
         if config:
             path = self.path("policy.toml")
             with open(path, "w") as f:
@@ -141,8 +147,7 @@ class Ctx(h.Ctx):
         store = ("--store log --data-dir %s" % shlex.quote(self.path("data"))) if durable \
             else "--store memory"
         self.template = ("%s serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 %s "
-                         "--verbose INFO --gearmonkey %s%s"
-                         % (shlex.quote(GEARSHIFT), store, shlex.quote(self.redis.url), extra))
+                         "--verbose INFO%s" % (shlex.quote(GEARSHIFT), store, extra))
         self.start_server()
 
     def start_server(self):

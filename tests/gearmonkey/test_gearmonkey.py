@@ -321,6 +321,39 @@ def rediss_both_ways(ctx):
     redis_with_password_both_ways(ctx)
 
 
+CONFIG_FILE_BRIDGE = """\
+[[gearmonkey]]
+url = "{url}"
+match = "cfg_*"
+
+[[gearmonkey]]
+match = "pdf_*"
+route = "gearmonkey"
+"""
+
+
+def bridge_from_config_file_with_a_route(ctx):
+    # No --gearmonkey flag: [[gearmonkey]] sections give the URL and the
+    # functions; route = "gearmonkey" sends Gearman jobs to GearMonkey workers
+    # with no roll call needed, and its GearMonkey jobs are never taken.
+    ctx.php_worker("rev", "cfg_a")
+    ctx.php_worker("rev", "other")
+    h.wait_workers(ctx.port, "cfg_a")
+    h.wait_workers(ctx.port, "other")
+    _, job = ctx.gm().run("cfg_a", "conf", blocking=True, timeout=20)
+    check_eq(job.get(b"output"), b"fnoc", "matched by the config's glob")
+    ctx.gm().run("other", "x")
+    check_eq(ctx.r.get("count:pdf_a"), None, "no GearMonkey worker announced for pdf_a")
+    client = ctx.spawn(PHP + [os.path.join(CLIENTS, "client.php"), str(ctx.port), "do",
+                              "normal", "pdf_a", "doc"], "php-client-pdf_a")
+    h.wait_for(lambda: ctx.r.llen("queue:pdf_a:normal") == 1, 10,
+               "the routed Gearman job in queue:pdf_a:normal")
+    ctx.gm_worker("pdf_a", "upper")
+    check_eq(client.wait(timeout=20), 0, "Gearman client exit status")
+    check_eq(client.stdout().strip(), "RESULT:DOC", "the GearMonkey worker's output")
+    check_eq(ctx.r.lrange("queue:other:normal", 0, -1), [b"1"], "unmatched function untouched")
+
+
 # --------------------------------------------------------------------------
 # Failures
 
@@ -468,6 +501,7 @@ SPECIAL = {
     only_matching_functions_are_bridged: {"match": ["img_*"]},
     redis_with_password_both_ways: {"password": "secret-pw"},
     rediss_both_ways: {"tls": True, "password": "secret-pw"},
+    bridge_from_config_file_with_a_route: {"config": CONFIG_FILE_BRIDGE},
 }
 
 
