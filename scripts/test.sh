@@ -65,6 +65,8 @@ rust_counts() {
 PKGS="gearman-tools gearman-job-server php-cli php-gearman libgearman-client-perl postgresql chromium chromium-driver curl systemd man-db openssl socat"
 # What the Perl library's own t/ suite uses besides the library.
 PKGS="$PKGS libtest-exception-perl libtest-timer-perl libproc-guard-perl libtest-tcp-perl libfile-which-perl"
+# The GearMonkey bridge suite: a real Redis, and redis-py for its GearMonkey client and worker.
+PKGS="$PKGS redis-server python3-redis"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -165,6 +167,15 @@ stage "crash suite: SIGKILL under load, restart, no acknowledged job lost"
 # Its own servers: the durable log store in fresh temp data dirs.
 GEARSHIFT_BIN="$PWD/target/debug/gearshift" suite "crash" /tmp/gearshift-crash.log \
   timeout -k 10 600 python3 tests/crash/crash.py
+
+stage "gearmonkey suite: the GearMonkey bridge against a real redis-server"
+# Its own redis-server per test (free port, append-only file in a temp dir),
+# GearMonkey's client and worker in Python (tests/gearmonkey/gearmonkey.py),
+# the gearman CLI, PHP and Perl clients on the Gearman side. redis-py: Debian's
+# python3-redis serves Debian's python3; another python3 (pyenv) gets it from pip.
+python3 -c 'import redis' 2>/dev/null || python3 -m pip install -q redis
+GEARSHIFT="$PWD/target/debug/gearshift" suite "gearmonkey" /tmp/gearshift-gearmonkey.log \
+  timeout -k 10 300 python3 tests/gearmonkey/test_gearmonkey.py
 
 stage "import suite: real gearmand libsqlite3 and Postgres queues through gearshift import"
 # Needs gearman-job-server (gearmand with its libsqlite3 and Postgres queues),

@@ -363,7 +363,8 @@ pub async fn scrape(State(app): State<super::State>) -> Result<Response, ApiErro
         .call(|c| (c.functions_view(), c.totals()))
         .await?;
     let conns = app.ctx.counters.snapshot();
-    let body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), conns);
+    let mut body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), conns);
+    super::extra_metrics::append(&mut body);
     Ok((
         StatusCode::OK,
         [(

@@ -7,6 +7,7 @@ pub mod api;
 pub mod assets;
 pub mod auth;
 pub mod events;
+pub mod extra_metrics;
 pub mod gearmand;
 pub mod listener;
 pub mod metrics;

@@ -53,6 +53,7 @@
 
 mod cron;
 mod duration;
+mod gearmonkey;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -61,6 +62,7 @@ use std::path::{Path, PathBuf};
 
 use gearshift_core::policy::Policies;
 
+pub use gearmonkey::GearmonkeyDecl;
 use raw::RawFile;
 
 /// Everything a policy file declares.
@@ -72,6 +74,8 @@ pub struct PolicyFile {
     pub schedules: Vec<ScheduleDecl>,
     /// The `[access]` section, if any (without `--admin-allow`).
     pub access: Option<crate::access::AccessRules>,
+    /// The `[[gearmonkey]]` sections together, if any.
+    pub gearmonkey: Option<GearmonkeyDecl>,
 }
 
 /// One `[[schedule]]` section: a job to submit on a cron schedule.
@@ -202,6 +206,7 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
         .replace("struct RawFunction", "a [[function]] table")
         .replace("struct RawSchedule", "a [[schedule]] table")
         .replace("struct RawRetention", "the [retention] table")
+        .replace("struct RawGearmonkey", "a [[gearmonkey]] table")
         .replace("struct RawFile", "a table")
 }
 

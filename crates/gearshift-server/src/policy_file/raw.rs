@@ -26,7 +26,7 @@ pub(super) struct Bad {
     pub(super) message: String,
 }
 
-fn bad<T>(at: usize, message: impl Into<String>) -> Result<T, Bad> {
+pub(super) fn bad<T>(at: usize, message: impl Into<String>) -> Result<T, Bad> {
     Err(Bad {
         at,
         message: message.into(),
@@ -42,6 +42,8 @@ pub(super) struct RawFile {
     #[serde(default)]
     schedule: Vec<RawSchedule>,
     access: Option<RawAccess>,
+    #[serde(default)]
+    gearmonkey: Vec<super::gearmonkey::RawGearmonkey>,
 }
 
 #[derive(Deserialize)]
@@ -207,6 +209,7 @@ impl RawFile {
             },
             schedules,
             access: self.access.map(RawAccess::build).transpose()?,
+            gearmonkey: super::gearmonkey::build(self.gearmonkey)?,
         })
     }
 }

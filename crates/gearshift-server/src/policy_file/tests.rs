@@ -110,8 +110,32 @@ fn full_example() {
             priority: "high".into(),
         }],
         access: None,
+        gearmonkey: None,
     };
     assert_eq!(file, expected);
+}
+
+#[test]
+fn gearmonkey_sections_fold_into_one() {
+    let text = "[[gearmonkey]]\nmatch = \"resize_*\"\nurl = \"redis://127.0.0.1:6379/0\"\n\n[[gearmonkey]]\nmatch = \"mail_?\"\n";
+    let g = parse(text).expect("valid").gearmonkey.expect("present");
+    assert_eq!(g.matches, ["resize_*", "mail_?"]);
+    assert_eq!(g.url.as_deref(), Some("redis://127.0.0.1:6379/0"));
+    assert_eq!(parse("").expect("empty").gearmonkey, None);
+    let two = "[[gearmonkey]]\nurl = \"redis://a:1\"\n[[gearmonkey]]\nurl = \"redis://b:1\"\n";
+    let e = parse(two).expect_err("two Redis").to_string();
+    assert!(e.contains("line 4") && e.contains("same Redis"), "{e}");
+    let routed =
+        parse("[[gearmonkey]]\nmatch = \"pdf_*\"\nroute = \"gearmonkey\"\n").expect("routed");
+    assert_eq!(routed.gearmonkey.expect("present").routed, ["pdf_*"]);
+    let e = parse("[[gearmonkey]]\nroute = \"redis\"\n")
+        .expect_err("bad route")
+        .to_string();
+    assert!(e.contains("line 2") && e.contains("route"), "{e}");
+    let e = parse("[[gearmonkey]]\nmatches = \"x\"\n")
+        .expect_err("unknown key")
+        .to_string();
+    assert!(e.contains("line 2"), "{e}");
 }
 
 #[test]

@@ -18,6 +18,7 @@ use gearshift_store::Durability;
 
 use crate::logging::{LogFile, LogFormat};
 
+mod gearmonkey;
 mod values;
 use values::{
     durability_word, level, parse_bytes, parse_durability, parse_idle, parse_size, parse_timeout,
@@ -161,6 +162,18 @@ pub struct ServeArgs {
     /// another node takes over its jobs (e.g. `5s`, `1500ms`).
     #[arg(long, default_value = "5s", value_parser = parse_timeout)]
     node_timeout: Duration,
+    /// Bridge GearMonkey jobs on this Redis (docs/gearmonkey.md):
+    /// `redis://[user:pass@]host:port[/db]` or `rediss://...`.
+    #[arg(long, value_name = "URL")]
+    gearmonkey: Option<String>,
+    /// Functions the GearMonkey bridge serves, as globs (repeatable;
+    /// default all).
+    #[arg(long, value_name = "GLOB")]
+    gearmonkey_match: Vec<String>,
+    /// CA bundle (PEM) a `rediss://` GearMonkey Redis's certificate must
+    /// chain to (default: the public roots).
+    #[arg(long, value_name = "FILE")]
+    gearmonkey_ca: Option<PathBuf>,
 }
 
 /// The HTTP listener's settings from the flags; `None`: off.
@@ -338,6 +351,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         None => policy_file::PolicyFile::default(),
     };
+    let gearmonkey_file = jobs.gearmonkey.clone();
     let jobs = crate::hangup::reload_of(jobs, &admin_allow);
     let mut listen = listen_addrs(&args)?;
     let (tls, tls_listen) = tls_config(&args, &mut listen)?;
@@ -376,7 +390,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let cfg_threads = cfg.resolved_io_threads();
     let pid_file = args.pid_file.clone();
     let config_path = args.config.clone();
+    let gearmonkey = gearmonkey::config(&args, gearmonkey_file)?;
     if matches!(cfg.store, StoreConfig::Postgres { .. }) {
+        if gearmonkey.is_some() {
+            return Err("--gearmonkey is not supported on a PostgreSQL cluster node yet".into());
+        }
         let cluster = ClusterConfig {
             name: args.node_name.clone(),
             advertise: args.advertise.clone(),
@@ -427,9 +445,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
         tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file));
-        let stop = shutdown_signal(pid_file);
+        let bridge = gearmonkey::start(gearmonkey, &addrs)?;
+        let stop = gearmonkey::stop_first(&bridge, shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;
+        gearmonkey::stop(bridge).await;
         Ok::<(), String>(())
     });
     if let Some(path) = &args.pid_file {

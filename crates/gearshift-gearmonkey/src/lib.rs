@@ -1,0 +1,213 @@
+//! The GearMonkey bridge (issue 34): GearMonkey's clients and workers, which
+//! share jobs through a plain Redis (seed 003's key layout), share them with
+//! Gearman ones through Gearshift. It runs inside `gearshift serve` and
+//! speaks Gearman to the server over loopback, so Gearshift's policies,
+//! metrics, events and dashboard apply to bridged jobs as to any other.
+//!
+//! - [`keys`]: the key layout, read and written, and Gearshift's own keys.
+//! - [`glob`]: which functions are bridged (`match` globs).
+//! - `scripts`: the Lua scripts (take a job, put one back, the roll call).
+//! - `take`: GearMonkey clients -> Gearman workers.
+//! - `give`: Gearman clients -> GearMonkey workers.
+//! - `admin`: a shared admin connection (a job's priority, its last error).
+//! - `watch`: the supervisor that decides which of the two runs.
+//! - [`stats`]: counters of bad input and failed calls (logged, and in
+//!   `/metrics` through the caller).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gearshift_client::Client;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+mod admin;
+mod give;
+pub mod glob;
+pub mod keys;
+mod scripts;
+pub mod stats;
+mod take;
+mod watch;
+
+pub use give::BRIDGE_ID;
+
+/// What `--gearmonkey` and `--gearmonkey-match` say.
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    /// `redis://[user:pass@]host:port[/db]` or `rediss://...`.
+    pub url: String,
+    /// Globs of bridged function names; empty: all.
+    pub matches: Vec<String>,
+    /// Globs of functions whose Gearman jobs always go to GearMonkey
+    /// workers (never taken from Redis), Gearman workers or not.
+    pub routed: Vec<String>,
+    /// The Gearshift server to speak Gearman to (its own loopback address).
+    pub gearman: SocketAddr,
+    /// CA bundle (PEM) a `rediss://` server's certificate must chain to,
+    /// instead of the public roots.
+    pub ca: Option<Vec<u8>>,
+}
+
+/// A bad `--gearmonkey` value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The URL is not one the Redis client accepts.
+    #[error("--gearmonkey {url}: {source}")]
+    Url {
+        /// The URL given (password hidden).
+        url: String,
+        /// Why.
+        source: redis::RedisError,
+    },
+    /// The Gearman client could not be built.
+    #[error("gearmonkey bridge: {0}")]
+    Client(#[from] gearshift_client::Error),
+}
+
+/// What the bridge's tasks share.
+pub struct Shared {
+    redis: ConnectionManager,
+    client: Client,
+    admin: admin::Admin,
+    gearman: SocketAddr,
+    matches: Vec<String>,
+    routed: Vec<String>,
+    stats: Arc<stats::Stats>,
+}
+
+/// The URL with any password replaced, for log lines and errors.
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The Redis client for the URL (and CA, for `rediss://`).
+fn redis_client(config: &BridgeConfig) -> Result<redis::Client, ConfigError> {
+    let built = match &config.ca {
+        Some(pem) => redis::Client::build_with_tls(
+            config.url.as_str(),
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            },
+        ),
+        None => redis::Client::open(config.url.as_str()),
+    };
+    built.map_err(|source| ConfigError::Url {
+        url: redacted(&config.url),
+        source,
+    })
+}
+
+/// Checks the configuration without connecting (for `serve` to refuse a
+/// bad URL at start).
+pub fn check(config: &BridgeConfig) -> Result<(), ConfigError> {
+    redis_client(config).map(drop)
+}
+
+/// Runs the bridge until `shutdown` turns true. Redis not being there yet
+/// is not an error: the bridge waits for it (logging) while Gearshift runs.
+pub async fn run(
+    config: BridgeConfig,
+    stats: Arc<stats::Stats>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ConfigError> {
+    let redis_client = redis_client(&config)?;
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Duration::from_secs(2))
+        .set_response_timeout(Duration::from_secs(10))
+        .set_number_of_retries(2)
+        .set_max_delay(1000);
+    let redis = loop {
+        match ConnectionManager::new_with_config(redis_client.clone(), manager_config.clone()).await
+        {
+            Ok(m) => break m,
+            Err(e) => {
+                tracing::warn!(
+                    "gearmonkey: cannot reach Redis at {} yet: {e}",
+                    redacted(&config.url)
+                );
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if *shutdown.borrow() {
+                    return Ok(());
+                }
+            }
+        }
+    };
+    let client = Client::builder()
+        .server(config.gearman)
+        .exceptions(true)
+        .no_timeout()
+        .build()?;
+    let shared = Arc::new(Shared {
+        redis,
+        client,
+        admin: admin::Admin::new(config.gearman),
+        gearman: config.gearman,
+        matches: config.matches,
+        routed: config.routed,
+        stats,
+    });
+    tracing::info!(
+        "gearmonkey bridge: Redis at {}, functions {:?}",
+        redacted(&config.url),
+        if shared.matches.is_empty() {
+            vec!["*".to_owned()]
+        } else {
+            shared.matches.clone()
+        }
+    );
+    recover(&shared).await;
+    watch::run(shared, shutdown).await;
+    Ok(())
+}
+
+/// Puts back every job a previous run took and did not finish.
+async fn recover(shared: &Shared) {
+    for function in watch::scan(shared, keys::PROCESSING_PREFIX).await {
+        let mut redis = shared.redis.clone();
+        let entries: Vec<Vec<u8>> = match redis::cmd("LRANGE")
+            .arg(keys::processing(&function))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut redis)
+            .await
+        {
+            Ok(e) => e,
+            Err(e) => {
+                stats::Stats::bump(&shared.stats.redis_errors);
+                tracing::warn!(function, "gearmonkey: cannot read the processing list: {e}");
+                continue;
+            }
+        };
+        if !entries.is_empty() {
+            tracing::info!(
+                function,
+                jobs = entries.len(),
+                "gearmonkey: putting back jobs a previous run had taken"
+            );
+        }
+        for entry in entries {
+            take::put_back(shared, &function, &entry).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_logs() {
+        assert_eq!(
+            redacted("redis://u:secret@h:6379/2"),
+            "redis://***@h:6379/2"
+        );
+        assert_eq!(redacted("redis://h:6379"), "redis://h:6379");
+    }
+}
