@@ -4,7 +4,7 @@
 
 use bytes::BytesMut;
 use gearshift_core::{ConnId, ConnInfo, Rights, Core, CoreConfig, Input};
-use gearshift_proto::{decode_frame, Frame, SubmitInPlace};
+use gearshift_proto::decode_frame;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -49,14 +49,8 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut buf = BytesMut::from(rest);
         while let Ok(Some(frame)) = decode_frame(&mut buf, 1 << 16) {
-            // As the server does: plain submissions are read in place.
-            match frame {
-                Frame::Packet(p) => match SubmitInPlace::cut(p) {
-                    Ok(s) => core.handle_submit(conn, s, now),
-                    Err(p) => core.handle(conn, Input::from(Frame::Packet(p)), now),
-                },
-                frame => core.handle(conn, Input::from(frame), now),
-            }
+            // As the server does (a plain submission is read in place).
+            core.handle(conn, Input::from(frame), now);
         }
         core.on_timeout(now);
         let _ = core.take_effects();

@@ -311,7 +311,7 @@ impl Model {
         let conn = self.slots[s].id;
         self.slots[s].after_exception = None;
         let data = Bytes::from(format!("{}", self.jobs.len()));
-        let req = Request::Submit(Box::new(Submit {
+        let req = Request::submit(Box::new(Submit {
             function: Bytes::from_static(FUNCS[func].as_bytes()),
             unique: unique.map_or(Bytes::new(), |u| Bytes::from_static(UNIQUES[u].as_bytes())),
             data: data.clone(),
