@@ -72,7 +72,7 @@ impl Core {
     /// its worker reports (the worker is not told).
     pub(crate) fn cancel_live(&mut self, id: JobId) {
         let h = self.handles.of(id);
-        let acks = self.acks.remove(&id).unwrap_or_default();
+        let acks = self.acks.take(id).unwrap_or_default();
         let Some(job) = self.table.get(id) else {
             return;
         };

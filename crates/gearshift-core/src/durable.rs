@@ -32,7 +32,7 @@ impl Core {
             }
             let pending = job.state == JobState::Pending;
             self.table.set_persist(id, Persist::Yes);
-            let acks = self.acks.remove(&id).unwrap_or_default();
+            let acks = self.acks.take(id).unwrap_or_default();
             if !acks.is_empty() {
                 let handle = self.handles.of(id);
                 for &c in &acks {
@@ -59,7 +59,7 @@ impl Core {
             let new_job = job.state == JobState::Pending;
             let orphan = !new_job && job.clients.is_empty() && job.state == JobState::Queued;
             self.table.set_persist(id, Persist::No);
-            let acks = self.acks.remove(&id).unwrap_or_default();
+            let acks = self.acks.take(id).unwrap_or_default();
             if !new_job {
                 // A foreground job a background submitter joined: it goes on
                 // as the foreground job it was.

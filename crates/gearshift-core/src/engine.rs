@@ -14,7 +14,6 @@ use crate::effect::{Effect, Input};
 use crate::handle::JobHandles;
 use crate::history::Track;
 use crate::ids::{ConnId, IdMap, JobId};
-use crate::job::ConnList;
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
 use crate::table::JobTable;
@@ -29,7 +28,7 @@ pub struct Core {
     pub(crate) table: JobTable,
     pub(crate) conns: IdMap<u64, Conn>,
     /// Submitters owed a JOB_CREATED once the store confirms the job.
-    pub(crate) acks: IdMap<JobId, ConnList>,
+    pub(crate) acks: crate::acks::Acks,
     /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
     pub(crate) track_runs: bool,
     /// Requests the access rules refused: submit, work, read, change.
@@ -69,7 +68,7 @@ impl Core {
             next_job: first.max(1),
             table: JobTable::default(),
             conns: IdMap::default(),
-            acks: IdMap::default(),
+            acks: crate::acks::Acks::default(),
             track_runs: false,
             denied: [0; 4],
             timers: Timers::default(),

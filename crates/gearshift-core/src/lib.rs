@@ -39,6 +39,7 @@
 //! `Core` handlers, so there is no import loop (`tests/imports.rs`).
 
 pub mod access;
+mod acks;
 pub mod admin;
 pub mod config;
 pub mod conn;

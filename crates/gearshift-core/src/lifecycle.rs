@@ -362,11 +362,7 @@ impl Core {
         }
         // Submitters still owed an answer: the job was accepted, then ended
         // before the store confirmed it.
-        let acks = if self.acks.is_empty() {
-            None
-        } else {
-            self.acks.remove(&id)
-        };
+        let acks = self.acks.take(id);
         if let Some(acks) = acks {
             let handle = self.handles.of(id);
             for &c in &acks {

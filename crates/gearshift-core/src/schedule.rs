@@ -98,7 +98,7 @@ impl Core {
         tracing::info!(handle = %self.handles.text(id), when = %s.when, "schedule added");
         self.add_schedule(s);
         if self.cfg.durable {
-            self.acks.entry(id).or_default().push(conn);
+            self.acks.wait(id, conn);
             self.hold_ack(conn, id);
         } else {
             self.emit(conn, Effect::Created(conn, id));
@@ -132,7 +132,7 @@ impl Core {
             return false;
         };
         s.stored = true;
-        if let Some(acks) = self.acks.remove(&id) {
+        if let Some(acks) = self.acks.take(id) {
             let handle = self.handles.of(id);
             for &c in &acks {
                 self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
@@ -147,7 +147,7 @@ impl Core {
         if !self.schedules.contains_key(&id) {
             return false;
         }
-        if let Some(acks) = self.acks.remove(&id) {
+        if let Some(acks) = self.acks.take(id) {
             self.schedules.remove(&id);
             let text = format!("Schedule could not be stored: {reason}");
             for &c in &acks {

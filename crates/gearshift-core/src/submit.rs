@@ -121,7 +121,7 @@ impl Core {
             }
         }
         if durable {
-            self.acks.entry(id).or_default().push(conn);
+            self.acks.wait(id, conn);
             self.hold_ack(conn, id);
             self.store_add(id);
             return;
@@ -189,14 +189,14 @@ impl Core {
             if self.cfg.durable {
                 // A foreground job becomes a background one: it must be
                 // stored before this submitter hears JOB_CREATED.
-                self.acks.entry(id).or_default().push(conn);
+                self.acks.wait(id, conn);
                 self.hold_ack(conn, id);
                 self.store_add(id);
                 return;
             }
         }
         if persist == Persist::Pending {
-            self.acks.entry(id).or_default().push(conn);
+            self.acks.wait(id, conn);
             self.hold_ack(conn, id);
             return;
         }
