@@ -483,4 +483,23 @@ fn shipped_example_parses() {
         .expect("docs/gearshift.example.toml parses");
     assert_eq!(file.policies.rules.len(), 2);
     assert_eq!(file.schedules.len(), 1);
+    assert_eq!(file.gearmonkey, None, "the bridge is off until uncommented");
+}
+
+#[test]
+fn shipped_example_gearmonkey_section_parses_uncommented() {
+    let example = include_str!("../../../../docs/gearshift.example.toml");
+    let start = example
+        .find("# [[gearmonkey]]")
+        .expect("the example has one");
+    let section: String = example[start..]
+        .lines()
+        .take_while(|l| l.starts_with("# "))
+        .map(|l| format!("{}\n", &l[2..]))
+        .collect();
+    let g = parse(&section).expect("the section parses").gearmonkey;
+    let g = g.expect("a [[gearmonkey]] section");
+    assert_eq!(g.url.as_deref(), Some("redis://127.0.0.1:6379/0"));
+    assert_eq!(g.matches, vec!["resize_*".to_owned()]);
+    assert!(g.routed.is_empty(), "route = auto routes nothing by force");
 }
