@@ -82,6 +82,15 @@ def wait_port(port, timeout=10):
     raise SystemExit("nothing listens on %d" % port)
 
 
+
+def in_threads(n, target):
+    """Runs `target` in `n` threads at once and waits for all of them."""
+    ts = [threading.Thread(target=target) for _ in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
 class Gearman:
     """A minimal raw Gearman client connection."""
 
@@ -223,11 +232,7 @@ class Bench:
                         raise SystemExit("blocking job failed: %r" % h)
                     with lock:
                         lat.append(time.monotonic() - t)
-            ts = [threading.Thread(target=one) for _ in range(self.a.clients)]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
+            in_threads(self.a.clients, one)
             return lat, per * self.a.clients
         return body
 
@@ -262,11 +267,7 @@ class Bench:
                             break
                     with lock:
                         lat.append(time.monotonic() - t)
-            ts = [threading.Thread(target=one) for _ in range(self.a.clients)]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
+            in_threads(self.a.clients, one)
             return lat, per * self.a.clients
         return body
 
