@@ -9,7 +9,7 @@
 use gearshift_proto::{Request, Response};
 
 use crate::config::CoreConfig;
-use crate::conn::{Conn, ConnInfo, Rights};
+use crate::conn::{ConnInfo, Conns, Rights};
 use crate::effect::{Effect, Input};
 use crate::handle::JobHandles;
 use crate::history::Track;
@@ -26,7 +26,8 @@ pub struct Core {
     pub(crate) next_job: JobId,
     /// Every job and function, with their counts ([`JobTable`]).
     pub(crate) table: JobTable,
-    pub(crate) conns: IdMap<u64, Conn>,
+    /// Every open connection ([`Conns`]).
+    pub(crate) conns: Conns,
     /// Submitters owed a JOB_CREATED once the store confirms the job.
     pub(crate) acks: crate::acks::Acks,
     /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
@@ -67,7 +68,7 @@ impl Core {
             cfg,
             next_job: first.max(1),
             table: JobTable::default(),
-            conns: IdMap::default(),
+            conns: Conns::default(),
             acks: crate::acks::Acks::default(),
             track_runs: false,
             denied: [0; 4],
@@ -143,17 +144,17 @@ impl Core {
 
     /// A connection opened.
     pub fn connect(&mut self, conn: ConnId, info: ConnInfo) {
-        self.conns.insert(conn.0, Conn::new(info, self.now));
+        self.conns.open(conn, info, self.now);
     }
 
     /// Whether connection `conn` is open as far as the core knows.
     pub fn is_connected(&self, conn: ConnId) -> bool {
-        self.conns.contains_key(&conn.0)
+        self.conns.contains(conn)
     }
 
     /// Every connection the core knows.
     pub fn connection_ids(&self) -> Vec<ConnId> {
-        self.conns.keys().map(|&c| ConnId(c)).collect()
+        self.conns.iter().map(|(c, _)| c).collect()
     }
 
     /// Number of jobs the core holds (queued, scheduled and running).
@@ -218,23 +219,11 @@ impl Core {
         work_fail: bool,
         admin: bool,
     ) -> Option<Rights> {
-        let c = self.conns.get_mut(&conn.0)?;
-        let rights = c.info.rights;
-        c.last_seen = self.now;
-        if admin {
-            c.admin = true;
-        } else {
-            c.binary = true;
-        }
-        if !work_fail {
-            // Only a WORK_FAIL right after it pairs with a WORK_EXCEPTION.
-            c.after_exception = None;
-        }
-        if c.noop_sent {
-            c.noop_sent = false;
-            if c.sleeping && !settles {
-                self.enlist_sleeper(conn);
-            }
+        let (rights, enlist) = self
+            .conns
+            .heard_from(conn, self.now, settles, work_fail, admin)?;
+        if enlist {
+            self.enlist_sleeper(conn);
         }
         Some(rights)
     }
@@ -274,9 +263,7 @@ impl Core {
             Request::GetStatusUnique(unique) => self.get_status_unique(conn, unique),
             Request::Option(name) => {
                 if name.eq_ignore_ascii_case(b"exceptions") {
-                    if let Some(c) = self.conns.get_mut(&conn.0) {
-                        c.exceptions = true;
-                    }
+                    self.conns.set_exceptions(conn);
                     self.send(conn, Response::OptionRes(name));
                 } else {
                     self.send(
@@ -286,9 +273,8 @@ impl Core {
                 }
             }
             Request::SetClientId(id) => {
-                if let Some(c) = self.conns.get_mut(&conn.0) {
-                    c.client_id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
-                }
+                let id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
+                self.conns.set_client_id(conn, id);
             }
         }
     }
@@ -297,13 +283,15 @@ impl Core {
     /// foreground jobs it alone waited on and that have not started are dropped.
     pub fn disconnect(&mut self, conn: ConnId, now: Millis) {
         self.now = self.now.max(now);
-        let Some(c) = self.conns.remove(&conn.0) else {
+        if self.wants(crate::events::Kind::WorkerLeft) {
+            if let Some(c) = self.conns.get(conn).filter(|c| !c.abilities().is_empty()) {
+                let w = self.worker_ref(conn, c);
+                self.push_event(crate::events::EventKind::WorkerLeft(w));
+            }
+        }
+        let Some(c) = self.conns.close(conn) else {
             return;
         };
-        if self.wants(crate::events::Kind::WorkerLeft) && !c.abilities.is_empty() {
-            let w = self.worker_ref(conn, &c);
-            self.push_event(crate::events::EventKind::WorkerLeft(w));
-        }
         self.table.abilities_dropped(&c.abilities);
         for job in c.held {
             self.requeue(job, Reason::WorkerLost, "worker disconnected");

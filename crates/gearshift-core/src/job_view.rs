@@ -197,7 +197,7 @@ impl Core {
             let (state, attempts) = self.live_state(job);
             let track = self.tracked.get(&job.id);
             let run = self.table.run(job.id);
-            let holder = run.and_then(|r| self.conns.get(&r.worker.0));
+            let holder = run.and_then(|r| self.conns.get(r.worker));
             return Some(JobDetail {
                 summary: self.live_summary(job, state, attempts),
                 started: run

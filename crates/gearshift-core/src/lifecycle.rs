@@ -195,8 +195,7 @@ impl Core {
         let h = self.echo_handle(id, handle);
         for &c in &clients {
             let wants = reason == Reason::Exception
-                && (self.cfg.exceptions
-                    || self.conns.get(&c.0).is_some_and(|conn| conn.exceptions));
+                && (self.cfg.exceptions || self.conns.wants_exceptions(c));
             let r = if wants {
                 Response::WorkException {
                     handle: h.clone(),
@@ -239,9 +238,7 @@ impl Core {
     /// counts, change with the caller's next step ([`crate::table::JobTable::set_state`]).
     pub(crate) fn release_worker(&mut self, id: JobId) {
         if let Some(run) = self.table.release(id) {
-            if let Some(c) = self.conns.get_mut(&run.worker.0) {
-                c.held.retain(|&j| j != id);
-            }
+            self.conns.let_go(run.worker, id);
         }
     }
 
@@ -344,17 +341,13 @@ impl Core {
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
         let job = self.table.take(id)?;
         if let Some(run) = self.table.release(id) {
-            if let Some(c) = self.conns.get_mut(&run.worker.0) {
-                c.held.retain(|&j| j != id);
-            }
+            self.conns.let_go(run.worker, id);
         }
         if !self.tracked.is_empty() {
             self.tracked.remove(&id);
         }
         for client in &job.clients {
-            if let Some(c) = self.conns.get_mut(&client.0) {
-                c.waiting.remove(&id);
-            }
+            self.conns.stop_waiting(*client, id);
         }
         if job.persist != crate::job::Persist::No {
             self.effects
@@ -411,9 +404,7 @@ impl Core {
             &[only] if !job.background => only,
             _ => return StopWaiting::Shared { running },
         };
-        if let Some(c) = self.conns.get_mut(&only.0) {
-            c.waiting.remove(&id);
-        }
+        self.conns.stop_waiting(only, id);
         if self.detach_client(id, only) {
             tracing::info!(handle = %String::from_utf8_lossy(handle), "foreground job dropped: its submitter stopped waiting before it started");
             StopWaiting::Dropped
@@ -424,13 +415,7 @@ impl Core {
 
     /// Counts a finished run on the worker that held it.
     pub(crate) fn count_run(&mut self, worker: ConnId, ok: bool) {
-        if let Some(c) = self.conns.get_mut(&worker.0) {
-            if ok {
-                c.jobs_done += 1;
-            } else {
-                c.jobs_failed += 1;
-            }
-        }
+        self.conns.count_run(worker, ok);
     }
 }
 
@@ -458,9 +443,9 @@ impl Core {
         WorkerRef {
             id: id.0,
             label: c.event_label(),
-            address: c.info.ip.clone(),
+            address: c.info().ip.clone(),
             functions: c
-                .abilities
+                .abilities()
                 .iter()
                 .filter_map(|a| self.table.func(a.func).map(|f| f.name.clone()))
                 .collect(),
@@ -495,7 +480,7 @@ impl Core {
 
     /// A connection registered its first function.
     pub(crate) fn worker_joined(&mut self, id: ConnId) {
-        if let Some(c) = self.conns.get(&id.0) {
+        if let Some(c) = self.conns.get(id) {
             let w = self.worker_ref(id, c);
             self.push_event(EventKind::WorkerJoined(w));
         }

@@ -106,9 +106,7 @@ impl Core {
             true,
         );
         if !background {
-            if let Some(c) = self.conns.get_mut(&conn.0) {
-                c.waiting.insert(id);
-            }
+            self.conns.wait_on(conn, id);
         }
         if policy || self.wants(crate::events::Kind::Created) {
             self.record(id, Step::Queued);
@@ -139,14 +137,12 @@ impl Core {
     /// usually submits to the function it named last, so that one is
     /// checked first (by name, so a dropped function never matches).
     fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> FuncId {
-        let hint = self.conns.get(&conn.0).map_or(FuncId::MAX, |c| c.last_func);
+        let hint = self.conns.last_func(conn);
         if self.table.func(hint).is_some_and(|f| f.name[..] == *name) {
             return hint;
         }
         let id = self.table.function_id(name, &self.policies);
-        if let Some(c) = self.conns.get_mut(&conn.0) {
-            c.last_func = id;
-        }
+        self.conns.set_last_func(conn, id);
         id
     }
 
@@ -180,9 +176,7 @@ impl Core {
         let (was_background, persist) = (job.background, job.persist);
         if !background {
             self.table.add_client(id, conn);
-            if let Some(c) = self.conns.get_mut(&conn.0) {
-                c.waiting.insert(id);
-            }
+            self.conns.wait_on(conn, id);
         }
         if background && !was_background {
             self.table.set_background(id, true);
@@ -280,13 +274,9 @@ impl Core {
             else {
                 break;
             };
-            let Some(c) = self.conns.get_mut(&w.0) else {
-                continue;
-            };
-            if !c.wakeable_for(func) {
+            if !self.conns.noop(w, func) {
                 continue;
             }
-            c.noop_sent = true;
             woken += 1;
             self.send(w, gearshift_proto::Response::Noop);
         }
@@ -295,10 +285,10 @@ impl Core {
     /// Puts a sleeping worker on the wake lists of all its functions.
     pub(crate) fn enlist_sleeper(&mut self, conn: ConnId) {
         let Core { conns, table, .. } = self;
-        let Some(c) = conns.get(&conn.0) else {
+        let Some(c) = conns.get(conn) else {
             return;
         };
-        for a in &c.abilities {
+        for a in c.abilities() {
             let func = a.func;
             let Some(f) = table.func_mut(func) else {
                 continue;
@@ -310,8 +300,7 @@ impl Core {
             if f.sleepers.len() > 2 * f.workers as usize + 16 {
                 let mut seen = crate::ids::IdSet::default();
                 f.sleepers.retain(|c| seen.insert(c.0));
-                f.sleepers
-                    .retain(|c| conns.get(&c.0).is_some_and(|conn| conn.wakeable_for(func)));
+                f.sleepers.retain(|&c| conns.wakeable_for(c, func));
             }
         }
     }

@@ -21,23 +21,15 @@ const SHRINK_QUEUE: usize = 1 << 16;
 impl Core {
     pub(crate) fn can_do(&mut self, conn: ConnId, name: Bytes, timeout_ms: Option<u64>) {
         let func = self.table.function_id(&name, &self.policies);
-        let Some(c) = self.conns.get_mut(&conn.0) else {
+        let Some(added) = self.conns.add_ability(conn, Ability { func, timeout_ms }) else {
             return;
         };
-        let existed = c
-            .abilities
-            .iter()
-            .position(|a| a.func == func)
-            .map(|i| c.abilities.remove(i));
-        c.abilities.insert(0, Ability { func, timeout_ms });
-        let sleeping = c.sleeping && !c.noop_sent;
-        let first = c.abilities.len() == 1 && existed.is_none();
-        if first && self.wants(crate::events::Kind::WorkerJoined) {
+        if added.first && self.wants(crate::events::Kind::WorkerJoined) {
             self.worker_joined(conn);
         }
-        if existed.is_none() {
+        if added.new {
             self.table.ability_added(func);
-            if let Some(f) = self.table.func_mut(func).filter(|_| sleeping) {
+            if let Some(f) = self.table.func_mut(func).filter(|_| added.asleep) {
                 f.sleepers.push_back(conn);
             }
         }
@@ -55,32 +47,25 @@ impl Core {
     }
 
     fn drop_abilities(&mut self, conn: ConnId, which: impl Fn(FuncId) -> bool) {
-        let left = match self.conns.get(&conn.0) {
-            Some(c) if self.wants(crate::events::Kind::WorkerLeft) && !c.abilities.is_empty() => {
+        let left = match self.conns.get(conn) {
+            Some(c) if self.wants(crate::events::Kind::WorkerLeft) && !c.abilities().is_empty() => {
                 Some(self.worker_ref(conn, c))
             }
             _ => None,
         };
-        let Some(c) = self.conns.get_mut(&conn.0) else {
+        let Some(c) = self.conns.get(conn) else {
             return;
         };
-        let mut dropped = Vec::new();
-        c.abilities.retain(|a| {
-            let drop = which(a.func);
-            if drop {
-                dropped.push(*a);
-            }
-            !drop
-        });
-        c.cursor = 0;
-        if let Some(w) = left.filter(|_| c.abilities.is_empty()) {
+        let held: Vec<JobId> = c.held().to_vec();
+        let dropped = self.conns.drop_abilities(conn, which);
+        let none_left = self
+            .conns
+            .get(conn)
+            .is_some_and(|c| c.abilities().is_empty());
+        if let Some(w) = left.filter(|_| none_left) {
             // It dropped its last function: no longer a worker.
             self.push_event(crate::events::EventKind::WorkerLeft(w));
         }
-        let Some(c) = self.conns.get(&conn.0) else {
-            return;
-        };
-        let held: Vec<JobId> = c.held.clone();
         self.table.abilities_dropped(&dropped);
         for job in held {
             if self
@@ -94,32 +79,25 @@ impl Core {
     }
 
     pub(crate) fn pre_sleep(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.get(&conn.0) else {
+        let Some(c) = self.conns.get(conn) else {
             return;
         };
         let ready = c
-            .abilities
+            .abilities()
             .iter()
             .any(|a| self.table.func(a.func).is_some_and(|f| f.has_work()));
-        let Some(c) = self.conns.get_mut(&conn.0) else {
-            return;
-        };
-        c.sleeping = true;
+        self.conns.sleep(conn, ready);
         if ready {
-            c.noop_sent = true;
             self.send(conn, Response::Noop);
         } else {
-            c.noop_sent = false;
             self.enlist_sleeper(conn);
         }
     }
 
     pub(crate) fn grab(&mut self, conn: ConnId, kind: GrabKind, now: Millis) {
-        let Some(c) = self.conns.get_mut(&conn.0) else {
+        if !self.conns.wake(conn) {
             return;
-        };
-        c.sleeping = false;
-        c.noop_sent = false;
+        }
         match self.pick_job(conn) {
             Some((id, timeout)) => self.assign(conn, id, kind, timeout, now),
             None => self.send(conn, Response::NoJob),
@@ -129,13 +107,11 @@ impl Core {
     /// The next job for a worker: highest priority first across all its
     /// functions; among functions with work at that priority, round-robin.
     fn pick_job(&mut self, conn: ConnId) -> Option<(JobId, Option<u64>)> {
-        let c = self.conns.get(&conn.0)?;
-        let n = c.abilities.len();
-        let start = c.cursor;
+        let (start, n) = self.conns.cursor(conn)?;
         for p in 0..3 {
             for i in 0..n {
                 let idx = (start + i) % n;
-                let ability = self.conns.get(&conn.0)?.abilities[idx];
+                let ability = self.conns.ability_at(conn, idx)?;
                 let has_work = self
                     .table
                     .func(ability.func)
@@ -144,9 +120,7 @@ impl Core {
                     continue;
                 }
                 if let Some(id) = self.pop_queued(ability.func, p) {
-                    if let Some(c) = self.conns.get_mut(&conn.0) {
-                        c.cursor = (idx + 1) % n;
-                    }
+                    self.conns.set_cursor(conn, (idx + 1) % n);
                     return Some((id, ability.timeout_ms));
                 }
             }
@@ -235,9 +209,7 @@ impl Core {
                 data,
             },
         };
-        if let Some(c) = self.conns.get_mut(&conn.0) {
-            c.held.push(id);
-        }
+        self.conns.hold(conn, id);
         if let Some(ms) = timeout {
             self.timers
                 .arm(now.saturating_add(ms), Timer::Timeout(id, assignment));
@@ -247,7 +219,7 @@ impl Core {
 
     /// Records a run's start for a job under a policy: attempt, time, worker.
     fn note_start(&mut self, id: JobId, conn: ConnId, now: Millis) {
-        let worker = self.conns.get(&conn.0).map(|c| c.label());
+        let worker = self.conns.get(conn).map(|c| c.label());
         // The run's number follows the job's stored count of ended runs, so
         // it stays right across a restart that lost the in-memory record.
         let attempt = self
@@ -384,22 +356,17 @@ impl Core {
             );
         };
         self.count_run(conn, false);
-        if let Some(c) = self.conns.get_mut(&conn.0) {
-            c.after_exception = Some(id);
-        }
+        self.conns.set_after_exception(conn, id);
         self.run_failed(id, Reason::Exception, data, handle);
     }
 
     /// Whether a WORK_FAIL names the job whose WORK_EXCEPTION this worker
     /// sent just before (nothing else in between).
     fn follows_exception(&mut self, conn: ConnId, handle: &[u8]) -> bool {
-        let Some(id) = self.conns.get(&conn.0).and_then(|c| c.after_exception) else {
+        let Some(id) = self.conns.take_after_exception(conn) else {
             return false;
         };
         let same = self.handles.is(handle, id);
-        if let Some(c) = self.conns.get_mut(&conn.0) {
-            c.after_exception = None;
-        }
         same && self.table.run(id).is_none_or(|r| r.worker != conn)
     }
 
