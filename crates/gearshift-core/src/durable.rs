@@ -123,9 +123,8 @@ impl Core {
             self.release(s.id, now);
             if let Some(at) = retry_at {
                 // A stored job waiting for its retry shows as retrying again.
-                if let Some(t) = self.track(s.id) {
-                    t.retry_at = Some(at);
-                    t.attempts = s.attempts;
+                if self.tracks(s.id) {
+                    self.history.restored(s.id, s.attempts, at);
                 }
             }
         }
@@ -167,8 +166,8 @@ impl Core {
                 .table
                 .get(id)
                 .map_or(1, |j| j.retries.saturating_add(1));
-            if let Some(t) = self.track(id) {
-                t.attempts = t.attempts.max(started);
+            if self.tracks(id) {
+                self.history.at_least(id, started);
             }
             self.requeue(
                 id,

@@ -12,8 +12,8 @@ use crate::config::CoreConfig;
 use crate::conn::{ConnInfo, Conns, Rights};
 use crate::effect::{Effect, Input};
 use crate::handle::JobHandles;
-use crate::history::Track;
-use crate::ids::{ConnId, IdMap, JobId};
+use crate::history::History;
+use crate::ids::{ConnId, JobId};
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
 use crate::table::JobTable;
@@ -41,8 +41,8 @@ pub struct Core {
     pub(crate) reserved: JobId,
     /// Per-function policies from the config file.
     pub(crate) policies: Policies,
-    /// History and attempt records of live jobs under a policy.
-    pub(crate) tracked: IdMap<JobId, Box<Track>>,
+    /// History and attempt records of live jobs under a policy ([`History`]).
+    pub(crate) history: History,
     /// Finished jobs kept queryable, and the dead set.
     pub(crate) retained: Retained,
     /// The latest time an entry point was given.
@@ -76,7 +76,7 @@ impl Core {
             effects: Vec::new(),
             reserved: 0,
             policies: Policies::default(),
-            tracked: IdMap::default(),
+            history: History::default(),
             retained: Retained::default(),
             now: 0,
             schedules: Default::default(),
@@ -92,11 +92,9 @@ impl Core {
             f.policy = policies.lookup(&f.name);
         }
         self.policies = policies;
-        let ids: Vec<JobId> = self.tracked.keys().copied().collect();
-        for id in ids {
-            if self.policy_of_job(id).is_none() {
-                self.tracked.remove(&id);
-            }
+        let gone: Vec<JobId> = self.history.ids().filter(|&id| !self.tracks(id)).collect();
+        for id in gone {
+            self.history.forget(id);
         }
     }
 

@@ -61,7 +61,7 @@ impl Core {
     /// A live job's state word and runs started, as `show job` and the
     /// HTTP API give them.
     pub(crate) fn live_state(&self, job: &crate::job::Job) -> (&'static str, u32) {
-        let track = self.tracked.get(&job.id);
+        let track = self.history.get(job.id);
         let running = matches!(job.state, JobState::Running | JobState::Cancelled);
         let state = match job.state {
             JobState::Pending | JobState::Queued => "queued",

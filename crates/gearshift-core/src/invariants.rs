@@ -124,7 +124,7 @@ impl Core {
                 }
             }
         }
-        for &id in self.tracked.keys() {
+        for id in self.history.ids() {
             if !self.table.contains(id) {
                 return Err(format!("history of job {id} outlived the job"));
             }

@@ -54,11 +54,9 @@ impl Core {
         self.table.func(job.func())?.policy.clone()
     }
 
-    /// The record of a job under a policy, made on first use (a job queued
-    /// before its function gained a policy has none until something happens).
-    pub(crate) fn track(&mut self, id: JobId) -> Option<&mut Track> {
-        self.policy_of_job(id)?;
-        Some(self.tracked.entry(id).or_default())
+    /// Whether a job's steps go into its history: its function has a policy.
+    pub(crate) fn tracks(&self, id: JobId) -> bool {
+        self.policy_of_job(id).is_some()
     }
 
     /// The one place a transition is reported: into a tracked job's
@@ -69,8 +67,8 @@ impl Core {
         if self.events != 0 && self.wants(crate::events::Kind::of_step(&step)) {
             self.emit_event(id, step.clone());
         }
-        if let Some(t) = self.track(id) {
-            t.push(now, step);
+        if self.tracks(id) {
+            self.history.push(id, now, step);
         }
     }
 
@@ -87,7 +85,7 @@ impl Core {
             // Said with why, which the history's `dead` step leaves to the
             // `failed` step before it.
             Step::Dead => {
-                let track = self.tracked.get(&id);
+                let track = self.history.get(id);
                 let attempts = track.map_or_else(
                     || {
                         self.table
@@ -138,12 +136,13 @@ impl Core {
         // What is kept of the worker's text: a bounded copy, which also lets
         // go of the packet's read buffer (clients still get it whole).
         let kept = Bytes::copy_from_slice(&detail[..detail.len().min(MAX_ERROR)]);
-        if let Some(t) = self.track(id) {
-            t.error = Some(if kept.is_empty() {
+        if policy.is_some() {
+            let error = if kept.is_empty() {
                 Bytes::from_static(reason.word().as_bytes())
             } else {
                 kept.clone()
-            });
+            };
+            self.history.failed(id, error);
         }
         self.record(id, Step::Failed(reason, kept));
         if let Some(p) = policy.as_deref() {
@@ -226,8 +225,8 @@ impl Core {
                 due_ms: Some(at),
             }));
         }
-        if let Some(t) = self.track(id) {
-            t.retry_at = Some(at);
+        if self.tracks(id) {
+            self.history.retry_at(id, at);
         }
         self.record(id, Step::RetryAt(at));
         tracing::info!(handle = %self.handles.text(id), attempts, delay_ms = delay, "job will be retried");
@@ -343,9 +342,7 @@ impl Core {
         if let Some(run) = self.table.release(id) {
             self.conns.let_go(run.worker, id);
         }
-        if !self.tracked.is_empty() {
-            self.tracked.remove(&id);
-        }
+        self.history.forget(id);
         for client in &job.clients {
             self.conns.stop_waiting(*client, id);
         }

@@ -12,7 +12,7 @@ use gearshift_persist::{DeadMark, KeptRecord};
 
 use crate::effect::{stored_priority, Effect, StoreOp};
 use crate::engine::Core;
-use crate::history::{Step, Track};
+use crate::history::Step;
 use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::Millis;
@@ -29,7 +29,7 @@ impl Core {
     ) -> Option<Box<Finished>> {
         let handle = self.handles.of(id);
         let job = self.table.get(id)?;
-        let track = self.tracked.remove(&id).map(|t| *t).unwrap_or_default();
+        let track = self.history.take(id);
         let function = self
             .table
             .func(job.func())
@@ -254,12 +254,7 @@ impl Core {
                 due_ms: None,
             }));
         }
-        let track = Track {
-            history: rec.history,
-            error: rec.error,
-            ..Track::default()
-        };
-        self.tracked.insert(id, Box::new(track));
+        self.history.revive(id, rec.history, rec.error);
         self.record(id, Step::Revived);
         self.enqueue(id, false);
     }

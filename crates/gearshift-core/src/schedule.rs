@@ -401,7 +401,7 @@ impl Core {
     /// other job, or one waiting out a retry delay).
     fn waits_for_epoch(&self, id: JobId) -> Option<Millis> {
         let job = self.table.get(id)?;
-        let retrying = self.tracked.get(&id).is_some_and(|t| t.retry_at.is_some());
+        let retrying = self.history.retrying(id);
         if job.state != JobState::Scheduled || retrying {
             return None;
         }

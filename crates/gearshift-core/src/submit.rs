@@ -233,12 +233,7 @@ impl Core {
         if job.state != JobState::Scheduled {
             return;
         }
-        let retried = self
-            .tracked
-            .get_mut(&id)
-            .and_then(|t| t.retry_at.take())
-            .is_some();
-        if retried {
+        if self.history.retry_due(id) {
             self.record(id, Step::Requeued("retry delay passed"));
         }
         self.enqueue(id, false);

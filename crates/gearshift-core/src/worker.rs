@@ -184,9 +184,7 @@ impl Core {
                 timeout = Some(t);
             }
         }
-        if (!self.tracked.is_empty() && self.tracked.contains_key(&id))
-            || self.reports(func, crate::events::Kind::Started)
-        {
+        if self.history.contains(id) || self.reports(func, crate::events::Kind::Started) {
             self.note_start(id, conn, now);
         }
         let response = match (kind, reducer) {
@@ -226,11 +224,8 @@ impl Core {
             .table
             .get(id)
             .map_or(1, |j| j.retries.saturating_add(1));
-        if let Some(t) = self.track(id) {
-            t.attempts = attempt;
-            t.started = Some(now);
-            t.retry_at = None;
-            t.worker = worker.clone();
+        if self.tracks(id) {
+            self.history.started(id, attempt, now, worker.clone());
         }
         self.record(id, Step::Started(worker.unwrap_or_default()));
     }
