@@ -4,16 +4,16 @@
 //! `on_timeout`, `next_deadline`), which dispatch to the handlers.
 //!
 //! Every entry point takes `now` and appends [`Effect`]s; the driver drains
-//! them with [`Core::take_effects`] and carries them out in order.
+//! them with [`Core::take_effects`] and carries them out in order. Replies
+//! keep request order per connection, behind answers held for the store.
 
 use gearshift_proto::{Request, Response};
 
 use crate::config::CoreConfig;
 use crate::conn::{ConnInfo, Conns, Rights};
 use crate::effect::{Effect, Input};
-use crate::handle::JobHandles;
 use crate::history::History;
-use crate::ids::{ConnId, JobId};
+use crate::ids::{ConnId, JobHandles, JobId};
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
 use crate::table::JobTable;
@@ -23,7 +23,6 @@ use crate::Millis;
 /// The job-routing state machine.
 pub struct Core {
     pub(crate) cfg: CoreConfig,
-    pub(crate) next_job: JobId,
     /// Every job and function, with their counts ([`JobTable`]).
     pub(crate) table: JobTable,
     /// Every open connection ([`Conns`]).
@@ -37,8 +36,6 @@ pub struct Core {
     pub(crate) handles: JobHandles,
     pub(crate) timers: Timers,
     pub(crate) effects: Vec<Effect>,
-    /// Handle numbers below this are reserved in the store.
-    pub(crate) reserved: JobId,
     /// Per-function policies from the config file.
     pub(crate) policies: Policies,
     /// History and attempt records of live jobs under a policy ([`History`]).
@@ -64,9 +61,8 @@ impl Core {
     /// must never reuse a handle).
     pub fn with_first_handle(cfg: CoreConfig, first: JobId) -> Self {
         Core {
-            handles: JobHandles::new(&cfg.handle_prefix),
+            handles: JobHandles::new(&cfg.handle_prefix, first),
             cfg,
-            next_job: first.max(1),
             table: JobTable::default(),
             conns: Conns::default(),
             acks: crate::acks::Acks::default(),
@@ -74,7 +70,6 @@ impl Core {
             denied: [0; 4],
             timers: Timers::default(),
             effects: Vec::new(),
-            reserved: 0,
             policies: Policies::default(),
             history: History::default(),
             retained: Retained::default(),
@@ -210,6 +205,7 @@ impl Core {
     /// (it sent something other than GRAB or PRE_SLEEP, which `settles`
     /// the sleep state itself) it may be woken again. `admin`: a text line
     /// (the connection's role in the overview).
+    #[inline(always)]
     fn heard_from(
         &mut self,
         conn: ConnId,
@@ -336,5 +332,51 @@ impl Core {
     pub(crate) fn job_by_handle(&self, handle: &[u8]) -> Option<JobId> {
         let id = self.handles.id_of(handle)?;
         self.table.contains(id).then_some(id)
+    }
+}
+
+/// Output. A client matches JOB_CREATED (and every other reply) to its
+/// requests by order, so when a background submission waits for the store,
+/// every packet for that connection produced after it waits too (in the
+/// connection's held outbox, [`Conns::hold_output`]) and goes out, in
+/// order, once the store has answered.
+impl Core {
+    /// Sends a packet to a connection, behind any held answer.
+    #[inline]
+    pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
+        self.emit(conn, Effect::Send(conn, r));
+    }
+    /// Queues a packet or text for a connection, behind any held answer.
+    #[inline]
+    pub(crate) fn emit(&mut self, conn: ConnId, effect: Effect) {
+        if !self.cfg.durable {
+            // Only answers waiting for the store are ever held.
+            self.effects.push(effect);
+            return;
+        }
+        self.emit_in_order(conn, effect);
+    }
+
+    fn emit_in_order(&mut self, conn: ConnId, effect: Effect) {
+        if let Some(effect) = self.conns.hold_output(conn, effect) {
+            self.effects.push(effect);
+        }
+    }
+
+    /// Reserves the place of a submission's answer until the store decides.
+    pub(crate) fn hold_ack(&mut self, conn: ConnId, job: JobId) {
+        self.conns.hold_ack(conn, job);
+    }
+
+    /// Fills a held answer and sends everything that is now in order.
+    pub(crate) fn resolve_ack(&mut self, conn: ConnId, job: JobId, answer: Response) {
+        let answer = Effect::Send(conn, answer);
+        self.conns.resolve_ack(conn, job, answer, &mut self.effects);
+    }
+
+    /// A packet for a connection, in order behind any held answer (for a
+    /// driver that answers on the core's behalf, e.g. while shutting down).
+    pub fn reply(&mut self, conn: ConnId, r: Response) {
+        self.emit(conn, Effect::Send(conn, r));
     }
 }

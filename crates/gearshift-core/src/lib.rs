@@ -12,12 +12,12 @@
 //! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, wake-ups.
 //! - [`worker`]: abilities, sleep, grabbing, results, requeueing.
 //! - [`admin`]: the text admin commands.
-//! - [`order`]: reply order per connection while answers wait for the store.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
-//! - [`job`], [`function`], [`conn`]: the state records; [`jobs`]: where
+//! - [`job`], [`function`] (with its counters and histograms), [`conn`]
+//!   (the connections): the state records; [`jobs`]: where
 //!   jobs live and how they are found (by id, unique or workload);
 //!   [`id_index`]: the id → slot index behind it.
-//! - [`handle`]: printing and parsing job handles; [`timefmt`]: RFC 3339 times.
+//! - [`timefmt`]: RFC 3339 times.
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
 //! - [`policy`]: per-function retry, timeout and retention policies (config file).
 //! - [`lifecycle`]: how a run ends (result, retry, requeue, failure) and live
@@ -31,8 +31,9 @@
 //!   counts; `timers`: the timer heap.
 //! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`view`]: read-only snapshots for the HTTP API; [`control`]: its actions;
-//!   [`metrics`]: per-function counters and histograms; [`events`]: live events.
-//! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
+//!   [`events`]: live events.
+//! - [`config`], [`effect`]: settings, inputs/outputs; [`ids`]: identifiers,
+//!   the job number counter and handles (printed and parsed).
 //!
 //! Modules that only define types (`job`, `jobs`, `function`, `conn`,
 //! `events`, `history`, `kept`, `cron`, `effect`, ...) never import the
@@ -50,7 +51,6 @@ pub mod effect;
 pub mod engine;
 pub mod events;
 pub mod function;
-pub mod handle;
 pub mod history;
 pub mod id_index;
 pub mod ids;
@@ -62,8 +62,6 @@ pub mod jobs;
 pub mod kept;
 pub mod lifecycle;
 pub mod listing;
-pub mod metrics;
-pub mod order;
 pub mod policy;
 pub mod retained;
 pub mod schedule;

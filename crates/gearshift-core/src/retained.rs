@@ -78,7 +78,7 @@ impl Core {
     /// Rebuilds kept records after a restart; expired ones are forgotten.
     pub fn restore_kept(&mut self, kept: Vec<KeptRecord>) {
         for s in kept {
-            self.next_job = self.next_job.max(s.id.saturating_add(1));
+            self.handles.seen(s.id);
             if s.expires_ms <= self.now {
                 self.effects.push(Effect::Store(StoreOp::Forget(s.id)));
                 continue;
@@ -115,7 +115,7 @@ impl Core {
                 self.effects.push(Effect::Store(StoreOp::Forget(id)));
             }
         }
-        self.reserved = self.reserved.max(self.next_job);
+        self.handles.cover_seen();
     }
 
     /// Moves a background job that failed for good into the dead set,

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use gearshift_proto::{Response, Submission};
 
 use crate::config::MAX_UNIQUE;
-use crate::effect::Effect;
+use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
 use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
@@ -63,9 +63,7 @@ impl Core {
                 policy = true;
             }
         }
-        let id = self.next_job;
-        self.next_job = self.next_job.saturating_add(1);
-        self.reserve_ahead();
+        let id = self.new_job_id();
         let due = s
             .epoch()
             .map(|secs| (secs.max(0) as u64).saturating_mul(1000))
@@ -131,6 +129,19 @@ impl Core {
             _ if sleepers => self.wake_sleepers(func),
             _ => {}
         }
+    }
+
+    /// A new job's (or schedule's) number, never reused; a durable server
+    /// keeps the store's reservation of numbers ahead of it.
+    #[inline]
+    pub(crate) fn new_job_id(&mut self) -> JobId {
+        let id = self.handles.issue();
+        if self.cfg.durable {
+            if let Some(end) = self.handles.reserve_ahead() {
+                self.effects.push(Effect::Store(StoreOp::Reserve(end)));
+            }
+        }
+        id
     }
 
     /// [`JobTable::function_id`] for a connection's submission: a client

@@ -14,12 +14,11 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use crate::conn::Ability;
-use crate::function::Function;
+use crate::function::{FuncStats, Function};
 use crate::id_index::Walk;
 use crate::ids::{ConnId, FuncId, IdMap, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Persist, Run};
 use crate::jobs::Jobs;
-use crate::metrics::FuncStats;
 use crate::policy::{Policies, Reason};
 use crate::Millis;
 

@@ -38,7 +38,7 @@ pub struct FunctionView {
     /// Its policy, if a config rule matches it.
     pub policy: Option<Arc<Policy>>,
     /// Running counters since the server started.
-    pub stats: crate::metrics::FuncStats,
+    pub stats: crate::function::FuncStats,
     /// Jobs of it in the dead set.
     pub dead: u64,
 }
