@@ -380,3 +380,10 @@ impl Core {
         self.emit(conn, Effect::Send(conn, r));
     }
 }
+
+impl Core {
+    /// Whether events of `kind` are wanted (one AND; 0 when none are).
+    pub(crate) fn wants(&self, kind: crate::events::Kind) -> bool {
+        self.events & kind.bit() != 0
+    }
+}

@@ -9,8 +9,10 @@
 //!
 //! - [`engine`]: the `Core` struct, made of the parts below, and its entry
 //!   points, which dispatch to the handlers (submit, worker, admin, control).
-//! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, wake-ups.
-//! - [`worker`]: abilities, sleep, grabbing, results, requeueing.
+//! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, status
+//!   requests, and submitters that stop waiting.
+//! - [`worker`]: abilities, sleep and wake-ups; [`run`]: a run from GRAB to
+//!   its end (results, retries, requeues, failures) and how a job ends.
 //! - [`admin`]: the text admin commands.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
 //! - [`job`], [`function`] (with its counters and histograms), [`conn`]
@@ -20,8 +22,7 @@
 //! - [`timefmt`]: RFC 3339 times.
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
 //! - [`policy`]: per-function retry, timeout and retention policies (config file).
-//! - [`lifecycle`]: how a run ends (result, retry, requeue, failure) and live
-//!   events; [`history`]: a job's steps and attempts; [`retained`]: moves
+//! - [`lifecycle`]: live events; [`history`]: a job's steps and attempts; [`retained`]: moves
 //!   into kept results and the dead set, which [`kept`] holds; [`inspect`]:
 //!   the admin words that show them (`show job`, `show dead`, `show workers`).
 //! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]:
@@ -64,6 +65,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod policy;
 pub mod retained;
+pub mod run;
 pub mod schedule;
 pub mod submit;
 pub mod table;

@@ -5,7 +5,7 @@
 //! field the route does not take, as the config file refuses unknown keys.
 
 use gearshift_core::function::FunctionError;
-use gearshift_core::lifecycle::StopWaiting;
+use gearshift_core::submit::StopWaiting;
 use gearshift_core::schedule::{DropScheduleError, Dropped};
 use serde::de::DeserializeOwned;
 
