@@ -151,6 +151,11 @@ impl Conn {
         &self.abilities
     }
 
+    /// Where GRAB's round-robin over `abilities` starts.
+    pub fn cursor(&self) -> usize {
+        self.cursor
+    }
+
     /// Jobs it holds as a worker, in the order it took them.
     pub fn held(&self) -> &[JobId] {
         &self.held
@@ -403,19 +408,6 @@ impl Conns {
         });
         c.cursor = 0;
         dropped
-    }
-
-    /// The `i`th ability of `id` (newest first) and the round-robin cursor's
-    /// place and length, for GRAB's walk.
-    #[inline]
-    pub fn ability_at(&self, id: ConnId, i: usize) -> Option<Ability> {
-        self.map.get(&id.0)?.abilities.get(i).copied()
-    }
-
-    /// Where GRAB's round-robin starts and how many functions it walks.
-    #[inline]
-    pub fn cursor(&self, id: ConnId) -> Option<(usize, usize)> {
-        self.map.get(&id.0).map(|c| (c.cursor, c.abilities.len()))
     }
 
     /// GRAB's round-robin goes on from `at` next time.

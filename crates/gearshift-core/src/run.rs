@@ -21,15 +21,12 @@ use gearshift_proto::{GrabKind, Response};
 use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
 use crate::history::{Step, MAX_ERROR};
-use crate::ids::{ConnId, FuncId, JobId};
+use crate::ids::{ConnId, JobId};
 use crate::job::{ConnList, Job, JobState, Persist};
 use crate::kept::Outcome;
 use crate::policy::{Policy, Reason};
 use crate::timers::Timer;
 use crate::Millis;
-
-/// A drained queue with more room than this many entries lets go of it.
-const SHRINK_QUEUE: usize = 1 << 16;
 
 /// Taking a job and reporting on it: the worker's packets.
 impl Core {
@@ -46,45 +43,27 @@ impl Core {
     /// The next job for a worker: highest priority first across all its
     /// functions; among functions with work at that priority, round-robin.
     fn pick_job(&mut self, conn: ConnId) -> Option<(JobId, Option<u64>)> {
-        let (start, n) = self.conns.cursor(conn)?;
+        let Core { conns, table, .. } = self;
+        let c = conns.get(conn)?;
+        let abilities = c.abilities();
+        let (start, n) = (c.cursor(), abilities.len());
         for p in 0..3 {
             for i in 0..n {
                 let idx = (start + i) % n;
-                let ability = self.conns.ability_at(conn, idx)?;
-                let has_work = self
-                    .table
+                let ability = abilities[idx];
+                let has_work = table
                     .func(ability.func)
                     .is_some_and(|f| f.queued[p] > 0 && !f.paused);
                 if !has_work {
                     continue;
                 }
-                if let Some(id) = self.pop_queued(ability.func, p) {
-                    self.conns.set_cursor(conn, (idx + 1) % n);
+                if let Some(id) = table.pop_queued(ability.func, p) {
+                    conns.set_cursor(conn, (idx + 1) % n);
                     return Some((id, ability.timeout_ms));
                 }
             }
         }
         None
-    }
-
-    /// Pops the first live queued job of a priority, skipping stale ids.
-    fn pop_queued(&mut self, func: FuncId, p: usize) -> Option<JobId> {
-        loop {
-            let f = self.table.func_mut(func)?;
-            let q = &mut f.queues[p];
-            let id = q.pop_front()?;
-            if q.is_empty() && q.capacity() > SHRINK_QUEUE {
-                // A deep queue drained: give its memory back.
-                *q = Default::default();
-            }
-            let live = self.table.get(id).is_some_and(|j| {
-                j.state == JobState::Queued && j.func() == func && j.priority.index() == p
-            });
-            if live {
-                // Counted as queued until assign moves it to Running.
-                return Some(id);
-            }
-        }
     }
 
     fn assign(

@@ -284,3 +284,27 @@ fn set_progress_touches_only_a_running_job() {
     let run = core.table.run(1).expect("running");
     assert_eq!((run.numerator, run.denominator), (3, 4));
 }
+
+#[test]
+fn pop_queued_skips_stale_ids_and_leaves_the_count_to_start() {
+    let (mut core, func) = core();
+    for id in [1, 2] {
+        core.table
+            .insert(job(id, func, JobState::Queued, "x"), true);
+    }
+    core.table
+        .insert(job(3, func, JobState::Scheduled, "x"), true);
+    // A stale id (no such job), a job no longer queued, then the live ones.
+    core.table.func_mut(func).expect("f").queues[0].extend([9, 3, 1, 2]);
+    assert_eq!(core.table.pop_queued(func, 0), Some(1));
+    assert_eq!(f(&core, func).queued[0], 2, "still counted until it starts");
+    assert_eq!(f(&core, func).queues[0].len(), 1);
+    assert_eq!(
+        core.table.pop_queued(func, 1),
+        None,
+        "nothing at that priority"
+    );
+    assert_eq!(core.table.pop_queued(func, 0), Some(2));
+    assert_eq!(core.table.pop_queued(func, 0), None);
+    assert_eq!(core.table.pop_queued(func + 1, 0), None, "no such function");
+}
