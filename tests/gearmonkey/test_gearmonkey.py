@@ -127,7 +127,7 @@ jitter = false
 [[function]]
 match = "gm_dies"
 max_attempts = 2
-retry_on = ["fail"]
+retry_on = ["fail", "exception"]
 backoff = "fixed"
 initial_delay = "100ms"
 max_delay = "100ms"
@@ -138,18 +138,29 @@ jitter = false
 def gm_job_gets_gearshift_retries(ctx):
     # flaky: WORK_FAIL on the first 2 runs of a workload, then success.
     ctx.php_worker("flaky", "gm_flaky", gate="2")
-    ctx.php_worker("flaky", "gm_dies", gate="5")
+    ctx.php_worker("flakyexc", "gm_dies", gate="5")
     h.wait_workers(ctx.port, "gm_flaky")
     h.wait_workers(ctx.port, "gm_dies")
     _, job = ctx.gm().run("gm_flaky", "w", blocking=True, timeout=20)
     check_eq((job.get(b"status"), job.get(b"output")), (b"success", b"ok:w:3"),
              "retried twice by Gearshift's policy")
-    _, job = ctx.gm().run("gm_dies", "d", blocking=True, timeout=20)
-    check_eq(job.get(b"status"), b"error", "failed for good after 2 attempts")
-    check(job.get(b"output"), "the last error as output: %r" % job)
+    check_eq(h.admin(ctx.port, "show dead"), ".\n", "a job that succeeded is not dead")
+    jid, job = ctx.gm().run("gm_dies", "d", blocking=True, timeout=20)
+    check_eq((job.get(b"status"), job.get(b"output")), (b"error", b"boom:d:2"),
+             "failed for good after 2 attempts, the last error as output")
     with open(ctx.path("php-gm_dies.log")) as f:
         runs = [line for line in f if line.startswith("d ")]
     check_eq(len(runs), 2, "runs of the job (max_attempts 2): %r" % runs)
+    # In Gearshift's dead set, marked as GearMonkey's by its unique.
+    dead = [line.split("\t") for line in h.admin(ctx.port, "show dead").splitlines()[:-1]]
+    check_eq([(d[1], d[2], d[4]) for d in dead], [("gm_dies", "2", "boom:d:2")],
+             "show dead: function, attempts, error")
+    with ctx.http("/api/v1/dead") as resp:
+        body = json.loads(resp.read().decode())
+    uniques = [j.get("unique") for j in body["dead"]]
+    check_eq(uniques, ["gearmonkey:gm_dies:%d" % jid], "the dead job's unique: %r" % body)
+    check_eq(ctx.r.llen("gearshift:processing:gm_dies"), 0, "processing list empty")
+    check_eq(h.admin(ctx.port, "show jobs"), ".\n", "no live job left in Gearshift")
 
 
 def only_matching_functions_are_bridged(ctx):

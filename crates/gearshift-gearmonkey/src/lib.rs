@@ -142,6 +142,8 @@ pub async fn run(
     let client = Client::builder()
         .server(config.gearman)
         .exceptions(true)
+        // A bridged job that fails for good under a policy goes to the dead set.
+        .dead_set(true)
         .no_timeout()
         .build()?;
     let shared = Arc::new(Shared {
