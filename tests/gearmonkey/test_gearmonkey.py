@@ -409,6 +409,28 @@ def kill9_gearshift_while_bridged_jobs_run(ctx):
              "finish events: each job finished once on the Redis side")
 
 
+def roll_call_of_a_crashed_gearshift_is_corrected_by_another(ctx):
+    # A Gearshift killed -9 and never started again: its Gearman workers stay
+    # in count:F until another Gearshift on the same Redis sees its liveness
+    # key expire and takes its share out; GearMonkey's own worker stays.
+    func = "gm_leak"
+    ctx.gm_worker(func, "upper")
+    wait_count(ctx, func, 1)
+    ctx.php_worker("rev", func)
+    ctx.php_worker("rev", func)
+    wait_count(ctx, func, 3)
+    os.kill(ctx.server.pid, signal.SIGKILL)
+    ctx.server.proc.wait(timeout=5)
+    for p in [p for p in ctx.procs if "php-worker" in p.name]:
+        p.stop()
+    time.sleep(1)
+    check_eq(ctx.r.get("count:%s" % func), b"3", "the crashed Gearshift's share is still counted")
+    # Another Gearshift (memory store: a new instance name) on the same Redis.
+    ctx.start_server()
+    wait_count(ctx, func, 1, timeout=12)
+    check_eq(ctx.r.hgetall("gearshift:shares:%s" % func), {}, "no share left")
+
+
 def redis_restart_under_load(ctx):
     func = "gm_rr"
     ctx.php_worker("rev", func)
@@ -504,6 +526,7 @@ TESTS = [
     bad_input_is_logged_counted_and_kept,
     redis_restart_under_load,
     redis_gone_while_jobs_run_both_ways,
+    roll_call_of_a_crashed_gearshift_is_corrected_by_another,
 ]
 
 SPECIAL = {

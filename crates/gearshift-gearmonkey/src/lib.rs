@@ -7,6 +7,7 @@
 //! - [`keys`]: the key layout, read and written, and Gearshift's own keys.
 //! - [`glob`]: which functions are bridged (`match` globs).
 //! - `scripts`: the Lua scripts (take a job, put one back, the roll call).
+//! - `roll`: the roll call, one share per Gearshift instance with a heartbeat.
 //! - `take`: GearMonkey clients -> Gearman workers.
 //! - `give`: Gearman clients -> GearMonkey workers.
 //! - `admin`: a shared admin connection (a job's priority, its last error).
@@ -25,6 +26,7 @@ mod admin;
 mod give;
 pub mod glob;
 pub mod keys;
+mod roll;
 mod scripts;
 pub mod stats;
 mod take;
@@ -47,6 +49,10 @@ pub struct BridgeConfig {
     /// CA bundle (PEM) a `rediss://` server's certificate must chain to,
     /// instead of the public roots.
     pub ca: Option<Vec<u8>>,
+    /// This Gearshift's name in the roll call's shares: the same across
+    /// restarts of one server (its host and data directory), so a restart
+    /// takes its previous run's share out at once.
+    pub instance: String,
 }
 
 /// A bad `--gearmonkey` value.
@@ -73,6 +79,7 @@ pub struct Shared {
     gearman: SocketAddr,
     matches: Vec<String>,
     routed: Vec<String>,
+    instance: String,
     stats: Arc<stats::Stats>,
 }
 
@@ -153,6 +160,7 @@ pub async fn run(
         gearman: config.gearman,
         matches: config.matches,
         routed: config.routed,
+        instance: config.instance,
         stats,
     });
     tracing::info!(
@@ -165,6 +173,10 @@ pub async fn run(
         }
     );
     recover(&shared).await;
+    // This instance's shares from a run that did not stop cleanly, and any
+    // other instance's that stopped being alive, leave the roll call.
+    roll::clear_legacy(&shared).await;
+    roll::heartbeat(&shared, true).await;
     watch::run(shared, shutdown).await;
     Ok(())
 }

@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 use gearshift_client::AdminClient;
 
 use crate::give::{self, Giver, BRIDGE_ID};
-use crate::keys;
 use crate::stats::Stats;
 use crate::take::{self, Gate};
-use crate::{glob, scripts, Shared};
+use crate::{glob, roll, Shared};
 
 /// One look at Gearshift: per function, its Gearman workers (the bridge's
 /// own left out), jobs queued or running, and jobs running.
@@ -49,9 +48,10 @@ async fn snapshot(admin: &mut AdminClient) -> gearshift_client::Result<HashMap<S
 pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let mut gates: HashMap<String, Arc<Gate>> = HashMap::new();
     let mut givers: HashMap<String, Giver> = HashMap::new();
-    // Functions whose roll call Gearshift may have added to (from a run
-    // before this one, too), so a count that fell to zero is corrected.
-    let mut counted: HashSet<String> = previous_counts(&shared).await;
+    // Functions whose roll call this run added to, so a count that fell to
+    // zero is corrected (a previous run's shares went at start).
+    let mut counted: HashSet<String> = HashSet::new();
+    let heartbeat = tokio::spawn(beat(shared.clone()));
     let mut admin: Option<AdminClient> = None;
     let mut last_stats = Instant::now();
     loop {
@@ -123,9 +123,11 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
     for (_, g) in givers.drain() {
         g.task.abort();
     }
+    heartbeat.abort();
     for function in &counted {
-        set_roll_call(&shared, function, 0).await;
+        roll::set(&shared, function, 0).await;
     }
+    roll::leave(&shared).await;
     tracing::info!("gearmonkey bridge stopped: {}", shared.stats.line());
 }
 
@@ -175,7 +177,7 @@ async fn step(
             let queued = load.total > load.running;
             if !givers.contains_key(function)
                 && queued
-                && gearmonkey_workers(shared, function).await > 0
+                && roll::gearmonkey_workers(shared, function).await > 0
             {
                 match give::start(shared.clone(), function.clone()) {
                     Ok(g) => {
@@ -202,7 +204,7 @@ async fn step(
             loads.get(function).map_or(0, |l| l.workers)
         };
         if workers > 0 || counted.contains(function) {
-            set_roll_call(shared, function, workers).await;
+            roll::set(shared, function, workers).await;
             if workers == 0 {
                 counted.remove(function);
             } else {
@@ -217,55 +219,18 @@ async fn step(
         .cloned()
         .collect();
     for function in gone {
-        set_roll_call(shared, &function, 0).await;
+        roll::set(shared, &function, 0).await;
         counted.remove(&function);
     }
 }
 
-/// GearMonkey's own workers for `function`: `count:{FN}` less what
-/// Gearshift added.
-async fn gearmonkey_workers(shared: &Shared, function: &str) -> i64 {
-    let mut redis = shared.redis.clone();
-    let r: redis::RedisResult<(Option<String>, Option<i64>)> = redis::pipe()
-        .cmd("GET")
-        .arg(keys::count(function))
-        .cmd("GET")
-        .arg(keys::added(function))
-        .query_async(&mut redis)
-        .await;
-    match r {
-        Ok((count, added)) => {
-            let count = count
-                .and_then(|c| c.trim().parse::<i64>().ok())
-                .unwrap_or(0);
-            count - added.unwrap_or(0)
-        }
-        Err(e) => {
-            Stats::bump(&shared.stats.redis_errors);
-            tracing::warn!(function, "gearmonkey: cannot read the roll call: {e}");
-            0
-        }
+/// Keeps this instance alive in Redis and takes dead instances' shares
+/// out of the roll call, until aborted.
+async fn beat(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(roll::HEARTBEAT).await;
+        roll::heartbeat(&shared, false).await;
     }
-}
-
-/// Sets Gearshift's share of `count:{FN}` to `workers`.
-async fn set_roll_call(shared: &Shared, function: &str, workers: usize) {
-    let mut redis = shared.redis.clone();
-    let r: redis::RedisResult<i64> = scripts::roll_call()
-        .key(keys::count(function))
-        .key(keys::added(function))
-        .arg(workers)
-        .invoke_async(&mut redis)
-        .await;
-    if let Err(e) = r {
-        Stats::bump(&shared.stats.redis_errors);
-        tracing::warn!(function, "gearmonkey: cannot update the roll call: {e}");
-    }
-}
-
-/// Functions a previous run left a share of the roll call for.
-async fn previous_counts(shared: &Shared) -> HashSet<String> {
-    scan(shared, keys::ADDED_PREFIX).await.into_iter().collect()
 }
 
 /// Function names of every key starting with `prefix` (SCAN, not KEYS).

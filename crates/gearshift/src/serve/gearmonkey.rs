@@ -10,6 +10,7 @@ use std::time::Duration;
 use gearshift_gearmonkey::stats::Stats;
 use gearshift_gearmonkey::BridgeConfig;
 use gearshift_server::policy_file::GearmonkeyDecl;
+use gearshift_server::StoreConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -52,6 +53,7 @@ pub(super) fn config(
         routed,
         gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
         ca,
+        instance: String::new(),
     };
     gearshift_gearmonkey::check(&config).map_err(|e| e.to_string())?;
     Ok(Some(config))
@@ -60,8 +62,32 @@ pub(super) fn config(
 /// A running bridge: its stop switch and task.
 pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>)>;
 
+/// This server's name in the roll call's shares: its host and data
+/// directory, the same across restarts; a server without one (memory store)
+/// gets a new name per start, so its previous run's share waits out the
+/// liveness time instead.
+fn instance(store: &StoreConfig) -> String {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    match store {
+        StoreConfig::Log { dir, .. } => {
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            format!("{host}:{}", dir.display())
+        }
+        _ => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{host}:pid{}:{nanos}", std::process::id())
+        }
+    }
+}
+
 /// Starts the bridge once the server listens at `addrs`.
-pub(super) fn start(config: Option<BridgeConfig>, addrs: &[SocketAddr]) -> Result<Running, String> {
+pub(super) fn start(
+    config: Option<BridgeConfig>,
+    addrs: &[SocketAddr],
+    store: &StoreConfig,
+) -> Result<Running, String> {
     let Some(mut cfg) = config else {
         return Ok(None);
     };
@@ -79,6 +105,7 @@ pub(super) fn start(config: Option<BridgeConfig>, addrs: &[SocketAddr]) -> Resul
         _ => *first,
     };
     cfg.gearman = gearman;
+    cfg.instance = instance(store);
     let (tx, rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());
     let section = stats.clone();
