@@ -431,6 +431,22 @@ def roll_call_of_a_crashed_gearshift_is_corrected_by_another(ctx):
     check_eq(ctx.r.hgetall("gearshift:shares:%s" % func), {}, "no share left")
 
 
+def event_stream_wakes_the_bridge(ctx):
+    # With Gearshift's event stream up the bridge looks every 2 s on its own;
+    # a Gearman worker's arrival is in count:F well before that.
+    func = "gm_push"
+    for n in (1, 2, 3):
+        time.sleep(0.3)
+        ctx.php_worker("rev", func)
+        wait_count(ctx, func, n, timeout=1.0)
+    _, job = ctx.gm().run(func, "abc", blocking=True, timeout=20)
+    check_eq(job.get(b"output"), b"cba", "a job through the bridge")
+    check("polling instead" not in ctx.server.log_text(), "the stream stayed up")
+    events = [x for x in ctx.metrics().splitlines()
+              if x.startswith('gearshift_gearmonkey_total{event="events"}')]
+    check(events and int(events[0].split()[-1]) >= 4, "events counted: %r" % events)
+
+
 def redis_restart_under_load(ctx):
     func = "gm_rr"
     ctx.php_worker("rev", func)
@@ -527,6 +543,7 @@ TESTS = [
     redis_restart_under_load,
     redis_gone_while_jobs_run_both_ways,
     roll_call_of_a_crashed_gearshift_is_corrected_by_another,
+    event_stream_wakes_the_bridge,
 ]
 
 SPECIAL = {

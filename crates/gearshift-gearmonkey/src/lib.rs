@@ -12,6 +12,7 @@
 //! - `give`: Gearman clients -> GearMonkey workers.
 //! - `admin`: a shared admin connection (a job's priority, its last error).
 //! - `watch`: the supervisor that decides which of the two runs.
+//! - `push`: Gearshift's event stream, which wakes the supervisor.
 //! - [`stats`]: counters of bad input and failed calls (logged, and in
 //!   `/metrics` through the caller).
 
@@ -26,6 +27,7 @@ mod admin;
 mod give;
 pub mod glob;
 pub mod keys;
+mod push;
 mod roll;
 mod scripts;
 pub mod stats;
@@ -53,6 +55,9 @@ pub struct BridgeConfig {
     /// restarts of one server (its host and data directory), so a restart
     /// takes its previous run's share out at once.
     pub instance: String,
+    /// Gearshift's HTTP listener, whose event stream wakes the bridge
+    /// (`None`: the bridge polls every quarter second).
+    pub http: Option<SocketAddr>,
 }
 
 /// A bad `--gearmonkey` value.
@@ -80,6 +85,7 @@ pub struct Shared {
     matches: Vec<String>,
     routed: Vec<String>,
     instance: String,
+    push: Arc<push::Push>,
     stats: Arc<stats::Stats>,
 }
 
@@ -161,8 +167,17 @@ pub async fn run(
         matches: config.matches,
         routed: config.routed,
         instance: config.instance,
+        push: Arc::default(),
         stats,
     });
+    if let Some(http) = config.http {
+        tokio::spawn(push::run(
+            http,
+            shared.matches.clone(),
+            shared.push.clone(),
+            shared.stats.clone(),
+        ));
+    }
     tracing::info!(
         "gearmonkey bridge: Redis at {}, functions {:?}",
         redacted(&config.url),

@@ -1,5 +1,8 @@
-//! The supervisor: every quarter second it asks Gearshift (admin `status`
-//! and `workers`) which functions have Gearman workers and queued jobs,
+//! The supervisor: when Gearshift's event stream says a worker came or went
+//! or a job of a bridged function was created or ended (every quarter
+//! second while the stream is down, every 2 s while it is up), it asks
+//! Gearshift (admin `status` and `workers`) which functions have Gearman
+//! workers and queued jobs,
 //! and from that sets each taker's capacity, starts or stops the bridge's
 //! Gearman workers, and keeps Gearshift's share of `count:{FN}` right.
 
@@ -14,6 +17,16 @@ use crate::give::{self, Giver, BRIDGE_ID};
 use crate::stats::Stats;
 use crate::take::{self, Gate};
 use crate::{glob, roll, Shared};
+
+/// How often the supervisor looks without the event stream.
+const POLL: Duration = Duration::from_millis(250);
+
+/// How often it looks while the event stream is up (in case an event that
+/// mattered was of a kind it does not follow, such as a second CAN_DO).
+const SAFETY_POLL: Duration = Duration::from_secs(2);
+
+/// The least time between two looks woken by events.
+const MIN_GAP: Duration = Duration::from_millis(20);
 
 /// One look at Gearshift: per function, its Gearman workers (the bridge's
 /// own left out), jobs queued or running, and jobs running.
@@ -110,8 +123,18 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
             last_stats = Instant::now();
             tracing::info!("gearmonkey bridge: {}", shared.stats.line());
         }
+        let last_look = Instant::now();
+        let poll = if shared.push.live.load(Ordering::Acquire) {
+            SAFETY_POLL
+        } else {
+            POLL
+        };
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = tokio::time::sleep(poll) => {}
+            _ = shared.push.wake.notified() => {
+                // Events come in bursts: one look per MIN_GAP at most.
+                tokio::time::sleep(MIN_GAP.saturating_sub(last_look.elapsed())).await;
+            }
             _ = shutdown.changed() => {}
         }
     }

@@ -54,6 +54,7 @@ pub(super) fn config(
         gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
         ca,
         instance: String::new(),
+        http: None,
     };
     gearshift_gearmonkey::check(&config).map_err(|e| e.to_string())?;
     Ok(Some(config))
@@ -82,10 +83,25 @@ fn instance(store: &StoreConfig) -> String {
     }
 }
 
-/// Starts the bridge once the server listens at `addrs`.
+/// A listener's address as the bridge reaches it: a wildcard one over loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
+}
+
+/// Starts the bridge once the server listens at `addrs` (and `http`, whose
+/// event stream wakes it).
 pub(super) fn start(
     config: Option<BridgeConfig>,
     addrs: &[SocketAddr],
+    http: Option<SocketAddr>,
     store: &StoreConfig,
 ) -> Result<Running, String> {
     let Some(mut cfg) = config else {
@@ -94,17 +110,8 @@ pub(super) fn start(
     let Some(first) = addrs.first() else {
         return Err("--gearmonkey needs a plaintext Gearman listener to speak to".into());
     };
-    // A wildcard listener is reached over loopback.
-    let gearman = match first.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), first.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), first.port())
-        }
-        _ => *first,
-    };
-    cfg.gearman = gearman;
+    cfg.gearman = reachable(*first);
+    cfg.http = http.map(reachable);
     cfg.instance = instance(store);
     let (tx, rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());

@@ -445,7 +445,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
         tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file));
-        let bridge = gearmonkey::start(gearmonkey, &addrs, &cfg_store)?;
+        let bridge = gearmonkey::start(gearmonkey, &addrs, server.http_addr(), &cfg_store)?;
         let stop = gearmonkey::stop_first(&bridge, shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;
