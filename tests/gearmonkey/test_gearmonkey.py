@@ -365,6 +365,36 @@ def bridge_from_config_file_with_a_route(ctx):
     check_eq(ctx.r.lrange("queue:other:normal", 0, -1), [b"1"], "unmatched function untouched")
 
 
+RELOAD_BEFORE = """\
+[[gearmonkey]]
+url = "{url}"
+match = "a_*"
+"""
+
+
+def sighup_reloads_the_bridged_functions(ctx):
+    # The [[gearmonkey]] globs change under SIGHUP: b_1 becomes bridged (its
+    # queued GearMonkey job runs, its roll call counts Gearshift's worker),
+    # a_1 stops being bridged (its roll call share goes, its jobs stay).
+    ctx.php_worker("rev", "a_1")
+    ctx.php_worker("rev", "b_1")
+    h.wait_workers(ctx.port, "b_1")
+    wait_count(ctx, "a_1", 1)
+    jid = ctx.gm().run("b_1", "xy")
+    time.sleep(0.6)
+    check_eq(ctx.r.lrange("queue:b_1:normal", 0, -1), [str(jid).encode()], "b_1 not bridged yet")
+    with open(ctx.path("policy.toml"), "w") as f:
+        f.write(RELOAD_BEFORE.replace("{url}", ctx.redis.url).replace("a_*", "b_*"))
+    os.kill(ctx.server.pid, signal.SIGHUP)
+    check_eq(ctx.wait_job("b_1", jid).get(b"output"), b"yx", "b_1 bridged after SIGHUP")
+    wait_count(ctx, "b_1", 1)
+    wait_count(ctx, "a_1", 0)
+    jid = ctx.gm().run("a_1", "q")
+    time.sleep(0.6)
+    check_eq(ctx.r.lrange("queue:a_1:normal", 0, -1), [str(jid).encode()], "a_1 no longer bridged")
+    check("gearmonkey bridge functions reloaded" in ctx.server.log_text(), "a log line")
+
+
 # --------------------------------------------------------------------------
 # Failures
 
@@ -553,6 +583,7 @@ SPECIAL = {
     redis_with_password_both_ways: {"password": "secret-pw"},
     rediss_both_ways: {"tls": True, "password": "secret-pw"},
     bridge_from_config_file_with_a_route: {"config": CONFIG_FILE_BRIDGE},
+    sighup_reloads_the_bridged_functions: {"config": RELOAD_BEFORE},
 }
 
 

@@ -41,11 +41,9 @@ pub use give::BRIDGE_ID;
 pub struct BridgeConfig {
     /// `redis://[user:pass@]host:port[/db]` or `rediss://...`.
     pub url: String,
-    /// Globs of bridged function names; empty: all.
-    pub matches: Vec<String>,
-    /// Globs of functions whose Gearman jobs always go to GearMonkey
-    /// workers (never taken from Redis), Gearman workers or not.
-    pub routed: Vec<String>,
+    /// The functions bridged and those routed to GearMonkey workers (never
+    /// taken from Redis), at start; [`run`] is given its replacements.
+    pub routing: glob::Routing,
     /// The Gearshift server to speak Gearman to (its own loopback address).
     pub gearman: SocketAddr,
     /// CA bundle (PEM) a `rediss://` server's certificate must chain to,
@@ -82,8 +80,7 @@ pub struct Shared {
     client: Client,
     admin: admin::Admin,
     gearman: SocketAddr,
-    matches: Vec<String>,
-    routed: Vec<String>,
+    routing: tokio::sync::watch::Receiver<glob::Routing>,
     instance: String,
     push: Arc<push::Push>,
     stats: Arc<stats::Stats>,
@@ -125,10 +122,12 @@ pub fn check(config: &BridgeConfig) -> Result<(), ConfigError> {
 
 /// Runs the bridge until `shutdown` turns true. Redis not being there yet
 /// is not an error: the bridge waits for it (logging) while Gearshift runs.
+/// `routing` starts as the config's and may change while the bridge runs.
 pub async fn run(
     config: BridgeConfig,
     stats: Arc<stats::Stats>,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    routing: tokio::sync::watch::Receiver<glob::Routing>,
 ) -> Result<(), ConfigError> {
     let redis_client = redis_client(&config)?;
     let manager_config = ConnectionManagerConfig::new()
@@ -164,8 +163,7 @@ pub async fn run(
         client,
         admin: admin::Admin::new(config.gearman),
         gearman: config.gearman,
-        matches: config.matches,
-        routed: config.routed,
+        routing,
         instance: config.instance,
         push: Arc::default(),
         stats,
@@ -173,7 +171,7 @@ pub async fn run(
     if let Some(http) = config.http {
         tokio::spawn(push::run(
             http,
-            shared.matches.clone(),
+            shared.routing.clone(),
             shared.push.clone(),
             shared.stats.clone(),
         ));
@@ -181,11 +179,7 @@ pub async fn run(
     tracing::info!(
         "gearmonkey bridge: Redis at {}, functions {:?}",
         redacted(&config.url),
-        if shared.matches.is_empty() {
-            vec!["*".to_owned()]
-        } else {
-            shared.matches.clone()
-        }
+        glob::shown(&shared.routing.borrow().matches)
     );
     recover(&shared).await;
     // This instance's shares from a run that did not stop cleanly, and any

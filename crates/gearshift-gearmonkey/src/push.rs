@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
-use crate::glob;
+use crate::glob::Routing;
 use crate::stats::Stats;
 
 /// The event kinds asked for: worker arrivals and departures, and the job
@@ -32,10 +32,15 @@ pub struct Push {
 
 /// Follows the event stream at `http` until the process ends, reconnecting
 /// after a failure (after 1 s, up to 30 s when refused).
-pub async fn run(http: SocketAddr, matches: Vec<String>, push: Arc<Push>, stats: Arc<Stats>) {
+pub async fn run(
+    http: SocketAddr,
+    routing: watch::Receiver<Routing>,
+    push: Arc<Push>,
+    stats: Arc<Stats>,
+) {
     let mut pause = Duration::from_secs(1);
     loop {
-        match follow(http, &matches, &push, &stats).await {
+        match follow(http, &routing, &push, &stats).await {
             Ok(()) => pause = Duration::from_secs(1),
             Err(e) => {
                 tracing::info!(
@@ -53,7 +58,7 @@ pub async fn run(http: SocketAddr, matches: Vec<String>, push: Arc<Push>, stats:
 /// One connection to the stream, until it ends.
 async fn follow(
     http: SocketAddr,
-    matches: &[String],
+    routing: &watch::Receiver<Routing>,
     push: &Push,
     stats: &Stats,
 ) -> std::io::Result<()> {
@@ -110,7 +115,11 @@ async fn follow(
             }
         }
         for function_event in events.feed(&body) {
-            if function_event.iter().any(|f| glob::any(matches, f)) {
+            let bridged = {
+                let routing = routing.borrow();
+                function_event.iter().any(|f| routing.bridged(f))
+            };
+            if bridged {
                 Stats::bump(&stats.events);
                 push.wake.notify_one();
             }

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use gearshift_client::AdminClient;
 
 use crate::give::{self, Giver, BRIDGE_ID};
+use crate::glob::Routing;
 use crate::stats::Stats;
 use crate::take::{self, Gate};
-use crate::{glob, roll, Shared};
+use crate::{roll, Shared};
 
 /// How often the supervisor looks without the event stream.
 const POLL: Duration = Duration::from_millis(250);
@@ -65,6 +66,7 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
     // zero is corrected (a previous run's shares went at start).
     let mut counted: HashSet<String> = HashSet::new();
     let heartbeat = tokio::spawn(beat(shared.clone()));
+    let mut routing = shared.routing.clone();
     let mut admin: Option<AdminClient> = None;
     let mut last_stats = Instant::now();
     loop {
@@ -101,7 +103,8 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
         match loads {
             Some(mut loads) => {
                 // A routed function named exactly is served before its first job.
-                for p in shared.routed.iter().filter(|p| !p.contains(['*', '?'])) {
+                let routed = shared.routing.borrow().routed.clone();
+                for p in routed.iter().filter(|p| !p.contains(['*', '?'])) {
                     loads.entry(p.clone()).or_default();
                 }
                 step(
@@ -135,6 +138,7 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
                 // Events come in bursts: one look per MIN_GAP at most.
                 tokio::time::sleep(MIN_GAP.saturating_sub(last_look.elapsed())).await;
             }
+            _ = routing.changed() => {}
             _ = shutdown.changed() => {}
         }
     }
@@ -163,11 +167,13 @@ async fn step(
     givers: &mut HashMap<String, Giver>,
     counted: &mut HashSet<String>,
 ) {
+    let routing = shared.routing.borrow().clone();
+    unroute(&routing, gates, givers);
     for (function, load) in loads {
-        if !glob::any(&shared.matches, function) {
+        if !routing.bridged(function) {
             continue;
         }
-        let routed = shared.routed.iter().any(|p| glob::matches(p, function));
+        let routed = routing.routed(function);
         // Part 1: take GearMonkey jobs while Gearman workers are free.
         if !routed && (load.workers > 0 || gates.contains_key(function)) {
             let gate = gates.entry(function.clone()).or_insert_with(|| {
@@ -182,45 +188,33 @@ async fn step(
             gate.capacity.store(capacity, Ordering::Release);
             gate.wake.notify_one();
         }
-        // Part 2: Gearman jobs with no Gearman worker go to GearMonkey's.
-        if routed {
-            // Routed by the config file: the bridge serves it beside any
-            // Gearman worker, whether or not GearMonkey's answer the roll call.
-            if !givers.contains_key(function) {
-                match give::start(shared.clone(), function.clone()) {
-                    Ok(g) => {
-                        givers.insert(function.clone(), g);
-                    }
-                    Err(e) => {
-                        tracing::warn!(function, "gearmonkey: cannot start a bridge worker: {e}")
-                    }
+        // Part 2: Gearman jobs with no Gearman worker go to GearMonkey's; a
+        // routed function's always, beside any Gearman worker.
+        let serving = givers.contains_key(function);
+        let want = routed
+            || (load.workers == 0
+                && (serving
+                    || (load.total > load.running
+                        && roll::gearmonkey_workers(shared, function).await > 0)));
+        if want && !serving {
+            match give::start(shared.clone(), function.clone(), routed) {
+                Ok(g) => {
+                    givers.insert(function.clone(), g);
                 }
+                Err(e) => tracing::warn!(function, "gearmonkey: cannot start a bridge worker: {e}"),
             }
-        } else if load.workers == 0 {
-            let queued = load.total > load.running;
-            if !givers.contains_key(function)
-                && queued
-                && roll::gearmonkey_workers(shared, function).await > 0
-            {
-                match give::start(shared.clone(), function.clone()) {
-                    Ok(g) => {
-                        givers.insert(function.clone(), g);
-                    }
-                    Err(e) => {
-                        tracing::warn!(function, "gearmonkey: cannot start a bridge worker: {e}")
-                    }
-                }
+        } else if !want {
+            if let Some(g) = givers.remove(function) {
+                // A Gearman worker is back: it serves the function again.
+                let _ = g.stop.send(());
+                tracing::info!(function, "gearmonkey: {function} has Gearman workers again");
             }
-        } else if let Some(g) = givers.remove(function) {
-            // A Gearman worker is back: it serves the function again.
-            let _ = g.stop.send(());
-            tracing::info!(function, "gearmonkey: {function} has Gearman workers again");
         }
     }
     // Roll call: Gearshift's workers for every bridged function (none for a
     // routed one: they never run its GearMonkey jobs).
-    for function in loads.keys().filter(|f| glob::any(&shared.matches, f)) {
-        let routed = shared.routed.iter().any(|p| glob::matches(p, function));
+    for function in loads.keys().filter(|f| routing.bridged(f)) {
+        let routed = routing.routed(function);
         let workers = if routed {
             0
         } else {
@@ -235,15 +229,46 @@ async fn step(
             }
         }
     }
-    // Functions Gearshift no longer lists at all have no worker.
+    // Functions Gearshift no longer lists at all have no worker; those no
+    // longer bridged (a SIGHUP) are no longer counted.
     let gone: Vec<String> = counted
         .iter()
-        .filter(|f| !loads.contains_key(*f))
+        .filter(|f| !loads.contains_key(*f) || !routing.bridged(f))
         .cloned()
         .collect();
     for function in gone {
         roll::set(shared, &function, 0).await;
         counted.remove(&function);
+    }
+}
+
+/// After a change of routing (a SIGHUP): takers of functions no longer
+/// bridged, or now routed, take nothing more; bridge workers of functions
+/// no longer bridged, or whose route changed, stop (the next steps start
+/// what the new routing wants).
+fn unroute(
+    routing: &Routing,
+    gates: &HashMap<String, Arc<Gate>>,
+    givers: &mut HashMap<String, Giver>,
+) {
+    for (function, gate) in gates {
+        if !routing.bridged(function) || routing.routed(function) {
+            gate.capacity.store(0, Ordering::Release);
+        }
+    }
+    let stale: Vec<String> = givers
+        .iter()
+        .filter(|(f, g)| !routing.bridged(f) || g.routed != routing.routed(f))
+        .map(|(f, _)| f.clone())
+        .collect();
+    for function in stale {
+        if let Some(g) = givers.remove(&function) {
+            let _ = g.stop.send(());
+            tracing::info!(
+                function,
+                "gearmonkey: {function} is no longer routed as before; its bridge worker stops"
+            );
+        }
     }
 }
 
