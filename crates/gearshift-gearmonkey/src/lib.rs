@@ -168,14 +168,14 @@ pub async fn run(
         push: Arc::default(),
         stats,
     });
-    if let Some(http) = config.http {
+    let push = config.http.map(|http| {
         tokio::spawn(push::run(
             http,
             shared.routing.clone(),
             shared.push.clone(),
             shared.stats.clone(),
-        ));
-    }
+        ))
+    });
     tracing::info!(
         "gearmonkey bridge: Redis at {}, functions {:?}",
         redacted(&config.url),
@@ -185,8 +185,11 @@ pub async fn run(
     // This instance's shares from a run that did not stop cleanly, and any
     // other instance's that stopped being alive, leave the roll call.
     roll::clear_legacy(&shared).await;
-    roll::heartbeat(&shared, true).await;
-    watch::run(shared, shutdown).await;
+    let cleared = roll::heartbeat(&shared, true).await;
+    watch::run(shared, shutdown, cleared).await;
+    if let Some(push) = push {
+        push.abort();
+    }
     Ok(())
 }
 

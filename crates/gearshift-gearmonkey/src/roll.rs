@@ -43,7 +43,8 @@ pub async fn set(shared: &Shared, function: &str, workers: usize) {
 /// Refreshes this instance's liveness key and takes the shares of dead
 /// instances out of every roll call; with `mine`, this instance's own
 /// shares too (a start after a crash: the previous run's workers are gone).
-pub async fn heartbeat(shared: &Shared, mine: bool) {
+/// False when Redis did not answer every step.
+pub async fn heartbeat(shared: &Shared, mine: bool) -> bool {
     let mut redis = shared.redis.clone();
     let alive = redis::cmd("SET")
         .arg(keys::alive(&shared.instance))
@@ -55,7 +56,7 @@ pub async fn heartbeat(shared: &Shared, mine: bool) {
     if let Err(e) = alive {
         Stats::bump(&shared.stats.redis_errors);
         tracing::debug!("gearmonkey: cannot refresh the liveness key: {e}");
-        return;
+        return false;
     }
     let functions: Vec<String> = match redis::cmd("SMEMBERS")
         .arg(keys::SHARED_FUNCTIONS)
@@ -66,9 +67,10 @@ pub async fn heartbeat(shared: &Shared, mine: bool) {
         Err(e) => {
             Stats::bump(&shared.stats.redis_errors);
             tracing::debug!("gearmonkey: cannot list the roll calls: {e}");
-            return;
+            return false;
         }
     };
+    let mut answered = true;
     for function in functions {
         let r: redis::RedisResult<i64> = scripts::reap()
             .key(keys::count(&function))
@@ -89,9 +91,11 @@ pub async fn heartbeat(shared: &Shared, mine: bool) {
             Err(e) => {
                 Stats::bump(&shared.stats.redis_errors);
                 tracing::warn!(function, "gearmonkey: cannot correct the roll call: {e}");
+                answered = false;
             }
         }
     }
+    answered
 }
 
 /// Takes out what a bridge before shares per instance added (a string

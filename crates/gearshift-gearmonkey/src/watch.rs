@@ -59,13 +59,19 @@ async fn snapshot(admin: &mut AdminClient) -> gearshift_client::Result<HashMap<S
 
 /// Runs the supervisor until `shutdown`; then sets Gearshift's share of
 /// every roll call back to zero.
-pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+/// `cleared`: the previous run's shares already left the roll call (else
+/// the heartbeat takes them out once Redis answers).
+pub async fn run(
+    shared: Arc<Shared>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    cleared: bool,
+) {
     let mut gates: HashMap<String, Arc<Gate>> = HashMap::new();
     let mut givers: HashMap<String, Giver> = HashMap::new();
     // Functions whose roll call this run added to, so a count that fell to
     // zero is corrected (a previous run's shares went at start).
     let mut counted: HashSet<String> = HashSet::new();
-    let heartbeat = tokio::spawn(beat(shared.clone()));
+    let heartbeat = tokio::spawn(beat(shared.clone(), cleared));
     let mut routing = shared.routing.clone();
     let mut admin: Option<AdminClient> = None;
     let mut last_stats = Instant::now();
@@ -274,10 +280,11 @@ fn unroute(
 
 /// Keeps this instance alive in Redis and takes dead instances' shares
 /// out of the roll call, until aborted.
-async fn beat(shared: Arc<Shared>) {
+async fn beat(shared: Arc<Shared>, mut cleared: bool) {
     loop {
         tokio::time::sleep(roll::HEARTBEAT).await;
-        roll::heartbeat(&shared, false).await;
+        let ok = roll::heartbeat(&shared, !cleared).await;
+        cleared |= ok;
     }
 }
 
