@@ -130,6 +130,11 @@ max_delay = "100ms"
 jitter = false
 
 [[function]]
+match = "gm_hangs"
+max_attempts = 1
+timeout = "1s"
+
+[[function]]
 match = "gm_dies"
 max_attempts = 2
 retry_on = ["fail", "exception"]
@@ -166,6 +171,20 @@ def gm_job_gets_gearshift_retries(ctx):
     check_eq(uniques, ["gearmonkey:gm_dies:%d" % jid], "the dead job's unique: %r" % body)
     check_eq(ctx.r.llen("gearshift:processing:gm_dies"), 0, "processing list empty")
     check_eq(h.admin(ctx.port, "show jobs"), ".\n", "no live job left in Gearshift")
+
+
+def gm_job_gets_gearshift_run_timeout(ctx):
+    # The policy's run timeout ends a bridged job that hangs: status error,
+    # and (one attempt only) Gearshift's dead set.
+    ctx.php_worker("hang", "gm_hangs")
+    h.wait_workers(ctx.port, "gm_hangs")
+    started = time.monotonic()
+    jid, job = ctx.gm().run("gm_hangs", "z", blocking=True, timeout=20)
+    check(time.monotonic() - started < 10, "ended by the 1 s timeout, not the worker")
+    check_eq(job.get(b"status"), b"error", "status: %r" % job)
+    check(b"timeout" in job.get(b"output", b""), "the timeout as output: %r" % job)
+    dead = h.admin(ctx.port, "show dead").splitlines()[:-1]
+    check_eq([d.split("\t")[1] for d in dead], ["gm_hangs"], "in the dead set: %r" % dead)
 
 
 def only_matching_functions_are_bridged(ctx):
@@ -423,6 +442,7 @@ TESTS = [
 
 SPECIAL = {
     gm_job_gets_gearshift_retries: {"config": RETRY_CONFIG},
+    gm_job_gets_gearshift_run_timeout: {"config": RETRY_CONFIG},
     kill9_gearshift_while_bridged_jobs_run: {"durable": True},
     only_matching_functions_are_bridged: {"match": ["img_*"]},
     redis_with_password_both_ways: {"password": "secret-pw"},
