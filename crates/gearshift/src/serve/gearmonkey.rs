@@ -312,7 +312,8 @@ mod tests {
         };
         let (r, _) = rerouted(&origin, None).expect("sections may go");
         assert_eq!(r, Routing::default());
-        let (r, w) = rerouted(&origin, Some(&decl(Some("redis://other:1"), &["a"], &[]))).expect("the flag's url");
+        let (r, w) = rerouted(&origin, Some(&decl(Some("redis://other:1"), &["a"], &[])))
+            .expect("the flag's url");
         assert_eq!((r.matches, w.len()), (vec!["a".to_owned()], 0));
     }
 }
