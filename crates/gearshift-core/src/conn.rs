@@ -82,6 +82,9 @@ pub struct Conn {
     pub waiting: IdSet<JobId>,
     /// OPTION_REQ exceptions.
     pub exceptions: bool,
+    /// OPTION_REQ dead-set: its foreground jobs that fail for good under a
+    /// policy go to the dead set, as background ones do (the GearMonkey bridge).
+    pub dead_set: bool,
     /// Sent PRE_SLEEP and has not grabbed since.
     pub sleeping: bool,
     /// Was sent a NOOP and has sent nothing since.
@@ -118,6 +121,7 @@ impl Conn {
             held: Vec::new(),
             waiting: IdSet::default(),
             exceptions: false,
+            dead_set: false,
             sleeping: false,
             noop_sent: false,
             outbox: std::collections::VecDeque::new(),

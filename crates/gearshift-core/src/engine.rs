@@ -273,9 +273,14 @@ impl Core {
             Request::GetStatus(handle) => self.get_status(conn, handle),
             Request::GetStatusUnique(unique) => self.get_status_unique(conn, unique),
             Request::Option(name) => {
-                if name.eq_ignore_ascii_case(b"exceptions") {
+                let exceptions = name.eq_ignore_ascii_case(b"exceptions");
+                if exceptions || name.eq_ignore_ascii_case(b"dead-set") {
                     if let Some(c) = self.conns.get_mut(&conn.0) {
-                        c.exceptions = true;
+                        if exceptions {
+                            c.exceptions = true;
+                        } else {
+                            c.dead_set = true;
+                        }
                     }
                     self.send(conn, Response::OptionRes(name));
                 } else {
