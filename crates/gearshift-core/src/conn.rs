@@ -87,6 +87,9 @@ pub struct Conn {
     waiting: IdSet<JobId>,
     /// OPTION_REQ exceptions.
     exceptions: bool,
+    /// OPTION_REQ dead-set: its foreground jobs that fail for good under a
+    /// policy go to the dead set, as background ones do (the GearMonkey bridge).
+    dead_set: bool,
     /// Sent PRE_SLEEP and has not grabbed since.
     sleeping: bool,
     /// Was sent a NOOP and has sent nothing since.
@@ -122,6 +125,7 @@ impl Conn {
             held: Vec::new(),
             waiting: IdSet::default(),
             exceptions: false,
+            dead_set: false,
             sleeping: false,
             noop_sent: false,
             outbox: VecDeque::new(),
@@ -353,6 +357,18 @@ impl Conns {
     /// Whether connection `id` asked for WORK_EXCEPTION packets.
     pub fn wants_exceptions(&self, id: ConnId) -> bool {
         self.map.get(&id.0).is_some_and(|c| c.exceptions)
+    }
+
+    /// OPTION_REQ dead-set.
+    pub fn set_dead_set(&mut self, id: ConnId) {
+        if let Some(c) = self.map.get_mut(&id.0) {
+            c.dead_set = true;
+        }
+    }
+
+    /// Whether connection `id` asked for its failed jobs in the dead set.
+    pub fn wants_dead_set(&self, id: ConnId) -> bool {
+        self.map.get(&id.0).is_some_and(|c| c.dead_set)
     }
 
     /// SET_CLIENT_ID (the caller bounds its length).

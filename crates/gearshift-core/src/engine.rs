@@ -256,8 +256,13 @@ impl Core {
             Request::GetStatus(handle) => self.get_status(conn, handle),
             Request::GetStatusUnique(unique) => self.get_status_unique(conn, unique),
             Request::Option(name) => {
-                if name.eq_ignore_ascii_case(b"exceptions") {
-                    self.conns.set_exceptions(conn);
+                let exceptions = name.eq_ignore_ascii_case(b"exceptions");
+                if exceptions || name.eq_ignore_ascii_case(b"dead-set") {
+                    if exceptions {
+                        self.conns.set_exceptions(conn);
+                    } else {
+                        self.conns.set_dead_set(conn);
+                    }
                     self.send(conn, Response::OptionRes(name));
                 } else {
                     self.send(

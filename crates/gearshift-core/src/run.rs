@@ -354,12 +354,24 @@ impl Core {
             }
         }
         self.tell_failure(id, reason, &detail, handle);
-        let background = self.table.get(id).is_some_and(|j| j.background);
-        if policy.is_some() && background {
+        if policy.is_some() && self.buried_when_failed(id) {
             self.bury(id);
         } else {
             self.finish(id, Outcome::Failed, Bytes::new());
         }
+    }
+
+    /// Whether a job that failed for good under a policy goes to the dead
+    /// set: a background one, or one a client waits on that asked for it
+    /// (OPTION_REQ dead-set).
+    fn buried_when_failed(&self, id: JobId) -> bool {
+        self.table.get(id).is_some_and(|j| {
+            j.background
+                || j.clients
+                    .as_slice()
+                    .iter()
+                    .any(|&c| self.conns.wants_dead_set(c))
+        })
     }
 
     /// A job an admin cancelled while it ran ends when its worker reports,

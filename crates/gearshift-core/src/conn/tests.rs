@@ -142,6 +142,10 @@ fn options_client_id_and_the_function_hint() {
     assert!(!conns.wants_exceptions(c));
     conns.set_exceptions(c);
     assert!(conns.wants_exceptions(c));
+    assert!(!conns.wants_dead_set(c));
+    conns.set_dead_set(c);
+    assert!(conns.wants_dead_set(c));
+    assert!(!conns.wants_dead_set(ConnId(2)));
     assert_eq!(conns.last_func(c), FuncId::MAX);
     conns.set_last_func(c, 6);
     assert_eq!(conns.last_func(c), 6);
