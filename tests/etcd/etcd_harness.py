@@ -121,12 +121,14 @@ class Etcd:
 
 
 def gearshift_argv(etcd_urls, prefix="/", layout="single", harvest_after=3, node=None,
-                   extra=()):
-    """A `gearshift serve` bridging to etcd, on port 0 and an HTTP port 0."""
+                   extra=(), flags=True):
+    """A `gearshift serve` bridging to etcd, on a free port and an HTTP port 0
+    (flags=False: no --etcd flags, a config file in `extra` gives them)."""
     argv = [GEARSHIFT, "serve", "-L", "127.0.0.1", "-p", "{port}", "--http", "127.0.0.1:0",
-            "--store", "memory", "--verbose", "INFO", "--etcd", etcd_urls,
-            "--etcd-prefix", prefix, "--etcd-harvest-after", str(harvest_after),
-            "--etcd-layout", layout]
+            "--store", "memory", "--verbose", "INFO"]
+    if flags:
+        argv += ["--etcd", etcd_urls, "--etcd-prefix", prefix,
+                 "--etcd-harvest-after", str(harvest_after), "--etcd-layout", layout]
     if node:
         argv += ["--node-name", node]
     return argv + list(extra)
@@ -173,7 +175,9 @@ class Node:
 
 
 class Ctx(h.Ctx):
-    """A fresh etcd and `nodes` Gearshift nodes bridging to it (0: none)."""
+    """A fresh etcd and `nodes` Gearshift nodes bridging to it (0: none).
+    config: a config file's text, `{url}` in it replaced by etcd's URL; one
+    with an `[etcd]` table replaces the --etcd flags."""
 
     def __init__(self, name, nodes=1, prefix="/", layout="single", harvest_after=3,
                  extra=(), config=None):
@@ -181,6 +185,7 @@ class Ctx(h.Ctx):
         self.etcd = Etcd(self.tmp)
         self.prefix, self.layout, self.harvest_after = prefix, layout, harvest_after
         self.extra = list(extra)
+        self.flags = not (config and "[etcd]" in config)
         if config is not None:
             path = self.path("gearshift.toml")
             with open(path, "w") as f:
@@ -196,7 +201,8 @@ class Ctx(h.Ctx):
     def start_node(self, name=None):
         name = name or "node%d" % len(self.nodes)
         node = Node(gearshift_argv(self.etcd.url, self.prefix, self.layout,
-                                   self.harvest_after, name, self.extra), "gearshift-" + name)
+                                   self.harvest_after, name, self.extra, self.flags),
+                    "gearshift-" + name)
         self.nodes.append(node)
         return node
 
