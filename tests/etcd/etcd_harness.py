@@ -10,9 +10,11 @@ import os
 import re
 import shlex
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,21 +35,73 @@ PERL = ["perl"]
 EQ = [sys.executable, os.path.join(HERE, "etcdqueue.py")]
 
 
-class Etcd:
-    """A single-member etcd of the test's own; restartable on its ports and data."""
+def make_certs(d):
+    """A throwaway CA in d, a server certificate for 127.0.0.1 and a client
+    certificate signed by it: ca.pem, server.pem/.key, client.pem/.key."""
+    ext = os.path.join(d, "ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+    steps = [["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+              "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=etcd-test-ca"]]
+    for who in ("server", "client"):
+        steps += [["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", who + ".key",
+                   "-out", who + ".csr", "-subj", "/CN=" + who],
+                  ["openssl", "x509", "-req", "-in", who + ".csr", "-CA", "ca.pem", "-CAkey",
+                   "ca.key", "-CAcreateserial", "-out", who + ".pem", "-days", "2",
+                   "-extfile", ext]]
+    for argv in steps:
+        r = subprocess.run(argv, cwd=d, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "%s: %s" % (" ".join(argv), r.stderr))
 
-    def __init__(self, tmp, name="etcd"):
+
+class Etcd:
+    """A single-member etcd of the test's own; restartable on its ports and
+    data. tls: https with a throwaway CA, and client certificates required;
+    password: auth enabled, user root."""
+
+    def __init__(self, tmp, name="etcd", tls=False, password=None):
         self.dir = os.path.join(tmp, name)
         os.makedirs(self.dir)
         self.name = name
         self.port, self.peer_port, self.metrics_port = h.free_port(), h.free_port(), h.free_port()
         self.proc = None
         self.log_path = os.path.join(self.dir, "etcd.log")
+        self.tls, self.password = tls, password
+        self.user = "root" if password else None
+        if tls:
+            make_certs(self.dir)
         self.start()
+        if password:
+            tls_args = ["--cacert", self.ca, "--cert", self.cert, "--key", self.key] if tls else []
+            for cmd in (["user", "add", "root", "--new-user-password=" + password],
+                        ["auth", "enable"]):
+                r = h.run(["etcdctl", "--endpoints", self.url] + tls_args + cmd, timeout=20)
+                check(r.returncode == 0, "etcdctl %s: %s %s" % (cmd, r.stdout, r.stderr))
+
+    def file(self, name):
+        return os.path.join(self.dir, name) if self.tls else None
+
+    ca = property(lambda self: self.file("ca.pem"))
+    cert = property(lambda self: self.file("client.pem"))
+    key = property(lambda self: self.file("client.key"))
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
+
+    def _healthy(self):
+        ctx = None
+        if self.tls:
+            ctx = ssl.create_default_context(cafile=self.ca)
+            ctx.load_cert_chain(self.cert, self.key)
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=1, context=ctx) as r:
+                return b'"true"' in r.read()
+        except urllib.error.HTTPError as e:
+            # With auth on, /health may answer 503 for want of a token: it is up.
+            return e.code in (401, 503) and self.password is not None
+        except OSError:
+            return False
 
     def start(self, timeout=15):
         peer = "http://127.0.0.1:%d" % self.peer_port
@@ -59,17 +113,17 @@ class Etcd:
                 # A lone member elects itself quickly.
                 "--heartbeat-interval", "50", "--election-timeout", "300",
                 "--logger", "zap", "--log-outputs", "stderr"]
+        if self.tls:
+            argv += ["--cert-file", os.path.join(self.dir, "server.pem"),
+                     "--key-file", os.path.join(self.dir, "server.key"),
+                     "--trusted-ca-file", self.ca, "--client-cert-auth"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if b'"true"' in r.read():
-                        return self
-            except OSError:
-                pass
+            if self._healthy():
+                return self
             check(self.proc.poll() is None, "etcd exited %s: %s"
                   % (self.proc.returncode, self.log_tail()))
             check(time.monotonic() < deadline, "etcd not healthy within %d s" % timeout)
@@ -100,7 +154,21 @@ class Etcd:
             return ""
 
     def client(self, timeout=5.0):
-        return eq.Etcd(self.url, timeout)
+        return eq.Etcd(self.url, timeout, self.user, self.password, self.ca, self.cert, self.key)
+
+    def queue_args(self):
+        """etcdqueue.py's connection options (the password goes in its env)."""
+        out = ["--user", self.user] if self.user else []
+        if self.tls:
+            out += ["--ca", self.ca, "--cert", self.cert, "--key", self.key]
+        return out
+
+    def gearshift_args(self):
+        """gearshift serve's options for this etcd (the password goes in its env)."""
+        out = ["--etcd-user", self.user] if self.user else []
+        if self.tls:
+            out += ["--etcd-ca", self.ca, "--etcd-cert", self.cert, "--etcd-key", self.key]
+        return out
 
     def metrics(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
@@ -180,9 +248,9 @@ class Ctx(h.Ctx):
     with an `[etcd]` table replaces the --etcd flags."""
 
     def __init__(self, name, nodes=1, prefix="/", layout="single", harvest_after=3,
-                 extra=(), config=None):
+                 extra=(), config=None, tls=False, password=None):
         super().__init__(name, with_server=False)
-        self.etcd = Etcd(self.tmp)
+        self.etcd = Etcd(self.tmp, tls=tls, password=password)
         self.prefix, self.layout, self.harvest_after = prefix, layout, harvest_after
         self.extra = list(extra)
         self.flags = not (config and "[etcd]" in config)
@@ -200,9 +268,16 @@ class Ctx(h.Ctx):
 
     def start_node(self, name=None):
         name = name or "node%d" % len(self.nodes)
-        node = Node(gearshift_argv(self.etcd.url, self.prefix, self.layout,
-                                   self.harvest_after, name, self.extra, self.flags),
-                    "gearshift-" + name)
+        extra = self.extra + (self.etcd.gearshift_args() if self.flags else [])
+        # The password through the environment, as an operator keeps it out of argv.
+        if self.etcd.password:
+            os.environ["GEARSHIFT_ETCD_PASSWORD"] = self.etcd.password
+        try:
+            node = Node(gearshift_argv(self.etcd.url, self.prefix, self.layout,
+                                       self.harvest_after, name, extra, self.flags),
+                        "gearshift-" + name)
+        finally:
+            os.environ.pop("GEARSHIFT_ETCD_PASSWORD", None)
         self.nodes.append(node)
         return node
 
@@ -237,14 +312,15 @@ class Ctx(h.Ctx):
 
     # etcd side (etcdqueue.py)
     def native_worker(self, name, mode, log=None, harvest=True, harvest_after=None):
-        argv = EQ + [self.etcd.url, "--prefix", self.prefix, "--layout", self.layout,
-                     "worker", name, mode, "--harvest-after",
-                     str(harvest_after or self.harvest_after)]
+        argv = EQ + [self.etcd.url, "--prefix", self.prefix, "--layout", self.layout]
+        argv += self.etcd.queue_args() + ["worker", name, mode, "--harvest-after",
+                                          str(harvest_after or self.harvest_after)]
         if log:
             argv += ["--log", log]
         if not harvest:
             argv.append("--no-harvest")
-        return self.spawn(argv, "native-" + name)
+        env = dict(os.environ, ETCDQUEUE_PASSWORD=self.etcd.password or "")
+        return self.spawn(argv, "native-" + name, env=env)
 
     def submit(self, config="", function=None, extra=None):
         return self.q.submit(config, function, extra)

@@ -12,7 +12,9 @@ Worker(queue, name, run).run()/harvest(). The bridge's tests
 (tests/etcd/test_etcd.py) and perf/etcd_bench.py drive them.
 
 Command line:
-  etcdqueue.py URL [--prefix P] [--layout single|split] submit [--function F]
+  etcdqueue.py URL [--prefix P] [--layout single|split] [--user U] [--ca FILE]
+      [--cert FILE --key FILE]  (the password: --password or ETCDQUEUE_PASSWORD)
+  etcdqueue.py URL ... submit [--function F]
       [--config C] [--count N]                       prints one id a line
   etcdqueue.py URL ... worker NAME MODE [--harvest-after S] [--log FILE]
       [--count N] [--no-harvest]
@@ -32,6 +34,7 @@ import http.client
 import json
 import os
 import re
+import ssl
 import sys
 import threading
 import time
@@ -115,20 +118,43 @@ class Etcd:
     """etcd's v3 JSON gateway, one keep-alive connection per thread; every
     request counted in `requests` (what perf/etcd_bench.py compares)."""
 
-    def __init__(self, url, timeout=5.0):
+    def __init__(self, url, timeout=5.0, user=None, password=None, ca=None, cert=None,
+                 key=None):
         u = urllib.parse.urlsplit(url)
         self.host, self.port = u.hostname, u.port or 2379
         self.timeout = timeout
+        self.tls = None
+        if u.scheme == "https":
+            self.tls = ssl.create_default_context(cafile=ca)
+            if cert:
+                self.tls.load_cert_chain(cert, key)
+        self.user, self.password, self.token = user, password, None
         self.local = threading.local()
         self.requests = 0
         self.lock = threading.Lock()
 
+    def connect(self, timeout):
+        if self.tls:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
+                                               context=self.tls)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
     def _conn(self):
         c = getattr(self.local, "conn", None)
         if c is None:
-            c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            c = self.connect(self.timeout)
             self.local.conn = c
         return c
+
+    def headers(self, path="/v3/kv/range"):
+        """The request headers, with an auth token when a user is set."""
+        hd = {"Content-Type": "application/json"}
+        if self.user and path != "/v3/auth/authenticate":
+            if self.token is None:
+                self.token = self.call("/v3/auth/authenticate",
+                                       {"name": self.user, "password": self.password})["token"]
+            hd["Authorization"] = self.token
+        return hd
 
     def call(self, path, body):
         with self.lock:
@@ -137,7 +163,7 @@ class Etcd:
         for attempt in (0, 1):
             c = self._conn()
             try:
-                c.request("POST", path, data, {"Content-Type": "application/json"})
+                c.request("POST", path, data, self.headers(path))
                 resp = c.getresponse()
                 text = resp.read()
             except (OSError, http.client.HTTPException) as e:
@@ -145,6 +171,9 @@ class Etcd:
                 self.local.conn = None
                 if attempt:
                     raise EtcdError("%s: %s" % (path, e))
+                continue
+            if resp.status != 200 and b"token" in text and not attempt:
+                self.token = None  # expired: authenticate again
                 continue
             if resp.status != 200:
                 raise EtcdError("%s: HTTP %d %s" % (path, resp.status, text[:300]))
@@ -190,12 +219,11 @@ class Etcd:
         body = {"create_request": {"key": b64(key), "range_end": b64(end),
                                    "start_revision": str(start_revision)}}
         # (a quiet stream times out after 30 s: the caller opens a new one)
-        c = http.client.HTTPConnection(self.host, self.port, timeout=30.0)
+        c = self.connect(30.0)
         with self.lock:
             self.requests += 1
         try:
-            c.request("POST", "/v3/watch", json.dumps(body).encode(),
-                      {"Content-Type": "application/json"})
+            c.request("POST", "/v3/watch", json.dumps(body).encode(), self.headers())
             resp = c.getresponse()
             buf = b""
             while not stop():
@@ -634,6 +662,11 @@ def main():
     ap.add_argument("url")
     ap.add_argument("--prefix", default="/")
     ap.add_argument("--layout", default="single", choices=("single", "split"))
+    ap.add_argument("--user")
+    ap.add_argument("--password", default=os.environ.get("ETCDQUEUE_PASSWORD"))
+    ap.add_argument("--ca")
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("submit")
     s.add_argument("--function")
@@ -651,7 +684,8 @@ def main():
     sh = sub.add_parser("show")
     sh.add_argument("id")
     a = ap.parse_args()
-    q = Queue(Etcd(a.url), a.prefix, a.layout)
+    q = Queue(Etcd(a.url, user=a.user, password=a.password, ca=a.ca, cert=a.cert, key=a.key),
+              a.prefix, a.layout)
     if a.cmd == "submit":
         for _ in range(a.count):
             print(q.submit(a.config, a.function), flush=True)

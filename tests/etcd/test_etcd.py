@@ -320,6 +320,20 @@ def config_file_prefix_and_fields(ctx):
              "a job outside the prefix untouched")
 
 
+def secured_etcd(ctx):
+    """https with client certificates (--etcd-ca/-cert/-key), or a user with
+    the password from GEARSHIFT_ETCD_PASSWORD: jobs run, the registry is
+    written, the password stays out of the log."""
+    ctx.php_worker("rev", "etcd-job")
+    h.wait_workers(ctx.port, "etcd-job")
+    jid = ctx.submit("secure")
+    finished_once(ctx, [jid])
+    h.wait_for(lambda: any(d and d.get("Name") == "php-rev" for d in ctx.workers().values()),
+               10, "the PHP worker's entry")
+    if ctx.etcd.password:
+        check(ctx.etcd.password not in ctx.nodes[0].server.log_text(), "password not logged")
+
+
 TESTS = [
     php_and_perl_workers_run_etcd_jobs,
     work_status_updates_step,
@@ -338,6 +352,8 @@ SPECIAL = {
     split_layout_moves_jobs: {"layout": "split", "prefix": "/split/"},
     config_file_prefix_and_fields: {"config": CONFIG, "prefix": "/cfg/"},
 }
+SECURED = {"etcd_tls_client_certificates": {"tls": True},
+           "etcd_user_password_from_env": {"password": "etcd-secret-pw"}}
 
 
 def wrap(fn, **kw):
@@ -359,6 +375,7 @@ def main():
         missing.append(GEARSHIFT)
     tests = [(f.__name__, wrap(f)) for f in TESTS]
     tests += [(f.__name__, wrap(f, **kw)) for f, kw in SPECIAL.items()]
+    tests += [(name, wrap(secured_etcd, **kw)) for name, kw in SECURED.items()]
     if missing:
         # scripts/test.sh installs them: their absence is a failure, not a skip.
         print("== etcd: missing prerequisites: %s" % ", ".join(missing))

@@ -150,10 +150,43 @@ def kill9_native_worker_under_load(ctx):
     check_eq(ctx.workers()["victim"]["Status"], "DEAD", "victim harvested")
 
 
+def tls_client_certificates(ctx):
+    # etcd over https with client certificates required: the native side's
+    # connection options work (what the bridge's tests reuse).
+    check(ctx.etcd.url.startswith("https://"), ctx.etcd.url)
+    bare = eq.Etcd(ctx.etcd.url, ca=ctx.etcd.ca)
+    try:
+        bare.get("/seq/jobs")
+        raise h.TestFailure("a request without a client certificate was served")
+    except eq.EtcdError:
+        pass
+    native_worker_with_auth(ctx)
+
+
+def password(ctx):
+    # etcd with auth on (user root): refused without the password.
+    bare = eq.Etcd(ctx.etcd.url)
+    try:
+        bare.get("/seq/jobs")
+        raise h.TestFailure("a request without the password was served")
+    except eq.EtcdError as e:
+        check("user name is empty" in str(e), "refused: %s" % e)
+    native_worker_with_auth(ctx)
+
+
+def native_worker_with_auth(ctx):
+    ids = [ctx.submit("t%d" % i) for i in range(3)]
+    ctx.native_worker("secure", "echo")
+    for jid in ids:
+        ctx.wait_state(jid)
+
+
 TESTS = [native_jobs_run_once_each, failure_and_steps, stale_worker_harvested_and_fenced,
          finished_job_left_alone, etcd_restart_under_native_load,
          kill9_native_worker_under_load]
-SPECIAL = {split_layout_moves_between_dirs: {"layout": "split"}}
+SPECIAL = {split_layout_moves_between_dirs: {"layout": "split"},
+           tls_client_certificates: {"tls": True},
+           password: {"password": "etcd-secret"}}
 
 
 def wrap(fn, **kw):
