@@ -3,16 +3,15 @@
 //! server's own first plaintext listener, and stops it after the server;
 //! its counters join `/metrics`.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use gearshift_gearmonkey::stats::Stats;
 use gearshift_gearmonkey::BridgeConfig;
 use gearshift_server::policy_file::GearmonkeyDecl;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
+use super::bridges::{loopback, Running};
 use super::ServeArgs;
 
 /// The bridge's configuration from the flags and the config file's
@@ -57,26 +56,13 @@ pub(super) fn config(
     Ok(Some(config))
 }
 
-/// A running bridge: its stop switch and task.
-pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>)>;
-
 /// Starts the bridge once the server listens at `addrs`.
 pub(super) fn start(config: Option<BridgeConfig>, addrs: &[SocketAddr]) -> Result<Running, String> {
     let Some(mut cfg) = config else {
         return Ok(None);
     };
-    let Some(first) = addrs.first() else {
+    let Some(gearman) = loopback(addrs) else {
         return Err("--gearmonkey needs a plaintext Gearman listener to speak to".into());
-    };
-    // A wildcard listener is reached over loopback.
-    let gearman = match first.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), first.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), first.port())
-        }
-        _ => *first,
     };
     cfg.gearman = gearman;
     let (tx, rx) = watch::channel(false);
@@ -89,28 +75,4 @@ pub(super) fn start(config: Option<BridgeConfig>, addrs: &[SocketAddr]) -> Resul
         }
     });
     Ok(Some((tx, task)))
-}
-
-/// The server's stop future, made to stop the bridge first: the bridge's
-/// own Gearman jobs must not hold up a graceful stop.
-pub(super) fn stop_first(
-    running: &Running,
-    stop: impl std::future::Future<Output = ()>,
-) -> impl std::future::Future<Output = ()> {
-    let tx = running.as_ref().map(|(tx, _)| tx.clone());
-    async move {
-        stop.await;
-        if let Some(tx) = tx {
-            let _ = tx.send(true);
-        }
-    }
-}
-
-/// Stops the bridge (it takes Gearshift's share out of the roll call),
-/// waiting a few seconds at most.
-pub(super) async fn stop(running: Running) {
-    if let Some((tx, task)) = running {
-        let _ = tx.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
-    }
 }

@@ -1,0 +1,323 @@
+//! One etcd job from its claim to its `FINISHED` state. The claimer takes
+//! jobs from the [`crate::queue::Queue`] while Gearman workers are free;
+//! each job claims by compare-and-swap on the revision read, runs as a
+//! foreground Gearshift job (unique `etcd:<P><id>`), and writes every
+//! later change fenced on the revision of its own previous write, so a job
+//! taken away (harvested) cannot be written by its old owner.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gearshift_client::{AdminClient, JobEvent};
+
+use crate::doc::{JobDoc, State};
+use crate::queue::Candidate;
+use crate::stats::Stats;
+use crate::store::Write;
+use crate::time::now_text;
+use crate::{Running, Shared};
+
+/// Most of a WORK_DATA chunk or a result kept in `Step` or `Info`.
+const MAX_TEXT: usize = 64 * 1024;
+
+/// A claimed job: its key and the revision and document of the last own
+/// write (what the next write compares).
+pub struct Held {
+    /// Its key (it moves in the split layout).
+    pub key: String,
+    /// The revision of the last own write.
+    pub rev: i64,
+    /// The document as last written.
+    pub doc: JobDoc,
+    /// A write whose reply was lost: it may have applied.
+    uncertain: Option<(String, Vec<u8>)>,
+    /// Taken away: nothing more is written.
+    pub lost: bool,
+}
+
+/// Why a fenced write did not apply.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WriteError {
+    /// The job changed under us: taken away.
+    Fenced,
+    /// etcd did not answer.
+    Etcd,
+}
+
+/// Writes `doc` in state `state` over the held job, fenced; on success the
+/// held revision, key and document follow.
+pub async fn write_held(
+    shared: &Shared,
+    held: &mut Held,
+    doc: JobDoc,
+    state: State,
+) -> Result<(), WriteError> {
+    if held.lost {
+        return Err(WriteError::Fenced);
+    }
+    let id = held.key.rsplit('/').next().unwrap_or_default().to_owned();
+    let key = shared.keys.job(&id, state);
+    let bytes = doc.to_vec();
+    for _ in 0..2 {
+        let mut w = Write {
+            expect: vec![(held.key.clone(), held.rev)],
+            put: vec![(key.clone(), bytes.clone())],
+            ..Write::default()
+        };
+        if key != held.key {
+            w.delete.push(held.key.clone());
+        }
+        match shared.etcd.write(&w).await {
+            Ok(Some(rev)) => {
+                held.rev = rev;
+                held.key = key;
+                held.doc = doc;
+                held.uncertain = None;
+                return Ok(());
+            }
+            Ok(None) => {
+                // A lost reply may have applied the last write: then it is ours.
+                if let Some((k, v)) = held.uncertain.take() {
+                    if let Ok(Some(e)) = shared.etcd.get(&k).await {
+                        if e.value == v {
+                            held.key = k;
+                            held.rev = e.mod_rev;
+                            continue;
+                        }
+                    }
+                }
+                Stats::bump(&shared.stats.fenced);
+                held.lost = true;
+                tracing::warn!(
+                    key = held.key,
+                    "etcd: job taken away (harvested); its result here is dropped"
+                );
+                return Err(WriteError::Fenced);
+            }
+            Err(e) => {
+                Stats::bump(&shared.stats.etcd_errors);
+                tracing::debug!(key = held.key, "etcd: write failed: {e}");
+                held.uncertain = Some((key, bytes));
+                return Err(WriteError::Etcd);
+            }
+        }
+    }
+    Err(WriteError::Etcd)
+}
+
+/// Like [`write_held`], retrying while etcd does not answer (a result or a
+/// requeue must not be lost to an outage).
+pub async fn write_held_surely(
+    shared: &Shared,
+    held: &mut Held,
+    doc: JobDoc,
+    state: State,
+) -> Result<(), WriteError> {
+    for attempt in 0u32.. {
+        match write_held(shared, held, doc.clone(), state).await {
+            Err(WriteError::Etcd) => {
+                if attempt.is_multiple_of(20) {
+                    tracing::warn!(key = held.key, "etcd: cannot write the job yet (retrying)");
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => return other,
+        }
+    }
+    Err(WriteError::Etcd)
+}
+
+/// Claims jobs while Gearman workers are free, until aborted.
+pub async fn claimer(shared: Arc<Shared>) {
+    loop {
+        let taken = shared.queue().take();
+        for (function, c) in taken {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let id = c.id.clone();
+                run_one(&shared, &function, c).await;
+                shared.queue().done(&function, &id);
+                shared.wake.notify_one();
+            });
+        }
+        // Re-checked now and then in case a wake was missed.
+        let _ = tokio::time::timeout(Duration::from_millis(100), shared.wake.notified()).await;
+    }
+}
+
+/// The claim: `Owner` and `STARTED`, compared on the revision read.
+async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
+    let mut doc = c.doc.clone();
+    doc.claim(&shared.owner, &now_text());
+    let key = shared.keys.job(&c.id, State::Started);
+    let bytes = doc.to_vec();
+    let mut w = Write {
+        expect: vec![(c.key.clone(), c.mod_rev)],
+        put: vec![(key.clone(), bytes.clone())],
+        ..Write::default()
+    };
+    if key != c.key {
+        w.delete.push(c.key.clone());
+    }
+    let rev = match shared.etcd.write(&w).await {
+        Ok(Some(rev)) => rev,
+        Ok(None) => {
+            Stats::bump(&shared.stats.claim_lost);
+            return None;
+        }
+        Err(e) => {
+            Stats::bump(&shared.stats.etcd_errors);
+            tracing::warn!(key = c.key, "etcd: claim failed: {e}");
+            // Its reply may be what was lost: look.
+            match shared.etcd.get(&key).await {
+                Ok(Some(e)) if e.value == bytes => e.mod_rev,
+                _ => return None,
+            }
+        }
+    };
+    Stats::bump(&shared.stats.claimed);
+    Some(Held {
+        key,
+        rev,
+        doc,
+        uncertain: None,
+        lost: false,
+    })
+}
+
+/// One job: claim, run in Gearshift, write the end.
+async fn run_one(shared: &Shared, function: &str, c: Candidate) {
+    let Some(held) = claim(shared, &c).await else {
+        return;
+    };
+    let workload = held.doc.to_vec();
+    let held = Arc::new(tokio::sync::Mutex::new(held));
+    let unique = format!("etcd:{}{}", shared.keys.prefix(), c.id);
+    let submitted = shared
+        .client
+        .job(function.to_owned(), workload)
+        .unique(unique)
+        .no_timeout()
+        .submit()
+        .await;
+    let mut job = match submitted {
+        Ok(job) => job,
+        Err(e) => {
+            Stats::bump(&shared.stats.gearman_errors);
+            tracing::warn!(id = c.id, "etcd: cannot submit to Gearshift: {e}");
+            put_back(shared, &held, "gearshift could not take the job").await;
+            return;
+        }
+    };
+    let handle = String::from_utf8_lossy(job.handle().handle()).into_owned();
+    shared.running().insert(
+        handle.clone(),
+        Running {
+            id: c.id.clone(),
+            held: held.clone(),
+        },
+    );
+    let end = loop {
+        match job.next_event().await {
+            Ok(Some(JobEvent::Status {
+                numerator,
+                denominator,
+            })) => step(shared, &held, &format!("{numerator}/{denominator}")).await,
+            Ok(Some(JobEvent::Data(d))) => step(shared, &held, &text(&d)).await,
+            Ok(Some(JobEvent::Warning(_))) => {}
+            Ok(Some(JobEvent::Complete(out))) => break Some((true, text(&out))),
+            Ok(Some(JobEvent::Exception(e))) => break Some((false, text(&e))),
+            Ok(Some(JobEvent::Fail)) => {
+                // WORK_FAIL carries no text: the server's record has the last error.
+                let why = last_error(shared, &handle)
+                    .await
+                    .unwrap_or_else(|| "fail".into());
+                break Some((false, why));
+            }
+            Ok(None) | Err(_) => break None,
+        }
+    };
+    shared.running().remove(&handle);
+    match end {
+        Some((success, info)) => {
+            let mut h = held.lock().await;
+            let mut doc = h.doc.clone();
+            doc.finish(success, &info, &now_text());
+            if write_held_surely(shared, &mut h, doc, State::Finished)
+                .await
+                .is_ok()
+            {
+                Stats::bump(&shared.stats.finished);
+            }
+        }
+        None => {
+            Stats::bump(&shared.stats.gearman_errors);
+            tracing::warn!(id = c.id, "etcd: lost the Gearshift job; back to QUEUED");
+            put_back(shared, &held, "gearshift lost the job").await;
+        }
+    }
+}
+
+/// Updates the last state's `Step` (one try: progress is not worth a wait).
+async fn step(shared: &Shared, held: &tokio::sync::Mutex<Held>, text: &str) {
+    let mut h = held.lock().await;
+    let mut doc = h.doc.clone();
+    doc.set_step(text);
+    let _ = write_held(shared, &mut h, doc, State::Started).await;
+}
+
+/// Gives a held job back: `QUEUED` saying why, `Owner` cleared.
+pub async fn put_back(shared: &Shared, held: &tokio::sync::Mutex<Held>, why: &str) {
+    let mut h = held.lock().await;
+    let mut doc = h.doc.clone();
+    doc.requeue(why, &now_text());
+    let _ = write_held_surely(shared, &mut h, doc, State::Queued).await;
+}
+
+/// Output as text for `Step`/`Info` (UTF-8 lossily, bounded).
+fn text(b: &Bytes) -> String {
+    let cut = &b[..b.len().min(MAX_TEXT)];
+    String::from_utf8_lossy(cut).into_owned()
+}
+
+/// A failed job's last error as Gearshift recorded it.
+async fn last_error(shared: &Shared, handle: &str) -> Option<String> {
+    let mut admin = AdminClient::connect(shared.gearman).await.ok()?;
+    let d = admin.show_job(handle).await.ok()?;
+    d.last_failure.map(|f| f.detail).or(d.error)
+}
+
+/// A retry of a bridged job: `QUEUED` with the retry time in `Step` (the
+/// job stays this Gearshift's), and `STARTED` again when it is due. A job
+/// taken away meanwhile is cancelled in Gearshift.
+pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
+    let Some(held) = shared.running().get(&handle).map(|r| r.held.clone()) else {
+        return;
+    };
+    let when = crate::time::format_ms(at_ms);
+    let queued = {
+        let mut h = held.lock().await;
+        let mut doc = h.doc.clone();
+        doc.push_retry(&format!("retry at {when}"), &now_text());
+        write_held_surely(&shared, &mut h, doc, State::Queued).await
+    };
+    if queued.is_ok() {
+        Stats::bump(&shared.stats.retried);
+        let wait = at_ms.saturating_sub(crate::time::now_ms()).max(0);
+        tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
+        let mut h = held.lock().await;
+        let mut doc = h.doc.clone();
+        doc.claim(&shared.owner, &now_text());
+        if write_held_surely(&shared, &mut h, doc, State::Started)
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    // Someone else has it now: this run must not go on.
+    if let Ok(mut admin) = AdminClient::connect(shared.gearman).await {
+        let _ = admin.cancel_job(&handle).await;
+    }
+}
