@@ -282,8 +282,12 @@ class Ctx(h.Ctx):
         return node
 
     def close(self):
+        keep = os.environ.get("ETCD_TEST_LOGS")  # a directory to keep the nodes' logs in
         try:
-            for n in self.nodes:
+            for i, n in enumerate(self.nodes):
+                if keep:
+                    with open(os.path.join(keep, "%s-node%d.log" % (self.name, i)), "w") as f:
+                        f.write(n.server.log_text())
                 n.stop()
             super().close()
         finally:
