@@ -5,6 +5,7 @@
 //! ones. It runs inside `gearshift serve` and speaks Gearman to the server
 //! over loopback, so a bridged job is an ordinary Gearshift job.
 //!
+//! - [`events`]: the server's events the bridge follows.
 //! - [`keys`]: the key layout. [`doc`]: the documents. [`time`]: timestamps.
 //! - [`queue`]: claimable jobs and per-function gates (no I/O).
 //! - `store`: the etcd calls. `watch`: the job watch.
@@ -22,6 +23,7 @@ use gearshift_client::Client;
 use tokio::sync::{mpsc, Notify};
 
 pub mod doc;
+pub mod events;
 mod harvest;
 mod job;
 pub mod keys;

@@ -5,15 +5,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gearshift_core::events::{EventKind, Kind};
-use gearshift_core::history::Step;
 use gearshift_etcd::keys::Layout;
 use gearshift_etcd::stats::Stats;
-use gearshift_etcd::{BridgeConfig, ServerEvent};
+use gearshift_etcd::BridgeConfig;
 use gearshift_server::events::EventBus;
 use gearshift_server::policy_file::EtcdDecl;
-use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use super::EtcdArgs;
 use crate::serve::bridges::{loopback, Running};
@@ -132,55 +129,11 @@ pub(in crate::serve) fn start(
     let stats = Arc::new(Stats::default());
     let section = stats.clone();
     gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
-    let events = forward(&bus);
+    let events = gearshift_etcd::events::forward(&bus);
     let task = tokio::spawn(async move {
         if let Err(e) = gearshift_etcd::run(cfg, stats, events, rx).await {
             tracing::error!("{e}");
         }
     });
     Ok(Some((tx, task)))
-}
-
-/// Subscribes to the rare kinds the bridge needs (workers joining and
-/// leaving, retries: nothing per job) and forwards them.
-fn forward(bus: &Arc<EventBus>) -> mpsc::UnboundedReceiver<ServerEvent> {
-    let mask = Kind::WorkerJoined.bit() | Kind::WorkerLeft.bit() | Kind::Retrying.bit();
-    let mut sub = bus.subscribe(mask);
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        loop {
-            let batch = match sub.rx.recv().await {
-                Ok(b) => b,
-                Err(RecvError::Lagged(_)) => {
-                    let _ = tx.send(ServerEvent::Lagged);
-                    continue;
-                }
-                Err(RecvError::Closed) => return,
-            };
-            for e in batch.iter() {
-                let ev = match &e.kind {
-                    EventKind::WorkerJoined(w) => ServerEvent::WorkerJoined {
-                        id: w.id,
-                        fd: w.fd,
-                        label: String::from_utf8_lossy(&w.label).into_owned(),
-                        address: w.address.clone(),
-                    },
-                    EventKind::WorkerLeft(w) => ServerEvent::WorkerLeft { id: w.id },
-                    EventKind::Job {
-                        handle,
-                        step: Step::RetryAt(at),
-                        ..
-                    } => ServerEvent::Retrying {
-                        handle: String::from_utf8_lossy(handle).into_owned(),
-                        at_ms: i64::try_from(*at).unwrap_or(i64::MAX),
-                    },
-                    _ => continue,
-                };
-                if tx.send(ev).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    rx
 }
