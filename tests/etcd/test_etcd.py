@@ -255,7 +255,7 @@ def etcd_restarted_under_load(ctx):
     time.sleep(2)
     ctx.etcd.start()
     ids += [ctx.submit("b%d" % i) for i in range(8)]
-    finished_once(ctx, ids, timeout=40)
+    finished_once(ctx, ids, timeout=20)
     runs = run_counts(glog)
     check_eq(len(runs), 20, "every job ran: %r" % runs)
 
