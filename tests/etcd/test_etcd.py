@@ -106,6 +106,33 @@ def failures_finish_with_failure(ctx):
           % docs[b]["Result"])
 
 
+RETRY_CONFIG = """\
+[[function]]
+match = "flaky_fn"
+max_attempts = 3
+retry_on = ["fail"]
+backoff = "fixed"
+initial_delay = "200ms"
+max_delay = "200ms"
+jitter = false
+"""
+
+
+def retry_policy_writes_a_state_per_attempt(ctx):
+    # WORK_FAIL twice, then success: QUEUED with the retry time in Step
+    # after each failed attempt, STARTED again when due, one FINISHED.
+    ctx.php_worker("flaky", "flaky_fn", log=ctx.path("flaky.log"), gate="2")
+    h.wait_workers(ctx.port, "flaky_fn")
+    jid = ctx.submit("r", function="flaky_fn")
+    doc = finished_once(ctx, [jid])[jid]
+    check_eq(states(doc), ["QUEUED", "STARTED", "QUEUED", "STARTED", "QUEUED", "STARTED",
+                           "FINISHED"], "a state per attempt")
+    for s in (doc["States"][2], doc["States"][4]):
+        check("retry" in s["Step"] and eq.parse_time(s["Step"].split()[-1]),
+              "the retry time in Step: %r" % s)
+    check(doc["Result"]["Info"].endswith(":3"), "the third run's output: %r" % doc["Result"])
+
+
 def jobs_wait_for_a_gearman_worker(ctx):
     # No worker for the function: nothing is claimed; one connects: it runs.
     jid = ctx.submit("later", function="late_fn")
@@ -224,6 +251,33 @@ def kill9_gearshift_node_under_load(ctx):
         check("QUEUED" in states(docs[j])[2:], "%s harvested: %r" % (j, states(docs[j])))
     runs = run_counts(glog)
     check_eq(sorted(runs), sorted("k%d" % i for i in range(12)), "every job ran")
+
+
+def graceful_stop_gives_jobs_back(ctx):
+    # SIGTERM: the running job goes back to QUEUED at once (no harvest wait),
+    # every entry of the node DEAD; a second node then runs it.
+    gate, log = ctx.path("gate"), ctx.path("php.log")
+    ctx.php_worker("gated", "etcd-job", log=log, gate=gate)
+    h.wait_workers(ctx.port, "etcd-job")
+    jid = ctx.submit("t")
+    h.wait_for(lambda: os.path.exists(log), 10, "the PHP worker runs the job")
+    proc = ctx.nodes[0].server.proc
+    proc.send_signal(signal.SIGTERM)
+    # (Gearshift itself drains: it exits once the PHP job ends.)
+    doc = ctx.wait_state(jid, ("QUEUED",), timeout=3)
+    check_eq(states(doc), ["QUEUED", "STARTED", "QUEUED"], "put back")
+    check(not doc.get("Owner"), "Owner cleared: %r" % doc.get("Owner"))
+    h.wait_for(lambda: {d["Status"] for k, d in ctx.workers().items()
+                        if k.startswith("gearshift-node0")} == {"DEAD"}, 3,
+               "node0's entries DEAD")
+    open(gate, "w").close()
+    check_eq(proc.wait(timeout=10), 0, "exit status after the drain")
+    check_eq(states(ctx.q.job(jid)[1]), ["QUEUED", "STARTED", "QUEUED"],
+             "the drained run's result not written")
+    node1 = ctx.start_node()
+    ctx.php_worker("rev", "etcd-job", port=node1.port)
+    doc = finished_once(ctx, [jid])[jid]
+    check(doc["Owner"].startswith("gearshift-node1"), "run by node1: %r" % doc["Owner"])
 
 
 def kill9_native_worker_under_load(ctx):
@@ -354,6 +408,7 @@ TESTS = [
     stale_native_worker_harvested_and_run_by_gearshift,
     two_nodes_and_a_native_worker_share_the_queue,
     kill9_gearshift_node_under_load,
+    graceful_stop_gives_jobs_back,
     kill9_native_worker_under_load,
     etcd_restarted_under_load,
     bad_documents_logged_counted_and_skipped,
@@ -361,6 +416,7 @@ TESTS = [
 
 SPECIAL = {
     split_layout_moves_jobs: {"layout": "split", "prefix": "/split/"},
+    retry_policy_writes_a_state_per_attempt: {"config": RETRY_CONFIG},
     config_file_prefix_and_fields: {"config": CONFIG, "prefix": "/cfg/"},
 }
 SECURED = {"etcd_tls_client_certificates": {"tls": True},
