@@ -314,6 +314,28 @@ def etcd_restarted_under_load(ctx):
     check_eq(len(runs), 20, "every job ran: %r" % runs)
 
 
+def etcd_gone_longer_than_harvest_after(ctx):
+    # etcd away for twice the harvest timeout while a job runs: when it is
+    # back, no one (this node included) takes the job from its live worker;
+    # it finishes once, having run once.
+    gate, log = ctx.path("gate"), ctx.path("php.log")
+    ctx.php_worker("gated", "etcd-job", log=log, gate=gate)
+    h.wait_workers(ctx.port, "etcd-job")
+    jid = ctx.submit("long")
+    h.wait_for(lambda: os.path.exists(log), 10, "the PHP worker runs the job")
+    ctx.etcd.stop()
+    time.sleep(2 * ctx.harvest_after)
+    ctx.etcd.start()
+    time.sleep(ctx.harvest_after)
+    doc = ctx.q.job(jid)[1]
+    check_eq(states(doc), ["QUEUED", "STARTED"], "still running, not taken back")
+    open(gate, "w").close()
+    doc = finished_once(ctx, [jid])[jid]
+    with open(log) as f:
+        check_eq(len(f.read().split("\n")) - 1, 1, "runs of the job")
+    check_eq({d["Status"] for k, d in ctx.workers().items()}, {"ALIVE"}, "entries ALIVE")
+
+
 # --------------------------------------------------------------------------
 # Bad input, layouts, configuration
 
@@ -411,6 +433,7 @@ TESTS = [
     graceful_stop_gives_jobs_back,
     kill9_native_worker_under_load,
     etcd_restarted_under_load,
+    etcd_gone_longer_than_harvest_after,
     bad_documents_logged_counted_and_skipped,
 ]
 
