@@ -308,7 +308,8 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
         tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
         let mut h = held.lock().await;
         let mut doc = h.doc.clone();
-        doc.claim(&shared.owner, &now_text());
+        let owner = doc.owner().unwrap_or(&shared.owner).to_owned();
+        doc.claim(&owner, &now_text());
         if write_held_surely(&shared, &mut h, doc, State::Started)
             .await
             .is_ok()
@@ -320,4 +321,19 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
     if let Ok(mut admin) = AdminClient::connect(shared.gearman).await {
         let _ = admin.cancel_job(&handle).await;
     }
+}
+
+/// The job runs on the worker whose entry is `owner`: `Owner` names it, as
+/// a native worker's claim names its own entry (one fenced write).
+pub async fn set_owner(shared: Arc<Shared>, handle: String, owner: String) {
+    let Some(held) = shared.running().get(&handle).map(|r| r.held.clone()) else {
+        return;
+    };
+    let mut h = held.lock().await;
+    if h.doc.owner() == Some(owner.as_str()) || h.doc.state() != Ok(State::Started) {
+        return;
+    }
+    let mut doc = h.doc.clone();
+    doc.set_owner(&owner);
+    let _ = write_held(&shared, &mut h, doc, State::Started).await;
 }

@@ -105,11 +105,15 @@ pub async fn run(
             },
             Some(map) = jobs.recv() => {
                 for e in conns.values_mut() {
-                    let now = map.get(&e.fd).cloned();
-                    if now != e.job {
-                        e.doc.set_job(now.as_deref());
-                        e.job = now;
+                    let now = map.get(&e.fd);
+                    if now.map(|(id, _)| id) != e.job.as_ref() {
+                        e.job = now.map(|(id, _)| id.clone());
+                        e.doc.set_job(e.job.as_deref());
                         put(&shared, e).await;
+                        if let (Some((_, handle)), Some(instance)) = (now, e.doc.instance()) {
+                            let owner = instance.to_owned();
+                            tokio::spawn(job::set_owner(shared.clone(), handle.clone(), owner));
+                        }
                     }
                 }
             }
