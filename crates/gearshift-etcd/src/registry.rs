@@ -49,13 +49,13 @@ async fn put(shared: &Shared, e: &mut Entry) {
     }
 }
 
-/// Runs until `shutdown`; then puts back the jobs still running here and
+/// Runs until `stop`; then puts back the jobs still running here and
 /// marks every entry `DEAD`.
 pub async fn run(
     shared: Arc<Shared>,
     mut events: mpsc::UnboundedReceiver<ServerEvent>,
     mut jobs: mpsc::UnboundedReceiver<JobsByFd>,
-    mut shutdown: watch::Receiver<bool>,
+    mut stop_rx: watch::Receiver<bool>,
 ) {
     let mut bridge = Entry {
         key: shared.keys.worker(&shared.owner),
@@ -134,7 +134,7 @@ pub async fn run(
                 }
                 gone = still;
             }
-            _ = shutdown.changed() => break,
+            _ = stop_rx.changed() => break,
         }
     }
     stop(&shared, bridge, conns).await;
