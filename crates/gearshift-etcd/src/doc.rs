@@ -150,9 +150,14 @@ impl JobDoc {
 
     /// The claim: `Owner` set and a `STARTED` state appended.
     pub fn claim(&mut self, owner: &str, date: &str) {
+        self.set_owner(owner);
+        self.push(State::Started, "", date);
+    }
+
+    /// Sets `Owner`.
+    pub fn set_owner(&mut self, owner: &str) {
         self.fields
             .insert("Owner".into(), Value::String(owner.into()));
-        self.push(State::Started, "", date);
     }
 
     /// Sets the last state's `Step`.
@@ -326,6 +331,13 @@ impl WorkerDoc {
     }
 }
 
+/// Whether `a` names `b` or the Gearshift `b` is a connection of
+/// (`gearshift-<node>` and `gearshift-<node>-<conn>`).
+pub fn same_gearshift(a: &str, b: &str) -> bool {
+    b.strip_prefix(a)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+}
+
 /// What a harvester does to a lost worker's job: requeue it if it is
 /// still `STARTED` and owned by that worker (or by no one, or by the
 /// Gearshift whose connection the worker was); `None` to leave it.
@@ -336,12 +348,10 @@ pub fn harvested_job(job: &JobDoc, worker: &WorkerDoc, date: &str) -> Option<Job
     let ours = match job.owner() {
         None => true,
         Some(owner) => {
-            worker.instance() == Some(owner)
-                || worker.name() == owner
+            worker.name() == owner
                 || worker
                     .instance()
-                    .and_then(|i| i.strip_prefix(owner))
-                    .is_some_and(|rest| rest.starts_with('-'))
+                    .is_some_and(|i| same_gearshift(owner, i) || same_gearshift(i, owner))
         }
     };
     if !ours {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::doc::{harvested_job, JobDoc, State, WorkerDoc};
+use crate::doc::{harvested_job, same_gearshift, JobDoc, State, WorkerDoc};
 use crate::stats::Stats;
 use crate::store::{Entry, Write};
 use crate::time::{now_ms, now_text};
@@ -78,13 +78,14 @@ async fn round(shared: &Shared, mode: Mode, reported: &mut HashSet<(String, i64)
                 continue;
             }
         };
+        // This node's live entries are this process's: its registry
+        // rewrites them (after an outage too), so they are never taken here.
+        let own = w
+            .instance()
+            .is_some_and(|i| i == shared.owner || i.starts_with(&mine));
         let take = match mode {
-            Mode::Stale => w.stale(now, timeout),
-            Mode::PreviousRun => {
-                w.alive()
-                    && w.instance()
-                        .is_some_and(|i| i == shared.owner || i.starts_with(&mine))
-            }
+            Mode::Stale => !own && w.stale(now, timeout),
+            Mode::PreviousRun => w.alive() && own,
         };
         if take {
             let why = match mode {
@@ -162,7 +163,8 @@ fn add_requeue(shared: &Shared, write: &mut Write, id: &str, job: &Entry, back: 
     write.put.push((to, back.to_vec()));
 }
 
-/// Puts back every `STARTED` job a lost bridge owns, in chunks compared on
+/// Puts back every `STARTED` job a lost bridge owns (itself, or one of its
+/// connections' entries since the job started), in chunks compared on
 /// the bridge entry's revision too (a bridge that comes back stops it).
 /// False when not all could be put back (tried again next round).
 async fn harvest_claims(shared: &Shared, entry: &Entry, w: &WorkerDoc, date: &str) -> bool {
@@ -185,7 +187,8 @@ async fn harvest_claims(shared: &Shared, entry: &Entry, w: &WorkerDoc, date: &st
         .into_iter()
         .filter_map(|j| {
             let doc = JobDoc::parse(&j.value).ok()?;
-            (doc.state() == Ok(State::Started) && doc.owner() == Some(owner)).then_some((j, doc))
+            let its = same_gearshift(owner, doc.owner()?);
+            (doc.state() == Ok(State::Started) && its).then_some((j, doc))
         })
         .collect();
     for chunk in claimed.chunks(CHUNK) {

@@ -136,13 +136,36 @@ pub async fn claimer(shared: Arc<Shared>) {
             let shared = shared.clone();
             tokio::spawn(async move {
                 let id = c.id.clone();
-                run_one(&shared, &function, c).await;
-                shared.queue().done(&function, &id);
-                shared.wake.notify_one();
+                let mut slot = Slot {
+                    shared: &shared,
+                    function: &function,
+                    released: false,
+                };
+                run_one(&mut slot, c).await;
+                slot.release();
+                shared.queue().unhold(&id);
             });
         }
         // Re-checked now and then in case a wake was missed.
         let _ = tokio::time::timeout(Duration::from_millis(100), shared.wake.notified()).await;
+    }
+}
+
+/// A taken job's share of its function's capacity, given back as soon as
+/// its Gearman worker is free (before the result is written to etcd).
+struct Slot<'a> {
+    shared: &'a Shared,
+    function: &'a str,
+    released: bool,
+}
+
+impl Slot<'_> {
+    fn release(&mut self) {
+        if !self.released {
+            self.released = true;
+            self.shared.queue().release(self.function);
+            self.shared.wake.notify_one();
+        }
     }
 }
 
@@ -187,7 +210,8 @@ async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
 }
 
 /// One job: claim, run in Gearshift, write the end.
-async fn run_one(shared: &Shared, function: &str, c: Candidate) {
+async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
+    let (shared, function) = (slot.shared, slot.function);
     let Some(held) = claim(shared, &c).await else {
         return;
     };
@@ -239,6 +263,7 @@ async fn run_one(shared: &Shared, function: &str, c: Candidate) {
         }
     };
     shared.running().remove(&handle);
+    slot.release();
     match end {
         Some((success, info)) => {
             let mut h = held.lock().await;
@@ -308,7 +333,8 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
         tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
         let mut h = held.lock().await;
         let mut doc = h.doc.clone();
-        doc.claim(&shared.owner, &now_text());
+        let owner = doc.owner().unwrap_or(&shared.owner).to_owned();
+        doc.claim(&owner, &now_text());
         if write_held_surely(&shared, &mut h, doc, State::Started)
             .await
             .is_ok()
@@ -320,4 +346,19 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
     if let Ok(mut admin) = AdminClient::connect(shared.gearman).await {
         let _ = admin.cancel_job(&handle).await;
     }
+}
+
+/// The job runs on the worker whose entry is `owner`: `Owner` names it, as
+/// a native worker's claim names its own entry (one fenced write).
+pub async fn set_owner(shared: Arc<Shared>, handle: String, owner: String) {
+    let Some(held) = shared.running().get(&handle).map(|r| r.held.clone()) else {
+        return;
+    };
+    let mut h = held.lock().await;
+    if h.doc.owner() == Some(owner.as_str()) || h.doc.state() != Ok(State::Started) {
+        return;
+    }
+    let mut doc = h.doc.clone();
+    doc.set_owner(&owner);
+    let _ = write_held(&shared, &mut h, doc, State::Started).await;
 }

@@ -182,8 +182,10 @@ fn options(config: &BridgeConfig) -> etcd_client::ConnectOptions {
     o
 }
 
-/// Runs the bridge until `shutdown` turns true. etcd not being there yet
-/// is not an error: the bridge waits for it (logging) while Gearshift runs.
+/// Runs the bridge: at `shutdown` true it claims nothing more, and it
+/// returns once its running jobs are written back or the sender is dropped
+/// (the server has stopped). etcd not being there yet is not an error: the
+/// bridge waits for it (logging) while Gearshift runs.
 pub async fn run(
     config: BridgeConfig,
     stats: Arc<stats::Stats>,
@@ -239,21 +241,31 @@ pub async fn run(
         tokio::spawn(supervisor::run(shared.clone(), jobs_tx)),
         tokio::spawn(harvest::run(shared.clone())),
     ];
+    let (registry_stop, registry_stopped) = tokio::sync::watch::channel(false);
     let registry = tokio::spawn(registry::run(
         shared.clone(),
         events,
         jobs_rx,
-        shutdown.clone(),
+        registry_stopped,
     ));
     while !*shutdown.borrow() {
         if shutdown.changed().await.is_err() {
             break;
         }
     }
+    // Stopping: claim nothing more; jobs running in Gearshift finish (a
+    // graceful stop waits for them) and are written back, until the server
+    // has stopped (the sender is dropped). What is left then goes back.
     for t in &tasks {
         t.abort();
     }
-    // The registry marks Gearshift's entries DEAD on the way out.
+    while !shared.running().is_empty() {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            r = shutdown.changed() => if r.is_err() { break },
+        }
+    }
+    let _ = registry_stop.send(true);
     let _ = registry.await;
     tracing::info!("etcd bridge stopped: {}", shared.stats.line());
     Ok(())

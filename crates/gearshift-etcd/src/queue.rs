@@ -87,7 +87,8 @@ impl Queue {
     }
 
     /// The jobs to claim now: per function, lowest ids first, while it is
-    /// under its capacity. Each is held until [`Queue::done`].
+    /// under its capacity. Each is held until [`Queue::done`] (or
+    /// [`Queue::release`] and [`Queue::unhold`]).
     pub fn take(&mut self) -> Vec<(String, Candidate)> {
         let mut out = Vec::new();
         let functions: Vec<String> = self.waiting.keys().cloned().collect();
@@ -114,18 +115,29 @@ impl Queue {
         out
     }
 
-    /// A taken job ended (or its claim was lost): its worker is free, and
-    /// an offer seen while it was held is made again.
-    pub fn done(&mut self, function: &str, id: &str) {
+    /// A taken job no longer uses a Gearman worker of `function` (its run
+    /// ended, or its claim was lost): one more may be claimed.
+    pub fn release(&mut self, function: &str) {
         if let Some(n) = self.inflight.get_mut(function) {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 self.inflight.remove(function);
             }
         }
+    }
+
+    /// A taken job is written back (or given up): an offer seen while it
+    /// was held is made again.
+    pub fn unhold(&mut self, id: &str) {
         if let Some(Some((f, c))) = self.held.remove(id) {
             self.offer(f, c);
         }
+    }
+
+    /// [`Queue::release`] and [`Queue::unhold`] together.
+    pub fn done(&mut self, function: &str, id: &str) {
+        self.release(function);
+        self.unhold(id);
     }
 }
 
@@ -175,6 +187,11 @@ mod tests {
         let again = q.take();
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].1.mod_rev, 5);
+        q.release("f");
+        assert!(q.take().is_empty(), "released, but 1 is still held");
+        q.offer("f".into(), cand("1", 9));
+        q.unhold("1");
+        assert_eq!(q.take()[0].1.mod_rev, 9, "the offer made while held");
         q.done("f", "1");
         q.offer("f".into(), cand("2", 1));
         q.remove("2");

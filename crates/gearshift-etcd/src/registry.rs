@@ -49,13 +49,13 @@ async fn put(shared: &Shared, e: &mut Entry) {
     }
 }
 
-/// Runs until `shutdown`; then puts back the jobs still running here and
+/// Runs until `stop`; then puts back the jobs still running here and
 /// marks every entry `DEAD`.
 pub async fn run(
     shared: Arc<Shared>,
     mut events: mpsc::UnboundedReceiver<ServerEvent>,
     mut jobs: mpsc::UnboundedReceiver<JobsByFd>,
-    mut shutdown: watch::Receiver<bool>,
+    mut stop_rx: watch::Receiver<bool>,
 ) {
     let mut bridge = Entry {
         key: shared.keys.worker(&shared.owner),
@@ -105,11 +105,15 @@ pub async fn run(
             },
             Some(map) = jobs.recv() => {
                 for e in conns.values_mut() {
-                    let now = map.get(&e.fd).cloned();
-                    if now != e.job {
-                        e.doc.set_job(now.as_deref());
-                        e.job = now;
+                    let now = map.get(&e.fd);
+                    if now.map(|(id, _)| id) != e.job.as_ref() {
+                        e.job = now.map(|(id, _)| id.clone());
+                        e.doc.set_job(e.job.as_deref());
                         put(&shared, e).await;
+                        if let (Some((_, handle)), Some(instance)) = (now, e.doc.instance()) {
+                            let owner = instance.to_owned();
+                            tokio::spawn(job::set_owner(shared.clone(), handle.clone(), owner));
+                        }
                     }
                 }
             }
@@ -130,7 +134,7 @@ pub async fn run(
                 }
                 gone = still;
             }
-            _ = shutdown.changed() => break,
+            _ = stop_rx.changed() => break,
         }
     }
     stop(&shared, bridge, conns).await;

@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 use crate::stats::Stats;
 use crate::Shared;
 
-/// Per worker file descriptor, the etcd job it runs.
-pub type JobsByFd = HashMap<i64, String>;
+/// Per worker file descriptor, the etcd job it runs (id, Gearman handle).
+pub type JobsByFd = HashMap<i64, (String, String)>;
 
 /// Runs until aborted.
 pub async fn run(shared: Arc<Shared>, jobs: mpsc::UnboundedSender<JobsByFd>) {
@@ -75,8 +75,8 @@ async fn step(
     }
     let mut now = JobsByFd::new();
     for w in admin.show_workers().await? {
-        if let Some(id) = w.held.iter().find_map(|h| by_handle.get(h)) {
-            now.insert(w.fd, id.clone());
+        if let Some((h, id)) = w.held.iter().find_map(|h| by_handle.get_key_value(h)) {
+            now.insert(w.fd, (id.clone(), h.clone()));
         }
     }
     if now != *last_jobs {

@@ -507,6 +507,22 @@ fn shipped_example_parses() {
     assert_eq!(file.policies.rules.len(), 2);
     assert_eq!(file.schedules.len(), 1);
     assert_eq!(file.gearmonkey, None, "the bridge is off until uncommented");
+    assert_eq!(file.etcd, None, "so is the etcd bridge");
+}
+
+#[test]
+fn shipped_example_etcd_table_parses_uncommented() {
+    let example = include_str!("../../../../docs/gearshift.example.toml");
+    let start = example.find("# [etcd]").expect("the example has one");
+    let section: String = example[start..]
+        .lines()
+        .take_while(|l| l.starts_with("# "))
+        .map(|l| format!("{}\n", &l[2..]))
+        .collect();
+    let e = parse(&section).expect("the table parses").etcd;
+    let e = e.expect("an [etcd] table");
+    assert_eq!(e.endpoints, ["http://127.0.0.1:2379"]);
+    assert_eq!((e.harvest_after, e.layout.as_deref()), (Some(60), Some("single")));
 }
 
 #[test]

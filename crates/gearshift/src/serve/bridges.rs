@@ -43,10 +43,13 @@ pub(super) fn stop_first(
     }
 }
 
-/// Stops a bridge, waiting a few seconds at most.
+/// Stops a bridge once the server has stopped (the switch is dropped, so
+/// a bridge waiting for its last jobs knows there are no more), waiting a
+/// few seconds at most.
 pub(super) async fn stop(running: Running) {
     if let Some((tx, task)) = running {
         let _ = tx.send(true);
+        drop(tx);
         let _ = tokio::time::timeout(Duration::from_secs(4), task).await;
     }
 }
