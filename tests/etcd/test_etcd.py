@@ -166,9 +166,10 @@ def gearman_workers_in_registry(ctx):
     jid = ctx.submit("r", function="reg_fn")
     h.wait_for(lambda: str(ctx.workers()[key].get("Job")).lstrip("0") == jid.lstrip("0"), 10,
                "Job names the etcd job while it runs")
-    # The claim's Owner is the bridge's own entry (harvesting it takes back
-    # every job it claimed); the worker's entry names the job it runs.
-    check_eq(ctx.q.job(jid)[1].get("Owner"), "gearshift-node0", "the job's Owner")
+    # Claimed as the bridge (gearshift-<node>), then owned by the entry of
+    # the connection that runs it; the bridge keeps an entry of its own.
+    h.wait_for(lambda: ctx.q.job(jid)[1].get("Owner") == key, 5,
+               "the job's Owner becomes %s" % key)
     check_eq(ctx.workers()["gearshift-node0"]["Status"], "ALIVE", "the bridge's entry")
     open(gate, "w").close()
     finished_once(ctx, [jid])
@@ -253,30 +254,57 @@ def kill9_gearshift_node_under_load(ctx):
     check_eq(sorted(runs), sorted("k%d" % i for i in range(12)), "every job ran")
 
 
-def graceful_stop_gives_jobs_back(ctx):
-    # SIGTERM: the running job goes back to QUEUED at once (no harvest wait),
-    # every entry of the node DEAD; a second node then runs it.
+def native_harvester_rescues_a_killed_gearshift(ctx):
+    # No other Gearshift: a native worker's harvester takes the dead node's
+    # connection entries, whose Job names the jobs they ran, and runs them.
+    glog, nlog = ctx.path("gearman.log"), ctx.path("native.log")
+    victims = [record_worker(ctx, "etcd-job", glog, sleep="5") for _ in range(2)]
+    h.wait_workers(ctx.port, "etcd-job", 2)
+    ids = [ctx.submit("n%d" % i) for i in range(4)]
+
+    def handed_over():
+        docs = [ctx.q.job(j)[1] for j in ids[:2]]
+        return all(d.get("Owner", "").startswith("gearshift-node0-") for d in docs)
+    h.wait_for(handed_over, 10, "the first two jobs owned by node0's connections")
+    ctx.nodes[0].kill()
+    for v in victims:
+        v.kill()
+    ctx.native_worker("rescuer", "echo", log=nlog)
+    docs = finished_once(ctx, ids, timeout=20)
+    for j in ids:
+        check_eq(docs[j]["Owner"], "rescuer", "%s finished by the native worker" % j)
+    for j in ids[:2]:
+        check("QUEUED" in states(docs[j])[2:], "%s harvested: %r" % (j, states(docs[j])))
+    dead = {k: d["Status"] for k, d in ctx.workers().items() if k.startswith("gearshift-node0-")}
+    check(dead and set(dead.values()) == {"DEAD"}, "connection entries DEAD: %r" % dead)
+
+
+def graceful_stop_finishes_running_jobs(ctx):
+    # SIGTERM: nothing more is claimed; the running job finishes on its
+    # worker and is written back; the node's entries end DEAD; a job queued
+    # meanwhile is left for another node.
     gate, log = ctx.path("gate"), ctx.path("php.log")
     ctx.php_worker("gated", "etcd-job", log=log, gate=gate)
-    h.wait_workers(ctx.port, "etcd-job")
-    jid = ctx.submit("t")
-    h.wait_for(lambda: os.path.exists(log), 10, "the PHP worker runs the job")
+    ctx.php_worker("gated", "etcd-job", log=log, gate=gate)  # free while stopping
+    h.wait_workers(ctx.port, "etcd-job", 2)
+    first = ctx.submit("t")
+    h.wait_for(lambda: os.path.exists(log), 10, "the gated PHP worker runs a job")
     proc = ctx.nodes[0].server.proc
     proc.send_signal(signal.SIGTERM)
-    # (Gearshift itself drains: it exits once the PHP job ends.)
-    doc = ctx.wait_state(jid, ("QUEUED",), timeout=3)
-    check_eq(states(doc), ["QUEUED", "STARTED", "QUEUED"], "put back")
-    check(not doc.get("Owner"), "Owner cleared: %r" % doc.get("Owner"))
-    h.wait_for(lambda: {d["Status"] for k, d in ctx.workers().items()
-                        if k.startswith("gearshift-node0")} == {"DEAD"}, 3,
-               "node0's entries DEAD")
+    time.sleep(0.3)
+    later = ctx.submit("u")
+    time.sleep(0.5)
+    check_eq(states(ctx.q.job(later)[1]), ["QUEUED"], "not claimed while stopping")
     open(gate, "w").close()
     check_eq(proc.wait(timeout=10), 0, "exit status after the drain")
-    check_eq(states(ctx.q.job(jid)[1]), ["QUEUED", "STARTED", "QUEUED"],
-             "the drained run's result not written")
+    doc = finished_once(ctx, [first], timeout=2)[first]
+    check_eq(states(doc), ["QUEUED", "STARTED", "FINISHED"], "written back once")
+    check(doc["Result"]["Info"].startswith("gated:"), "the PHP output: %r" % doc["Result"])
+    ws = {k: d["Status"] for k, d in ctx.workers().items()}
+    check(ws and set(ws.values()) == {"DEAD"}, "node0's entries DEAD: %r" % ws)
     node1 = ctx.start_node()
     ctx.php_worker("rev", "etcd-job", port=node1.port)
-    doc = finished_once(ctx, [jid])[jid]
+    doc = finished_once(ctx, [later])[later]
     check(doc["Owner"].startswith("gearshift-node1"), "run by node1: %r" % doc["Owner"])
 
 
@@ -430,7 +458,8 @@ TESTS = [
     stale_native_worker_harvested_and_run_by_gearshift,
     two_nodes_and_a_native_worker_share_the_queue,
     kill9_gearshift_node_under_load,
-    graceful_stop_gives_jobs_back,
+    native_harvester_rescues_a_killed_gearshift,
+    graceful_stop_finishes_running_jobs,
     kill9_native_worker_under_load,
     etcd_restarted_under_load,
     etcd_gone_longer_than_harvest_after,
