@@ -170,7 +170,15 @@ impl Slot<'_> {
 }
 
 /// The claim: `Owner` and `STARTED`, compared on the revision read.
-async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
+/// How a claim went.
+enum Claim {
+    Won(Held),
+    Lost,
+    /// etcd did not answer: the job may be tried again.
+    Failed,
+}
+
+async fn claim(shared: &Shared, c: &Candidate) -> Claim {
     let mut doc = c.doc.clone();
     doc.claim(&shared.owner, &now_text());
     let key = shared.keys.job(&c.id, State::Started);
@@ -187,7 +195,7 @@ async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
         Ok(Some(rev)) => rev,
         Ok(None) => {
             Stats::bump(&shared.stats.claim_lost);
-            return None;
+            return Claim::Lost;
         }
         Err(e) => {
             Stats::bump(&shared.stats.etcd_errors);
@@ -195,12 +203,13 @@ async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
             // Its reply may be what was lost: look.
             match shared.etcd.get(&key).await {
                 Ok(Some(e)) if e.value == bytes => e.mod_rev,
-                _ => return None,
+                Ok(_) => return Claim::Lost,
+                Err(_) => return Claim::Failed,
             }
         }
     };
     Stats::bump(&shared.stats.claimed);
-    Some(Held {
+    Claim::Won(Held {
         key,
         rev,
         doc,
@@ -212,8 +221,16 @@ async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
 /// One job: claim, run in Gearshift, write the end.
 async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
     let (shared, function) = (slot.shared, slot.function);
-    let Some(held) = claim(shared, &c).await else {
-        return;
+    let held = match claim(shared, &c).await {
+        Claim::Won(held) => held,
+        Claim::Lost => return,
+        Claim::Failed => {
+            // Not lost to anyone: tried again a little later (the watch
+            // may say nothing more of it).
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            shared.queue().retry(function.to_owned(), c);
+            return;
+        }
     };
     let workload = held.doc.to_vec();
     let held = Arc::new(tokio::sync::Mutex::new(held));
