@@ -6,7 +6,7 @@
 //! taken away (harvested) cannot be written by its old owner.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use gearshift_client::{AdminClient, JobEvent};
@@ -20,6 +20,10 @@ use crate::{Running, Shared};
 
 /// Most of a WORK_DATA chunk or a result kept in `Step` or `Info`.
 const MAX_TEXT: usize = 64 * 1024;
+
+/// Least time between two `Step` writes of one job (a chatty worker's
+/// progress is coalesced, the latest kept).
+const STEP_EVERY: Duration = Duration::from_millis(100);
 
 /// A claimed job: its key and the revision and document of the last own
 /// write (what the next write compares).
@@ -259,14 +263,29 @@ async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
             held: held.clone(),
         },
     );
+    // Progress is written at most every STEP_EVERY; the last one waits
+    // for its turn (or goes into the FINISHED write).
+    let mut pending: Option<String> = None;
+    let mut last_step: Option<Instant> = None;
     let end = loop {
-        match job.next_event().await {
+        let due = last_step.map_or_else(Instant::now, |t| t + STEP_EVERY);
+        let event = tokio::select! {
+            e = job.next_event() => e,
+            _ = tokio::time::sleep_until(due.into()), if pending.is_some() => {
+                if let Some(t) = pending.take() {
+                    step(shared, &held, &t).await;
+                    last_step = Some(Instant::now());
+                }
+                continue;
+            }
+        };
+        let progress = match event {
             Ok(Some(JobEvent::Status {
                 numerator,
                 denominator,
-            })) => step(shared, &held, &format!("{numerator}/{denominator}")).await,
-            Ok(Some(JobEvent::Data(d))) => step(shared, &held, &text(&d)).await,
-            Ok(Some(JobEvent::Warning(_))) => {}
+            })) => format!("{numerator}/{denominator}"),
+            Ok(Some(JobEvent::Data(d))) => text(&d),
+            Ok(Some(JobEvent::Warning(_))) => continue,
             Ok(Some(JobEvent::Complete(out))) => break Some((true, text(&out))),
             Ok(Some(JobEvent::Exception(e))) => break Some((false, text(&e))),
             Ok(Some(JobEvent::Fail)) => {
@@ -277,6 +296,12 @@ async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
                 break Some((false, why));
             }
             Ok(None) | Err(_) => break None,
+        };
+        if last_step.is_some_and(|t| t.elapsed() < STEP_EVERY) {
+            pending = Some(progress);
+        } else {
+            step(shared, &held, &progress).await;
+            last_step = Some(Instant::now());
         }
     };
     shared.running().remove(&handle);
@@ -285,6 +310,9 @@ async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
         Some((success, info)) => {
             let mut h = held.lock().await;
             let mut doc = h.doc.clone();
+            if let Some(t) = pending {
+                doc.set_step(&t);
+            }
             doc.finish(success, &info, &now_text());
             if write_held_surely(shared, &mut h, doc, State::Finished)
                 .await

@@ -127,6 +127,12 @@ async fn jobs_run_workers_register_and_lost_workers_are_harvested() {
             job.send_status(1, 2).await.map_err(|_| WorkError::Fail)?;
             Ok::<_, WorkError>(job.data().to_ascii_uppercase())
         })
+        .function("chatty", |job| async move {
+            for n in 1..=50 {
+                job.send_status(n, 50).await.map_err(|_| WorkError::Fail)?;
+            }
+            Ok::<_, WorkError>("said it all")
+        })
         .build()
         .expect("worker");
     tokio::spawn(worker.run(std::future::pending()));
@@ -179,6 +185,23 @@ async fn jobs_run_workers_register_and_lost_workers_are_harvested() {
         (states[1]["State"].as_str(), states[1]["Step"].as_str()),
         (Some("STARTED"), Some("1/2"))
     );
+
+    // A chatty worker's progress is coalesced; the last one is kept.
+    let chatty = queued.replace("upper", "chatty");
+    kv.put("/t/jobs/00000000000000000004", chatty.as_str(), None)
+        .await
+        .expect("put");
+    let done = wait_for(&mut kv, "/t/jobs/00000000000000000004", |v| {
+        last_state(v) == "FINISHED"
+    })
+    .await;
+    assert_eq!(done["States"][1]["Step"], "50/50", "{done}");
+    let r = kv
+        .get("/t/jobs/00000000000000000004", None)
+        .await
+        .expect("get");
+    let writes = r.kvs()[0].version();
+    assert!(writes < 10, "50 progress reports took {writes} writes");
 
     // The Gearman worker is in the registry, and so is the bridge.
     let entries = kv
