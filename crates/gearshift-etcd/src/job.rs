@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gearshift_client::{AdminClient, JobEvent};
+use gearshift_client::JobEvent;
 
 use crate::doc::{JobDoc, State};
 use crate::queue::Candidate;
@@ -290,7 +290,9 @@ async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
             Ok(Some(JobEvent::Exception(e))) => break Some((false, text(&e))),
             Ok(Some(JobEvent::Fail)) => {
                 // WORK_FAIL carries no text: the server's record has the last error.
-                let why = last_error(shared, &handle)
+                let why = shared
+                    .admin
+                    .last_error(&handle)
                     .await
                     .unwrap_or_else(|| "fail".into());
                 break Some((false, why));
@@ -351,13 +353,6 @@ fn text(b: &Bytes) -> String {
     String::from_utf8_lossy(cut).into_owned()
 }
 
-/// A failed job's last error as Gearshift recorded it.
-async fn last_error(shared: &Shared, handle: &str) -> Option<String> {
-    let mut admin = AdminClient::connect(shared.gearman).await.ok()?;
-    let d = admin.show_job(handle).await.ok()?;
-    d.last_failure.map(|f| f.detail).or(d.error)
-}
-
 /// A retry of a bridged job: `QUEUED` with the retry time in `Step` (the
 /// job stays this Gearshift's), and `STARTED` again when it is due. A job
 /// taken away meanwhile is cancelled in Gearshift.
@@ -388,9 +383,7 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
         }
     }
     // Someone else has it now: this run must not go on.
-    if let Ok(mut admin) = AdminClient::connect(shared.gearman).await {
-        let _ = admin.cancel_job(&handle).await;
-    }
+    shared.admin.cancel_job(&handle).await;
 }
 
 /// The job runs on the worker whose entry is `owner`: `Owner` names it, as
