@@ -217,7 +217,7 @@ pub async fn run(
         .no_timeout()
         .build()?;
     let shared = Arc::new(Shared {
-        etcd: store::Etcd::new(client),
+        etcd: store::Etcd::new(client, config.user.clone()),
         client: gearman,
         admin: gearshift_client::admin::SharedAdmin::new(config.gearman),
         gearman: config.gearman,
