@@ -6,10 +6,10 @@
 //! taken away (harvested) cannot be written by its old owner.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gearshift_client::{AdminClient, JobEvent};
+use gearshift_client::JobEvent;
 
 use crate::doc::{JobDoc, State};
 use crate::queue::Candidate;
@@ -20,6 +20,10 @@ use crate::{Running, Shared};
 
 /// Most of a WORK_DATA chunk or a result kept in `Step` or `Info`.
 const MAX_TEXT: usize = 64 * 1024;
+
+/// Least time between two `Step` writes of one job (a chatty worker's
+/// progress is coalesced, the latest kept).
+const STEP_EVERY: Duration = Duration::from_millis(100);
 
 /// A claimed job: its key and the revision and document of the last own
 /// write (what the next write compares).
@@ -170,7 +174,15 @@ impl Slot<'_> {
 }
 
 /// The claim: `Owner` and `STARTED`, compared on the revision read.
-async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
+/// How a claim went.
+enum Claim {
+    Won(Held),
+    Lost,
+    /// etcd did not answer: the job may be tried again.
+    Failed,
+}
+
+async fn claim(shared: &Shared, c: &Candidate) -> Claim {
     let mut doc = c.doc.clone();
     doc.claim(&shared.owner, &now_text());
     let key = shared.keys.job(&c.id, State::Started);
@@ -187,7 +199,7 @@ async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
         Ok(Some(rev)) => rev,
         Ok(None) => {
             Stats::bump(&shared.stats.claim_lost);
-            return None;
+            return Claim::Lost;
         }
         Err(e) => {
             Stats::bump(&shared.stats.etcd_errors);
@@ -195,12 +207,13 @@ async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
             // Its reply may be what was lost: look.
             match shared.etcd.get(&key).await {
                 Ok(Some(e)) if e.value == bytes => e.mod_rev,
-                _ => return None,
+                Ok(_) => return Claim::Lost,
+                Err(_) => return Claim::Failed,
             }
         }
     };
     Stats::bump(&shared.stats.claimed);
-    Some(Held {
+    Claim::Won(Held {
         key,
         rev,
         doc,
@@ -212,8 +225,16 @@ async fn claim(shared: &Shared, c: &Candidate) -> Option<Held> {
 /// One job: claim, run in Gearshift, write the end.
 async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
     let (shared, function) = (slot.shared, slot.function);
-    let Some(held) = claim(shared, &c).await else {
-        return;
+    let held = match claim(shared, &c).await {
+        Claim::Won(held) => held,
+        Claim::Lost => return,
+        Claim::Failed => {
+            // Not lost to anyone: tried again a little later (the watch
+            // may say nothing more of it).
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            shared.queue().retry(function.to_owned(), c);
+            return;
+        }
     };
     let workload = held.doc.to_vec();
     let held = Arc::new(tokio::sync::Mutex::new(held));
@@ -242,24 +263,47 @@ async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
             held: held.clone(),
         },
     );
+    // Progress is written at most every STEP_EVERY; the last one waits
+    // for its turn (or goes into the FINISHED write).
+    let mut pending: Option<String> = None;
+    let mut last_step: Option<Instant> = None;
     let end = loop {
-        match job.next_event().await {
+        let due = last_step.map_or_else(Instant::now, |t| t + STEP_EVERY);
+        let event = tokio::select! {
+            e = job.next_event() => e,
+            _ = tokio::time::sleep_until(due.into()), if pending.is_some() => {
+                if let Some(t) = pending.take() {
+                    step(shared, &held, &t).await;
+                    last_step = Some(Instant::now());
+                }
+                continue;
+            }
+        };
+        let progress = match event {
             Ok(Some(JobEvent::Status {
                 numerator,
                 denominator,
-            })) => step(shared, &held, &format!("{numerator}/{denominator}")).await,
-            Ok(Some(JobEvent::Data(d))) => step(shared, &held, &text(&d)).await,
-            Ok(Some(JobEvent::Warning(_))) => {}
+            })) => format!("{numerator}/{denominator}"),
+            Ok(Some(JobEvent::Data(d))) => text(&d),
+            Ok(Some(JobEvent::Warning(_))) => continue,
             Ok(Some(JobEvent::Complete(out))) => break Some((true, text(&out))),
             Ok(Some(JobEvent::Exception(e))) => break Some((false, text(&e))),
             Ok(Some(JobEvent::Fail)) => {
                 // WORK_FAIL carries no text: the server's record has the last error.
-                let why = last_error(shared, &handle)
+                let why = shared
+                    .admin
+                    .last_error(&handle)
                     .await
                     .unwrap_or_else(|| "fail".into());
                 break Some((false, why));
             }
             Ok(None) | Err(_) => break None,
+        };
+        if last_step.is_some_and(|t| t.elapsed() < STEP_EVERY) {
+            pending = Some(progress);
+        } else {
+            step(shared, &held, &progress).await;
+            last_step = Some(Instant::now());
         }
     };
     shared.running().remove(&handle);
@@ -268,6 +312,9 @@ async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
         Some((success, info)) => {
             let mut h = held.lock().await;
             let mut doc = h.doc.clone();
+            if let Some(t) = pending {
+                doc.set_step(&t);
+            }
             doc.finish(success, &info, &now_text());
             if write_held_surely(shared, &mut h, doc, State::Finished)
                 .await
@@ -306,13 +353,6 @@ fn text(b: &Bytes) -> String {
     String::from_utf8_lossy(cut).into_owned()
 }
 
-/// A failed job's last error as Gearshift recorded it.
-async fn last_error(shared: &Shared, handle: &str) -> Option<String> {
-    let mut admin = AdminClient::connect(shared.gearman).await.ok()?;
-    let d = admin.show_job(handle).await.ok()?;
-    d.last_failure.map(|f| f.detail).or(d.error)
-}
-
 /// A retry of a bridged job: `QUEUED` with the retry time in `Step` (the
 /// job stays this Gearshift's), and `STARTED` again when it is due. A job
 /// taken away meanwhile is cancelled in Gearshift.
@@ -343,9 +383,7 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
         }
     }
     // Someone else has it now: this run must not go on.
-    if let Ok(mut admin) = AdminClient::connect(shared.gearman).await {
-        let _ = admin.cancel_job(&handle).await;
-    }
+    shared.admin.cancel_job(&handle).await;
 }
 
 /// The job runs on the worker whose entry is `owner`: `Owner` names it, as

@@ -123,6 +123,8 @@ pub(crate) struct Running {
 pub(crate) struct Shared {
     etcd: store::Etcd,
     client: Client,
+    /// The admin connection jobs share (a failed job's error, cancelling).
+    admin: gearshift_client::admin::SharedAdmin,
     gearman: SocketAddr,
     keys: Keys,
     cfg: BridgeConfig,
@@ -215,8 +217,9 @@ pub async fn run(
         .no_timeout()
         .build()?;
     let shared = Arc::new(Shared {
-        etcd: store::Etcd::new(client),
+        etcd: store::Etcd::new(client, config.user.clone()),
         client: gearman,
+        admin: gearshift_client::admin::SharedAdmin::new(config.gearman),
         gearman: config.gearman,
         keys: Keys::new(&config.prefix, config.layout),
         owner: format!("gearshift-{}", config.node),

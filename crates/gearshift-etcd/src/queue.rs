@@ -20,14 +20,26 @@ pub struct Candidate {
     pub doc: JobDoc,
 }
 
+/// What the watch said of a held job while it was held.
+#[derive(Debug, Default)]
+enum Later {
+    /// Nothing.
+    #[default]
+    Nothing,
+    /// `QUEUED` again (its own retry's `QUEUED`, or a harvest): offered
+    /// again when it ends.
+    Offer(String, Candidate),
+    /// Changed otherwise, or gone.
+    Removed,
+}
+
 /// The claimable jobs and the per-function gates.
 #[derive(Debug, Default)]
 pub struct Queue {
     waiting: HashMap<String, BTreeMap<String, Candidate>>,
     function_of: HashMap<String, String>,
-    /// Jobs this bridge runs, with the latest offer seen meanwhile (its
-    /// own retry's `QUEUED`, or a harvest): offered again when it ends.
-    held: HashMap<String, Option<(String, Candidate)>>,
+    /// Jobs this bridge runs, with what the watch said meanwhile.
+    held: HashMap<String, Later>,
     capacity: HashMap<String, usize>,
     inflight: HashMap<String, usize>,
 }
@@ -36,7 +48,7 @@ impl Queue {
     /// A job is `QUEUED` (new, or changed).
     pub fn offer(&mut self, function: String, c: Candidate) {
         if let Some(later) = self.held.get_mut(&c.id) {
-            *later = Some((function, c));
+            *later = Later::Offer(function, c);
             return;
         }
         self.remove(&c.id);
@@ -50,7 +62,7 @@ impl Queue {
     /// A job is no longer claimable (claimed elsewhere, finished, gone).
     pub fn remove(&mut self, id: &str) {
         if let Some(later) = self.held.get_mut(id) {
-            *later = None;
+            *later = Later::Removed;
         }
         if let Some(f) = self.function_of.remove(id) {
             if let Some(w) = self.waiting.get_mut(&f) {
@@ -67,7 +79,7 @@ impl Queue {
         self.waiting.clear();
         self.function_of.clear();
         for later in self.held.values_mut() {
-            *later = None;
+            *later = Later::Removed;
         }
     }
 
@@ -108,7 +120,7 @@ impl Queue {
                 }
                 self.function_of.remove(&c.id);
                 *self.inflight.entry(f.clone()).or_default() += 1;
-                self.held.insert(c.id.clone(), None);
+                self.held.insert(c.id.clone(), Later::Nothing);
                 out.push((f.clone(), c));
             }
         }
@@ -129,8 +141,16 @@ impl Queue {
     /// A taken job is written back (or given up): an offer seen while it
     /// was held is made again.
     pub fn unhold(&mut self, id: &str) {
-        if let Some(Some((f, c))) = self.held.remove(id) {
+        if let Some(Later::Offer(f, c)) = self.held.remove(id) {
             self.offer(f, c);
+        }
+    }
+
+    /// A held job whose claim failed for want of an answer: offered again
+    /// when it is unheld, unless the watch has said something newer.
+    pub fn retry(&mut self, function: String, c: Candidate) {
+        if let Some(later @ Later::Nothing) = self.held.get_mut(&c.id) {
+            *later = Later::Offer(function, c);
         }
     }
 
@@ -192,7 +212,14 @@ mod tests {
         q.offer("f".into(), cand("1", 9));
         q.unhold("1");
         assert_eq!(q.take()[0].1.mod_rev, 9, "the offer made while held");
+        q.release("f");
+        q.retry("f".into(), cand("1", 9));
+        q.unhold("1");
+        assert_eq!(q.take().len(), 1, "a failed claim is tried again");
+        q.remove("1");
+        q.retry("f".into(), cand("1", 9));
         q.done("f", "1");
+        assert!(q.take().is_empty(), "not after the watch removed it");
         q.offer("f".into(), cand("2", 1));
         q.remove("2");
         assert!(q.take().is_empty());

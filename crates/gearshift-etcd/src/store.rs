@@ -37,12 +37,36 @@ pub struct Write {
 #[derive(Clone)]
 pub struct Etcd {
     client: Client,
+    /// User and password, to sign in again when etcd forgot the token.
+    user: Option<(String, String)>,
 }
 
 impl Etcd {
     /// Wraps a connected client.
-    pub fn new(client: Client) -> Etcd {
-        Etcd { client }
+    pub fn new(client: Client, user: Option<(String, String)>) -> Etcd {
+        Etcd { client, user }
+    }
+
+    /// Passes an error on, first signing in again if it says the auth
+    /// token is no longer valid (an etcd restart forgets simple tokens).
+    async fn seen(&self, e: etcd_client::Error) -> etcd_client::Error {
+        let expired = match &e {
+            etcd_client::Error::GRpcStatus(s) => {
+                // gRPC's UNAUTHENTICATED is 16.
+                s.code() as i32 == 16 || s.message().contains("auth token")
+            }
+            _ => false,
+        };
+        if let (true, Some((u, p))) = (expired, &self.user) {
+            // The stale token must not go with the sign-in itself.
+            let mut client = self.client.clone();
+            client.remove_client_auth();
+            match client.set_client_auth(u.clone(), p.clone()).await {
+                Ok(()) => tracing::info!("etcd: signed in again (the auth token had expired)"),
+                Err(err) => tracing::warn!("etcd: cannot sign in again: {err}"),
+            }
+        }
+        e
     }
 
     /// The client, for watches.
@@ -67,7 +91,10 @@ impl Etcd {
             if revision != 0 {
                 opts = opts.with_revision(revision);
             }
-            let resp = kv.get(from.clone(), Some(opts)).await?;
+            let resp = match kv.get(from.clone(), Some(opts)).await {
+                Ok(r) => r,
+                Err(e) => return Err(self.seen(e).await),
+            };
             if revision == 0 {
                 revision = resp.header().map_or(0, |h| h.revision());
             }
@@ -91,7 +118,10 @@ impl Etcd {
 
     /// One key, if present.
     pub async fn get(&self, key: &str) -> Result<Option<Entry>, etcd_client::Error> {
-        let resp = self.kv().get(key, None).await?;
+        let resp = match self.kv().get(key, None).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.seen(e).await),
+        };
         Ok(resp.kvs().first().map(|kv| Entry {
             key: key.to_owned(),
             value: kv.value().to_vec(),
@@ -118,7 +148,10 @@ impl Etcd {
                 .map(|(k, v)| TxnOp::put(k.as_str(), v.clone(), None)),
         );
         let txn = Txn::new().when(compares).and_then(ops);
-        let resp = self.kv().txn(txn).await?;
+        let resp = match self.kv().txn(txn).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.seen(e).await),
+        };
         Ok(resp
             .succeeded()
             .then(|| resp.header().map_or(0, |h| h.revision())))

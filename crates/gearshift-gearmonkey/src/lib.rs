@@ -9,7 +9,7 @@
 //! - `scripts`: the Lua scripts (take a job, put one back, the roll call).
 //! - `take`: GearMonkey clients -> Gearman workers.
 //! - `give`: Gearman clients -> GearMonkey workers.
-//! - `admin`: a shared admin connection (a job's priority, its last error).
+//! - `admin`: a job's priority, over the shared admin connection.
 //! - `watch`: the supervisor that decides which of the two runs.
 //! - [`stats`]: counters of bad input and failed calls (logged, and in
 //!   `/metrics` through the caller).
@@ -69,7 +69,7 @@ pub enum ConfigError {
 pub struct Shared {
     redis: ConnectionManager,
     client: Client,
-    admin: admin::Admin,
+    admin: gearshift_client::admin::SharedAdmin,
     gearman: SocketAddr,
     matches: Vec<String>,
     routed: Vec<String>,
@@ -147,7 +147,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         redis,
         client,
-        admin: admin::Admin::new(config.gearman),
+        admin: gearshift_client::admin::SharedAdmin::new(config.gearman),
         gearman: config.gearman,
         matches: config.matches,
         routed: config.routed,

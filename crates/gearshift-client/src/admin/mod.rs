@@ -9,6 +9,7 @@
 //!   [`LastFailure`] and [`HistoryEntry`]), [`DeadJob`], [`WorkerEntry`]
 //!   and [`ScheduleEntry`].
 //! - `load`: [`Load`], a function's workers and jobs as the bridges read them.
+//! - `shared`: [`SharedAdmin`], one lazily opened connection a bridge's tasks share.
 //!
 //! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
 //! dead`, `drop dead`, `pause`, `resume`, `show schedules`, `drop
@@ -19,6 +20,7 @@
 //! (`gearshift_client::admin::JobDetail`, …), not at the crate root.
 
 mod load;
+mod shared;
 mod types;
 mod words;
 
@@ -27,6 +29,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 pub use load::Load;
+pub use shared::SharedAdmin;
 pub use types::{FunctionStatus, JobInfo, PriorityStatus, WorkerInfo};
 pub use words::{DeadJob, HistoryEntry, JobDetail, LastFailure, ScheduleEntry, WorkerEntry};
 

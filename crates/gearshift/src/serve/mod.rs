@@ -153,7 +153,8 @@ pub struct ServeArgs {
     #[arg(long)]
     http_public_read: bool,
     /// This node's name in a cluster (PostgreSQL store); default the
-    /// address other nodes reach it at.
+    /// address other nodes reach it at. With --etcd, its name in the
+    /// registry's `gearshift-<node>` entries (default `<host>-<port>`).
     #[arg(long)]
     node_name: Option<String>,
     /// `HOST:PORT` other cluster nodes reach this node's Gearman listener
