@@ -9,6 +9,7 @@ etcd side (etcdqueue.py's submitter, worker and harvester).
 import os
 import re
 import shlex
+import shutil
 import signal
 import ssl
 import subprocess
@@ -70,7 +71,17 @@ class Etcd:
         self.user = "root" if password else None
         if tls:
             make_certs(self.dir)
-        self.start()
+        for attempt in range(3):
+            try:
+                self.start()
+                break
+            except h.TestFailure:
+                # A free port taken by someone else meanwhile: fresh ports and data.
+                if attempt == 2 or "address already in use" not in self.log_tail(4000):
+                    raise
+                shutil.rmtree(os.path.join(self.dir, "data"), ignore_errors=True)
+                self.port, self.peer_port = h.free_port(), h.free_port()
+                self.metrics_port = h.free_port()
         if password:
             tls_args = ["--cacert", self.ca, "--cert", self.cert, "--key", self.key] if tls else []
             for cmd in (["user", "add", "root", "--new-user-password=" + password],
