@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -308,6 +309,33 @@ def graceful_stop_finishes_running_jobs(ctx):
     check(doc["Owner"].startswith("gearshift-node1"), "run by node1: %r" % doc["Owner"])
 
 
+def sigterm_just_after_a_claim(ctx):
+    # SIGTERM as soon as a job is STARTED (claimed, perhaps not yet handed to
+    # Gearshift or its worker): the node still exits, and the job ends
+    # FINISHED or back to QUEUED, never STARTED under a DEAD owner. Three
+    # rounds, as the window is narrow.
+    for r in range(3):
+        node = ctx.nodes[0] if r == 0 else ctx.start_node()
+        func = "term_%d" % r
+        ctx.php_worker("rev", func, port=node.port)
+        h.wait_workers(node.port, func)
+        jid = ctx.submit("r%d" % r, function=func)
+        deadline = time.monotonic() + 10
+        while eq.last_state(ctx.q.job(jid)[1]) != "STARTED" and time.monotonic() < deadline:
+            time.sleep(0.001)
+        node.server.proc.send_signal(signal.SIGTERM)
+        try:
+            node.server.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            log = node.server.log_text()
+            at = log.find("panicked")
+            raise h.TestFailure("round %d: no exit 10 s after SIGTERM; log %r"
+                                % (r, log[at - 300:at + 200] if at >= 0 else log[-1500:]))
+        doc = ctx.q.job(jid)[1]
+        check(eq.last_state(doc) in ("FINISHED", "QUEUED"), "round %d: job left %r (Owner %r)"
+              % (r, states(doc), doc.get("Owner")))
+
+
 def kill9_native_worker_under_load(ctx):
     nlog, glog = ctx.path("native.log"), ctx.path("gearman.log")
     victim = ctx.native_worker("victim", "sleep", log=nlog, harvest=False)
@@ -460,6 +488,7 @@ TESTS = [
     kill9_gearshift_node_under_load,
     native_harvester_rescues_a_killed_gearshift,
     graceful_stop_finishes_running_jobs,
+    sigterm_just_after_a_claim,
     kill9_native_worker_under_load,
     etcd_restarted_under_load,
     etcd_gone_longer_than_harvest_after,
