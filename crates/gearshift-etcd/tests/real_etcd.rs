@@ -97,13 +97,18 @@ fn last_state(v: &Value) -> &str {
         .unwrap_or("")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_run_workers_register_and_lost_workers_are_harvested() {
-    let Some(etcd) = start_etcd() else {
-        eprintln!("SKIPPED: `etcd` is not installed (apt-get install etcd-server)");
-        return;
-    };
-    let mut kv = loop {
+/// A Gearshift in this process with a worker for `upper` (progress 1/2,
+/// then the workload in capitals) and `chatty` (50 progress reports), and
+/// the bridge on `etcd` under `/t/`.
+struct Setup {
+    kv: etcd_client::Client,
+    stats: Arc<Stats>,
+    stop: tokio::sync::watch::Sender<bool>,
+    bridge: tokio::task::JoinHandle<Result<(), gearshift_etcd::ConfigError>>,
+}
+
+async fn setup(etcd: &Etcd, layout: Layout) -> Setup {
+    let kv = loop {
         if let Ok(mut c) = etcd_client::Client::connect([etcd.url.as_str()], None).await {
             if c.get("probe", None).await.is_ok() {
                 break c;
@@ -136,7 +141,6 @@ async fn jobs_run_workers_register_and_lost_workers_are_harvested() {
         .build()
         .expect("worker");
     tokio::spawn(worker.run(std::future::pending()));
-
     let stats = Arc::new(Stats::default());
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let config = BridgeConfig {
@@ -148,11 +152,31 @@ async fn jobs_run_workers_register_and_lost_workers_are_harvested() {
         function_field: "Function".into(),
         default_function: "etcd-job".into(),
         harvest_after: Duration::from_secs(3),
-        layout: Layout::Single,
+        layout,
         node: "test".into(),
         gearman,
     };
     let bridge = tokio::spawn(gearshift_etcd::run(config, stats.clone(), events, stopped));
+    Setup {
+        kv,
+        stats,
+        stop,
+        bridge,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_run_workers_register_and_lost_workers_are_harvested() {
+    let Some(etcd) = start_etcd() else {
+        eprintln!("SKIPPED: `etcd` is not installed (apt-get install etcd-server)");
+        return;
+    };
+    let Setup {
+        mut kv,
+        stats,
+        stop,
+        bridge,
+    } = setup(&etcd, Layout::Single).await;
 
     let queued = r#"{"Function":"upper","Keep":{"a":1},"States":[{"State":"QUEUED","Step":"","Date":"2026-11-28T10:00:00Z"}]}"#;
     kv.put("/t/jobs/00000000000000000001", queued, None)
@@ -269,4 +293,34 @@ async fn jobs_run_workers_register_and_lost_workers_are_harvested() {
         .await
         .expect("entry");
     assert_eq!(bridge_entry["Status"], "DEAD");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_split_layout_moves_a_job_from_new_to_finished() {
+    let Some(etcd) = start_etcd() else {
+        eprintln!("SKIPPED: `etcd` is not installed (apt-get install etcd-server)");
+        return;
+    };
+    // The stop switch lives to the end: dropped, it stops the bridge.
+    let Setup {
+        mut kv,
+        stop: _stop,
+        ..
+    } = setup(&etcd, Layout::Split).await;
+    let queued = r#"{"Function":"upper","States":[{"State":"QUEUED","Step":"","Date":"2026-11-28T10:00:00Z"}]}"#;
+    kv.put("/t/new/00000000000000000001", queued, None)
+        .await
+        .expect("put");
+    let done = wait_for(&mut kv, "/t/finished/00000000000000000001", |v| {
+        last_state(v) == "FINISHED"
+    })
+    .await;
+    assert_eq!(done["Result"]["Status"], "SUCCESS", "{done}");
+    for gone in [
+        "/t/new/00000000000000000001",
+        "/t/running/00000000000000000001",
+    ] {
+        let r = kv.get(gone, None).await.expect("get");
+        assert!(r.kvs().is_empty(), "{gone} is left behind");
+    }
 }

@@ -522,7 +522,10 @@ fn shipped_example_etcd_table_parses_uncommented() {
     let e = parse(&section).expect("the table parses").etcd;
     let e = e.expect("an [etcd] table");
     assert_eq!(e.endpoints, ["http://127.0.0.1:2379"]);
-    assert_eq!((e.harvest_after, e.layout.as_deref()), (Some(60), Some("single")));
+    assert_eq!(
+        (e.harvest_after, e.layout.as_deref()),
+        (Some(60), Some("single"))
+    );
 }
 
 #[test]
