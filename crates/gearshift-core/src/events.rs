@@ -64,6 +64,8 @@ pub enum EventKind {
 pub struct WorkerRef {
     /// Connection id.
     pub id: u64,
+    /// The server's file descriptor for it (as `show workers` lists it).
+    pub fd: i64,
     /// Its label (client id, else `fd@address`).
     pub label: Bytes,
     /// Peer address.

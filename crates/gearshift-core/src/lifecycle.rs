@@ -78,6 +78,7 @@ impl Core {
     pub(crate) fn worker_ref(&self, id: ConnId, c: &Conn) -> WorkerRef {
         WorkerRef {
             id: id.0,
+            fd: c.info().fd,
             label: c.event_label(),
             address: c.info().ip.clone(),
             functions: c

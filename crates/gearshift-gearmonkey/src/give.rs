@@ -91,7 +91,7 @@ async fn give_one(shared: &Shared, function: &str, job: WorkerJob) -> Result<Byt
     let handle = String::from_utf8_lossy(job.handle()).into_owned();
     // Its Gearman priority picks the queue (epoch jobs reach a worker only
     // when due, so none goes to the scheduled set).
-    let prio = shared.admin.prio_of(&handle).await;
+    let prio = crate::admin::prio_of(&shared.admin, &handle).await;
     let script = scripts::give();
     let redis = shared.redis.clone();
     let (created, raw_id): (i64, String) = retry(shared, "cannot write the job", || {

@@ -10,7 +10,7 @@
 //! - `roll`: the roll call, one share per Gearshift instance with a heartbeat.
 //! - `take`: GearMonkey clients -> Gearman workers.
 //! - `give`: Gearman clients -> GearMonkey workers.
-//! - `admin`: a shared admin connection (a job's priority, its last error).
+//! - `admin`: a job's priority, over the shared admin connection.
 //! - `watch`: the supervisor that decides which of the two runs.
 //! - `push`: Gearshift's event stream, which wakes the supervisor.
 //! - [`stats`]: counters of bad input and failed calls (logged, and in
@@ -78,7 +78,7 @@ pub enum ConfigError {
 pub struct Shared {
     redis: ConnectionManager,
     client: Client,
-    admin: admin::Admin,
+    admin: gearshift_client::admin::SharedAdmin,
     gearman: SocketAddr,
     routing: tokio::sync::watch::Receiver<glob::Routing>,
     instance: String,
@@ -161,7 +161,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         redis,
         client,
-        admin: admin::Admin::new(config.gearman),
+        admin: gearshift_client::admin::SharedAdmin::new(config.gearman),
         gearman: config.gearman,
         routing,
         instance: config.instance,

@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gearshift_client::admin::Load;
 use gearshift_client::AdminClient;
 
 use crate::give::{self, Giver, BRIDGE_ID};
@@ -29,32 +30,10 @@ const SAFETY_POLL: Duration = Duration::from_secs(2);
 /// The least time between two looks woken by events.
 const MIN_GAP: Duration = Duration::from_millis(20);
 
-/// One look at Gearshift: per function, its Gearman workers (the bridge's
-/// own left out), jobs queued or running, and jobs running.
-#[derive(Debug, Default, Clone, Copy)]
-struct Load {
-    workers: usize,
-    total: usize,
-    running: usize,
-}
-
-/// Reads the load of every function from Gearshift.
+/// Reads the load of every function from Gearshift (the bridge's own
+/// worker left out).
 async fn snapshot(admin: &mut AdminClient) -> gearshift_client::Result<HashMap<String, Load>> {
-    let mut out: HashMap<String, Load> = HashMap::new();
-    for s in admin.status().await? {
-        let l = out.entry(s.function).or_default();
-        l.total = usize::try_from(s.total).unwrap_or(usize::MAX);
-        l.running = usize::try_from(s.running).unwrap_or(usize::MAX);
-    }
-    for w in admin.workers().await? {
-        if w.client_id == BRIDGE_ID {
-            continue;
-        }
-        for f in w.functions {
-            out.entry(f).or_default().workers += 1;
-        }
-    }
-    Ok(out)
+    admin.loads(Some(BRIDGE_ID)).await
 }
 
 /// Runs the supervisor until `shutdown`; then sets Gearshift's share of
@@ -189,8 +168,7 @@ async fn step(
             });
             // Gearshift's own jobs for it (not the bridge's) also use workers.
             let mine = before.get(function).copied().unwrap_or(0);
-            let native = load.total.saturating_sub(mine);
-            let capacity = load.workers.saturating_sub(native);
+            let capacity = load.free(mine);
             gate.capacity.store(capacity, Ordering::Release);
             gate.wake.notify_one();
         }

@@ -116,6 +116,8 @@ pub struct Server {
     lease: Option<Arc<cluster::trust::LeaseTrust>>,
     /// The cluster's members, for the HTTP API.
     cluster: Option<Arc<cluster::view::ClusterView>>,
+    /// Live events, for the HTTP listener and in-process subscribers.
+    bus: Arc<events::EventBus>,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -203,7 +205,12 @@ impl Server {
         .map_err(|e| ServerError::Config(format!("replaying the store panicked: {e}")))?;
         let core = core?;
         let (reload_tx, reload_rx) = watch::channel(None);
+        let buffer = cfg
+            .http
+            .as_ref()
+            .map_or(events::DEFAULT_CAPACITY, |h| h.event_buffer);
         Ok(Server {
+            bus: events::EventBus::new(buffer),
             http,
             relays: None,
             lease: None,
@@ -233,6 +240,12 @@ impl Server {
     /// Shows the cluster's members in the HTTP API (`/api/v1/cluster`).
     pub fn show_cluster(&mut self, view: Arc<cluster::view::ClusterView>) {
         self.cluster = Some(view);
+    }
+
+    /// The live event bus: a subscriber in the same process (a bridge)
+    /// gets the kinds it asks for from the time it subscribes.
+    pub fn events(&self) -> Arc<events::EventBus> {
+        self.bus.clone()
     }
 
     /// A handle that replaces the policies while the server runs.
@@ -279,16 +292,8 @@ impl Server {
         if let Some(lease) = self.lease.clone() {
             hub.set_lease(lease);
         }
-        let bus = self
-            .cfg
-            .http
-            .as_ref()
-            .filter(|_| self.http.is_some())
-            .map(|h| {
-                let bus = events::EventBus::new(h.event_buffer);
-                hub.set_events(bus.clone());
-                bus
-            });
+        hub.set_events(self.bus.clone());
+        let bus = self.bus.clone();
         let prefix = hub.handle_prefix();
         // Set once the shared hub exists (several I/O threads): the store
         // thread's commits go to it.
@@ -413,8 +418,8 @@ impl Server {
         ));
         drop(self.reload);
         let (http_stop, http_stop_rx) = watch::channel(false);
-        let http_task = match (self.http, &self.cfg.http, bus) {
-            (Some(listener), Some(hc), Some(bus)) => {
+        let http_task = match (self.http, &self.cfg.http) {
+            (Some(listener), Some(hc)) => {
                 let control = Control::new(link.clone());
                 let gearman = self
                     .listeners

@@ -8,6 +8,8 @@
 //! - `words`: Gearshift's own words' replies, [`JobDetail`] (with
 //!   [`LastFailure`] and [`HistoryEntry`]), [`DeadJob`], [`WorkerEntry`]
 //!   and [`ScheduleEntry`].
+//! - `load`: [`Load`], a function's workers and jobs as the bridges read them.
+//! - `shared`: [`SharedAdmin`], one lazily opened connection a bridge's tasks share.
 //!
 //! Gearshift's own words (`show job`, `show dead`, `show workers`, `retry
 //! dead`, `drop dead`, `pause`, `resume`, `show schedules`, `drop
@@ -17,6 +19,8 @@
 //! [`AdminErrorKind::InvalidArguments`]. Their types are in this module
 //! (`gearshift_client::admin::JobDetail`, …), not at the crate root.
 
+mod load;
+mod shared;
 mod types;
 mod words;
 
@@ -24,6 +28,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
+pub use load::Load;
+pub use shared::SharedAdmin;
 pub use types::{FunctionStatus, JobInfo, PriorityStatus, WorkerInfo};
 pub use words::{DeadJob, HistoryEntry, JobDetail, LastFailure, ScheduleEntry, WorkerEntry};
 

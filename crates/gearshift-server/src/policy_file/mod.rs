@@ -53,6 +53,7 @@
 
 mod cron;
 mod duration;
+mod etcd;
 mod gearmonkey;
 mod raw;
 #[cfg(test)]
@@ -62,6 +63,7 @@ use std::path::{Path, PathBuf};
 
 use gearshift_core::policy::Policies;
 
+pub use etcd::EtcdDecl;
 pub use gearmonkey::GearmonkeyDecl;
 use raw::RawFile;
 
@@ -76,6 +78,8 @@ pub struct PolicyFile {
     pub access: Option<crate::access::AccessRules>,
     /// The `[[gearmonkey]]` sections together, if any.
     pub gearmonkey: Option<GearmonkeyDecl>,
+    /// The `[etcd]` table, if any.
+    pub etcd: Option<EtcdDecl>,
 }
 
 /// One `[[schedule]]` section: a job to submit on a cron schedule.
@@ -207,6 +211,7 @@ fn toml_message(text: &str, e: &toml::de::Error) -> String {
         .replace("struct RawSchedule", "a [[schedule]] table")
         .replace("struct RawRetention", "the [retention] table")
         .replace("struct RawGearmonkey", "a [[gearmonkey]] table")
+        .replace("struct RawEtcd", "the [etcd] table")
         .replace("struct RawFile", "a table")
 }
 

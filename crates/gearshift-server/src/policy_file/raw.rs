@@ -44,6 +44,7 @@ pub(super) struct RawFile {
     access: Option<RawAccess>,
     #[serde(default)]
     gearmonkey: Vec<super::gearmonkey::RawGearmonkey>,
+    etcd: Option<super::etcd::RawEtcd>,
 }
 
 #[derive(Deserialize)]
@@ -210,6 +211,7 @@ impl RawFile {
             schedules,
             access: self.access.map(RawAccess::build).transpose()?,
             gearmonkey: super::gearmonkey::build(self.gearmonkey)?,
+            etcd: super::etcd::build(self.etcd)?,
         })
     }
 }

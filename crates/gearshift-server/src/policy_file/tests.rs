@@ -111,8 +111,31 @@ fn full_example() {
         }],
         access: None,
         gearmonkey: None,
+        etcd: None,
     };
     assert_eq!(file, expected);
+}
+
+#[test]
+fn the_etcd_table_is_checked() {
+    let text = "[etcd]\nendpoints = [\"http://127.0.0.1:2379\", \"https://e2:2379\"]\nprefix = \"/q/\"\nharvest_after = 30\nlayout = \"split\"\n";
+    let e = parse(text).expect("valid").etcd.expect("present");
+    assert_eq!(e.endpoints, ["http://127.0.0.1:2379", "https://e2:2379"]);
+    assert_eq!(
+        (e.prefix.as_deref(), e.harvest_after),
+        (Some("/q/"), Some(30))
+    );
+    assert_eq!(e.layout.as_deref(), Some("split"));
+    assert_eq!(parse("").expect("empty").etcd, None);
+    for (bad, line) in [
+        ("[etcd]\nendpoints = [\"127.0.0.1:2379\"]\n", "line 2"),
+        ("[etcd]\nlayout = \"three\"\n", "line 2"),
+        ("[etcd]\n\nharvest_after = 0\n", "line 3"),
+        ("[etcd]\nendpoint = \"http://x:1\"\n", "line 2"),
+    ] {
+        let e = parse(bad).expect_err(bad).to_string();
+        assert!(e.contains(line), "{bad}: {e}");
+    }
 }
 
 #[test]
@@ -484,6 +507,25 @@ fn shipped_example_parses() {
     assert_eq!(file.policies.rules.len(), 2);
     assert_eq!(file.schedules.len(), 1);
     assert_eq!(file.gearmonkey, None, "the bridge is off until uncommented");
+    assert_eq!(file.etcd, None, "so is the etcd bridge");
+}
+
+#[test]
+fn shipped_example_etcd_table_parses_uncommented() {
+    let example = include_str!("../../../../docs/gearshift.example.toml");
+    let start = example.find("# [etcd]").expect("the example has one");
+    let section: String = example[start..]
+        .lines()
+        .take_while(|l| l.starts_with("# "))
+        .map(|l| format!("{}\n", &l[2..]))
+        .collect();
+    let e = parse(&section).expect("the table parses").etcd;
+    let e = e.expect("an [etcd] table");
+    assert_eq!(e.endpoints, ["http://127.0.0.1:2379"]);
+    assert_eq!(
+        (e.harvest_after, e.layout.as_deref()),
+        (Some(60), Some("single"))
+    );
 }
 
 #[test]

@@ -3,9 +3,8 @@
 //! server's own first plaintext listener, and stops it after the server;
 //! its counters join `/metrics`.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use gearshift_gearmonkey::glob::Routing;
 use gearshift_gearmonkey::stats::Stats;
@@ -13,8 +12,8 @@ use gearshift_gearmonkey::BridgeConfig;
 use gearshift_server::policy_file::GearmonkeyDecl;
 use gearshift_server::StoreConfig;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
+use super::bridges::{loopback, Running};
 use super::ServeArgs;
 
 /// Where the bridge's settings came from, for a SIGHUP's reload of the
@@ -87,9 +86,6 @@ pub(super) fn config(
     gearshift_gearmonkey::check(&config).map_err(|e| e.to_string())?;
     Ok(Some(Planned { config, origin }))
 }
-
-/// A running bridge: its stop switch, its task, and what a SIGHUP changes.
-pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>, Reroute)>;
 
 /// Puts a reloaded file's `[[gearmonkey]]` globs and routes in force.
 #[derive(Clone)]
@@ -190,19 +186,6 @@ fn instance(store: &StoreConfig) -> String {
     }
 }
 
-/// A listener's address as the bridge reaches it: a wildcard one over loopback.
-fn reachable(addr: SocketAddr) -> SocketAddr {
-    match addr.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
-        }
-        _ => addr,
-    }
-}
-
 /// Starts the bridge once the server listens at `addrs` (and `http`, whose
 /// event stream wakes it).
 pub(super) fn start(
@@ -210,19 +193,19 @@ pub(super) fn start(
     addrs: &[SocketAddr],
     http: Option<SocketAddr>,
     store: &StoreConfig,
-) -> Result<Running, String> {
+) -> Result<(Running, Option<Reroute>), String> {
     let Some(Planned {
         config: mut cfg,
         origin,
     }) = config
     else {
-        return Ok(None);
+        return Ok((None, None));
     };
-    let Some(first) = addrs.first() else {
+    let Some(gearman) = loopback(addrs) else {
         return Err("--gearmonkey needs a plaintext Gearman listener to speak to".into());
     };
-    cfg.gearman = reachable(*first);
-    cfg.http = http.map(reachable);
+    cfg.gearman = gearman;
+    cfg.http = http.and_then(|a| loopback(&[a]));
     cfg.instance = instance(store);
     let (tx, rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());
@@ -238,31 +221,7 @@ pub(super) fn start(
         origin,
         tx: Arc::new(routing_tx),
     };
-    Ok(Some((tx, task, reroute)))
-}
-
-/// The server's stop future, made to stop the bridge first: the bridge's
-/// own Gearman jobs must not hold up a graceful stop.
-pub(super) fn stop_first(
-    running: &Running,
-    stop: impl std::future::Future<Output = ()>,
-) -> impl std::future::Future<Output = ()> {
-    let tx = running.as_ref().map(|(tx, _, _)| tx.clone());
-    async move {
-        stop.await;
-        if let Some(tx) = tx {
-            let _ = tx.send(true);
-        }
-    }
-}
-
-/// Stops the bridge (it takes Gearshift's share out of the roll call),
-/// waiting a few seconds at most.
-pub(super) async fn stop(running: Running) {
-    if let Some((tx, task, _)) = running {
-        let _ = tx.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
-    }
+    Ok((Some((tx, task)), Some(reroute)))
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ use gearshift_store::Durability;
 
 use crate::logging::{LogFile, LogFormat};
 
+mod bridges;
+mod etcd;
 mod gearmonkey;
 mod values;
 use values::{
@@ -151,7 +153,8 @@ pub struct ServeArgs {
     #[arg(long)]
     http_public_read: bool,
     /// This node's name in a cluster (PostgreSQL store); default the
-    /// address other nodes reach it at.
+    /// address other nodes reach it at. With --etcd, its name in the
+    /// registry's `gearshift-<node>` entries (default `<host>-<port>`).
     #[arg(long)]
     node_name: Option<String>,
     /// `HOST:PORT` other cluster nodes reach this node's Gearman listener
@@ -174,6 +177,8 @@ pub struct ServeArgs {
     /// chain to (default: the public roots).
     #[arg(long, value_name = "FILE")]
     gearmonkey_ca: Option<PathBuf>,
+    #[command(flatten)]
+    etcd: etcd::EtcdArgs,
 }
 
 /// The HTTP listener's settings from the flags; `None`: off.
@@ -352,6 +357,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         None => policy_file::PolicyFile::default(),
     };
     let gearmonkey_file = jobs.gearmonkey.clone();
+    let etcd_file = jobs.etcd.clone();
     let jobs = crate::hangup::reload_of(jobs, &admin_allow);
     let mut listen = listen_addrs(&args)?;
     let (tls, tls_listen) = tls_config(&args, &mut listen)?;
@@ -391,9 +397,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let pid_file = args.pid_file.clone();
     let config_path = args.config.clone();
     let gearmonkey = gearmonkey::config(&args, gearmonkey_file)?;
+    let etcd = etcd::config(&args.etcd, etcd_file, args.node_name.as_deref())?;
     if matches!(cfg.store, StoreConfig::Postgres { .. }) {
         if gearmonkey.is_some() {
             return Err("--gearmonkey is not supported on a PostgreSQL cluster node yet".into());
+        }
+        if etcd.is_some() {
+            return Err("--etcd is not supported on a PostgreSQL cluster node yet".into());
         }
         let cluster = ClusterConfig {
             name: args.node_name.clone(),
@@ -444,14 +454,15 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if addrs.iter().chain(&server.tls_addrs()).all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
-        let bridge = gearmonkey::start(gearmonkey, &addrs, server.http_addr(), &cfg_store)?;
-        let reroute = bridge.as_ref().map(|(_, _, r)| r.clone());
+        let (bridge, reroute) = gearmonkey::start(gearmonkey, &addrs, server.http_addr(), &cfg_store)?;
         let on_gearmonkey = reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
         tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file, on_gearmonkey));
-        let stop = gearmonkey::stop_first(&bridge, shutdown_signal(pid_file));
+        let etcd_bridge = etcd::start(etcd, &addrs, server.events())?;
+        let stop = bridges::stop_first(&[&bridge, &etcd_bridge], shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;
-        gearmonkey::stop(bridge).await;
+        bridges::stop(bridge).await;
+        bridges::stop(etcd_bridge).await;
         Ok::<(), String>(())
     });
     if let Some(path) = &args.pid_file {

@@ -1,0 +1,166 @@
+//! Gearshift's workers in the etcd registry: one entry per Gearman worker
+//! connection (`<P>workers/gearshift-<node>-<conn>`, from the server's
+//! `worker_joined`/`worker_left` events), `Job` from the supervisor,
+//! `Heartbeat` every third of harvest_after, `DEAD` when it disconnects.
+//! The bridge has an entry of its own (`gearshift-<node>`, `Role`
+//! `gearshift-bridge`): harvesting it puts back every job it claimed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::doc::WorkerDoc;
+use crate::stats::Stats;
+use crate::store::Write;
+use crate::supervisor::JobsByFd;
+use crate::time::now_text;
+use crate::{job, ServerEvent, Shared};
+
+/// The `Role` of the bridge's own entry.
+pub const BRIDGE_ROLE: &str = "gearshift-bridge";
+
+struct Entry {
+    key: String,
+    doc: WorkerDoc,
+    fd: i64,
+    job: Option<String>,
+    /// The last write failed: written again on the next heartbeat.
+    dirty: bool,
+}
+
+/// Writes an entry (unconditionally: this Gearshift is alive, so an entry a
+/// harvester marked `DEAD` during an outage comes back `ALIVE`).
+async fn put(shared: &Shared, e: &mut Entry) {
+    let w = Write {
+        put: vec![(e.key.clone(), e.doc.to_vec())],
+        ..Write::default()
+    };
+    match shared.etcd.write(&w).await {
+        Ok(_) => e.dirty = false,
+        Err(err) => {
+            if !e.dirty {
+                tracing::warn!(key = e.key, "etcd: cannot write a worker entry: {err}");
+            }
+            Stats::bump(&shared.stats.etcd_errors);
+            e.dirty = true;
+        }
+    }
+}
+
+/// Runs until `stop`; then puts back the jobs still running here and
+/// marks every entry `DEAD`.
+pub async fn run(
+    shared: Arc<Shared>,
+    mut events: mpsc::UnboundedReceiver<ServerEvent>,
+    mut jobs: mpsc::UnboundedReceiver<JobsByFd>,
+    mut stop_rx: watch::Receiver<bool>,
+) {
+    let mut bridge = Entry {
+        key: shared.keys.worker(&shared.owner),
+        doc: WorkerDoc::bridge(&shared.owner, &shared.gearman.ip().to_string(), &now_text()),
+        fd: -1,
+        job: None,
+        dirty: true,
+    };
+    put(&shared, &mut bridge).await;
+    let mut conns: HashMap<u64, Entry> = HashMap::new();
+    let mut gone: Vec<Entry> = Vec::new();
+    let beat = (shared.cfg.harvest_after / 3).max(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(beat);
+    let mut events_open = true;
+    loop {
+        tokio::select! {
+            ev = events.recv(), if events_open => match ev {
+                Some(ServerEvent::WorkerJoined { id, fd, label, address }) => {
+                    let instance = format!("{}-{id}", shared.owner);
+                    let mut e = Entry {
+                        key: shared.keys.worker(&instance),
+                        doc: WorkerDoc::new(&label, &instance, &address, &now_text()),
+                        fd,
+                        job: None,
+                        dirty: true,
+                    };
+                    put(&shared, &mut e).await;
+                    conns.insert(id, e);
+                }
+                Some(ServerEvent::WorkerLeft { id }) => {
+                    if let Some(mut e) = conns.remove(&id) {
+                        e.doc.mark_dead();
+                        e.doc.set_job(None);
+                        put(&shared, &mut e).await;
+                        if e.dirty {
+                            gone.push(e);
+                        }
+                    }
+                }
+                Some(ServerEvent::Retrying { handle, at_ms }) => {
+                    tokio::spawn(job::retrying(shared.clone(), handle, at_ms));
+                }
+                Some(ServerEvent::Lagged) => {
+                    tracing::warn!("etcd: fell behind the server's worker events; some entries may be missing until they reconnect");
+                }
+                None => events_open = false,
+            },
+            Some(map) = jobs.recv() => {
+                for e in conns.values_mut() {
+                    let now = map.get(&e.fd);
+                    if now.map(|(id, _)| id) != e.job.as_ref() {
+                        e.job = now.map(|(id, _)| id.clone());
+                        e.doc.set_job(e.job.as_deref());
+                        put(&shared, e).await;
+                        if let (Some((_, handle)), Some(instance)) = (now, e.doc.instance()) {
+                            let owner = instance.to_owned();
+                            tokio::spawn(job::set_owner(shared.clone(), handle.clone(), owner));
+                        }
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                let now = now_text();
+                bridge.doc.set_heartbeat(&now);
+                put(&shared, &mut bridge).await;
+                for e in conns.values_mut() {
+                    e.doc.set_heartbeat(&now);
+                    put(&shared, e).await;
+                }
+                let mut still = Vec::new();
+                for mut e in gone.drain(..) {
+                    put(&shared, &mut e).await;
+                    if e.dirty {
+                        still.push(e);
+                    }
+                }
+                gone = still;
+            }
+            _ = stop_rx.changed() => break,
+        }
+    }
+    stop(&shared, bridge, conns).await;
+}
+
+/// The way out: running jobs back to `QUEUED`, every entry `DEAD`, within a
+/// few seconds (a graceful stop never waits on etcd for long).
+async fn stop(shared: &Shared, mut bridge: Entry, conns: HashMap<u64, Entry>) {
+    let held: Vec<_> = shared.running().values().map(|r| r.held.clone()).collect();
+    let work = async {
+        for h in &held {
+            job::put_back(shared, h, "gearshift stopped").await;
+            h.lock().await.lost = true;
+        }
+        for mut e in conns.into_values() {
+            e.doc.mark_dead();
+            e.doc.set_job(None);
+            put(shared, &mut e).await;
+        }
+        bridge.doc.mark_dead();
+        put(shared, &mut bridge).await;
+    };
+    if tokio::time::timeout(Duration::from_secs(3), work)
+        .await
+        .is_err()
+    {
+        tracing::warn!("etcd: stopped before every entry was marked DEAD; harvesters will");
+    }
+}

@@ -1,0 +1,139 @@
+//! The bridge itself (feature `etcd`): settings checked at start, files
+//! read, and the server's events forwarded.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gearshift_etcd::keys::Layout;
+use gearshift_etcd::stats::Stats;
+use gearshift_etcd::BridgeConfig;
+use gearshift_server::events::EventBus;
+use gearshift_server::policy_file::EtcdDecl;
+use tokio::sync::watch;
+
+use super::EtcdArgs;
+use crate::serve::bridges::{loopback, Running};
+
+/// The checked settings, and this node's name if `--node-name` gave one.
+pub(in crate::serve) type Config = (BridgeConfig, Option<String>);
+
+fn read(flag: &str, path: &std::path::Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+}
+
+/// The settings from the flags and the `[etcd]` table (flags win); `None`
+/// when neither asks for the bridge.
+pub(in crate::serve) fn config(
+    args: &EtcdArgs,
+    file: Option<EtcdDecl>,
+    node: Option<&str>,
+) -> Result<Option<Config>, String> {
+    if !args.wanted(file.as_ref()) {
+        return Ok(None);
+    }
+    let file = file.unwrap_or_default();
+    let endpoints = if args.etcd.is_empty() {
+        file.endpoints
+    } else {
+        args.etcd.clone()
+    };
+    if endpoints.is_empty() {
+        return Err("[etcd] needs endpoints (or --etcd URL)".into());
+    }
+    let path = |flag: &Option<std::path::PathBuf>, file: Option<String>| {
+        flag.clone().or(file.map(std::path::PathBuf::from))
+    };
+    let ca = match path(&args.etcd_ca, file.ca) {
+        Some(p) => Some(read("--etcd-ca", &p)?),
+        None => None,
+    };
+    let identity = match (
+        path(&args.etcd_cert, file.cert),
+        path(&args.etcd_key, file.key),
+    ) {
+        (Some(c), Some(k)) => Some((read("--etcd-cert", &c)?, read("--etcd-key", &k)?)),
+        (None, None) => None,
+        _ => return Err("--etcd-cert and --etcd-key go together".into()),
+    };
+    let user = match (
+        args.etcd_user.clone().or(file.user),
+        args.etcd_password.clone().or(file.password),
+    ) {
+        (Some(u), Some(p)) => Some((u, p)),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err("--etcd-user needs --etcd-password (or GEARSHIFT_ETCD_PASSWORD)".into())
+        }
+        (None, Some(_)) => return Err("--etcd-password needs --etcd-user".into()),
+    };
+    let layout_word = args
+        .etcd_layout
+        .clone()
+        .or(file.layout)
+        .unwrap_or_else(|| "single".into());
+    let layout = Layout::parse(&layout_word)
+        .ok_or_else(|| format!("--etcd-layout {layout_word}: single or split"))?;
+    let config = BridgeConfig {
+        endpoints,
+        prefix: args
+            .etcd_prefix
+            .clone()
+            .or(file.prefix)
+            .unwrap_or_else(|| "/".into()),
+        user,
+        ca,
+        identity,
+        function_field: args
+            .etcd_function_field
+            .clone()
+            .or(file.function_field)
+            .unwrap_or_else(|| "Function".into()),
+        default_function: args
+            .etcd_default_function
+            .clone()
+            .or(file.default_function)
+            .unwrap_or_else(|| "etcd-job".into()),
+        harvest_after: Duration::from_secs(
+            args.etcd_harvest_after.or(file.harvest_after).unwrap_or(60),
+        ),
+        layout,
+        node: String::new(),
+        gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    gearshift_etcd::check(&config).map_err(|e| e.to_string())?;
+    Ok(Some((config, node.map(str::to_owned))))
+}
+
+/// Starts the bridge once the server listens at `addrs`.
+pub(in crate::serve) fn start(
+    config: Option<Config>,
+    addrs: &[SocketAddr],
+    bus: Arc<EventBus>,
+) -> Result<Running, String> {
+    let Some((mut cfg, node)) = config else {
+        return Ok(None);
+    };
+    let gearman = loopback(addrs).ok_or("--etcd needs a plaintext Gearman listener to speak to")?;
+    cfg.gearman = gearman;
+    // The node names this Gearshift's entries: stable across restarts on
+    // the same host and port, distinct for two servers on one host.
+    cfg.node = node.unwrap_or_else(|| {
+        format!(
+            "{}-{}",
+            gethostname::gethostname().to_string_lossy(),
+            gearman.port()
+        )
+    });
+    let (tx, rx) = watch::channel(false);
+    let stats = Arc::new(Stats::default());
+    let section = stats.clone();
+    gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
+    let events = gearshift_etcd::events::forward(&bus);
+    let task = tokio::spawn(async move {
+        if let Err(e) = gearshift_etcd::run(cfg, stats, events, rx).await {
+            tracing::error!("{e}");
+        }
+    });
+    Ok(Some((tx, task)))
+}
