@@ -6,6 +6,7 @@
 //! start, this node's entries from a previous run are taken at once.
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +34,51 @@ pub async fn run(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(every).await;
         let _ = round(&shared, Mode::Stale, &mut reported).await;
+        if shared.unsure_claims.swap(false, Ordering::Relaxed) && !orphans(&shared).await {
+            shared.unsure_claims.store(true, Ordering::Relaxed);
+        }
     }
+}
+
+/// Puts back jobs `STARTED` under this bridge's own name that no task of
+/// it holds: claims whose reply was lost and that applied after all.
+/// Fenced on each job's revision. False when etcd could not be read.
+async fn orphans(shared: &Shared) -> bool {
+    let jobs = match shared
+        .etcd
+        .range(&shared.keys.job_dir(State::Started))
+        .await
+    {
+        Ok((j, _)) => j,
+        Err(e) => {
+            Stats::bump(&shared.stats.etcd_errors);
+            tracing::debug!("etcd: cannot list the jobs: {e}");
+            return false;
+        }
+    };
+    for j in jobs {
+        let Some(id) = j.key.rsplit('/').next() else {
+            continue;
+        };
+        let Ok(doc) = JobDoc::parse(&j.value) else {
+            continue;
+        };
+        if doc.state() != Ok(State::Started)
+            || doc.owner() != Some(shared.owner.as_str())
+            || shared.queue().is_held(id)
+        {
+            continue;
+        }
+        let mut back = doc.clone();
+        back.requeue("gearshift lost its claim", &now_text());
+        let mut write = Write::default();
+        add_requeue(shared, &mut write, id, &j, &back);
+        if let Ok(Some(_)) = shared.etcd.write(&write).await {
+            Stats::bump(&shared.stats.jobs_harvested);
+            tracing::warn!(key = j.key, "etcd: put back a claim whose reply was lost");
+        }
+    }
+    true
 }
 
 /// Takes this node's entries from a previous run (before anything is

@@ -5,6 +5,7 @@
 //! later change fenced on the revision of its own previous write, so a job
 //! taken away (harvested) cannot be written by its old owner.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,9 @@ pub struct Held {
     uncertain: Option<(String, Vec<u8>)>,
     /// Taken away: nothing more is written.
     pub lost: bool,
+    /// Retries announced so far (a later one supersedes an earlier one's
+    /// wait).
+    retries: u64,
 }
 
 /// Why a fenced write did not apply.
@@ -83,11 +87,21 @@ pub async fn write_held(
             Ok(None) => {
                 // A lost reply may have applied the last write: then it is ours.
                 if let Some((k, v)) = held.uncertain.take() {
-                    if let Ok(Some(e)) = shared.etcd.get(&k).await {
-                        if e.value == v {
+                    match shared.etcd.get(&k).await {
+                        Ok(Some(e)) if e.value == v => {
                             held.key = k;
                             held.rev = e.mod_rev;
+                            if v == bytes {
+                                held.doc = doc;
+                                return Ok(());
+                            }
                             continue;
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            // Still unknown: asked again next time.
+                            held.uncertain = Some((k, v));
+                            return Err(WriteError::Etcd);
                         }
                     }
                 }
@@ -173,15 +187,15 @@ impl Slot<'_> {
     }
 }
 
-/// The claim: `Owner` and `STARTED`, compared on the revision read.
 /// How a claim went.
 enum Claim {
     Won(Held),
     Lost,
-    /// etcd did not answer: the job may be tried again.
+    /// It did not apply, for want of an answer: the job may be tried again.
     Failed,
 }
 
+/// The claim: `Owner` and `STARTED`, compared on the revision read.
 async fn claim(shared: &Shared, c: &Candidate) -> Claim {
     let mut doc = c.doc.clone();
     doc.claim(&shared.owner, &now_text());
@@ -204,11 +218,20 @@ async fn claim(shared: &Shared, c: &Candidate) -> Claim {
         Err(e) => {
             Stats::bump(&shared.stats.etcd_errors);
             tracing::warn!(key = c.key, "etcd: claim failed: {e}");
-            // Its reply may be what was lost: look.
-            match shared.etcd.get(&key).await {
-                Ok(Some(e)) if e.value == bytes => e.mod_rev,
-                Ok(_) => return Claim::Lost,
-                Err(_) => return Claim::Failed,
+            // Its reply may be what was lost: look, once etcd answers (a
+            // claim that applied unseen would leave the job STARTED here
+            // with no one running it).
+            loop {
+                match shared.etcd.get(&key).await {
+                    Ok(Some(e)) if e.value == bytes => break e.mod_rev,
+                    Ok(_) => {
+                        // It may yet apply (etcd can commit a timed-out
+                        // request): the harvester looks for it.
+                        shared.unsure_claims.store(true, Ordering::Relaxed);
+                        return Claim::Failed;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                }
             }
         }
     };
@@ -219,6 +242,7 @@ async fn claim(shared: &Shared, c: &Candidate) -> Claim {
         doc,
         uncertain: None,
         lost: false,
+        retries: 0,
     })
 }
 
@@ -312,6 +336,10 @@ async fn run_one(slot: &mut Slot<'_>, c: Candidate) {
         Some((success, info)) => {
             let mut h = held.lock().await;
             let mut doc = h.doc.clone();
+            if doc.state() == Ok(State::Queued) {
+                // A retry ran before its STARTED was written.
+                restart(shared, &mut doc);
+            }
             if let Some(t) = pending {
                 doc.set_step(&t);
             }
@@ -361,9 +389,20 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
         return;
     };
     let when = crate::time::format_ms(at_ms);
+    let mine;
     let queued = {
         let mut h = held.lock().await;
         let mut doc = h.doc.clone();
+        match doc.state() {
+            Ok(State::Started) => {}
+            // The run before this failure started before its STARTED was
+            // written (its wait had not ended): it ran, so say so first.
+            Ok(State::Queued) => restart(&shared, &mut doc),
+            // Ended meanwhile: nothing to say.
+            _ => return,
+        }
+        h.retries += 1;
+        mine = h.retries;
         doc.push_retry(&format!("retry at {when}"), &now_text());
         write_held_surely(&shared, &mut h, doc, State::Queued).await
     };
@@ -372,9 +411,13 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
         let wait = at_ms.saturating_sub(crate::time::now_ms()).max(0);
         tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
         let mut h = held.lock().await;
+        if h.lost || h.retries != mine || h.doc.state() != Ok(State::Queued) {
+            // Ended first (its end wrote STARTED itself), taken away, or
+            // a later retry took over.
+            return;
+        }
         let mut doc = h.doc.clone();
-        let owner = doc.owner().unwrap_or(&shared.owner).to_owned();
-        doc.claim(&owner, &now_text());
+        restart(&shared, &mut doc);
         if write_held_surely(&shared, &mut h, doc, State::Started)
             .await
             .is_ok()
@@ -384,6 +427,12 @@ pub async fn retrying(shared: Arc<Shared>, handle: String, at_ms: i64) {
     }
     // Someone else has it now: this run must not go on.
     shared.admin.cancel_job(&handle).await;
+}
+
+/// `STARTED` again after this bridge's retry `QUEUED`, `Owner` kept.
+fn restart(shared: &Shared, doc: &mut JobDoc) {
+    let owner = doc.owner().unwrap_or(&shared.owner).to_owned();
+    doc.claim(&owner, &now_text());
 }
 
 /// The job runs on the worker whose entry is `owner`: `Owner` names it, as

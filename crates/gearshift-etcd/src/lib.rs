@@ -136,6 +136,9 @@ pub(crate) struct Shared {
     running: Mutex<HashMap<String, Running>>,
     /// `gearshift-<node>`: the claims' `Owner` and the bridge's entry.
     owner: String,
+    /// A claim went unanswered: the next harvest round looks for a claim
+    /// of this bridge that applied unseen (a job `STARTED` by no task).
+    unsure_claims: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -228,6 +231,7 @@ pub async fn run(
         queue: Mutex::default(),
         wake: Notify::new(),
         running: Mutex::default(),
+        unsure_claims: std::sync::atomic::AtomicBool::new(false),
     });
     tracing::info!(
         "etcd bridge: {:?}, prefix {}, node {}",

@@ -146,6 +146,11 @@ impl Queue {
         }
     }
 
+    /// Whether this bridge holds the job (it is between take and unhold).
+    pub fn is_held(&self, id: &str) -> bool {
+        self.held.contains_key(id)
+    }
+
     /// A held job whose claim failed for want of an answer: offered again
     /// when it is unheld, unless the watch has said something newer.
     pub fn retry(&mut self, function: String, c: Candidate) {
@@ -203,6 +208,7 @@ mod tests {
         assert_eq!(q.take().len(), 1);
         q.offer("f".into(), cand("1", 5));
         assert_eq!(q.functions().count(), 0, "held: not offered twice");
+        assert!(q.is_held("1") && !q.is_held("2"));
         q.done("f", "1");
         let again = q.take();
         assert_eq!(again.len(), 1);
