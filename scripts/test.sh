@@ -85,15 +85,18 @@ fi
 # and link). Every cargo command below shares these, so none rebuilds.
 export CARGO_INCREMENTAL=0
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+# The etcd bridge is a feature (its build needs protoc); every build below
+# has it, so the tests cover it and nothing is built twice.
+FEATURES="--features gearshift/etcd"
 
 stage "cargo fmt --check"
 cargo fmt --all -- --check
 
 stage "cargo clippy"
-cargo clippy --workspace --all-targets --features gearshift/etcd --quiet -- -D warnings
+cargo clippy --workspace --all-targets $FEATURES --quiet -- -D warnings
 
 stage "cargo test: build"
-cargo test --workspace --no-run --quiet
+cargo test --workspace $FEATURES --no-run --quiet
 
 # Two ways to run the hub: on this 2-core machine the default is one I/O
 # thread that runs the hub itself; with more cores (or --io-threads N) the
@@ -109,7 +112,7 @@ cargo test --workspace --no-run --quiet
 #     packaging, soak, dashboard) in the default mode.
 stage "cargo test"
 status=0
-cargo test --workspace --no-fail-fast --quiet 2>&1 | tee /tmp/gearshift-cargo-test.log || status=$?
+cargo test --workspace $FEATURES --no-fail-fast --quiet 2>&1 | tee /tmp/gearshift-cargo-test.log || status=$?
 record "rust" "$status" "$(rust_counts /tmp/gearshift-cargo-test.log)"
 
 stage "store checks that need (or must lack) root"
@@ -117,7 +120,7 @@ stage "store checks that need (or must lack) root"
 # where they apply: as root the tmpfs mounts, else the read-only directory.
 status=0
 if [ "$(id -u)" -eq 0 ]; then only=disk_full; else only=faults; fi
-cargo test --workspace --test "$only" --quiet -- --ignored 2>&1 \
+cargo test --workspace $FEATURES --test "$only" --quiet -- --ignored 2>&1 \
   | tee /tmp/gearshift-cargo-privileged.log || status=$?
 record "rust, store privilege checks" "$status" "$(rust_counts /tmp/gearshift-cargo-privileged.log)"
 
@@ -125,7 +128,7 @@ stage "server and client suites again with 3 I/O threads sharing the hub"
 # The test binaries built above run again as they are (`cargo test -p`
 # would build both crates again, with the features of those two packages
 # alone).
-cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
+cargo test --workspace $FEATURES --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, os, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -144,7 +147,7 @@ done < /tmp/gearshift-test-binaries.txt
 record "rust server+client, 3 I/O threads" "$status" "$(rust_counts /tmp/gearshift-cargo-test-threads.log)"
 
 stage "differential suite against target/debug/gearshift and gearmand 1.1.20"
-cargo build --quiet -p gearshift
+cargo build --quiet -p gearshift $FEATURES
 # --verbose ERROR: gearmand's default level, so `verbose` answers alike in the
 # differential suite; --store memory: gearmand's default queue, and every test
 # server starts empty (the durable store has its own restart and crash tests).
@@ -180,11 +183,9 @@ GEARSHIFT="$PWD/target/debug/gearshift" suite "gearmonkey" /tmp/gearshift-gearmo
   timeout -k 10 300 python3 tests/gearmonkey/test_gearmonkey.py
 
 stage "etcd suite: the etcd bridge against a real etcd"
-# The binary with the bridge (the feature is off by default); later stages
-# use it too. Its own etcd per test (free ports, temp data dir); the seed's
+# Its own etcd per test (free ports, temp data dir); the seed's
 # queue in Python on etcd's JSON gateway (tests/etcd/etcdqueue.py), proven
 # alone first; PHP, Perl and CLI workers on the Gearman side.
-cargo build --quiet -p gearshift --features gearshift/etcd
 suite "etcd harness" /tmp/gearshift-etcd-harness.log \
   timeout -k 10 120 python3 tests/etcd/test_harness.py
 GEARSHIFT="$PWD/target/debug/gearshift" suite "etcd" /tmp/gearshift-etcd.log \

@@ -14,8 +14,8 @@ if ! cargo deb --version >/dev/null 2>&1; then
   cargo install cargo-deb --locked --quiet --debug
 fi
 case "$PROFILE" in
-  release) cargo build --release --quiet -p gearshift; dir=target/release ;;
-  dev) cargo build --quiet -p gearshift; dir=target/debug ;;
+  release) cargo build --release --quiet -p gearshift --features etcd; dir=target/release ;;
+  dev) cargo build --quiet -p gearshift --features etcd; dir=target/debug ;;
   *) echo "PROFILE is release or dev" >&2; exit 2 ;;
 esac
 # Man pages and completions come from the binary's own clap definitions.
