@@ -83,8 +83,17 @@ async fn retries_and_dead_jobs_survive_restarts() {
     let (got, _) = grab(&mut worker).await.expect("job");
     assert_eq!(got, h);
     worker.send(&fail(&h)).await;
+    // The admin connection may sit on another I/O thread than the worker's,
+    // so its question can overtake the WORK_FAIL: ask until it has landed.
     let mut admin = server.connect().await;
-    let shown = admin.admin_list(&format!("show job {hs}")).await;
+    let mut shown = String::new();
+    for _ in 0..100 {
+        shown = admin.admin_list(&format!("show job {hs}")).await;
+        if field(&shown, "state") != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(field(&shown, "state"), "retrying", "{shown}");
     server.stop().await;
 
