@@ -18,23 +18,34 @@ pub enum Input {
     Admin(AdminCommand),
 }
 
-impl From<Frame> for Input {
-    /// A decoded frame as the core takes it: a packet parsed into a request
-    /// (or refused), a text line parsed as an admin command.
-    #[inline]
-    fn from(frame: Frame) -> Self {
-        match frame {
-            // A plain submission (the busiest packet) is read in place and
-            // built where it lands, with no intermediate result to move.
+impl Input {
+    /// Gives `feed` the input a decoded frame stands for: a packet parsed
+    /// into a request (or refused), a text line parsed as an admin command.
+    /// A plain submission (the busiest packet) is read in place and handed
+    /// over from its own call, so where `feed` is inlined the compiler knows
+    /// its kind and passes it on without assembling or copying a whole
+    /// `Input`.
+    #[inline(always)]
+    pub fn feed<R>(frame: Frame, feed: impl FnOnce(Input) -> R) -> R {
+        let other = match frame {
             Frame::Packet(p) => match Submission::cut(p) {
-                Ok(s) => Input::Request(Request::Submit(s)),
+                Ok(s) => return feed(Input::Request(Request::Submit(s))),
                 Err(p) => match Request::parse(&p) {
                     Ok(r) => Input::Request(r),
                     Err(e) => Input::Invalid(e),
                 },
             },
             Frame::Text(line) => Input::Admin(parse_admin(&line)),
-        }
+        };
+        feed(other)
+    }
+}
+
+impl From<Frame> for Input {
+    /// A decoded frame as the core takes it ([`Input::feed`]).
+    #[inline]
+    fn from(frame: Frame) -> Self {
+        Input::feed(frame, |input| input)
     }
 }
 

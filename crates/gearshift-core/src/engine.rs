@@ -172,7 +172,7 @@ impl Core {
     }
 
     /// One input from a connection.
-    #[inline]
+    #[inline(always)]
     pub fn handle(&mut self, conn: ConnId, input: Input, now: Millis) {
         self.now = self.now.max(now);
         match input {
@@ -187,6 +187,9 @@ impl Core {
         }
     }
 
+    /// Every input but a submission: kept out of line, so the driver's
+    /// reading loop that [`Core::handle`] is inlined into stays small.
+    #[inline(never)]
     fn handle_other(&mut self, conn: ConnId, input: Input, now: Millis) {
         let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
         let fail = matches!(input, Input::Request(Request::WorkFail { .. }));
