@@ -6,7 +6,7 @@
 //! Every entry point takes `now` and appends [`Effect`]s; the driver drains
 //! them with [`Core::take_effects`] and carries them out in order.
 
-use gearshift_proto::{Request, Response};
+use gearshift_proto::{Progress, Request, Response};
 
 use crate::config::CoreConfig;
 use crate::conn::{Conn, ConnInfo, Rights};
@@ -205,7 +205,7 @@ impl Core {
             Input::Invalid(err) => {
                 self.send(conn, Response::error(err.code(), err.text()));
             }
-            Input::Admin(cmd) => self.admin(conn, cmd, now),
+            Input::Admin(cmd) => self.admin(conn, *cmd, now),
         }
     }
 
@@ -263,11 +263,14 @@ impl Core {
             Request::ResetAbilities => self.reset_abilities(conn),
             Request::PreSleep => self.pre_sleep(conn),
             Request::Grab(kind) => self.grab(conn, kind, now),
-            Request::WorkStatus {
-                handle,
-                numerator,
-                denominator,
-            } => self.work_status(conn, handle, numerator, denominator),
+            Request::WorkStatus(p) => {
+                let Progress {
+                    handle,
+                    numerator,
+                    denominator,
+                } = *p;
+                self.work_status(conn, handle, numerator, denominator)
+            }
             Request::WorkData { handle, data } => self.work_data(conn, handle, data, false),
             Request::WorkWarning { handle, data } => self.work_data(conn, handle, data, true),
             Request::WorkComplete { handle, data } => self.work_complete(conn, handle, data),
