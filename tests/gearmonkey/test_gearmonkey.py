@@ -24,6 +24,11 @@ sys.path.insert(0, HERE)
 
 from gm_harness import (CLIENTS, GEARSHIFT, PERL, PHP, REDIS_SERVER, Ctx,  # noqa: E402
                         wait_count)
+from gm_failures import (bad_input_is_logged_counted_and_kept,  # noqa: E402
+                         event_stream_wakes_the_bridge,
+                         kill9_gearshift_while_bridged_jobs_run, redis_gone_while_jobs_run_both_ways,
+                         redis_restart_under_load,
+                         roll_call_of_a_crashed_gearshift_is_corrected_by_another)
 import harness as h  # noqa: E402  (tests/interop, on the path gm_harness set)
 from harness import check, check_eq  # noqa: E402
 
@@ -125,9 +130,14 @@ max_delay = "100ms"
 jitter = false
 
 [[function]]
+match = "gm_hangs"
+max_attempts = 1
+timeout = "1s"
+
+[[function]]
 match = "gm_dies"
 max_attempts = 2
-retry_on = ["fail"]
+retry_on = ["fail", "exception"]
 backoff = "fixed"
 initial_delay = "100ms"
 max_delay = "100ms"
@@ -138,18 +148,43 @@ jitter = false
 def gm_job_gets_gearshift_retries(ctx):
     # flaky: WORK_FAIL on the first 2 runs of a workload, then success.
     ctx.php_worker("flaky", "gm_flaky", gate="2")
-    ctx.php_worker("flaky", "gm_dies", gate="5")
+    ctx.php_worker("flakyexc", "gm_dies", gate="5")
     h.wait_workers(ctx.port, "gm_flaky")
     h.wait_workers(ctx.port, "gm_dies")
     _, job = ctx.gm().run("gm_flaky", "w", blocking=True, timeout=20)
     check_eq((job.get(b"status"), job.get(b"output")), (b"success", b"ok:w:3"),
              "retried twice by Gearshift's policy")
-    _, job = ctx.gm().run("gm_dies", "d", blocking=True, timeout=20)
-    check_eq(job.get(b"status"), b"error", "failed for good after 2 attempts")
-    check(job.get(b"output"), "the last error as output: %r" % job)
+    check_eq(h.admin(ctx.port, "show dead"), ".\n", "a job that succeeded is not dead")
+    jid, job = ctx.gm().run("gm_dies", "d", blocking=True, timeout=20)
+    check_eq((job.get(b"status"), job.get(b"output")), (b"error", b"boom:d:2"),
+             "failed for good after 2 attempts, the last error as output")
     with open(ctx.path("php-gm_dies.log")) as f:
         runs = [line for line in f if line.startswith("d ")]
     check_eq(len(runs), 2, "runs of the job (max_attempts 2): %r" % runs)
+    # In Gearshift's dead set, marked as GearMonkey's by its unique.
+    dead = [line.split("\t") for line in h.admin(ctx.port, "show dead").splitlines()[:-1]]
+    check_eq([(d[1], d[2], d[4]) for d in dead], [("gm_dies", "2", "boom:d:2")],
+             "show dead: function, attempts, error")
+    with ctx.http("/api/v1/dead") as resp:
+        body = json.loads(resp.read().decode())
+    uniques = [j.get("unique") for j in body["dead"]]
+    check_eq(uniques, ["gearmonkey:gm_dies:%d" % jid], "the dead job's unique: %r" % body)
+    check_eq(ctx.r.llen("gearshift:processing:gm_dies"), 0, "processing list empty")
+    check_eq(h.admin(ctx.port, "show jobs"), ".\n", "no live job left in Gearshift")
+
+
+def gm_job_gets_gearshift_run_timeout(ctx):
+    # The policy's run timeout ends a bridged job that hangs: status error,
+    # and (one attempt only) Gearshift's dead set.
+    ctx.php_worker("hang", "gm_hangs")
+    h.wait_workers(ctx.port, "gm_hangs")
+    started = time.monotonic()
+    jid, job = ctx.gm().run("gm_hangs", "z", blocking=True, timeout=20)
+    check(time.monotonic() - started < 10, "ended by the 1 s timeout, not the worker")
+    check_eq(job.get(b"status"), b"error", "status: %r" % job)
+    check(b"timeout" in job.get(b"output", b""), "the timeout as output: %r" % job)
+    dead = h.admin(ctx.port, "show dead").splitlines()[:-1]
+    check_eq([d.split("\t")[1] for d in dead], ["gm_hangs"], "in the dead set: %r" % dead)
 
 
 def only_matching_functions_are_bridged(ctx):
@@ -354,126 +389,34 @@ def bridge_from_config_file_with_a_route(ctx):
     check_eq(ctx.r.lrange("queue:other:normal", 0, -1), [b"1"], "unmatched function untouched")
 
 
-# --------------------------------------------------------------------------
-# Failures
+RELOAD_BEFORE = """\
+[[gearmonkey]]
+url = "{url}"
+match = "a_*"
+"""
 
 
-def kill9_gearshift_while_bridged_jobs_run(ctx):
-    func = "gm_kill"
-    n = 12
-    events = ctx.r.pubsub(ignore_subscribe_messages=True)
-    events.subscribe("channel:%s" % func)
-    for i in range(n):
-        ctx.gm().run(func, "0.4")
-    ctx.php_worker("sleep", func)
-    ctx.php_worker("sleep", func)
-    h.wait_for(lambda: ctx.r.llen("gearshift:processing:%s" % func) > 0, 20, "jobs taken")
-    time.sleep(0.5)
-    os.kill(ctx.server.pid, signal.SIGKILL)
-    ctx.server.proc.wait(timeout=5)
-    check(ctx.r.llen("gearshift:processing:%s" % func) > 0, "jobs were in flight at the kill")
-    for p in list(ctx.procs):
-        p.stop()
-    # Back with the same data dir and Redis: every job ends success.
-    ctx.start_server()
-    wait_count(ctx, func, 0)
-    ctx.php_worker("sleep", func)
-    ctx.php_worker("sleep", func)
-    for jid in range(1, n + 1):
-        check_eq(ctx.wait_job(func, jid, timeout=40).get(b"status"), b"success", "job %d" % jid)
-    check_eq(ctx.r.llen("gearshift:processing:%s" % func), 0, "processing list empty")
-    wait_count(ctx, func, 2)
-    finishes = {}
-    quiet = time.monotonic() + 1.0
-    while time.monotonic() < quiet:
-        # (None also for the ignored subscribe confirmation: read until 1 s of quiet)
-        m = events.get_message(timeout=0.2)
-        if m is None:
-            continue
-        quiet = time.monotonic() + 1.0
-        kind, _, jid = m["data"].decode().partition(":")
-        if kind == "finish":
-            finishes[jid] = finishes.get(jid, 0) + 1
-    check_eq(finishes, {str(j): 1 for j in range(1, n + 1)},
-             "finish events: each job finished once on the Redis side")
-
-
-def redis_restart_under_load(ctx):
-    func = "gm_rr"
-    ctx.php_worker("rev", func)
-    h.wait_workers(ctx.port, func)
-    n = 60
-    for i in range(n // 2):
-        ctx.gm().run(func, "a%d" % i)
-    ctx.redis.stop()
-    time.sleep(1)
-    # Gearman keeps working while Redis is gone.
-    ctx.php_worker("rev", "plain")
-    check_eq(ctx.php_client("do", "normal", "plain", "abc").strip(), "RESULT:cba",
-             "Gearman side not blocked by a missing Redis")
-    ctx.redis.start()
-    for i in range(n // 2, n):
-        ctx.gm().run(func, "b%d" % i)
-    # (a take whose reply the restart cut off is swept back after 30 s: allow for it)
-    for jid in range(1, n + 1):
-        check_eq(ctx.wait_job(func, jid, timeout=60).get(b"status"), b"success", "job %d" % jid)
-    wait_count(ctx, func, 1)
-
-
-def redis_gone_while_jobs_run_both_ways(ctx):
-    # A bridged job finishes on its Gearman worker while Redis is down: the
-    # bridge keeps the result and writes it once Redis is back. A Gearman job
-    # on a GearMonkey worker waits out the outage and completes.
-    gate = ctx.path("gate")
-    ctx.php_worker("gated", "gone_in", gate=gate)
-    h.wait_workers(ctx.port, "gone_in")
-    jid = ctx.gm().run("gone_in", "x")
-    h.wait_for(lambda: ctx.r.hget("job:gone_in:%d" % jid, "status") == b"busy", 10, "running")
-    ctx.gm_worker("gone_out", "sleep")
-    wait_count(ctx, "gone_out", 1)
-    client = ctx.spawn(PHP + [os.path.join(CLIENTS, "client.php"), str(ctx.port), "do",
-                              "normal", "gone_out", "1.5"], "php-client-gone_out")
-    h.wait_for(lambda: ctx.r.get("uid:gone_out") == b"1", 10, "Gearman job written to Redis")
-    ctx.redis.stop()
-    open(gate, "w").close()
-    time.sleep(4)
-    # Gearman alone still works meanwhile.
-    ctx.php_worker("rev", "plain")
-    check_eq(ctx.php_client("do", "normal", "plain", "up").strip(), "RESULT:pu", "Gearman side")
-    ctx.redis.start()
-    check_eq(ctx.wait_job("gone_in", jid, timeout=60).get(b"output"), b"gated:x",
-             "result written after the outage")
-    check_eq(client.wait(timeout=30), 0, "Gearman client exit status")
-    check_eq(client.stdout().strip(), "RESULT:slept:1.5", "Gearman client's result")
-    check_eq(ctx.r.llen("gearshift:processing:gone_in"), 0, "processing list empty")
-
-
-def bad_input_is_logged_counted_and_kept(ctx):
-    func = "gm_bad"
-    r = ctx.r
-    r.lpush("queue:%s:normal" % func, "not-a-number")
-    r.lpush("queue:%s:normal" % func, "999")  # names no job hash
-    r.hset("job:%s:5" % func, "status", "idle")  # no input field
-    r.lpush("queue:%s:normal" % func, "5")
-    good = ctx.gm().run(func, "ok")
-    r.hset("job:%s:%d" % (func, good + 1), mapping={"status": "idle", "input": b"\xff\xfe"})
-    r.lpush("queue:%s:normal" % func, good + 1)
-    ctx.php_worker("rev", func)
-    check_eq(ctx.wait_job(func, good).get(b"output"), b"ko", "the good job")
-    check_eq(ctx.wait_job(func, good + 1).get(b"output"), b"\xfe\xff", "binary input")
-    # Not an integer, no hash, a hash without input: kept aside, never run.
-    # (kept as `{PRIO}:{ENTRY}`, the queue it came from)
-    h.wait_for(lambda: set(r.lrange("gearshift:rejected:%s" % func, 0, -1))
-               == {b"normal:not-a-number", b"normal:999", b"normal:5"}, 10,
-               "bad entries kept aside")
-    check_eq(r.hgetall("job:%s:5" % func), {b"status": b"idle"}, "hash without input untouched")
-    check_eq(ctx.r.llen("gearshift:processing:%s" % func), 0, "processing list empty")
-    check("gearmonkey" in ctx.server.log_text(), "a log line names the bridge")
-    text = ctx.metrics()
-    for line in ('gearshift_gearmonkey_total{event="bad_id"} 1',
-                 'gearshift_gearmonkey_total{event="missing_job"} 2'):
-        check(line in text.splitlines(), "/metrics has %r: %r"
-              % (line, [x for x in text.splitlines() if "gearmonkey" in x]))
+def sighup_reloads_the_bridged_functions(ctx):
+    # The [[gearmonkey]] globs change under SIGHUP: b_1 becomes bridged (its
+    # queued GearMonkey job runs, its roll call counts Gearshift's worker),
+    # a_1 stops being bridged (its roll call share goes, its jobs stay).
+    ctx.php_worker("rev", "a_1")
+    ctx.php_worker("rev", "b_1")
+    h.wait_workers(ctx.port, "b_1")
+    wait_count(ctx, "a_1", 1)
+    jid = ctx.gm().run("b_1", "xy")
+    time.sleep(0.6)
+    check_eq(ctx.r.lrange("queue:b_1:normal", 0, -1), [str(jid).encode()], "b_1 not bridged yet")
+    with open(ctx.path("policy.toml"), "w") as f:
+        f.write(RELOAD_BEFORE.replace("{url}", ctx.redis.url).replace("a_*", "b_*"))
+    os.kill(ctx.server.pid, signal.SIGHUP)
+    check_eq(ctx.wait_job("b_1", jid).get(b"output"), b"yx", "b_1 bridged after SIGHUP")
+    wait_count(ctx, "b_1", 1)
+    wait_count(ctx, "a_1", 0)
+    jid = ctx.gm().run("a_1", "q")
+    time.sleep(0.6)
+    check_eq(ctx.r.lrange("queue:a_1:normal", 0, -1), [str(jid).encode()], "a_1 no longer bridged")
+    check("gearmonkey bridge functions reloaded" in ctx.server.log_text(), "a log line")
 
 
 TESTS = [
@@ -493,15 +436,19 @@ TESTS = [
     bad_input_is_logged_counted_and_kept,
     redis_restart_under_load,
     redis_gone_while_jobs_run_both_ways,
+    roll_call_of_a_crashed_gearshift_is_corrected_by_another,
+    event_stream_wakes_the_bridge,
 ]
 
 SPECIAL = {
     gm_job_gets_gearshift_retries: {"config": RETRY_CONFIG},
+    gm_job_gets_gearshift_run_timeout: {"config": RETRY_CONFIG},
     kill9_gearshift_while_bridged_jobs_run: {"durable": True},
     only_matching_functions_are_bridged: {"match": ["img_*"]},
     redis_with_password_both_ways: {"password": "secret-pw"},
     rediss_both_ways: {"tls": True, "password": "secret-pw"},
     bridge_from_config_file_with_a_route: {"config": CONFIG_FILE_BRIDGE},
+    sighup_reloads_the_bridged_functions: {"config": RELOAD_BEFORE},
 }
 
 

@@ -96,12 +96,12 @@ impl Core {
     }
 
     fn refuse(&mut self, conn: ConnId, need: Need, cmd: Option<&AdminCommand>) {
-        let Some(c) = self.conns.get(&conn.0) else {
+        let Some(c) = self.conns.get(conn) else {
             return;
         };
         self.denied[need.index()] += 1;
-        let who = c.info.identity.as_deref().unwrap_or("-");
-        tracing::warn!(peer = %c.info.ip, identity = who, refused = need.what(), command = ?cmd, "request refused by the access rules");
+        let who = c.info().identity.as_deref().unwrap_or("-");
+        tracing::warn!(peer = %c.info().ip, identity = who, refused = need.what(), command = ?cmd, "request refused by the access rules");
         match cmd {
             Some(AdminCommand::Shutdown { .. }) => self.emit(
                 conn,

@@ -124,26 +124,24 @@ impl Core {
 
     /// Every connection, oldest first.
     pub(crate) fn conns_in_order(&self) -> impl Iterator<Item = &crate::conn::Conn> {
-        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
-        ids.sort_unstable();
-        ids.into_iter().filter_map(|id| self.conns.get(&id))
+        self.conns.in_order().map(|(_, c)| c)
     }
 
     fn workers_text(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for c in self.conns_in_order() {
-            let _ = write!(out, "{} ", c.info.fd);
-            escape::push_field(&mut out, c.info.ip.as_bytes(), Sep::Space);
+            let _ = write!(out, "{} ", c.info().fd);
+            escape::push_field(&mut out, c.info().ip.as_bytes(), Sep::Space);
             out.push(b' ');
             // A TLS client certificate names a worker that set no id.
-            match &c.info.identity {
-                Some(who) if c.client_id[..] == b"-"[..] => {
+            match &c.info().identity {
+                Some(who) if c.client_id()[..] == b"-"[..] => {
                     escape::push_field(&mut out, who.as_bytes(), Sep::Space)
                 }
-                _ => escape::push_field(&mut out, &c.client_id, Sep::Space),
+                _ => escape::push_field(&mut out, c.client_id(), Sep::Space),
             }
             out.extend_from_slice(b" :");
-            for a in &c.abilities {
+            for a in c.abilities() {
                 if let Some(f) = self.table.func(a.func) {
                     out.push(b' ');
                     escape::push_field(&mut out, &f.name, Sep::Space);

@@ -97,9 +97,7 @@ impl Core {
             self.resolve_ack(c, id, Response::JobCreated(h.clone()));
         }
         for &c in &clients {
-            if let Some(conn) = self.conns.get_mut(&c.0) {
-                conn.waiting.remove(&id);
-            }
+            self.conns.stop_waiting(c, id);
             self.send(c, Response::WorkFail(h.clone()));
         }
         self.record(id, Step::Cancelled);

@@ -14,10 +14,6 @@ use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::Millis;
 use gearshift_persist::{DeadMark, JobRecord};
 
-/// Handle numbers reserved in the store ahead of use. A restart skips at
-/// most this many numbers.
-pub const RESERVE_AHEAD: JobId = 100_000;
-
 impl Core {
     /// The store confirmed these jobs durable: their submitters get
     /// JOB_CREATED and new jobs become grab-able (or scheduled).
@@ -87,8 +83,7 @@ impl Core {
             .map(|j| j.id.saturating_add(1))
             .max()
             .unwrap_or(1);
-        self.next_job = self.next_job.max(next_id).max(max_stored);
-        self.reserved = self.next_job;
+        self.handles.restart_at(next_id.max(max_stored));
         for s in jobs {
             let func = self.table.function_id(&s.function, &self.policies);
             self.handles.restored(s.id, &s.handle);
@@ -123,9 +118,8 @@ impl Core {
             self.release(s.id, now);
             if let Some(at) = retry_at {
                 // A stored job waiting for its retry shows as retrying again.
-                if let Some(t) = self.track(s.id) {
-                    t.retry_at = Some(at);
-                    t.attempts = s.attempts;
+                if self.tracks(s.id) {
+                    self.history.restored(s.id, s.attempts, at);
                 }
             }
         }
@@ -167,8 +161,8 @@ impl Core {
                 .table
                 .get(id)
                 .map_or(1, |j| j.retries.saturating_add(1));
-            if let Some(t) = self.track(id) {
-                t.attempts = t.attempts.max(started);
+            if self.tracks(id) {
+                self.history.at_least(id, started);
             }
             self.requeue(
                 id,
@@ -184,7 +178,7 @@ impl Core {
     pub fn restore_dead(&mut self, dead: Vec<(JobRecord, DeadMark)>) {
         let ttl = self.policies.retention.dead_ttl;
         for (s, info) in dead {
-            self.next_job = self.next_job.max(s.id.saturating_add(1));
+            self.handles.seen(s.id);
             let rec = crate::kept::Finished {
                 id: s.id,
                 handle: s.handle,
@@ -208,15 +202,16 @@ impl Core {
             };
             self.insert_dead(Box::new(rec));
         }
-        self.reserved = self.reserved.max(self.next_job);
+        self.handles.cover_seen();
     }
 
     /// Keeps the stored handle reservation well ahead of the counter.
-    pub(crate) fn reserve_ahead(&mut self) {
-        if self.cfg.durable && self.next_job.saturating_add(RESERVE_AHEAD / 2) >= self.reserved {
-            self.reserved = self.next_job.saturating_add(RESERVE_AHEAD);
-            self.effects
-                .push(Effect::Store(StoreOp::Reserve(self.reserved)));
+    fn reserve_ahead(&mut self) {
+        if !self.cfg.durable {
+            return;
+        }
+        if let Some(end) = self.handles.reserve_ahead() {
+            self.effects.push(Effect::Store(StoreOp::Reserve(end)));
         }
     }
 

@@ -4,16 +4,16 @@
 //! `on_timeout`, `next_deadline`), which dispatch to the handlers.
 //!
 //! Every entry point takes `now` and appends [`Effect`]s; the driver drains
-//! them with [`Core::take_effects`] and carries them out in order.
+//! them with [`Core::take_effects`] and carries them out in order. Replies
+//! keep request order per connection, behind answers held for the store.
 
 use gearshift_proto::{Progress, Request, Response};
 
 use crate::config::CoreConfig;
-use crate::conn::{Conn, ConnInfo, Rights};
+use crate::conn::{ConnInfo, Conns, Rights};
 use crate::effect::{Effect, Input};
-use crate::handle::JobHandles;
-use crate::history::Track;
-use crate::ids::{ConnId, IdMap, JobId};
+use crate::history::History;
+use crate::ids::{ConnId, JobHandles, JobId};
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
 use crate::table::JobTable;
@@ -23,10 +23,10 @@ use crate::Millis;
 /// The job-routing state machine.
 pub struct Core {
     pub(crate) cfg: CoreConfig,
-    pub(crate) next_job: JobId,
     /// Every job and function, with their counts ([`JobTable`]).
     pub(crate) table: JobTable,
-    pub(crate) conns: IdMap<u64, Conn>,
+    /// Every open connection ([`Conns`]).
+    pub(crate) conns: Conns,
     /// Submitters owed a JOB_CREATED once the store confirms the job.
     pub(crate) acks: crate::acks::Acks,
     /// Whether starts of stored jobs go to the store ([`Core::track_runs`]).
@@ -36,12 +36,10 @@ pub struct Core {
     pub(crate) handles: JobHandles,
     pub(crate) timers: Timers,
     pub(crate) effects: Vec<Effect>,
-    /// Handle numbers below this are reserved in the store.
-    pub(crate) reserved: JobId,
     /// Per-function policies from the config file.
     pub(crate) policies: Policies,
-    /// History and attempt records of live jobs under a policy.
-    pub(crate) tracked: IdMap<JobId, Box<Track>>,
+    /// History and attempt records of live jobs under a policy ([`History`]).
+    pub(crate) history: History,
     /// Finished jobs kept queryable, and the dead set.
     pub(crate) retained: Retained,
     /// The latest time an entry point was given.
@@ -63,19 +61,17 @@ impl Core {
     /// must never reuse a handle).
     pub fn with_first_handle(cfg: CoreConfig, first: JobId) -> Self {
         Core {
-            handles: JobHandles::new(&cfg.handle_prefix),
+            handles: JobHandles::new(&cfg.handle_prefix, first),
             cfg,
-            next_job: first.max(1),
             table: JobTable::default(),
-            conns: IdMap::default(),
+            conns: Conns::default(),
             acks: crate::acks::Acks::default(),
             track_runs: false,
             denied: [0; 4],
             timers: Timers::default(),
             effects: Vec::new(),
-            reserved: 0,
             policies: Policies::default(),
-            tracked: IdMap::default(),
+            history: History::default(),
             retained: Retained::default(),
             now: 0,
             schedules: Default::default(),
@@ -91,11 +87,9 @@ impl Core {
             f.policy = policies.lookup(&f.name);
         }
         self.policies = policies;
-        let ids: Vec<JobId> = self.tracked.keys().copied().collect();
-        for id in ids {
-            if self.policy_of_job(id).is_none() {
-                self.tracked.remove(&id);
-            }
+        let gone: Vec<JobId> = self.history.ids().filter(|&id| !self.tracks(id)).collect();
+        for id in gone {
+            self.history.forget(id);
         }
     }
 
@@ -143,17 +137,17 @@ impl Core {
 
     /// A connection opened.
     pub fn connect(&mut self, conn: ConnId, info: ConnInfo) {
-        self.conns.insert(conn.0, Conn::new(info, self.now));
+        self.conns.open(conn, info, self.now);
     }
 
     /// Whether connection `conn` is open as far as the core knows.
     pub fn is_connected(&self, conn: ConnId) -> bool {
-        self.conns.contains_key(&conn.0)
+        self.conns.contains(conn)
     }
 
     /// Every connection the core knows.
     pub fn connection_ids(&self) -> Vec<ConnId> {
-        self.conns.keys().map(|&c| ConnId(c)).collect()
+        self.conns.iter().map(|(c, _)| c).collect()
     }
 
     /// Number of jobs the core holds (queued, scheduled and running).
@@ -214,6 +208,7 @@ impl Core {
     /// (it sent something other than GRAB or PRE_SLEEP, which `settles`
     /// the sleep state itself) it may be woken again. `admin`: a text line
     /// (the connection's role in the overview).
+    #[inline(always)]
     fn heard_from(
         &mut self,
         conn: ConnId,
@@ -221,23 +216,11 @@ impl Core {
         work_fail: bool,
         admin: bool,
     ) -> Option<Rights> {
-        let c = self.conns.get_mut(&conn.0)?;
-        let rights = c.info.rights;
-        c.last_seen = self.now;
-        if admin {
-            c.admin = true;
-        } else {
-            c.binary = true;
-        }
-        if !work_fail {
-            // Only a WORK_FAIL right after it pairs with a WORK_EXCEPTION.
-            c.after_exception = None;
-        }
-        if c.noop_sent {
-            c.noop_sent = false;
-            if c.sleeping && !settles {
-                self.enlist_sleeper(conn);
-            }
+        let (rights, enlist) = self
+            .conns
+            .heard_from(conn, self.now, settles, work_fail, admin)?;
+        if enlist {
+            self.enlist_sleeper(conn);
         }
         Some(rights)
     }
@@ -279,9 +262,12 @@ impl Core {
             Request::GetStatus(handle) => self.get_status(conn, handle),
             Request::GetStatusUnique(unique) => self.get_status_unique(conn, unique),
             Request::Option(name) => {
-                if name.eq_ignore_ascii_case(b"exceptions") {
-                    if let Some(c) = self.conns.get_mut(&conn.0) {
-                        c.exceptions = true;
+                let exceptions = name.eq_ignore_ascii_case(b"exceptions");
+                if exceptions || name.eq_ignore_ascii_case(b"dead-set") {
+                    if exceptions {
+                        self.conns.set_exceptions(conn);
+                    } else {
+                        self.conns.set_dead_set(conn);
                     }
                     self.send(conn, Response::OptionRes(name));
                 } else {
@@ -292,9 +278,8 @@ impl Core {
                 }
             }
             Request::SetClientId(id) => {
-                if let Some(c) = self.conns.get_mut(&conn.0) {
-                    c.client_id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
-                }
+                let id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
+                self.conns.set_client_id(conn, id);
             }
         }
     }
@@ -303,13 +288,15 @@ impl Core {
     /// foreground jobs it alone waited on and that have not started are dropped.
     pub fn disconnect(&mut self, conn: ConnId, now: Millis) {
         self.now = self.now.max(now);
-        let Some(c) = self.conns.remove(&conn.0) else {
+        if self.wants(crate::events::Kind::WorkerLeft) {
+            if let Some(c) = self.conns.get(conn).filter(|c| !c.abilities().is_empty()) {
+                let w = self.worker_ref(conn, c);
+                self.push_event(crate::events::EventKind::WorkerLeft(w));
+            }
+        }
+        let Some(c) = self.conns.close(conn) else {
             return;
         };
-        if self.wants(crate::events::Kind::WorkerLeft) && !c.abilities.is_empty() {
-            let w = self.worker_ref(conn, &c);
-            self.push_event(crate::events::EventKind::WorkerLeft(w));
-        }
         self.table.abilities_dropped(&c.abilities);
         for job in c.held {
             self.requeue(job, Reason::WorkerLost, "worker disconnected");
@@ -356,5 +343,58 @@ impl Core {
     pub(crate) fn job_by_handle(&self, handle: &[u8]) -> Option<JobId> {
         let id = self.handles.id_of(handle)?;
         self.table.contains(id).then_some(id)
+    }
+}
+
+/// Output. A client matches JOB_CREATED (and every other reply) to its
+/// requests by order, so when a background submission waits for the store,
+/// every packet for that connection produced after it waits too (in the
+/// connection's held outbox, [`Conns::hold_output`]) and goes out, in
+/// order, once the store has answered.
+impl Core {
+    /// Sends a packet to a connection, behind any held answer.
+    #[inline]
+    pub(crate) fn send(&mut self, conn: ConnId, r: Response) {
+        self.emit(conn, Effect::Send(conn, r));
+    }
+    /// Queues a packet or text for a connection, behind any held answer.
+    #[inline]
+    pub(crate) fn emit(&mut self, conn: ConnId, effect: Effect) {
+        if !self.cfg.durable {
+            // Only answers waiting for the store are ever held.
+            self.effects.push(effect);
+            return;
+        }
+        self.emit_in_order(conn, effect);
+    }
+
+    fn emit_in_order(&mut self, conn: ConnId, effect: Effect) {
+        if let Some(effect) = self.conns.hold_output(conn, effect) {
+            self.effects.push(effect);
+        }
+    }
+
+    /// Reserves the place of a submission's answer until the store decides.
+    pub(crate) fn hold_ack(&mut self, conn: ConnId, job: JobId) {
+        self.conns.hold_ack(conn, job);
+    }
+
+    /// Fills a held answer and sends everything that is now in order.
+    pub(crate) fn resolve_ack(&mut self, conn: ConnId, job: JobId, answer: Response) {
+        let answer = Effect::Send(conn, answer);
+        self.conns.resolve_ack(conn, job, answer, &mut self.effects);
+    }
+
+    /// A packet for a connection, in order behind any held answer (for a
+    /// driver that answers on the core's behalf, e.g. while shutting down).
+    pub fn reply(&mut self, conn: ConnId, r: Response) {
+        self.emit(conn, Effect::Send(conn, r));
+    }
+}
+
+impl Core {
+    /// Whether events of `kind` are wanted (one AND; 0 when none are).
+    pub(crate) fn wants(&self, kind: crate::events::Kind) -> bool {
+        self.events & kind.bit() != 0
     }
 }

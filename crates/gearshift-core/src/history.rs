@@ -1,8 +1,11 @@
 //! A job's history under a policy: the steps of its life ([`Step`]), their
-//! compact encoding for the store, its attempts and last failure ([`Track`]).
+//! compact encoding for the store, its attempts and last failure ([`Track`]),
+//! and the table of live jobs' records ([`History`]), which changes only
+//! through its methods.
 
 use bytes::Bytes;
 
+use crate::ids::{IdMap, JobId};
 use crate::policy::Reason;
 use crate::Millis;
 
@@ -253,6 +256,135 @@ impl Track {
     }
 }
 
+/// The records of live jobs under a policy, by job. Callers decide whether
+/// a job is tracked (it has a policy); a record is made on first use, so a
+/// job queued before its function gained a policy has none until then.
+#[derive(Debug, Default)]
+pub struct History {
+    map: IdMap<JobId, Box<Track>>,
+}
+
+impl History {
+    /// The record of job `id`, if it has one.
+    #[inline]
+    pub fn get(&self, id: JobId) -> Option<&Track> {
+        if self.map.is_empty() {
+            return None;
+        }
+        self.map.get(&id).map(|t| &**t)
+    }
+
+    /// Whether job `id` has a record (one test while none exist).
+    #[inline]
+    pub fn contains(&self, id: JobId) -> bool {
+        !self.map.is_empty() && self.map.contains_key(&id)
+    }
+
+    /// How many jobs have a record.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no job has a record.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Every job with a record, in no particular order.
+    pub fn ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.map.keys().copied()
+    }
+
+    fn entry(&mut self, id: JobId) -> &mut Track {
+        self.map.entry(id).or_default()
+    }
+
+    /// Appends a transition to job `id`'s history.
+    pub fn push(&mut self, id: JobId, at: Millis, step: Step) {
+        self.entry(id).push(at, step);
+    }
+
+    /// A run of job `id`, its `attempt`th, started at `at` on `worker`.
+    pub fn started(&mut self, id: JobId, attempt: u32, at: Millis, worker: Option<Bytes>) {
+        let t = self.entry(id);
+        t.attempts = attempt;
+        t.started = Some(at);
+        t.retry_at = None;
+        t.worker = worker;
+    }
+
+    /// A run of job `id` failed with `error` (its last failure's text).
+    pub fn failed(&mut self, id: JobId, error: Bytes) {
+        self.entry(id).error = Some(error);
+    }
+
+    /// Job `id` waits for a retry at `at`.
+    pub fn retry_at(&mut self, id: JobId, at: Millis) {
+        self.entry(id).retry_at = Some(at);
+    }
+
+    /// Job `id`'s retry time came: whether it was waiting for one (a
+    /// job without a record is left without one).
+    pub fn retry_due(&mut self, id: JobId) -> bool {
+        if self.map.is_empty() {
+            return false;
+        }
+        self.map
+            .get_mut(&id)
+            .and_then(|t| t.retry_at.take())
+            .is_some()
+    }
+
+    /// Whether job `id` waits for a retry.
+    pub fn retrying(&self, id: JobId) -> bool {
+        self.get(id).is_some_and(|t| t.retry_at.is_some())
+    }
+
+    /// A restored job `id` that had run `attempts` times waits for its retry at `at`.
+    pub fn restored(&mut self, id: JobId, attempts: u32, at: Millis) {
+        let t = self.entry(id);
+        t.retry_at = Some(at);
+        t.attempts = attempts;
+    }
+
+    /// Job `id` has started at least `attempts` runs.
+    pub fn at_least(&mut self, id: JobId, attempts: u32) {
+        let t = self.entry(id);
+        t.attempts = t.attempts.max(attempts);
+    }
+
+    /// A dead job `id` comes back with the history and error it died with.
+    pub fn revive(&mut self, id: JobId, history: Vec<Event>, error: Option<Bytes>) {
+        let track = Track {
+            history,
+            error,
+            ..Track::default()
+        };
+        self.map.insert(id, Box::new(track));
+    }
+
+    /// Takes job `id`'s record as it ends (empty if it had none).
+    pub fn take(&mut self, id: JobId) -> Track {
+        if self.map.is_empty() {
+            return Track::default();
+        }
+        self.map.remove(&id).map(|t| *t).unwrap_or_default()
+    }
+
+    /// Forgets job `id`'s record (one test while none exist).
+    #[inline]
+    pub fn forget(&mut self, id: JobId) {
+        if !self.map.is_empty() {
+            self.map.remove(&id);
+        }
+    }
+
+    /// Keeps only the records of jobs `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(JobId) -> bool) {
+        self.map.retain(|&id, _| keep(id));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +433,72 @@ mod tests {
         assert_eq!(decode_history(&bytes), history);
         assert_eq!(decode_history(&bytes[..bytes.len() - 1]), history[..8]);
         assert_eq!(decode_history(&[0xff; 3]), []);
+    }
+
+    #[test]
+    fn history_records_are_made_on_first_use_and_changed_by_moves() {
+        let mut h = History::default();
+        assert!(h.is_empty() && h.get(1).is_none() && !h.contains(1));
+        assert!(!h.retry_due(1), "no record: nothing to take");
+        assert!(h.is_empty(), "retry_due makes no record");
+        h.push(1, 10, Step::Queued);
+        h.started(1, 1, 20, Some(Bytes::from_static(b"w@ip")));
+        h.failed(1, Bytes::from_static(b"boom"));
+        h.retry_at(1, 50);
+        assert!(h.retrying(1));
+        let t = h.get(1).expect("made");
+        assert_eq!((t.attempts, t.started, t.retry_at), (1, Some(20), Some(50)));
+        assert_eq!(t.worker.as_deref(), Some(&b"w@ip"[..]));
+        assert_eq!(t.error.as_deref(), Some(&b"boom"[..]));
+        assert!(h.retry_due(1));
+        assert!(!h.retrying(1) && !h.retry_due(1));
+        h.started(1, 2, 60, None);
+        assert_eq!(h.get(1).map(|t| (t.attempts, t.retry_at)), Some((2, None)));
+        h.at_least(1, 1);
+        assert_eq!(h.get(1).map(|t| t.attempts), Some(2));
+        h.at_least(1, 4);
+        assert_eq!(h.get(1).map(|t| t.attempts), Some(4));
+        let t = h.take(1);
+        assert_eq!(t.history.len(), 1);
+        assert!(h.is_empty());
+        assert_eq!(h.take(1), Track::default());
+    }
+
+    #[test]
+    fn restore_revive_forget_and_retain() {
+        let mut h = History::default();
+        h.restored(3, 2, 99);
+        assert_eq!(
+            h.get(3).map(|t| (t.attempts, t.retry_at)),
+            Some((2, Some(99)))
+        );
+        let past = vec![Event {
+            at: 1,
+            step: Step::Dead,
+        }];
+        h.revive(4, past.clone(), Some(Bytes::from_static(b"e")));
+        let t = h.get(4).expect("revived");
+        assert_eq!((t.attempts, &t.history), (0, &past));
+        h.revive(5, Vec::new(), None);
+        h.retain(|id| id != 4);
+        let mut ids: Vec<JobId> = h.ids().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [3, 5]);
+        h.forget(3);
+        h.forget(3);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains(5) && !h.contains(3));
+    }
+
+    #[test]
+    fn a_long_history_keeps_its_first_step_and_the_newest() {
+        let mut h = History::default();
+        for at in 0..(MAX_HISTORY as u64 + 5) {
+            h.push(1, at, Step::Queued);
+        }
+        let t = h.get(1).expect("made");
+        assert_eq!(t.history.len(), MAX_HISTORY);
+        assert_eq!(t.history[0].at, 0);
+        assert_eq!(t.history[1].at, 6);
     }
 }

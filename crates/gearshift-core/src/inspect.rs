@@ -61,7 +61,7 @@ impl Core {
     /// A live job's state word and runs started, as `show job` and the
     /// HTTP API give them.
     pub(crate) fn live_state(&self, job: &crate::job::Job) -> (&'static str, u32) {
-        let track = self.tracked.get(&job.id);
+        let track = self.history.get(job.id);
         let running = matches!(job.state, JobState::Running | JobState::Cancelled);
         let state = match job.state {
             JobState::Pending | JobState::Queued => "queued",
@@ -103,19 +103,20 @@ impl Core {
     pub(crate) fn show_workers(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for c in self.conns_in_order().filter(|c| c.is_worker()) {
-            let _ = write!(out, "{}\t", c.info.fd);
-            escape::push_field(&mut out, c.info.ip.as_bytes(), Sep::Tab);
+            let _ = write!(out, "{}\t", c.info().fd);
+            escape::push_field(&mut out, c.info().ip.as_bytes(), Sep::Tab);
             out.push(b'\t');
-            escape::push_field(&mut out, &c.client_id, Sep::Tab);
+            escape::push_field(&mut out, c.client_id(), Sep::Tab);
             out.push(b'\t');
-            write_rfc3339(&mut out, c.connected);
+            write_rfc3339(&mut out, c.seen().0);
             out.push(b'\t');
-            write_rfc3339(&mut out, c.last_seen);
-            let _ = write!(out, "\t{}\t{}\t", c.jobs_done, c.jobs_failed);
-            if c.held.is_empty() {
+            write_rfc3339(&mut out, c.seen().1);
+            let (done, failed) = c.runs();
+            let _ = write!(out, "\t{done}\t{failed}\t");
+            if c.held().is_empty() {
                 out.push(b'-');
             }
-            for (i, &job) in c.held.iter().enumerate() {
+            for (i, &job) in c.held().iter().enumerate() {
                 if i > 0 {
                     out.push(b' ');
                 }
@@ -124,10 +125,10 @@ impl Core {
                 escape::push_field(&mut out, &h, Sep::Space);
             }
             out.push(b'\t');
-            if c.abilities.is_empty() {
+            if c.abilities().is_empty() {
                 out.push(b'-');
             }
-            for (i, a) in c.abilities.iter().enumerate() {
+            for (i, a) in c.abilities().iter().enumerate() {
                 if let Some(f) = self.table.func(a.func) {
                     if i > 0 {
                         out.push(b' ');

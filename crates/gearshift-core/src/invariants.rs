@@ -29,8 +29,8 @@ impl Core {
             match (held, self.table.run(job.id)) {
                 (true, Some(run)) => {
                     // A held job's worker may be gone only if it is being reaped.
-                    if let Some(w) = self.conns.get(&run.worker.0) {
-                        if w.held.iter().filter(|&&j| j == job.id).count() != 1 {
+                    if let Some(w) = self.conns.get(run.worker) {
+                        if w.held().iter().filter(|&&j| j == job.id).count() != 1 {
                             return Err(format!("job {} not listed once by its worker", job.id));
                         }
                     }
@@ -40,10 +40,7 @@ impl Core {
                 (false, None) => {}
             }
             for client in &job.clients {
-                let waits = self
-                    .conns
-                    .get(&client.0)
-                    .is_some_and(|c| c.waiting.contains(&job.id));
+                let waits = self.conns.get(*client).is_some_and(|c| c.waits_on(job.id));
                 if !waits {
                     return Err(format!(
                         "job {} lists client {} that does not wait on it",
@@ -65,14 +62,16 @@ impl Core {
             ));
         }
         let mut workers = vec![0u32; self.table.funcs().len()];
-        for (cid, c) in &self.conns {
-            for a in &c.abilities {
+        for (cid, c) in self.conns.iter() {
+            for a in c.abilities() {
                 match workers
                     .get_mut(a.func)
                     .filter(|_| self.table.func(a.func).is_some())
                 {
                     Some(n) => *n += 1,
-                    None => return Err(format!("conn {cid} can do missing function {}", a.func)),
+                    None => {
+                        return Err(format!("conn {} can do missing function {}", cid.0, a.func))
+                    }
                 }
             }
         }
@@ -106,25 +105,26 @@ impl Core {
                 ));
             }
         }
-        for (cid, c) in &self.conns {
-            for &id in &c.waiting {
+        for (cid, c) in self.conns.iter() {
+            let cid = cid.0;
+            for id in c.waiting() {
                 let attached = self
                     .table
                     .get(id)
-                    .is_some_and(|j| j.clients.as_slice().iter().any(|x| x.0 == *cid));
+                    .is_some_and(|j| j.clients.as_slice().iter().any(|x| x.0 == cid));
                 if !attached {
                     return Err(format!(
                         "conn {cid} waits on job {id}, which does not list it"
                     ));
                 }
             }
-            for &id in &c.held {
-                if self.table.run(id).is_none_or(|r| r.worker.0 != *cid) {
+            for &id in c.held() {
+                if self.table.run(id).is_none_or(|r| r.worker.0 != cid) {
                     return Err(format!("conn {cid} holds job {id} it does not run"));
                 }
             }
         }
-        for &id in self.tracked.keys() {
+        for id in self.history.ids() {
             if !self.table.contains(id) {
                 return Err(format!("history of job {id} outlived the job"));
             }

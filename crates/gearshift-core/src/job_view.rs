@@ -195,9 +195,9 @@ impl Core {
     pub fn job_detail(&self, handle: &[u8], with_result: bool) -> Option<JobDetail> {
         if let Some(job) = self.job_by_handle(handle).and_then(|id| self.table.get(id)) {
             let (state, attempts) = self.live_state(job);
-            let track = self.tracked.get(&job.id);
+            let track = self.history.get(job.id);
             let run = self.table.run(job.id);
-            let holder = run.and_then(|r| self.conns.get(&r.worker.0));
+            let holder = run.and_then(|r| self.conns.get(r.worker));
             return Some(JobDetail {
                 summary: self.live_summary(job, state, attempts),
                 started: run

@@ -9,19 +9,20 @@
 //!
 //! - [`engine`]: the `Core` struct, made of the parts below, and its entry
 //!   points, which dispatch to the handlers (submit, worker, admin, control).
-//! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, wake-ups.
-//! - [`worker`]: abilities, sleep, grabbing, results, requeueing.
+//! - [`submit`]: submissions, coalescing, queue limits, epoch jobs, status
+//!   requests, and submitters that stop waiting.
+//! - [`worker`]: abilities, sleep and wake-ups; [`run`]: a run from GRAB to
+//!   its end (results, retries, requeues, failures) and how a job ends.
 //! - [`admin`]: the text admin commands.
-//! - [`order`]: reply order per connection while answers wait for the store.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
-//! - [`job`], [`function`], [`conn`]: the state records; [`jobs`]: where
+//! - [`job`], [`function`] (with its counters and histograms), [`conn`]
+//!   (the connections): the state records; [`jobs`]: where
 //!   jobs live and how they are found (by id, unique or workload);
 //!   [`id_index`]: the id → slot index behind it.
-//! - [`handle`]: printing and parsing job handles; [`timefmt`]: RFC 3339 times.
+//! - [`timefmt`]: RFC 3339 times.
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
 //! - [`policy`]: per-function retry, timeout and retention policies (config file).
-//! - [`lifecycle`]: how a run ends (result, retry, requeue, failure) and live
-//!   events; [`history`]: a job's steps and attempts; [`retained`]: moves
+//! - [`lifecycle`]: live events; [`history`]: a job's steps and attempts; [`retained`]: moves
 //!   into kept results and the dead set, which [`kept`] holds; [`inspect`]:
 //!   the admin words that show them (`show job`, `show dead`, `show workers`).
 //! - [`schedule`]: recurring jobs (SUBMIT_JOB_SCHED, `[[schedule]]`); [`cron`]:
@@ -31,8 +32,9 @@
 //!   counts; `timers`: the timer heap.
 //! - [`invariants`]: the consistency checks tests run after every step.
 //! - [`view`]: read-only snapshots for the HTTP API; [`control`]: its actions;
-//!   [`metrics`]: per-function counters and histograms; [`events`]: live events.
-//! - [`config`], [`effect`], [`ids`]: settings, inputs/outputs, identifiers.
+//!   [`events`]: live events.
+//! - [`config`], [`effect`]: settings, inputs/outputs; [`ids`]: identifiers,
+//!   the job number counter and handles (printed and parsed).
 //!
 //! Modules that only define types (`job`, `jobs`, `function`, `conn`,
 //! `events`, `history`, `kept`, `cron`, `effect`, ...) never import the
@@ -50,7 +52,6 @@ pub mod effect;
 pub mod engine;
 pub mod events;
 pub mod function;
-pub mod handle;
 pub mod history;
 pub mod id_index;
 pub mod ids;
@@ -62,10 +63,9 @@ pub mod jobs;
 pub mod kept;
 pub mod lifecycle;
 pub mod listing;
-pub mod metrics;
-pub mod order;
 pub mod policy;
 pub mod retained;
+pub mod run;
 pub mod schedule;
 pub mod submit;
 pub mod table;

@@ -12,7 +12,7 @@ use gearshift_persist::{DeadMark, KeptRecord};
 
 use crate::effect::{stored_priority, Effect, StoreOp};
 use crate::engine::Core;
-use crate::history::{Step, Track};
+use crate::history::Step;
 use crate::ids::JobId;
 use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::Millis;
@@ -29,7 +29,7 @@ impl Core {
     ) -> Option<Box<Finished>> {
         let handle = self.handles.of(id);
         let job = self.table.get(id)?;
-        let track = self.tracked.remove(&id).map(|t| *t).unwrap_or_default();
+        let track = self.history.take(id);
         let function = self
             .table
             .func(job.func())
@@ -78,7 +78,7 @@ impl Core {
     /// Rebuilds kept records after a restart; expired ones are forgotten.
     pub fn restore_kept(&mut self, kept: Vec<KeptRecord>) {
         for s in kept {
-            self.next_job = self.next_job.max(s.id.saturating_add(1));
+            self.handles.seen(s.id);
             if s.expires_ms <= self.now {
                 self.effects.push(Effect::Store(StoreOp::Forget(s.id)));
                 continue;
@@ -115,7 +115,7 @@ impl Core {
                 self.effects.push(Effect::Store(StoreOp::Forget(id)));
             }
         }
-        self.reserved = self.reserved.max(self.next_job);
+        self.handles.cover_seen();
     }
 
     /// Moves a background job that failed for good into the dead set,
@@ -254,12 +254,7 @@ impl Core {
                 due_ms: None,
             }));
         }
-        let track = Track {
-            history: rec.history,
-            error: rec.error,
-            ..Track::default()
-        };
-        self.tracked.insert(id, Box::new(track));
+        self.history.revive(id, rec.history, rec.error);
         self.record(id, Step::Revived);
         self.enqueue(id, false);
     }

@@ -79,9 +79,7 @@ impl Core {
                 return;
             }
         };
-        let id = self.next_job;
-        self.next_job = self.next_job.saturating_add(1);
-        self.reserve_ahead();
+        let id = self.new_job_id();
         let s = Schedule {
             id,
             when: fields.join(" "),
@@ -212,9 +210,7 @@ impl Core {
         if self.table.func(func).is_some_and(|f| f.queue_full(p)) {
             return None;
         }
-        let id = self.next_job;
-        self.next_job = self.next_job.saturating_add(1);
-        self.reserve_ahead();
+        let id = self.new_job_id();
         let payload = Payload::new(unique, data);
         self.table.insert(
             Job {
@@ -259,9 +255,7 @@ impl Core {
                 keep.push(s.id);
                 continue;
             }
-            let id = self.next_job;
-            self.next_job = self.next_job.saturating_add(1);
-            self.reserve_ahead();
+            let id = self.new_job_id();
             keep.push(id);
             let s = Schedule {
                 id,
@@ -315,7 +309,7 @@ impl Core {
                 tracing::warn!(id = r.id, "stored schedule has no valid time; dropped");
                 continue;
             };
-            self.next_job = self.next_job.max(r.id.saturating_add(1));
+            self.handles.seen(r.id);
             self.handles.restored(r.id, &r.handle);
             let next = r.next_ms.map(|n| n.max(self.now));
             let s = Schedule {
@@ -336,7 +330,7 @@ impl Core {
             }
             self.schedules.insert(s.id, s);
         }
-        self.reserved = self.reserved.max(self.next_job);
+        self.handles.cover_seen();
     }
 
     /// `show schedules`: `HANDLE\tFUNCTION\tWHEN\tNEXT\tSOURCE\tUNIQUE` per
@@ -401,7 +395,7 @@ impl Core {
     /// other job, or one waiting out a retry delay).
     fn waits_for_epoch(&self, id: JobId) -> Option<Millis> {
         let job = self.table.get(id)?;
-        let retrying = self.tracked.get(&id).is_some_and(|t| t.retry_at.is_some());
+        let retrying = self.history.retrying(id);
         if job.state != JobState::Scheduled || retrying {
             return None;
         }

@@ -1,11 +1,13 @@
-//! Job submission: unique-id coalescing, queue limits, handle assignment,
-//! epoch scheduling, and waking the workers asleep on the function.
+//! The client side: job submission (unique-id coalescing, queue limits,
+//! handle assignment, epoch scheduling), status requests, and a submitter
+//! that stops waiting (its job dropped if nobody else waits and it has not
+//! started).
 
 use bytes::Bytes;
 use gearshift_proto::{Response, Submission};
 
 use crate::config::MAX_UNIQUE;
-use crate::effect::Effect;
+use crate::effect::{Effect, StoreOp};
 use crate::engine::Core;
 use crate::history::Step;
 use crate::ids::{ConnId, FuncId, JobId};
@@ -13,6 +15,22 @@ use crate::job::{ConnList, Job, JobExtra, JobState, Payload, Persist};
 use crate::table::Full;
 use crate::timers::Timer;
 use crate::Millis;
+
+/// What [`Core::stop_waiting`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopWaiting {
+    /// It had not started: dropped, it never runs.
+    Dropped,
+    /// A worker runs it: it goes on, with nobody waiting for its result.
+    Running,
+    /// Other submissions wait for it too: left as it is.
+    Shared {
+        /// A worker runs it (else it is still queued).
+        running: bool,
+    },
+    /// It had already ended (or never existed).
+    Ended,
+}
 
 /// A submission's payload (unique and workload) and reducer: one with an
 /// empty unique keeps its packet's body as the workload.
@@ -63,9 +81,7 @@ impl Core {
                 policy = true;
             }
         }
-        let id = self.next_job;
-        self.next_job = self.next_job.saturating_add(1);
-        self.reserve_ahead();
+        let id = self.new_job_id();
         let due = s
             .epoch()
             .map(|secs| (secs.max(0) as u64).saturating_mul(1000))
@@ -106,9 +122,7 @@ impl Core {
             true,
         );
         if !background {
-            if let Some(c) = self.conns.get_mut(&conn.0) {
-                c.waiting.insert(id);
-            }
+            self.conns.wait_on(conn, id);
         }
         if policy || self.wants(crate::events::Kind::Created) {
             self.record(id, Step::Queued);
@@ -135,18 +149,29 @@ impl Core {
         }
     }
 
+    /// A new job's (or schedule's) number, never reused; a durable server
+    /// keeps the store's reservation of numbers ahead of it.
+    #[inline]
+    pub(crate) fn new_job_id(&mut self) -> JobId {
+        let id = self.handles.issue();
+        if self.cfg.durable {
+            if let Some(end) = self.handles.reserve_ahead() {
+                self.effects.push(Effect::Store(StoreOp::Reserve(end)));
+            }
+        }
+        id
+    }
+
     /// [`JobTable::function_id`] for a connection's submission: a client
     /// usually submits to the function it named last, so that one is
     /// checked first (by name, so a dropped function never matches).
     fn function_id_for(&mut self, conn: ConnId, name: &[u8]) -> FuncId {
-        let hint = self.conns.get(&conn.0).map_or(FuncId::MAX, |c| c.last_func);
+        let hint = self.conns.last_func(conn);
         if self.table.func(hint).is_some_and(|f| f.name[..] == *name) {
             return hint;
         }
         let id = self.table.function_id(name, &self.policies);
-        if let Some(c) = self.conns.get_mut(&conn.0) {
-            c.last_func = id;
-        }
+        self.conns.set_last_func(conn, id);
         id
     }
 
@@ -180,9 +205,7 @@ impl Core {
         let (was_background, persist) = (job.background, job.persist);
         if !background {
             self.table.add_client(id, conn);
-            if let Some(c) = self.conns.get_mut(&conn.0) {
-                c.waiting.insert(id);
-            }
+            self.conns.wait_on(conn, id);
         }
         if background && !was_background {
             self.table.set_background(id, true);
@@ -239,12 +262,7 @@ impl Core {
         if job.state != JobState::Scheduled {
             return;
         }
-        let retried = self
-            .tracked
-            .get_mut(&id)
-            .and_then(|t| t.retry_at.take())
-            .is_some();
-        if retried {
+        if self.history.retry_due(id) {
             self.record(id, Step::Requeued("retry delay passed"));
         }
         self.enqueue(id, false);
@@ -264,55 +282,109 @@ impl Core {
         );
         self.send(conn, Response::error("NO_WORKER", Bytes::from(text)));
     }
+}
 
-    /// NOOPs up to `--worker-wakeup` sleeping workers of `func` (0 = all).
-    pub(crate) fn wake_sleepers(&mut self, func: FuncId) {
-        let limit = match self.cfg.worker_wakeup {
-            0 => usize::MAX,
-            n => n as usize,
-        };
-        let mut woken = 0;
-        while woken < limit {
-            let Some(w) = self
-                .table
-                .func_mut(func)
-                .and_then(|f| f.sleepers.pop_front())
-            else {
-                break;
-            };
-            let Some(c) = self.conns.get_mut(&w.0) else {
-                continue;
-            };
-            if !c.wakeable_for(func) {
-                continue;
+/// A client asks about a job.
+impl Core {
+    pub(crate) fn get_status(&mut self, conn: ConnId, handle: Bytes) {
+        let r = match self
+            .job_by_handle(&handle)
+            .and_then(|id| self.table.get(id))
+        {
+            Some(job) => {
+                let run = self.table.run(job.id);
+                Response::StatusRes {
+                    handle,
+                    known: true,
+                    running: matches!(job.state, JobState::Running | JobState::Cancelled),
+                    numerator: run.map_or(0, |r| r.numerator),
+                    denominator: run.map_or(0, |r| r.denominator),
+                }
             }
-            c.noop_sent = true;
-            woken += 1;
-            self.send(w, gearshift_proto::Response::Noop);
-        }
+            None => Response::StatusRes {
+                handle,
+                known: false,
+                running: false,
+                numerator: 0,
+                denominator: 0,
+            },
+        };
+        self.send(conn, r);
     }
 
-    /// Puts a sleeping worker on the wake lists of all its functions.
-    pub(crate) fn enlist_sleeper(&mut self, conn: ConnId) {
-        let Core { conns, table, .. } = self;
-        let Some(c) = conns.get(&conn.0) else {
-            return;
-        };
-        for a in &c.abilities {
-            let func = a.func;
-            let Some(f) = table.func_mut(func) else {
-                continue;
-            };
-            f.sleepers.push_back(conn);
-            // Stale entries pile up when a worker sleeps again and again on a
-            // function that never gets jobs; compact once they outnumber
-            // the function's workers.
-            if f.sleepers.len() > 2 * f.workers as usize + 16 {
-                let mut seen = crate::ids::IdSet::default();
-                f.sleepers.retain(|c| seen.insert(c.0));
-                f.sleepers
-                    .retain(|c| conns.get(&c.0).is_some_and(|conn| conn.wakeable_for(func)));
+    pub(crate) fn get_status_unique(&mut self, conn: ConnId, unique: Bytes) {
+        let job = self.table.find_named(None, &unique);
+        let r = match job {
+            Some(job) => {
+                let run = self.table.run(job.id);
+                Response::StatusResUnique {
+                    unique,
+                    known: true,
+                    running: matches!(job.state, JobState::Running | JobState::Cancelled),
+                    numerator: run.map_or(0, |r| r.numerator),
+                    denominator: run.map_or(0, |r| r.denominator),
+                    waiting: job.clients.len() as u32,
+                }
             }
+            None => Response::StatusResUnique {
+                unique,
+                known: false,
+                running: false,
+                numerator: 0,
+                denominator: 0,
+                waiting: 0,
+            },
+        };
+        self.send(conn, r);
+    }
+}
+
+/// A client stops waiting.
+impl Core {
+    /// A client stops waiting on a job; an unstarted foreground job nobody
+    /// waits on any more is dropped.
+    /// Detaches a submitter from a job (its connection closed, or it gave up
+    /// waiting): a foreground job nobody waits for any more is dropped
+    /// unless a worker holds it. Returns whether it was dropped.
+    pub(crate) fn detach_client(&mut self, id: JobId, conn: ConnId) -> bool {
+        let Some(job) = self.table.remove_client(id, conn) else {
+            return false;
+        };
+        // A foreground job waiting for a retry is dropped like a queued one.
+        let waiting = matches!(job.state, JobState::Queued | JobState::Scheduled);
+        if job.clients.is_empty() && !job.background && waiting {
+            self.remove_job(id);
+            return true;
+        }
+        false
+    }
+
+    /// A submitter gives up waiting for a foreground job (the HTTP API's
+    /// `wait_timeout`): when it is the job's only waiting client, it is
+    /// detached as if its connection had closed, which is what `gearshift
+    /// submit --wait-timeout` does and gearmand's rule: a job still queued
+    /// is dropped, one a worker runs goes on with nobody waiting. A job
+    /// other submissions also wait for is left as it is.
+    pub fn stop_waiting(&mut self, handle: &[u8]) -> StopWaiting {
+        let Some(id) = self.job_by_handle(handle) else {
+            return StopWaiting::Ended;
+        };
+        let Some(job) = self.table.get(id) else {
+            return StopWaiting::Ended;
+        };
+        let running = matches!(job.state, JobState::Running | JobState::Cancelled);
+        // One entry per submission: a single one is the caller's, which
+        // still waits; with more, others wait too.
+        let only = match job.clients.as_slice() {
+            &[only] if !job.background => only,
+            _ => return StopWaiting::Shared { running },
+        };
+        self.conns.stop_waiting(only, id);
+        if self.detach_client(id, only) {
+            tracing::info!(handle = %String::from_utf8_lossy(handle), "foreground job dropped: its submitter stopped waiting before it started");
+            StopWaiting::Dropped
+        } else {
+            StopWaiting::Running
         }
     }
 }

@@ -14,14 +14,16 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use crate::conn::Ability;
-use crate::function::Function;
+use crate::function::{FuncStats, Function};
 use crate::id_index::Walk;
 use crate::ids::{ConnId, FuncId, IdMap, JobId};
 use crate::job::{ConnList, Job, JobExtra, JobState, Persist, Run};
 use crate::jobs::Jobs;
-use crate::metrics::FuncStats;
 use crate::policy::{Policies, Reason};
 use crate::Millis;
+
+/// A drained queue with more room than this many entries lets go of it.
+const SHRINK_QUEUE: usize = 1 << 16;
 
 /// Adds (`+1`) or takes away (`-1`) a job in `state` of priority `p`.
 fn count(f: &mut Function, state: JobState, p: usize, add: bool) {
@@ -307,6 +309,27 @@ impl JobTable {
             count(f, job.state, job.priority.index(), false);
         }
         Some(job)
+    }
+
+    /// Pops the first live queued job of `func` at priority `p`, skipping
+    /// stale ids (it stays counted as queued until [`JobTable::start`]).
+    #[inline]
+    pub fn pop_queued(&mut self, func: FuncId, p: usize) -> Option<JobId> {
+        loop {
+            let f = self.func_mut(func)?;
+            let q = &mut f.queues[p];
+            let id = q.pop_front()?;
+            if q.is_empty() && q.capacity() > SHRINK_QUEUE {
+                // A deep queue drained: give its memory back.
+                *q = Default::default();
+            }
+            let live = self.get(id).is_some_and(|j| {
+                j.state == JobState::Queued && j.func() == func && j.priority.index() == p
+            });
+            if live {
+                return Some(id);
+            }
+        }
     }
 
     /// A worker takes job `id` at `now`: it is running, under a new

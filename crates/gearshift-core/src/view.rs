@@ -38,7 +38,7 @@ pub struct FunctionView {
     /// Its policy, if a config rule matches it.
     pub policy: Option<Arc<Policy>>,
     /// Running counters since the server started.
-    pub stats: crate::metrics::FuncStats,
+    pub stats: crate::function::FuncStats,
     /// Jobs of it in the dead set.
     pub dead: u64,
 }
@@ -206,15 +206,15 @@ impl Core {
     /// Every connection that registered a function or holds a job, oldest
     /// first (as `show workers`).
     pub fn workers_view(&self) -> Vec<WorkerView> {
-        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
-        ids.sort_unstable();
         let mut out = Vec::new();
-        for id in ids {
-            let Some(c) = self.conns.get(&id).filter(|c| c.is_worker()) else {
+        for (id, c) in self.conns.in_order() {
+            if !c.is_worker() {
                 continue;
-            };
+            }
+            let (connected, last_seen) = c.seen();
+            let (jobs_done, jobs_failed) = c.runs();
             let running = c
-                .held
+                .held()
                 .iter()
                 .map(|&job| {
                     let mut h = Vec::new();
@@ -223,19 +223,19 @@ impl Core {
                 })
                 .collect();
             out.push(WorkerView {
-                id,
-                fd: c.info.fd,
-                address: c.info.ip.clone(),
-                node: c.info.node.clone(),
-                client_id: c.client_id.clone(),
-                identity: c.info.identity.clone(),
-                connected: c.connected,
-                last_seen: c.last_seen,
-                jobs_done: c.jobs_done,
-                jobs_failed: c.jobs_failed,
+                id: id.0,
+                fd: c.info().fd,
+                address: c.info().ip.clone(),
+                node: c.info().node.clone(),
+                client_id: c.client_id().clone(),
+                identity: c.info().identity.clone(),
+                connected,
+                last_seen,
+                jobs_done,
+                jobs_failed,
                 running,
                 functions: c
-                    .abilities
+                    .abilities()
                     .iter()
                     .filter_map(|a| self.table.func(a.func).map(|f| f.name.clone()))
                     .collect(),
@@ -348,15 +348,7 @@ impl Core {
         t.completed = stats.completed;
         t.failed = stats.failed_total();
         t.retried = stats.retried;
-        for c in self.conns.values() {
-            if c.is_worker() {
-                t.worker_conns += 1;
-            } else if c.admin && !c.binary {
-                t.admin_conns += 1;
-            } else {
-                t.client_conns += 1;
-            }
-        }
+        (t.worker_conns, t.admin_conns, t.client_conns) = self.conns.roles();
         t
     }
 }

@@ -123,6 +123,35 @@ fn the_last_attempt_fails_the_client_once_with_the_last_exception() {
 }
 
 #[test]
+fn a_foreground_job_whose_client_asked_for_the_dead_set_ends_there() {
+    let mut w = checked(World::new());
+    with_policy(&mut w, "f", policy(2, &[Reason::Fail]));
+    w.conns(&[1, 2, 3]);
+    w.req(1, Request::Option(b("dead-set")));
+    w.expect(1, Response::OptionRes(b("dead-set")));
+    w.can_do(3, &["f"]);
+    let h = w.fg(1, "f", "u", "x");
+    // Without the option, a foreground failure is not kept as dead.
+    let plain = w.fg(2, "f", "v", "y");
+    for _ in 0..2 {
+        let (h1, _) = w.grab_job(3);
+        w.fail(3, &h1);
+        let (h2, _) = w.grab_job(3);
+        w.fail(3, &h2);
+        w.advance_to(w.now + 1_000);
+    }
+    w.expect(1, Response::WorkFail(h.clone()));
+    w.expect(2, Response::WorkFail(plain.clone()));
+    let dead = w.probe("show dead");
+    let handles: Vec<&str> = dead.lines().filter_map(|l| l.split('\t').next()).collect();
+    assert_eq!(
+        handles,
+        [String::from_utf8_lossy(&h).as_ref(), "."],
+        "{dead}"
+    );
+}
+
+#[test]
 fn a_function_without_a_policy_keeps_gearmands_rules() {
     let mut w = setup(World::new(), "other", policy(5, &[Reason::Fail]), &["f"]);
     let h = w.fg(1, "f", "", "x");

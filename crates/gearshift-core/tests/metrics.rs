@@ -6,7 +6,7 @@ mod common;
 
 use common::policy::*;
 use common::{b, World};
-use gearshift_core::metrics::FuncStats;
+use gearshift_core::function::FuncStats;
 use gearshift_core::policy::Reason;
 use gearshift_core::JobRecord;
 

@@ -10,9 +10,9 @@ mod common;
 use bytes::Bytes;
 use common::policy::*;
 use common::{b, epoch_job, World};
-use gearshift_core::lifecycle::StopWaiting;
 use gearshift_core::policy::Reason;
 use gearshift_core::retained::Outcome;
+use gearshift_core::submit::StopWaiting;
 use gearshift_core::view::{JobQuery, StateFilter, MAX_SCAN};
 
 /// Every page of a query, followed to the end: the handles, and how many

@@ -31,10 +31,16 @@ pub struct Giver {
     /// its GearMonkey job (`gearshift:given:`), so a stop never waits on
     /// GearMonkey workers.
     pub task: tokio::task::JoinHandle<()>,
+    /// Started for a routed function (not by the roll call).
+    pub routed: bool,
 }
 
 /// Starts a Gearman worker for `function` that hands its jobs to Redis.
-pub fn start(shared: Arc<Shared>, function: String) -> Result<Giver, gearshift_client::Error> {
+pub fn start(
+    shared: Arc<Shared>,
+    function: String,
+    routed: bool,
+) -> Result<Giver, gearshift_client::Error> {
     let handler_shared = shared.clone();
     let name = function.clone();
     let worker = Worker::builder()
@@ -55,7 +61,7 @@ pub fn start(shared: Arc<Shared>, function: String) -> Result<Giver, gearshift_c
         function,
         "gearmonkey: Gearman jobs of {function} now go to GearMonkey workers"
     );
-    Ok(Giver { stop, task })
+    Ok(Giver { stop, task, routed })
 }
 
 /// Retries a Redis call every half second until it works (Redis may be

@@ -25,6 +25,37 @@ pub fn matches(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
+/// Which functions the bridge serves and which of them are routed to
+/// GearMonkey workers; a SIGHUP may replace it while the bridge runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Routing {
+    /// Globs of bridged functions; empty: all.
+    pub matches: Vec<String>,
+    /// Globs of functions whose Gearman jobs always go to GearMonkey workers.
+    pub routed: Vec<String>,
+}
+
+impl Routing {
+    /// Whether `function` is bridged.
+    pub fn bridged(&self, function: &str) -> bool {
+        any(&self.matches, function)
+    }
+
+    /// Whether `function` is routed to GearMonkey workers.
+    pub fn routed(&self, function: &str) -> bool {
+        self.routed.iter().any(|p| matches(p, function))
+    }
+}
+
+/// The globs as a log line shows them (`*` for all).
+pub fn shown(patterns: &[String]) -> Vec<String> {
+    if patterns.is_empty() {
+        vec!["*".to_owned()]
+    } else {
+        patterns.to_vec()
+    }
+}
+
 /// Whether any of `patterns` matches (an empty list matches everything).
 pub fn any(patterns: &[String], name: &str) -> bool {
     patterns.is_empty() || patterns.iter().any(|p| matches(p, name))

@@ -42,7 +42,27 @@ pub fn processing(function: &str) -> String {
 /// The prefix of every processing list (for the recovery scan).
 pub const PROCESSING_PREFIX: &str = "gearshift:processing:";
 
-/// Gearshift's own: how much it added to `count:{FN}` (corrected on start).
+/// Gearshift's own: each instance's share of `count:{FN}`, a hash of
+/// instance -> workers.
+pub fn shares(function: &str) -> String {
+    format!("gearshift:shares:{function}")
+}
+
+/// The functions with a share in their roll call (a set), so the heartbeat
+/// finds them without a SCAN.
+pub const SHARED_FUNCTIONS: &str = "gearshift:shared";
+
+/// Gearshift's own: set while an instance runs, with a time to live its
+/// heartbeat refreshes.
+pub fn alive(instance: &str) -> String {
+    format!("{ALIVE_PREFIX}{instance}")
+}
+
+/// The prefix of every liveness key.
+pub const ALIVE_PREFIX: &str = "gearshift:alive:";
+
+/// A bridge before per-instance shares: how much it added to `count:{FN}`
+/// (taken out at start).
 pub fn added(function: &str) -> String {
     format!("{ADDED_PREFIX}{function}")
 }
@@ -146,6 +166,8 @@ mod tests {
         assert_eq!(uid("resize"), "uid:resize");
         assert_eq!(processing("resize"), "gearshift:processing:resize");
         assert_eq!(unique("resize", 7), "gearmonkey:resize:7");
+        assert_eq!(shares("resize"), "gearshift:shares:resize");
+        assert_eq!(alive("h:/d"), "gearshift:alive:h:/d");
     }
 
     #[test]

@@ -7,10 +7,12 @@
 //! - [`keys`]: the key layout, read and written, and Gearshift's own keys.
 //! - [`glob`]: which functions are bridged (`match` globs).
 //! - `scripts`: the Lua scripts (take a job, put one back, the roll call).
+//! - `roll`: the roll call, one share per Gearshift instance with a heartbeat.
 //! - `take`: GearMonkey clients -> Gearman workers.
 //! - `give`: Gearman clients -> GearMonkey workers.
 //! - `admin`: a shared admin connection (a job's priority, its last error).
 //! - `watch`: the supervisor that decides which of the two runs.
+//! - `push`: Gearshift's event stream, which wakes the supervisor.
 //! - [`stats`]: counters of bad input and failed calls (logged, and in
 //!   `/metrics` through the caller).
 
@@ -25,6 +27,8 @@ mod admin;
 mod give;
 pub mod glob;
 pub mod keys;
+mod push;
+mod roll;
 mod scripts;
 pub mod stats;
 mod take;
@@ -37,16 +41,21 @@ pub use give::BRIDGE_ID;
 pub struct BridgeConfig {
     /// `redis://[user:pass@]host:port[/db]` or `rediss://...`.
     pub url: String,
-    /// Globs of bridged function names; empty: all.
-    pub matches: Vec<String>,
-    /// Globs of functions whose Gearman jobs always go to GearMonkey
-    /// workers (never taken from Redis), Gearman workers or not.
-    pub routed: Vec<String>,
+    /// The functions bridged and those routed to GearMonkey workers (never
+    /// taken from Redis), at start; [`run`] is given its replacements.
+    pub routing: glob::Routing,
     /// The Gearshift server to speak Gearman to (its own loopback address).
     pub gearman: SocketAddr,
     /// CA bundle (PEM) a `rediss://` server's certificate must chain to,
     /// instead of the public roots.
     pub ca: Option<Vec<u8>>,
+    /// This Gearshift's name in the roll call's shares: the same across
+    /// restarts of one server (its host and data directory), so a restart
+    /// takes its previous run's share out at once.
+    pub instance: String,
+    /// Gearshift's HTTP listener, whose event stream wakes the bridge
+    /// (`None`: the bridge polls every quarter second).
+    pub http: Option<SocketAddr>,
 }
 
 /// A bad `--gearmonkey` value.
@@ -71,8 +80,9 @@ pub struct Shared {
     client: Client,
     admin: admin::Admin,
     gearman: SocketAddr,
-    matches: Vec<String>,
-    routed: Vec<String>,
+    routing: tokio::sync::watch::Receiver<glob::Routing>,
+    instance: String,
+    push: Arc<push::Push>,
     stats: Arc<stats::Stats>,
 }
 
@@ -112,10 +122,12 @@ pub fn check(config: &BridgeConfig) -> Result<(), ConfigError> {
 
 /// Runs the bridge until `shutdown` turns true. Redis not being there yet
 /// is not an error: the bridge waits for it (logging) while Gearshift runs.
+/// `routing` starts as the config's and may change while the bridge runs.
 pub async fn run(
     config: BridgeConfig,
     stats: Arc<stats::Stats>,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    routing: tokio::sync::watch::Receiver<glob::Routing>,
 ) -> Result<(), ConfigError> {
     let redis_client = redis_client(&config)?;
     let manager_config = ConnectionManagerConfig::new()
@@ -142,6 +154,8 @@ pub async fn run(
     let client = Client::builder()
         .server(config.gearman)
         .exceptions(true)
+        // A bridged job that fails for good under a policy goes to the dead set.
+        .dead_set(true)
         .no_timeout()
         .build()?;
     let shared = Arc::new(Shared {
@@ -149,21 +163,33 @@ pub async fn run(
         client,
         admin: admin::Admin::new(config.gearman),
         gearman: config.gearman,
-        matches: config.matches,
-        routed: config.routed,
+        routing,
+        instance: config.instance,
+        push: Arc::default(),
         stats,
+    });
+    let push = config.http.map(|http| {
+        tokio::spawn(push::run(
+            http,
+            shared.routing.clone(),
+            shared.push.clone(),
+            shared.stats.clone(),
+        ))
     });
     tracing::info!(
         "gearmonkey bridge: Redis at {}, functions {:?}",
         redacted(&config.url),
-        if shared.matches.is_empty() {
-            vec!["*".to_owned()]
-        } else {
-            shared.matches.clone()
-        }
+        glob::shown(&shared.routing.borrow().matches)
     );
     recover(&shared).await;
-    watch::run(shared, shutdown).await;
+    // This instance's shares from a run that did not stop cleanly, and any
+    // other instance's that stopped being alive, leave the roll call.
+    roll::clear_legacy(&shared).await;
+    let cleared = roll::heartbeat(&shared, true).await;
+    watch::run(shared, shutdown, cleared).await;
+    if let Some(push) = push {
+        push.abort();
+    }
     Ok(())
 }
 

@@ -48,8 +48,8 @@ return 1
     )
 }
 
-/// Sets Gearshift's share of the roll call: `count:{FN}` moves by the
-/// difference between what Gearshift added before (its own key) and now.
+/// The roll call as a bridge before per-instance shares kept it (one
+/// string per function); used at start to take such a share out.
 /// KEYS: count, added. ARGV: workers now. Returns the change.
 pub fn roll_call() -> Script {
     Script::new(
@@ -59,6 +59,52 @@ local want = tonumber(ARGV[1])
 if want ~= old then redis.call('INCRBY', KEYS[1], want - old) end
 if want == 0 then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], want) end
 return want - old
+",
+    )
+}
+
+/// Sets one instance's share of the roll call and marks it alive: the
+/// count moves by the difference from the share's field, so a share another
+/// instance took out (as dead) is added back whole.
+/// KEYS: count, shares (hash), alive, the set of functions with shares.
+/// ARGV: instance, workers now, alive ttl (ms), function. Returns the change.
+pub fn set_share() -> Script {
+    Script::new(
+        r"
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
+local old = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') or 0
+local want = tonumber(ARGV[2])
+if want ~= old then redis.call('INCRBY', KEYS[1], want - old) end
+if want == 0 then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+else
+  redis.call('HSET', KEYS[2], ARGV[1], want)
+  redis.call('SADD', KEYS[4], ARGV[4])
+end
+return want - old
+",
+    )
+}
+
+/// Takes out of the roll call the shares of instances whose liveness key
+/// is gone (and of ARGV[2], when not empty). KEYS: count, shares, the set
+/// of functions with shares. ARGV: function, an instance to take out
+/// anyway, the liveness key prefix. Returns the workers taken out.
+pub fn reap() -> Script {
+    Script::new(
+        r"
+local all = redis.call('HGETALL', KEYS[2])
+local gone = 0
+for i = 1, #all, 2 do
+  local inst, n = all[i], tonumber(all[i + 1]) or 0
+  if inst == ARGV[2] or redis.call('EXISTS', ARGV[3] .. inst) == 0 then
+    redis.call('INCRBY', KEYS[1], -n)
+    redis.call('HDEL', KEYS[2], inst)
+    gone = gone + n
+  end
+end
+if redis.call('HLEN', KEYS[2]) == 0 then redis.call('SREM', KEYS[3], ARGV[1]) end
+return gone
 ",
     )
 }

@@ -25,6 +25,9 @@ pub struct Stats {
     pub gearman_errors: AtomicU64,
     /// Jobs put back into their GearMonkey queue (recovery, lost Gearshift).
     pub put_back: AtomicU64,
+    /// Events of bridged functions from Gearshift's event stream (each
+    /// wakes the supervisor).
+    pub events: AtomicU64,
 }
 
 impl Stats {
@@ -49,7 +52,7 @@ impl Stats {
     }
 
     /// Each counter with its name.
-    fn named(&self) -> [(&'static str, &AtomicU64); 9] {
+    fn named(&self) -> [(&'static str, &AtomicU64); 10] {
         [
             ("taken", &self.taken),
             ("finished", &self.finished),
@@ -60,6 +63,7 @@ impl Stats {
             ("bad_field", &self.bad_field),
             ("redis_errors", &self.redis_errors),
             ("gearman_errors", &self.gearman_errors),
+            ("events", &self.events),
         ]
     }
 

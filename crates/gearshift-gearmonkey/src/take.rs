@@ -1,7 +1,9 @@
 //! GearMonkey clients -> Gearman workers: one taker per bridged function
 //! moves jobs from the GearMonkey queues into Gearshift's processing list
 //! only while Gearman workers are free, runs each as a foreground Gearshift
-//! job, and writes the result back as a GearMonkey worker would.
+//! job (from a client that asked for the dead set, so a job that fails for
+//! good under a policy is kept there), and writes the result back as a
+//! GearMonkey worker would.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

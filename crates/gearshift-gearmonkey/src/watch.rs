@@ -1,5 +1,8 @@
-//! The supervisor: every quarter second it asks Gearshift (admin `status`
-//! and `workers`) which functions have Gearman workers and queued jobs,
+//! The supervisor: when Gearshift's event stream says a worker came or went
+//! or a job of a bridged function was created or ended (every quarter
+//! second while the stream is down, every 2 s while it is up), it asks
+//! Gearshift (admin `status` and `workers`) which functions have Gearman
+//! workers and queued jobs,
 //! and from that sets each taker's capacity, starts or stops the bridge's
 //! Gearman workers, and keeps Gearshift's share of `count:{FN}` right.
 
@@ -11,10 +14,20 @@ use std::time::{Duration, Instant};
 use gearshift_client::AdminClient;
 
 use crate::give::{self, Giver, BRIDGE_ID};
-use crate::keys;
+use crate::glob::Routing;
 use crate::stats::Stats;
 use crate::take::{self, Gate};
-use crate::{glob, scripts, Shared};
+use crate::{roll, Shared};
+
+/// How often the supervisor looks without the event stream.
+const POLL: Duration = Duration::from_millis(250);
+
+/// How often it looks while the event stream is up (in case an event that
+/// mattered was of a kind it does not follow, such as a second CAN_DO).
+const SAFETY_POLL: Duration = Duration::from_secs(2);
+
+/// The least time between two looks woken by events.
+const MIN_GAP: Duration = Duration::from_millis(20);
 
 /// One look at Gearshift: per function, its Gearman workers (the bridge's
 /// own left out), jobs queued or running, and jobs running.
@@ -46,12 +59,20 @@ async fn snapshot(admin: &mut AdminClient) -> gearshift_client::Result<HashMap<S
 
 /// Runs the supervisor until `shutdown`; then sets Gearshift's share of
 /// every roll call back to zero.
-pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+/// `cleared`: the previous run's shares already left the roll call (else
+/// the heartbeat takes them out once Redis answers).
+pub async fn run(
+    shared: Arc<Shared>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    cleared: bool,
+) {
     let mut gates: HashMap<String, Arc<Gate>> = HashMap::new();
     let mut givers: HashMap<String, Giver> = HashMap::new();
-    // Functions whose roll call Gearshift may have added to (from a run
-    // before this one, too), so a count that fell to zero is corrected.
-    let mut counted: HashSet<String> = previous_counts(&shared).await;
+    // Functions whose roll call this run added to, so a count that fell to
+    // zero is corrected (a previous run's shares went at start).
+    let mut counted: HashSet<String> = HashSet::new();
+    let heartbeat = tokio::spawn(beat(shared.clone(), cleared));
+    let mut routing = shared.routing.clone();
     let mut admin: Option<AdminClient> = None;
     let mut last_stats = Instant::now();
     loop {
@@ -88,7 +109,8 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
         match loads {
             Some(mut loads) => {
                 // A routed function named exactly is served before its first job.
-                for p in shared.routed.iter().filter(|p| !p.contains(['*', '?'])) {
+                let routed = shared.routing.borrow().routed.clone();
+                for p in routed.iter().filter(|p| !p.contains(['*', '?'])) {
                     loads.entry(p.clone()).or_default();
                 }
                 step(
@@ -110,8 +132,19 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
             last_stats = Instant::now();
             tracing::info!("gearmonkey bridge: {}", shared.stats.line());
         }
+        let last_look = Instant::now();
+        let poll = if shared.push.live.load(Ordering::Acquire) {
+            SAFETY_POLL
+        } else {
+            POLL
+        };
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = tokio::time::sleep(poll) => {}
+            _ = shared.push.wake.notified() => {
+                // Events come in bursts: one look per MIN_GAP at most.
+                tokio::time::sleep(MIN_GAP.saturating_sub(last_look.elapsed())).await;
+            }
+            _ = routing.changed() => {}
             _ = shutdown.changed() => {}
         }
     }
@@ -123,9 +156,11 @@ pub async fn run(shared: Arc<Shared>, mut shutdown: tokio::sync::watch::Receiver
     for (_, g) in givers.drain() {
         g.task.abort();
     }
+    heartbeat.abort();
     for function in &counted {
-        set_roll_call(&shared, function, 0).await;
+        roll::set(&shared, function, 0).await;
     }
+    roll::leave(&shared).await;
     tracing::info!("gearmonkey bridge stopped: {}", shared.stats.line());
 }
 
@@ -138,11 +173,13 @@ async fn step(
     givers: &mut HashMap<String, Giver>,
     counted: &mut HashSet<String>,
 ) {
+    let routing = shared.routing.borrow().clone();
+    unroute(&routing, gates, givers);
     for (function, load) in loads {
-        if !glob::any(&shared.matches, function) {
+        if !routing.bridged(function) {
             continue;
         }
-        let routed = shared.routed.iter().any(|p| glob::matches(p, function));
+        let routed = routing.routed(function);
         // Part 1: take GearMonkey jobs while Gearman workers are free.
         if !routed && (load.workers > 0 || gates.contains_key(function)) {
             let gate = gates.entry(function.clone()).or_insert_with(|| {
@@ -157,52 +194,40 @@ async fn step(
             gate.capacity.store(capacity, Ordering::Release);
             gate.wake.notify_one();
         }
-        // Part 2: Gearman jobs with no Gearman worker go to GearMonkey's.
-        if routed {
-            // Routed by the config file: the bridge serves it beside any
-            // Gearman worker, whether or not GearMonkey's answer the roll call.
-            if !givers.contains_key(function) {
-                match give::start(shared.clone(), function.clone()) {
-                    Ok(g) => {
-                        givers.insert(function.clone(), g);
-                    }
-                    Err(e) => {
-                        tracing::warn!(function, "gearmonkey: cannot start a bridge worker: {e}")
-                    }
+        // Part 2: Gearman jobs with no Gearman worker go to GearMonkey's; a
+        // routed function's always, beside any Gearman worker.
+        let serving = givers.contains_key(function);
+        let want = routed
+            || (load.workers == 0
+                && (serving
+                    || (load.total > load.running
+                        && roll::gearmonkey_workers(shared, function).await > 0)));
+        if want && !serving {
+            match give::start(shared.clone(), function.clone(), routed) {
+                Ok(g) => {
+                    givers.insert(function.clone(), g);
                 }
+                Err(e) => tracing::warn!(function, "gearmonkey: cannot start a bridge worker: {e}"),
             }
-        } else if load.workers == 0 {
-            let queued = load.total > load.running;
-            if !givers.contains_key(function)
-                && queued
-                && gearmonkey_workers(shared, function).await > 0
-            {
-                match give::start(shared.clone(), function.clone()) {
-                    Ok(g) => {
-                        givers.insert(function.clone(), g);
-                    }
-                    Err(e) => {
-                        tracing::warn!(function, "gearmonkey: cannot start a bridge worker: {e}")
-                    }
-                }
+        } else if !want {
+            if let Some(g) = givers.remove(function) {
+                // A Gearman worker is back: it serves the function again.
+                let _ = g.stop.send(());
+                tracing::info!(function, "gearmonkey: {function} has Gearman workers again");
             }
-        } else if let Some(g) = givers.remove(function) {
-            // A Gearman worker is back: it serves the function again.
-            let _ = g.stop.send(());
-            tracing::info!(function, "gearmonkey: {function} has Gearman workers again");
         }
     }
     // Roll call: Gearshift's workers for every bridged function (none for a
     // routed one: they never run its GearMonkey jobs).
-    for function in loads.keys().filter(|f| glob::any(&shared.matches, f)) {
-        let routed = shared.routed.iter().any(|p| glob::matches(p, function));
+    for function in loads.keys().filter(|f| routing.bridged(f)) {
+        let routed = routing.routed(function);
         let workers = if routed {
             0
         } else {
             loads.get(function).map_or(0, |l| l.workers)
         };
         if workers > 0 || counted.contains(function) {
-            set_roll_call(shared, function, workers).await;
+            roll::set(shared, function, workers).await;
             if workers == 0 {
                 counted.remove(function);
             } else {
@@ -210,62 +235,57 @@ async fn step(
             }
         }
     }
-    // Functions Gearshift no longer lists at all have no worker.
+    // Functions Gearshift no longer lists at all have no worker; those no
+    // longer bridged (a SIGHUP) are no longer counted.
     let gone: Vec<String> = counted
         .iter()
-        .filter(|f| !loads.contains_key(*f))
+        .filter(|f| !loads.contains_key(*f) || !routing.bridged(f))
         .cloned()
         .collect();
     for function in gone {
-        set_roll_call(shared, &function, 0).await;
+        roll::set(shared, &function, 0).await;
         counted.remove(&function);
     }
 }
 
-/// GearMonkey's own workers for `function`: `count:{FN}` less what
-/// Gearshift added.
-async fn gearmonkey_workers(shared: &Shared, function: &str) -> i64 {
-    let mut redis = shared.redis.clone();
-    let r: redis::RedisResult<(Option<String>, Option<i64>)> = redis::pipe()
-        .cmd("GET")
-        .arg(keys::count(function))
-        .cmd("GET")
-        .arg(keys::added(function))
-        .query_async(&mut redis)
-        .await;
-    match r {
-        Ok((count, added)) => {
-            let count = count
-                .and_then(|c| c.trim().parse::<i64>().ok())
-                .unwrap_or(0);
-            count - added.unwrap_or(0)
+/// After a change of routing (a SIGHUP): takers of functions no longer
+/// bridged, or now routed, take nothing more; bridge workers of functions
+/// no longer bridged, or whose route changed, stop (the next steps start
+/// what the new routing wants).
+fn unroute(
+    routing: &Routing,
+    gates: &HashMap<String, Arc<Gate>>,
+    givers: &mut HashMap<String, Giver>,
+) {
+    for (function, gate) in gates {
+        if !routing.bridged(function) || routing.routed(function) {
+            gate.capacity.store(0, Ordering::Release);
         }
-        Err(e) => {
-            Stats::bump(&shared.stats.redis_errors);
-            tracing::warn!(function, "gearmonkey: cannot read the roll call: {e}");
-            0
+    }
+    let stale: Vec<String> = givers
+        .iter()
+        .filter(|(f, g)| !routing.bridged(f) || g.routed != routing.routed(f))
+        .map(|(f, _)| f.clone())
+        .collect();
+    for function in stale {
+        if let Some(g) = givers.remove(&function) {
+            let _ = g.stop.send(());
+            tracing::info!(
+                function,
+                "gearmonkey: {function} is no longer routed as before; its bridge worker stops"
+            );
         }
     }
 }
 
-/// Sets Gearshift's share of `count:{FN}` to `workers`.
-async fn set_roll_call(shared: &Shared, function: &str, workers: usize) {
-    let mut redis = shared.redis.clone();
-    let r: redis::RedisResult<i64> = scripts::roll_call()
-        .key(keys::count(function))
-        .key(keys::added(function))
-        .arg(workers)
-        .invoke_async(&mut redis)
-        .await;
-    if let Err(e) = r {
-        Stats::bump(&shared.stats.redis_errors);
-        tracing::warn!(function, "gearmonkey: cannot update the roll call: {e}");
+/// Keeps this instance alive in Redis and takes dead instances' shares
+/// out of the roll call, until aborted.
+async fn beat(shared: Arc<Shared>, mut cleared: bool) {
+    loop {
+        tokio::time::sleep(roll::HEARTBEAT).await;
+        let ok = roll::heartbeat(&shared, !cleared).await;
+        cleared |= ok;
     }
-}
-
-/// Functions a previous run left a share of the roll call for.
-async fn previous_counts(shared: &Shared) -> HashSet<String> {
-    scan(shared, keys::ADDED_PREFIX).await.into_iter().collect()
 }
 
 /// Function names of every key starting with `prefix` (SCAN, not KEYS).

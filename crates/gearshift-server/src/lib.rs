@@ -497,12 +497,22 @@ impl Server {
         }
         let mut guard = guard;
         guard.armed = false;
-        let _ = tokio::task::spawn_blocking(move || {
+        // A thread that panicked is a bug: say so and end `run` with its
+        // panic once every thread is joined, rather than stop as if clean.
+        let panicked = tokio::task::spawn_blocking(move || {
+            let mut first = None;
             for j in joins {
-                let _ = j.join();
+                if let Err(p) = j.join() {
+                    tracing::error!("a server thread panicked; the server stops with its panic");
+                    first.get_or_insert(p);
+                }
             }
+            first
         })
         .await;
+        if let Ok(Some(p)) = panicked {
+            std::panic::resume_unwind(p);
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use crate::sock::Sock;
 use bytes::{Buf, BytesMut};
-use gearshift_core::handle::Handles;
+use gearshift_core::ids::Handles;
 use gearshift_core::ids::IdMap;
 use gearshift_core::ConnId;
 use tokio::sync::OwnedSemaphorePermit;

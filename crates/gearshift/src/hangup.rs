@@ -39,14 +39,19 @@ pub fn reload_of(file: policy_file::PolicyFile, admin_allow: &AllowList) -> Relo
     }
 }
 
+/// What a reload does with the file's `[[gearmonkey]]` sections (the
+/// running bridge's globs and routes).
+pub type OnGearmonkey = Box<dyn Fn(Option<&policy_file::GearmonkeyDecl>) + Send>;
+
 /// At each SIGHUP: reopens the log file (logrotate moved it away) and
-/// reloads the policy file; a file that does not load leaves the policies
-/// in force, and the log says why.
+/// reloads the policy file (and, with `gearmonkey`, the bridge's sections);
+/// a file that does not load leaves everything in force, and the log says why.
 pub async fn on_hangup(
     config: Option<PathBuf>,
     admin_allow: AllowList,
     reloader: Reloader,
     log: Option<LogFile>,
+    gearmonkey: Option<OnGearmonkey>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
@@ -72,6 +77,9 @@ pub async fn on_hangup(
                     "SIGHUP: policies reloaded from {}",
                     path.display()
                 );
+                if let Some(apply) = &gearmonkey {
+                    apply(file.gearmonkey.as_ref());
+                }
                 reloader.reload(reload_of(file, &admin_allow));
             }
             Err(e) => tracing::error!("SIGHUP: keeping the policies in force: {e}"),

@@ -114,6 +114,27 @@ fn one_signal_with_no_running_job_exits_zero() {
 }
 
 #[test]
+fn sigterm_with_a_waiting_foreground_job_exits_zero() {
+    // Closing its client drops the foreground job while the engine stops;
+    // the stop's count of stored jobs once tripped over that and hung.
+    let mut s = Server::gearshift_with(&["--store", "memory"]);
+    let mut client = Conn::open(&s);
+    client.send(Request::submit(Box::new(Submit {
+        function: Bytes::from_static(b"nofn"),
+        unique: Bytes::new(),
+        data: Bytes::from_static(b"x"),
+        priority: Priority::Normal,
+        background: false,
+        epoch: None,
+        reducer: None,
+    })));
+    assert!(matches!(client.recv(), Response::JobCreated(_)));
+    s.proc.signal("TERM");
+    let status = s.proc.wait_within(WAIT);
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
 fn second_sigterm_exits_at_once_and_the_store_survives() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().to_str().expect("utf-8 path");

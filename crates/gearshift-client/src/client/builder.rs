@@ -54,6 +54,7 @@ impl Default for ClientBuilder {
             pool: PoolConfig {
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 exceptions: true,
+                dead_set: false,
                 backoff_min: Duration::from_millis(100),
                 backoff_max: Duration::from_secs(5),
                 tls: None,
@@ -136,6 +137,20 @@ impl ClientBuilder {
     /// ```
     pub fn exceptions(mut self, on: bool) -> Self {
         self.pool.exceptions = on;
+        self
+    }
+
+    /// Ask every connection for Gearshift's OPTION_REQ "dead-set": a
+    /// foreground job of this client that fails for good under a retry
+    /// policy is kept in the dead set, as a background one is. Off by
+    /// default; other servers refuse it (logged, the connection still works).
+    ///
+    /// ```
+    /// let b = gearshift_client::Client::builder().dead_set(true);
+    /// # let _ = b;
+    /// ```
+    pub fn dead_set(mut self, on: bool) -> Self {
+        self.pool.dead_set = on;
         self
     }
 

@@ -33,6 +33,8 @@ pub(crate) struct PoolConfig {
     pub connect_timeout: Duration,
     /// Send OPTION_REQ "exceptions" on every new connection.
     pub exceptions: bool,
+    /// Send OPTION_REQ "dead-set" on every new connection (Gearshift only).
+    pub dead_set: bool,
     /// First reconnect delay after a failure.
     pub backoff_min: Duration,
     /// Longest reconnect delay.
@@ -248,13 +250,17 @@ impl Pool {
         let tls = self.cfg.tls.as_ref();
         let wire = Wire::connect(addr, self.cfg.connect_timeout, tls).await?;
         let conn = ConnHandle::spawn(wire, addr.clone());
-        if self.cfg.exceptions {
-            let option = Request::Option("exceptions".into());
+        let options = [
+            ("exceptions", self.cfg.exceptions),
+            ("dead-set", self.cfg.dead_set),
+        ];
+        for (name, _) in options.into_iter().filter(|(_, on)| *on) {
+            let option = Request::Option(name.into());
             let asked = conn.call(option, Expect::Option, None);
             match tokio::time::timeout(self.cfg.connect_timeout, asked).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(Error::Server { code, text })) => {
-                    tracing::warn!(server = %addr, %code, %text, "server refused the exceptions option");
+                    tracing::warn!(server = %addr, %code, %text, "server refused the {name} option");
                 }
                 Ok(Err(e)) => return Err(e),
                 Err(_) => return Err(Error::Timeout),

@@ -4,7 +4,7 @@ use gearshift_proto::Priority;
 
 use super::*;
 use crate::config::CoreConfig;
-use crate::conn::{Conn, ConnInfo, Rights};
+use crate::conn::{ConnInfo, Rights};
 use crate::engine::Core;
 use crate::ids::ConnId;
 use crate::job::{ConnList, Persist};
@@ -41,14 +41,14 @@ fn f(core: &Core, func: FuncId) -> &Function {
 /// held list); returns the assignment number.
 fn run_on(core: &mut Core, id: JobId, w: ConnId) -> u64 {
     let assignment = core.table.start(id, w, 10);
-    core.conns.get_mut(&w.0).expect("worker").held.push(id);
+    core.conns.hold(w, id);
     assignment
 }
 
 /// Takes job `id` back from worker `w` (its run ends).
 fn release(core: &mut Core, id: JobId, w: ConnId) {
     assert_eq!(core.table.release(id).map(|r| r.worker), Some(w));
-    core.conns.get_mut(&w.0).expect("worker").held.clear();
+    core.conns.let_go(w, id);
 }
 
 fn worker(core: &mut Core, w: ConnId) {
@@ -60,7 +60,7 @@ fn worker(core: &mut Core, w: ConnId) {
         node: None,
         identity: None,
     };
-    core.conns.insert(w.0, Conn::new(info, 0));
+    core.conns.open(w, info, 0);
 }
 
 #[test]
@@ -158,18 +158,14 @@ fn abilities_count_workers_and_the_checker_sees_a_miscount() {
         func,
         timeout_ms: None,
     };
-    core.conns
-        .get_mut(&7)
-        .expect("worker")
-        .abilities
-        .push(ability);
+    core.conns.add_ability(ConnId(7), ability).expect("worker");
     core.table.ability_added(func);
     assert_eq!(f(&core, func).workers, 1);
     core.check_invariants().expect("one worker");
     core.table.func_mut(func).expect("f").workers += 1;
     assert!(core.check_invariants().is_err(), "a miscount is caught");
     core.table.func_mut(func).expect("f").workers -= 1;
-    let c = core.conns.remove(&7).expect("worker");
+    let c = core.conns.close(ConnId(7)).expect("worker");
     core.table.abilities_dropped(&c.abilities);
     assert_eq!(f(&core, func).workers, 0);
     core.check_invariants().expect("no workers");
@@ -287,4 +283,28 @@ fn set_progress_touches_only_a_running_job() {
     core.table.set_progress(1, 3, 4);
     let run = core.table.run(1).expect("running");
     assert_eq!((run.numerator, run.denominator), (3, 4));
+}
+
+#[test]
+fn pop_queued_skips_stale_ids_and_leaves_the_count_to_start() {
+    let (mut core, func) = core();
+    for id in [1, 2] {
+        core.table
+            .insert(job(id, func, JobState::Queued, "x"), true);
+    }
+    core.table
+        .insert(job(3, func, JobState::Scheduled, "x"), true);
+    // A stale id (no such job), a job no longer queued, then the live ones.
+    core.table.func_mut(func).expect("f").queues[0].extend([9, 3, 1, 2]);
+    assert_eq!(core.table.pop_queued(func, 0), Some(1));
+    assert_eq!(f(&core, func).queued[0], 2, "still counted until it starts");
+    assert_eq!(f(&core, func).queues[0].len(), 1);
+    assert_eq!(
+        core.table.pop_queued(func, 1),
+        None,
+        "nothing at that priority"
+    );
+    assert_eq!(core.table.pop_queued(func, 0), Some(2));
+    assert_eq!(core.table.pop_queued(func, 0), None);
+    assert_eq!(core.table.pop_queued(func + 1, 0), None, "no such function");
 }

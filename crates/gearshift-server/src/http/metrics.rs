@@ -7,7 +7,7 @@ use std::fmt::Write;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gearshift_core::metrics::{Histogram, BUCKETS_MS, REASONS};
+use gearshift_core::function::{Histogram, BUCKETS_MS, REASONS};
 use gearshift_core::view::{FunctionView, Totals};
 
 use super::ApiError;

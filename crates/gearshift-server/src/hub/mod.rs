@@ -371,6 +371,8 @@ impl Hub {
         self.route(sink);
         self.finished = true;
         let left = self.core.volatile_job_count();
+        // Counted now: the disconnects below remove foreground jobs.
+        let stored = self.core.job_count() - left;
         if left > 0 {
             tracing::warn!(
                 jobs = left,
@@ -383,7 +385,7 @@ impl Hub {
             sink.push(Out::Close(id));
         }
         self.settle(sink);
-        tracing::info!(stored = self.core.job_count() - left, "engine stopped");
+        tracing::info!(stored, "engine stopped");
         let mut store = self.store.take();
         if let Some(store) = store.as_mut() {
             let batch = std::mem::take(&mut self.store_batch);

@@ -7,13 +7,34 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use gearshift_gearmonkey::glob::Routing;
 use gearshift_gearmonkey::stats::Stats;
 use gearshift_gearmonkey::BridgeConfig;
 use gearshift_server::policy_file::GearmonkeyDecl;
+use gearshift_server::StoreConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::ServeArgs;
+
+/// Where the bridge's settings came from, for a SIGHUP's reload of the
+/// `[[gearmonkey]]` sections.
+#[derive(Debug, Clone, Default)]
+struct Origin {
+    /// The `--gearmonkey-match` globs (always in force).
+    flags: Vec<String>,
+    /// The file's `url` when `--gearmonkey` did not give one.
+    url_file: Option<String>,
+    /// The file's `ca` when `--gearmonkey-ca` did not give one (`None`
+    /// inside: the file named none).
+    ca_file: Option<Option<String>>,
+}
+
+/// A bridge to start: its configuration and where that came from.
+pub(super) struct Planned {
+    config: BridgeConfig,
+    origin: Origin,
+}
 
 /// The bridge's configuration from the flags and the config file's
 /// `[[gearmonkey]]` sections (flags win for the URL and CA; the globs of
@@ -22,8 +43,17 @@ use super::ServeArgs;
 pub(super) fn config(
     args: &ServeArgs,
     file: Option<GearmonkeyDecl>,
-) -> Result<Option<BridgeConfig>, String> {
+) -> Result<Option<Planned>, String> {
     let file = file.unwrap_or_default();
+    let origin = Origin {
+        flags: args.gearmonkey_match.clone(),
+        url_file: args
+            .gearmonkey
+            .is_none()
+            .then(|| file.url.clone())
+            .flatten(),
+        ca_file: args.gearmonkey_ca.is_none().then(|| file.ca.clone()),
+    };
     let Some(url) = args.gearmonkey.clone().or(file.url) else {
         if !args.gearmonkey_match.is_empty()
             || args.gearmonkey_ca.is_some()
@@ -48,47 +78,167 @@ pub(super) fn config(
     matches.extend(file.matches);
     let config = BridgeConfig {
         url,
-        matches,
-        routed,
+        routing: Routing { matches, routed },
         gearman: SocketAddr::from(([127, 0, 0, 1], 0)),
         ca,
+        instance: String::new(),
+        http: None,
     };
     gearshift_gearmonkey::check(&config).map_err(|e| e.to_string())?;
-    Ok(Some(config))
+    Ok(Some(Planned { config, origin }))
 }
 
-/// A running bridge: its stop switch and task.
-pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>)>;
+/// A running bridge: its stop switch, its task, and what a SIGHUP changes.
+pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>, Reroute)>;
 
-/// Starts the bridge once the server listens at `addrs`.
-pub(super) fn start(config: Option<BridgeConfig>, addrs: &[SocketAddr]) -> Result<Running, String> {
-    let Some(mut cfg) = config else {
+/// Puts a reloaded file's `[[gearmonkey]]` globs and routes in force.
+#[derive(Clone)]
+pub(super) struct Reroute {
+    origin: Origin,
+    tx: Arc<watch::Sender<Routing>>,
+}
+
+impl Reroute {
+    /// Applies the sections of a reloaded config file, or says why not.
+    pub(super) fn apply(&self, file: Option<&GearmonkeyDecl>) {
+        match rerouted(&self.origin, file) {
+            Ok((routing, warnings)) => {
+                for w in warnings {
+                    tracing::warn!("SIGHUP: gearmonkey: {w}");
+                }
+                let changed = self.tx.send_if_modified(|now| {
+                    let changed = *now != routing;
+                    *now = routing.clone();
+                    changed
+                });
+                if changed {
+                    tracing::info!(
+                        functions = ?gearshift_gearmonkey::glob::shown(&routing.matches),
+                        routed = ?routing.routed,
+                        "SIGHUP: gearmonkey bridge functions reloaded"
+                    );
+                }
+            }
+            Err(e) => tracing::error!("SIGHUP: gearmonkey: {e}; keeping its functions"),
+        }
+    }
+}
+
+/// The routing a reloaded file gives (with what it changed that only a
+/// restart puts in force), or why it is refused.
+fn rerouted(
+    origin: &Origin,
+    file: Option<&GearmonkeyDecl>,
+) -> Result<(Routing, Vec<String>), String> {
+    let mut warnings = Vec::new();
+    let Some(file) = file else {
+        if origin.url_file.is_some() {
+            return Err("the [[gearmonkey]] sections that name the bridge's Redis are gone; a restart stops the bridge".into());
+        }
+        return Ok((
+            Routing {
+                matches: origin.flags.clone(),
+                routed: Vec::new(),
+            },
+            warnings,
+        ));
+    };
+    if let Some(url) = &origin.url_file {
+        match &file.url {
+            None => return Err("no [[gearmonkey]] section names the bridge's Redis any more; a restart stops the bridge".into()),
+            Some(u) if u != url => warnings.push(format!(
+                "a new url ({}) takes a restart; the bridge stays on {}",
+                gearshift_gearmonkey::redacted(u),
+                gearshift_gearmonkey::redacted(url)
+            )),
+            Some(_) => {}
+        }
+    }
+    if let Some(ca) = &origin.ca_file {
+        if *ca != file.ca {
+            warnings.push("a new ca takes a restart".to_owned());
+        }
+    }
+    let mut matches = origin.flags.clone();
+    matches.extend(file.matches.iter().cloned());
+    Ok((
+        Routing {
+            matches,
+            routed: file.routed.clone(),
+        },
+        warnings,
+    ))
+}
+
+/// This server's name in the roll call's shares: its host and data
+/// directory, the same across restarts; a server without one (memory store)
+/// gets a new name per start, so its previous run's share waits out the
+/// liveness time instead.
+fn instance(store: &StoreConfig) -> String {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    match store {
+        StoreConfig::Log { dir, .. } => {
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            format!("{host}:{}", dir.display())
+        }
+        _ => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{host}:pid{}:{nanos}", std::process::id())
+        }
+    }
+}
+
+/// A listener's address as the bridge reaches it: a wildcard one over loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
+}
+
+/// Starts the bridge once the server listens at `addrs` (and `http`, whose
+/// event stream wakes it).
+pub(super) fn start(
+    config: Option<Planned>,
+    addrs: &[SocketAddr],
+    http: Option<SocketAddr>,
+    store: &StoreConfig,
+) -> Result<Running, String> {
+    let Some(Planned {
+        config: mut cfg,
+        origin,
+    }) = config
+    else {
         return Ok(None);
     };
     let Some(first) = addrs.first() else {
         return Err("--gearmonkey needs a plaintext Gearman listener to speak to".into());
     };
-    // A wildcard listener is reached over loopback.
-    let gearman = match first.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), first.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), first.port())
-        }
-        _ => *first,
-    };
-    cfg.gearman = gearman;
+    cfg.gearman = reachable(*first);
+    cfg.http = http.map(reachable);
+    cfg.instance = instance(store);
     let (tx, rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());
     let section = stats.clone();
     gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
+    let (routing_tx, routing_rx) = watch::channel(cfg.routing.clone());
     let task = tokio::spawn(async move {
-        if let Err(e) = gearshift_gearmonkey::run(cfg, stats, rx).await {
+        if let Err(e) = gearshift_gearmonkey::run(cfg, stats, rx, routing_rx).await {
             tracing::error!("{e}");
         }
     });
-    Ok(Some((tx, task)))
+    let reroute = Reroute {
+        origin,
+        tx: Arc::new(routing_tx),
+    };
+    Ok(Some((tx, task, reroute)))
 }
 
 /// The server's stop future, made to stop the bridge first: the bridge's
@@ -97,7 +247,7 @@ pub(super) fn stop_first(
     running: &Running,
     stop: impl std::future::Future<Output = ()>,
 ) -> impl std::future::Future<Output = ()> {
-    let tx = running.as_ref().map(|(tx, _)| tx.clone());
+    let tx = running.as_ref().map(|(tx, _, _)| tx.clone());
     async move {
         stop.await;
         if let Some(tx) = tx {
@@ -109,8 +259,61 @@ pub(super) fn stop_first(
 /// Stops the bridge (it takes Gearshift's share out of the roll call),
 /// waiting a few seconds at most.
 pub(super) async fn stop(running: Running) {
-    if let Some((tx, task)) = running {
+    if let Some((tx, task, _)) = running {
         let _ = tx.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decl(url: Option<&str>, matches: &[&str], routed: &[&str]) -> GearmonkeyDecl {
+        GearmonkeyDecl {
+            url: url.map(str::to_owned),
+            matches: matches.iter().map(|m| (*m).to_owned()).collect(),
+            ca: None,
+            routed: routed.iter().map(|m| (*m).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_reload_takes_the_files_globs_and_routes_beside_the_flags() {
+        let origin = Origin {
+            flags: vec!["img_*".into()],
+            url_file: Some("redis://a:1".into()),
+            ca_file: Some(None),
+        };
+        let (r, warnings) = rerouted(
+            &origin,
+            Some(&decl(Some("redis://a:1"), &["pdf_*"], &["pdf_*"])),
+        )
+        .expect("a good reload");
+        assert_eq!(r.matches, ["img_*", "pdf_*"]);
+        assert_eq!(r.routed, ["pdf_*"]);
+        assert!(warnings.is_empty());
+        // A new URL or CA is only warned about; the globs still change.
+        let mut d = decl(Some("redis://b:1"), &["x"], &[]);
+        d.ca = Some("/ca.pem".into());
+        let (r, warnings) = rerouted(&origin, Some(&d)).expect("a reload with warnings");
+        assert_eq!((r.matches.len(), warnings.len()), (2, 2));
+        // The sections that gave the Redis cannot go while it runs.
+        assert!(rerouted(&origin, None).is_err());
+        assert!(rerouted(&origin, Some(&decl(None, &["x"], &[]))).is_err());
+    }
+
+    #[test]
+    fn with_the_url_from_the_flag_the_sections_may_go() {
+        let origin = Origin {
+            flags: vec![],
+            url_file: None,
+            ca_file: None,
+        };
+        let (r, _) = rerouted(&origin, None).expect("sections may go");
+        assert_eq!(r, Routing::default());
+        let (r, w) = rerouted(&origin, Some(&decl(Some("redis://other:1"), &["a"], &[])))
+            .expect("the flag's url");
+        assert_eq!((r.matches, w.len()), (vec!["a".to_owned()], 0));
     }
 }

@@ -444,8 +444,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if addrs.iter().chain(&server.tls_addrs()).all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
-        tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file));
-        let bridge = gearmonkey::start(gearmonkey, &addrs)?;
+        let bridge = gearmonkey::start(gearmonkey, &addrs, server.http_addr(), &cfg_store)?;
+        let reroute = bridge.as_ref().map(|(_, _, r)| r.clone());
+        let on_gearmonkey = reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
+        tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file, on_gearmonkey));
         let stop = gearmonkey::stop_first(&bridge, shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;
@@ -484,6 +486,7 @@ async fn run_node(
         admin_allow,
         node.reloader(),
         log_file,
+        None,
     ));
     let stop = shutdown_signal(pid_file);
     crate::sd_notify::notify("READY=1");

@@ -5,8 +5,8 @@
 //! field the route does not take, as the config file refuses unknown keys.
 
 use gearshift_core::function::FunctionError;
-use gearshift_core::lifecycle::StopWaiting;
 use gearshift_core::schedule::{DropScheduleError, Dropped};
+use gearshift_core::submit::StopWaiting;
 use serde::de::DeserializeOwned;
 
 use super::*;
