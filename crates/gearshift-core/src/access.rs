@@ -26,9 +26,11 @@ fn needs(input: &Input) -> Option<Need> {
             | Request::Grab(_) => Some(Need::Work),
             _ => None,
         },
-        Input::Admin(cmd) if cmd.changes() => Some(Need::Change),
-        Input::Admin(AdminCommand::Reply(_) | AdminCommand::TooManyWords) => None,
-        Input::Admin(_) => Some(Need::Read),
+        Input::Admin(cmd) => match **cmd {
+            ref c if c.changes() => Some(Need::Change),
+            AdminCommand::Reply(_) | AdminCommand::TooManyWords => None,
+            _ => Some(Need::Read),
+        },
         Input::Invalid(_) => None,
     }
 }
@@ -76,7 +78,7 @@ impl Core {
             return true;
         }
         let cmd = match input {
-            Input::Admin(cmd) => Some(cmd),
+            Input::Admin(cmd) => Some(&**cmd),
             _ => None,
         };
         self.refuse(conn, need, cmd);

@@ -7,7 +7,7 @@
 //! them with [`Core::take_effects`] and carries them out in order. Replies
 //! keep request order per connection, behind answers held for the store.
 
-use gearshift_proto::{Request, Response};
+use gearshift_proto::{Progress, Request, Response};
 
 use crate::config::CoreConfig;
 use crate::conn::{ConnInfo, Conns, Rights};
@@ -166,7 +166,7 @@ impl Core {
     }
 
     /// One input from a connection.
-    #[inline]
+    #[inline(always)]
     pub fn handle(&mut self, conn: ConnId, input: Input, now: Millis) {
         self.now = self.now.max(now);
         match input {
@@ -181,6 +181,9 @@ impl Core {
         }
     }
 
+    /// Every input but a submission: kept out of line, so the driver's
+    /// reading loop that [`Core::handle`] is inlined into stays small.
+    #[inline(never)]
     fn handle_other(&mut self, conn: ConnId, input: Input, now: Millis) {
         let settles = matches!(input, Input::Request(Request::Grab(_) | Request::PreSleep));
         let fail = matches!(input, Input::Request(Request::WorkFail { .. }));
@@ -196,7 +199,7 @@ impl Core {
             Input::Invalid(err) => {
                 self.send(conn, Response::error(err.code(), err.text()));
             }
-            Input::Admin(cmd) => self.admin(conn, cmd, now),
+            Input::Admin(cmd) => self.admin(conn, *cmd, now),
         }
     }
 
@@ -243,11 +246,14 @@ impl Core {
             Request::ResetAbilities => self.reset_abilities(conn),
             Request::PreSleep => self.pre_sleep(conn),
             Request::Grab(kind) => self.grab(conn, kind, now),
-            Request::WorkStatus {
-                handle,
-                numerator,
-                denominator,
-            } => self.work_status(conn, handle, numerator, denominator),
+            Request::WorkStatus(p) => {
+                let Progress {
+                    handle,
+                    numerator,
+                    denominator,
+                } = *p;
+                self.work_status(conn, handle, numerator, denominator)
+            }
             Request::WorkData { handle, data } => self.work_data(conn, handle, data, false),
             Request::WorkWarning { handle, data } => self.work_data(conn, handle, data, true),
             Request::WorkComplete { handle, data } => self.work_complete(conn, handle, data),

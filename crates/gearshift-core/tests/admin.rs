@@ -322,7 +322,7 @@ fn too_many_words_closes_without_reply() {
     w.conn(1);
     w.core.handle(
         gearshift_core::ConnId(1),
-        gearshift_core::Input::Admin(gearshift_proto::parse_admin(b"a b c d e f")),
+        gearshift_core::Input::Admin(Box::new(gearshift_proto::parse_admin(b"a b c d e f"))),
         0,
     );
     let effects = w.core.take_effects();

@@ -82,14 +82,7 @@ fn foreground_duplicates_all_receive_the_work_packets() {
             data: b("careful"),
         },
     );
-    w.req(
-        9,
-        Request::WorkStatus {
-            handle: h.clone(),
-            numerator: b("3"),
-            denominator: b("4"),
-        },
-    );
+    w.req(9, Request::work_status(h.clone(), b("3"), b("4")));
     w.complete(9, &h, "result");
     for c in [1, 2, 3] {
         assert_eq!(
@@ -219,14 +212,7 @@ fn status_unique_counts_waiting_clients() {
     );
     w.can_do(9, &["f"]);
     w.grab_job(9);
-    w.req(
-        9,
-        Request::WorkStatus {
-            handle: h.clone(),
-            numerator: b("5"),
-            denominator: b("10"),
-        },
-    );
+    w.req(9, Request::work_status(h.clone(), b("5"), b("10")));
     w.clear();
     w.req(3, Request::GetStatusUnique(b("shared")));
     w.expect(

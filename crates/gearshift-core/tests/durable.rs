@@ -346,14 +346,7 @@ fn completion_fail_and_exception_of_a_stored_job_record_done() {
 #[test]
 fn progress_packets_of_a_stored_job_write_nothing() {
     let (mut w, h) = running_stored_job();
-    w.req(
-        WORKER,
-        Request::WorkStatus {
-            handle: h.clone(),
-            numerator: b("1"),
-            denominator: b("2"),
-        },
-    );
+    w.req(WORKER, Request::work_status(h.clone(), b("1"), b("2")));
     w.req(
         WORKER,
         Request::WorkData {

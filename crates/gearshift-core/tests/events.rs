@@ -55,14 +55,7 @@ fn words(w: &mut World) -> Vec<String> {
 }
 
 fn status(w: &mut World, n: u64, h: &Bytes, num: &str, den: &str) {
-    w.req(
-        n,
-        Request::WorkStatus {
-            handle: h.clone(),
-            numerator: b(num),
-            denominator: b(den),
-        },
-    );
+    w.req(n, Request::work_status(h.clone(), b(num), b(den)));
 }
 
 #[test]

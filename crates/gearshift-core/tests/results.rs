@@ -27,11 +27,7 @@ fn exception(w: &mut World, n: u64, h: &Bytes, data: &str) {
 fn all_work_packets(h: &Bytes) -> Vec<(Request, &'static str)> {
     vec![
         (
-            Request::WorkStatus {
-                handle: h.clone(),
-                numerator: b("1"),
-                denominator: b("2"),
-            },
+            Request::work_status(h.clone(), b("1"), b("2")),
             RESULT_NOT_FOUND,
         ),
         (
@@ -222,14 +218,7 @@ fn get_status_reports_known_running_and_progress() {
     w.grab_job(9);
     w.req(1, Request::GetStatus(h.clone()));
     w.expect(1, status(&h, true, true, 0, 0));
-    w.req(
-        9,
-        Request::WorkStatus {
-            handle: h.clone(),
-            numerator: b("7"),
-            denominator: b("9"),
-        },
-    );
+    w.req(9, Request::work_status(h.clone(), b("7"), b("9")));
     w.expect(
         1,
         Response::WorkStatus {

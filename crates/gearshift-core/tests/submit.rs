@@ -155,14 +155,7 @@ fn running_foreground_job_finishes_after_its_client_leaves() {
     w.grab_job(2);
     w.disconnect(1);
     assert_eq!(w.status_of("f"), Some((1, 1, 1)));
-    w.req(
-        2,
-        Request::WorkStatus {
-            handle: h.clone(),
-            numerator: b("1"),
-            denominator: b("2"),
-        },
-    );
+    w.req(2, Request::work_status(h.clone(), b("1"), b("2")));
     w.complete(2, &h, "done");
     // Accepted: no error to the worker, nobody to forward to.
     w.all_quiet();

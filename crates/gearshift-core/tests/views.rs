@@ -114,11 +114,11 @@ fn job_detail_finds_live_kept_and_dead_jobs() {
     w.now = 10;
     w.req(
         2,
-        gearshift_proto::Request::WorkStatus {
-            handle: h.clone(),
-            numerator: Bytes::from_static(b"1"),
-            denominator: Bytes::from_static(b"4"),
-        },
+        gearshift_proto::Request::work_status(
+            h.clone(),
+            Bytes::from_static(b"1"),
+            Bytes::from_static(b"4"),
+        ),
     );
     let d = w.core.job_detail(&live, false).expect("live");
     assert_eq!(d.summary.state, "running");

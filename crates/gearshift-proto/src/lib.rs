@@ -25,6 +25,6 @@ pub use admin::{parse_admin, AdminCommand};
 pub use error::{FrameError, RequestError};
 pub use frame::{decode_frame, Frame, Magic, Packet};
 pub use packet_type::PacketType;
-pub use request::{GrabKind, Priority, Request, Sched};
+pub use request::{GrabKind, Priority, Progress, Request, Sched};
 pub use response::Response;
 pub use submit::{Submission, Submit};

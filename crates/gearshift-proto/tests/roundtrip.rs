@@ -88,11 +88,7 @@ fn request() -> impl Strategy<Value = Request> {
         ]
         .prop_map(Request::Grab),
         (name(), name(), data()).prop_map(|(handle, numerator, denominator)| {
-            Request::WorkStatus {
-                handle,
-                numerator,
-                denominator,
-            }
+            Request::work_status(handle, numerator, denominator)
         }),
         (name(), data()).prop_map(|(handle, data)| Request::WorkData { handle, data }),
         (name(), data()).prop_map(|(handle, data)| Request::WorkWarning { handle, data }),

@@ -139,8 +139,17 @@ fn feed_frames(
 ) -> bool {
     loop {
         let before = buf.len();
-        let input = match decode_frame(buf, max_packet) {
-            Ok(Some(frame)) => Input::from(frame),
+        match decode_frame(buf, max_packet) {
+            Ok(Some(frame)) => {
+                let bytes = before - buf.len();
+                // Inlined at both of its calls: a submission then reaches
+                // the core's rule as a submission, not as any input.
+                Input::feed(
+                    frame,
+                    #[inline(always)]
+                    |input| t.feed_input(id, input, bytes),
+                );
+            }
             Ok(None) => return true,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection: unusable input");
@@ -153,8 +162,7 @@ fn feed_frames(
                 t.feed(id, Item::Fatal(reply), 0);
                 return false;
             }
-        };
-        t.feed_input(id, input, before - buf.len());
+        }
     }
 }
 

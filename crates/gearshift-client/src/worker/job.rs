@@ -128,11 +128,11 @@ impl WorkerJob {
     /// # Ok(()) }
     /// ```
     pub async fn send_status(&self, numerator: u32, denominator: u32) -> Result<()> {
-        self.send(Request::WorkStatus {
-            handle: self.handle.clone(),
-            numerator: numerator.to_string().into(),
-            denominator: denominator.to_string().into(),
-        })
+        self.send(Request::work_status(
+            self.handle.clone(),
+            numerator.to_string().into(),
+            denominator.to_string().into(),
+        ))
         .await
     }
 

@@ -229,7 +229,7 @@ impl World {
     pub fn admin(&mut self, n: u64, line: &str) -> String {
         self.core.handle(
             ConnId(n),
-            Input::Admin(parse_admin(line.as_bytes())),
+            Input::Admin(Box::new(parse_admin(line.as_bytes()))),
             self.now,
         );
         self.collect();

@@ -111,11 +111,9 @@ impl Model {
             .get(&id)
             .is_some_and(|j| j.holder == Some(c) && j.handle == h);
         let req = match what {
-            Work::Status => Request::WorkStatus {
-                handle: h.clone(),
-                numerator: Bytes::from((pick % 7).to_string()),
-                denominator: b("7"),
-            },
+            Work::Status => {
+                Request::work_status(h.clone(), Bytes::from((pick % 7).to_string()), b("7"))
+            }
             Work::Data => Request::WorkData {
                 handle: h.clone(),
                 data: b("data"),
@@ -156,9 +154,9 @@ impl Model {
         for client in clients {
             let wants = self.exceptions_all || self.conns[&client].exceptions;
             let r = match (&req, what) {
-                (Request::WorkStatus { numerator, .. }, _) => Response::WorkStatus {
+                (Request::WorkStatus(p), _) => Response::WorkStatus {
                     handle: h.clone(),
-                    numerator: numerator.clone(),
+                    numerator: p.numerator.clone(),
                     denominator: b("7"),
                 },
                 (_, Work::Data) => Response::WorkData {

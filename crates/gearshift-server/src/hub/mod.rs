@@ -272,7 +272,7 @@ impl Hub {
     /// A submission never makes the core close a connection, so what it
     /// produced may wait for the next route (at the latest the round's
     /// [`Hub::settle`]): a pipelined stream of them is routed in one pass.
-    #[inline]
+    #[inline(always)]
     pub fn request(&mut self, id: ConnId, input: Input, sink: &mut impl OutSink) {
         let now = self.round_now();
         let submit = matches!(input, Input::Request(Request::Submit(_)));
@@ -295,8 +295,19 @@ impl Hub {
         }
     }
 
-    #[inline]
+    /// Inlined into the reading loop, so a request goes from its frame to
+    /// the core's rule without being copied into an argument on the way.
+    #[inline(always)]
     fn run_input(&mut self, id: ConnId, input: Input, now: Millis) {
+        if self.draining.is_some() || matches!(input, Input::Invalid(_)) {
+            return self.run_unusual_input(id, input, now);
+        }
+        self.core.handle(id, input, now);
+    }
+
+    /// [`Hub::run_input`] while draining, or of a refused packet.
+    #[inline(never)]
+    fn run_unusual_input(&mut self, id: ConnId, input: Input, now: Millis) {
         if self.draining.is_some() && self.refused_while_draining(id, &input) {
             return;
         }

@@ -353,7 +353,7 @@ impl IoThread {
 
     /// A request of connection `id`: [`IoThread::feed`] of an
     /// [`Item::Input`], moved as little as possible.
-    #[inline]
+    #[inline(always)]
     pub fn feed_input(&mut self, id: ConnId, input: Input, bytes: usize) {
         if let Some((hub, peers)) = self.hub_and_sink() {
             return hub.request(id, input, peers);
