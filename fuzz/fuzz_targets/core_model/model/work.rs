@@ -120,11 +120,11 @@ impl Model {
                 handle: h.clone(),
                 data: data.clone(),
             },
-            Work::Status => Request::WorkStatus {
-                handle: h.clone(),
-                numerator: Bytes::from_static(b"1"),
-                denominator: Bytes::from_static(b"2"),
-            },
+            Work::Status => Request::work_status(
+                h.clone(),
+                Bytes::from_static(b"1"),
+                Bytes::from_static(b"2"),
+            ),
         };
         // A WORK_FAIL right after the WORK_EXCEPTION of the same job is
         // its second half: no answer, nothing changes.
