@@ -45,6 +45,12 @@ pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (a space may replace the `T`);
 /// fractions are dropped. Unix seconds; `None` for anything else.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    parse_rfc3339_ms(s).map(|ms| ms.div_euclid(1000))
+}
+
+/// As [`parse_rfc3339`], in Unix milliseconds (a fraction's first three
+/// digits kept).
+pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
         return None;
@@ -61,11 +67,13 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
     let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
     let mut rest = &s[19..];
+    let mut milli = 0;
     if let Some(frac) = rest.strip_prefix('.') {
         let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
             return None;
         }
+        milli = format!("{:0<3}", &frac[..digits.min(3)]).parse().ok()?;
         rest = &frac[digits..];
     }
     let offset = match rest {
@@ -95,7 +103,7 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
         return None;
     }
     let days = days_from_civil(year, month, day);
-    Some(days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset)
+    Some((days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset) * 1000 + milli)
 }
 
 fn days_in_month(year: i64, month: i64) -> i64 {
