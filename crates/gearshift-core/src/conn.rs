@@ -90,6 +90,9 @@ pub struct Conn {
     /// OPTION_REQ dead-set: its foreground jobs that fail for good under a
     /// policy go to the dead set, as background ones do (the GearMonkey bridge).
     dead_set: bool,
+    /// OPTION_REQ epoch-early: handed epoch jobs at submission, before they
+    /// are due (a bridge that schedules them itself).
+    epoch_early: bool,
     /// Sent PRE_SLEEP and has not grabbed since.
     sleeping: bool,
     /// Was sent a NOOP and has sent nothing since.
@@ -126,6 +129,7 @@ impl Conn {
             waiting: IdSet::default(),
             exceptions: false,
             dead_set: false,
+            epoch_early: false,
             sleeping: false,
             noop_sent: false,
             outbox: VecDeque::new(),
@@ -153,6 +157,11 @@ impl Conn {
     /// Registered functions, newest first.
     pub fn abilities(&self) -> &[Ability] {
         &self.abilities
+    }
+
+    /// Whether it takes epoch jobs before they are due (OPTION_REQ epoch-early).
+    pub fn epoch_early(&self) -> bool {
+        self.epoch_early
     }
 
     /// Where GRAB's round-robin over `abilities` starts.
@@ -242,6 +251,8 @@ pub struct Closed {
     pub held: Vec<JobId>,
     /// The foreground jobs it waited on as a client.
     pub waiting: IdSet<JobId>,
+    /// It took epoch jobs early (OPTION_REQ epoch-early).
+    pub epoch_early: bool,
 }
 
 /// Every open connection, by id: the one place a connection's books change.
@@ -263,6 +274,7 @@ impl Conns {
             abilities: c.abilities,
             held: c.held,
             waiting: c.waiting,
+            epoch_early: c.epoch_early,
         })
     }
 
@@ -369,6 +381,14 @@ impl Conns {
     /// Whether connection `id` asked for its failed jobs in the dead set.
     pub fn wants_dead_set(&self, id: ConnId) -> bool {
         self.map.get(&id.0).is_some_and(|c| c.dead_set)
+    }
+
+    /// OPTION_REQ epoch-early; returns the functions it had registered
+    /// before (`None` if it already asked, or is unknown).
+    pub fn set_epoch_early(&mut self, id: ConnId) -> Option<Vec<FuncId>> {
+        let c = self.map.get_mut(&id.0).filter(|c| !c.epoch_early)?;
+        c.epoch_early = true;
+        Some(c.abilities.iter().map(|a| a.func).collect())
     }
 
     /// SET_CLIENT_ID (the caller bounds its length).

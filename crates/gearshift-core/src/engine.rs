@@ -7,6 +7,7 @@
 //! them with [`Core::take_effects`] and carries them out in order. Replies
 //! keep request order per connection, behind answers held for the store.
 
+use bytes::Bytes;
 use gearshift_proto::{Progress, Request, Response};
 
 use crate::config::CoreConfig;
@@ -261,22 +262,7 @@ impl Core {
             Request::WorkException { handle, data } => self.work_exception(conn, handle, data),
             Request::GetStatus(handle) => self.get_status(conn, handle),
             Request::GetStatusUnique(unique) => self.get_status_unique(conn, unique),
-            Request::Option(name) => {
-                let exceptions = name.eq_ignore_ascii_case(b"exceptions");
-                if exceptions || name.eq_ignore_ascii_case(b"dead-set") {
-                    if exceptions {
-                        self.conns.set_exceptions(conn);
-                    } else {
-                        self.conns.set_dead_set(conn);
-                    }
-                    self.send(conn, Response::OptionRes(name));
-                } else {
-                    self.send(
-                        conn,
-                        Response::error("UNKNOWN_OPTION", "Server does not recognize given option"),
-                    );
-                }
-            }
+            Request::Option(name) => self.option(conn, name),
             Request::SetClientId(id) => {
                 let id = id.slice(..id.len().min(crate::config::MAX_CLIENT_ID));
                 self.conns.set_client_id(conn, id);
@@ -297,7 +283,7 @@ impl Core {
         let Some(c) = self.conns.close(conn) else {
             return;
         };
-        self.table.abilities_dropped(&c.abilities);
+        self.table.abilities_dropped(&c.abilities, c.epoch_early);
         for job in c.held {
             self.requeue(job, Reason::WorkerLost, "worker disconnected");
         }
@@ -336,6 +322,28 @@ impl Core {
     /// The JOB_CREATED packet an [`Effect::Created`] stands for.
     pub fn job_created(&mut self, id: JobId) -> Response {
         Response::JobCreated(self.handles.own().make(id))
+    }
+
+    /// OPTION_REQ: gearmand's `exceptions`, and Gearshift's own
+    /// `dead-set` (a client's failed foreground jobs go to the dead set) and
+    /// `epoch-early` (a worker is handed epoch jobs before they are due).
+    fn option(&mut self, conn: ConnId, name: Bytes) {
+        if name.eq_ignore_ascii_case(b"exceptions") {
+            self.conns.set_exceptions(conn);
+        } else if name.eq_ignore_ascii_case(b"dead-set") {
+            self.conns.set_dead_set(conn);
+        } else if name.eq_ignore_ascii_case(b"epoch-early") {
+            for func in self.conns.set_epoch_early(conn).unwrap_or_default() {
+                self.table.early_taker_added(func);
+            }
+        } else {
+            self.send(
+                conn,
+                Response::error("UNKNOWN_OPTION", "Server does not recognize given option"),
+            );
+            return;
+        }
+        self.send(conn, Response::OptionRes(name));
     }
 
     /// Looks a live job up by handle; only the exact `<prefix>:<n>` this

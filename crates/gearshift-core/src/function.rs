@@ -32,6 +32,12 @@ pub struct Function {
     pub running: u32,
     /// Connections that registered the function.
     pub workers: u32,
+    /// Of those, the ones that take only epoch jobs, before they are due
+    /// (OPTION_REQ epoch-early).
+    pub early_takers: u32,
+    /// Epoch jobs not yet due offered to those (while there are any); may
+    /// hold stale ids, skipped when popped.
+    pub early: VecDeque<JobId>,
     /// `maxqueue` limits by priority; 0 = unlimited.
     pub max_queue: [i64; 3],
     /// Workers that slept on this function and were not NOOPed since; may
@@ -39,6 +45,9 @@ pub struct Function {
     pub sleepers: VecDeque<ConnId>,
     /// The policy of the first config rule matching the name, if any.
     pub policy: Option<Arc<Policy>>,
+    /// Early takers asleep on the function, woken only by [`Function::early`]
+    /// jobs (as `sleepers`, may hold stale entries).
+    pub early_sleepers: VecDeque<ConnId>,
     /// `pause F`: jobs are queued but not handed out.
     pub paused: bool,
     /// Counters and latencies since the server started.
@@ -70,6 +79,19 @@ impl Function {
     /// Jobs a worker may take now: queued, and the function not paused.
     pub fn has_work(&self) -> bool {
         !self.paused && self.has_queued()
+    }
+
+    /// The sleepers list a worker goes on: early takers' or the others'.
+    pub fn sleepers_of(&mut self, early: bool) -> &mut VecDeque<ConnId> {
+        match early {
+            true => &mut self.early_sleepers,
+            false => &mut self.sleepers,
+        }
+    }
+
+    /// Epoch jobs an early taker may take now (some may be stale).
+    pub fn has_early_work(&self) -> bool {
+        !self.paused && !self.early.is_empty()
     }
 }
 

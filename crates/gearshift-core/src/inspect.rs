@@ -172,6 +172,7 @@ fn render(d: &JobDetail) -> Vec<u8> {
     time_field(&mut out, "created", Some(v.created));
     time_field(&mut out, "started", d.started);
     time_field(&mut out, "finished", d.finished);
+    time_field(&mut out, "due", v.due);
     field(
         &mut out,
         "worker",

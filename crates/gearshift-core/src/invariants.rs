@@ -61,14 +61,17 @@ impl Core {
                 self.table.bytes()
             ));
         }
-        let mut workers = vec![0u32; self.table.funcs().len()];
+        let mut workers = vec![(0u32, 0u32); self.table.funcs().len()];
         for (cid, c) in self.conns.iter() {
             for a in c.abilities() {
                 match workers
                     .get_mut(a.func)
                     .filter(|_| self.table.func(a.func).is_some())
                 {
-                    Some(n) => *n += 1,
+                    Some(n) => {
+                        n.0 += 1;
+                        n.1 += u32::from(c.epoch_early());
+                    }
                     None => {
                         return Err(format!("conn {} can do missing function {}", cid.0, a.func))
                     }
@@ -77,12 +80,19 @@ impl Core {
         }
         for (i, f) in self.table.funcs().iter().enumerate() {
             let Some(f) = f else { continue };
-            if f.workers != workers[i] {
+            if (f.workers, f.early_takers) != workers[i] {
                 return Err(format!(
-                    "function {:?}: {} workers counted but {} connections can do it",
+                    "function {:?}: ({} workers, {} early takers) counted but connections say {:?}",
                     String::from_utf8_lossy(&f.name),
                     f.workers,
+                    f.early_takers,
                     workers[i]
+                ));
+            }
+            if f.early_takers == 0 && !f.early.is_empty() {
+                return Err(format!(
+                    "function {:?}: epoch jobs offered early with no early taker",
+                    String::from_utf8_lossy(&f.name)
                 ));
             }
             let (queued, scheduled, running, total) = counts[i];

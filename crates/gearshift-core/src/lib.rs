@@ -19,7 +19,7 @@
 //!   (the connections): the state records; [`jobs`]: where
 //!   jobs live and how they are found (by id, unique or workload);
 //!   [`id_index`]: the id → slot index behind it.
-//! - [`timefmt`]: RFC 3339 times.
+//! - [`timefmt`]: RFC 3339 times (gearshift-proto's, re-exported).
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
 //! - [`policy`]: per-function retry, timeout and retention policies (config file).
 //! - [`lifecycle`]: live events; [`history`]: a job's steps and attempts; [`retained`]: moves
@@ -69,7 +69,7 @@ pub mod run;
 pub mod schedule;
 pub mod submit;
 pub mod table;
-pub mod timefmt;
+pub use gearshift_proto::timefmt;
 mod timers;
 pub mod view;
 pub mod worker;

@@ -47,6 +47,16 @@ impl Core {
         let c = conns.get(conn)?;
         let abilities = c.abilities();
         let (start, n) = (c.cursor(), abilities.len());
+        if c.epoch_early() {
+            // An early taker takes epoch jobs not yet due, and nothing else.
+            return abilities.iter().find_map(|a| {
+                let id = table
+                    .func(a.func)
+                    .is_some_and(|f| f.has_early_work())
+                    .then(|| table.pop_early(a.func))??;
+                Some((id, a.timeout_ms))
+            });
+        }
         for p in 0..3 {
             for i in 0..n {
                 let idx = (start + i) % n;
@@ -515,7 +525,16 @@ impl Core {
         tracing::info!(handle = %self.handles.text(id), retries, "requeueing job: {why}");
         self.release_worker(id);
         self.record(id, Step::Requeued(why));
-        self.enqueue(id, true);
+        let func = self.table.get(id).map(|j| j.func());
+        match (self.table.get(id).and_then(|j| j.due()), func) {
+            (Some(due), Some(func)) if due > self.now => {
+                // An epoch job an early taker lost: back to waiting for its
+                // time (its timer is still armed), offered early again.
+                self.table.set_state(id, JobState::Scheduled);
+                self.offer_early(id, func);
+            }
+            _ => self.enqueue(id, true),
+        }
     }
 
     /// A worker that holds `id` reported WORK_COMPLETE.

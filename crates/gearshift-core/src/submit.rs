@@ -143,7 +143,10 @@ impl Core {
         // A new job's handle is always this server's own form.
         self.emit(conn, Effect::Created(conn, id));
         match (state, due) {
-            (JobState::Scheduled, Some(at)) => self.timers.arm(at, Timer::Due(id)),
+            (JobState::Scheduled, Some(at)) => {
+                self.timers.arm(at, Timer::Due(id));
+                self.offer_early(id, func);
+            }
             _ if sleepers => self.wake_sleepers(func),
             _ => {}
         }
@@ -180,12 +183,32 @@ impl Core {
         let Some(job) = self.table.get(id) else {
             return;
         };
+        let func = job.func();
         match job.due().filter(|&d| d > now) {
             Some(at) => {
                 self.table.set_state(id, JobState::Scheduled);
                 self.timers.arm(at, Timer::Due(id));
+                self.offer_early(id, func);
             }
             None => self.enqueue(id, false),
+        }
+    }
+
+    /// Offers an epoch job that is not due yet to the workers of its
+    /// function that take such jobs early (OPTION_REQ epoch-early: a bridge
+    /// to a queue that schedules jobs itself), waking those asleep. Its
+    /// timer stays armed: if none takes it, it is queued when due.
+    pub(crate) fn offer_early(&mut self, id: JobId, func: FuncId) {
+        if !self.table.offer_early(id) {
+            return;
+        }
+        let Some(f) = self.table.func_mut(func).filter(|f| !f.paused) else {
+            return;
+        };
+        for w in std::mem::take(&mut f.early_sleepers) {
+            if self.conns.noop(w, func) {
+                self.send(w, Response::Noop);
+            }
         }
     }
 
@@ -259,7 +282,9 @@ impl Core {
         let Some(job) = self.table.get(id) else {
             return;
         };
-        if job.state != JobState::Scheduled {
+        // Not yet due: an earlier timer of a job an early taker ran
+        // (OPTION_REQ epoch-early) that now waits out a retry delay.
+        if job.state != JobState::Scheduled || job.due().is_some_and(|d| d > self.now) {
             return;
         }
         if self.history.retry_due(id) {

@@ -400,19 +400,66 @@ impl JobTable {
         }
     }
 
-    /// A connection registered `func`, which it had not.
-    pub fn ability_added(&mut self, func: FuncId) {
+    /// A connection registered `func`, which it had not (`early`: it takes
+    /// epoch jobs before they are due).
+    pub fn ability_added(&mut self, func: FuncId, early: bool) {
         if let Some(f) = self.func_mut(func) {
             f.workers += 1;
+            f.early_takers += u32::from(early);
+        }
+    }
+
+    /// A connection that registered `func` asked for epoch jobs early.
+    pub fn early_taker_added(&mut self, func: FuncId) {
+        if let Some(f) = self.func_mut(func) {
+            f.early_takers += 1;
         }
     }
 
     /// A connection let go of these abilities (CANT_DO, RESET_ABILITIES,
-    /// or it closed).
-    pub fn abilities_dropped(&mut self, dropped: &[Ability]) {
+    /// or it closed). Once a function's last early taker is gone, its
+    /// offered epoch jobs simply wait for their time.
+    pub fn abilities_dropped(&mut self, dropped: &[Ability], early: bool) {
         for a in dropped {
             if let Some(f) = self.func_mut(a.func) {
                 f.workers -= 1;
+                if early {
+                    f.early_takers -= 1;
+                    if f.early_takers == 0 {
+                        f.early = Default::default();
+                        f.early_sleepers = Default::default();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Offers epoch job `id` (scheduled, not yet due) to its function's
+    /// early takers; `false` if it has none.
+    pub fn offer_early(&mut self, id: JobId) -> bool {
+        let Some(func) = self.get(id).map(|j| j.func()) else {
+            return false;
+        };
+        match self.func_mut(func) {
+            Some(f) if f.early_takers > 0 => {
+                f.early.push_back(id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Pops the first epoch job of `func` still waiting for its time,
+    /// skipping stale ids (it stays counted as scheduled until
+    /// [`JobTable::start`]).
+    pub fn pop_early(&mut self, func: FuncId) -> Option<JobId> {
+        loop {
+            let id = self.func_mut(func)?.early.pop_front()?;
+            let live = self.get(id).is_some_and(|j| {
+                j.state == JobState::Scheduled && j.func() == func && j.due().is_some()
+            });
+            if live {
+                return Some(id);
             }
         }
     }

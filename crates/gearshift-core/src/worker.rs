@@ -20,9 +20,10 @@ impl Core {
             self.worker_joined(conn);
         }
         if added.new {
-            self.table.ability_added(func);
+            let early = self.conns.get(conn).is_some_and(|c| c.epoch_early());
+            self.table.ability_added(func, early);
             if let Some(f) = self.table.func_mut(func).filter(|_| added.asleep) {
-                f.sleepers.push_back(conn);
+                f.sleepers_of(early).push_back(conn);
             }
         }
     }
@@ -49,6 +50,7 @@ impl Core {
             return;
         };
         let held: Vec<JobId> = c.held().to_vec();
+        let early = c.epoch_early();
         let dropped = self.conns.drop_abilities(conn, which);
         let none_left = self
             .conns
@@ -58,7 +60,7 @@ impl Core {
             // It dropped its last function: no longer a worker.
             self.push_event(crate::events::EventKind::WorkerLeft(w));
         }
-        self.table.abilities_dropped(&dropped);
+        self.table.abilities_dropped(&dropped, early);
         for job in held {
             if self
                 .table
@@ -74,10 +76,13 @@ impl Core {
         let Some(c) = self.conns.get(conn) else {
             return;
         };
-        let ready = c
-            .abilities()
-            .iter()
-            .any(|a| self.table.func(a.func).is_some_and(|f| f.has_work()));
+        let early = c.epoch_early();
+        let ready = c.abilities().iter().any(|a| {
+            self.table.func(a.func).is_some_and(|f| match early {
+                true => f.has_early_work(),
+                false => f.has_work(),
+            })
+        });
         self.conns.sleep(conn, ready);
         if ready {
             self.send(conn, Response::Noop);
@@ -118,19 +123,22 @@ impl Core {
         let Some(c) = conns.get(conn) else {
             return;
         };
+        let early = c.epoch_early();
         for a in c.abilities() {
             let func = a.func;
             let Some(f) = table.func_mut(func) else {
                 continue;
             };
-            f.sleepers.push_back(conn);
+            let list = f.sleepers_of(early);
+            list.push_back(conn);
             // Stale entries pile up when a worker sleeps again and again on a
             // function that never gets jobs; compact once they outnumber
             // the function's workers.
-            if f.sleepers.len() > 2 * f.workers as usize + 16 {
+            if list.len() > 2 * f.workers as usize + 16 {
+                let list = f.sleepers_of(early);
                 let mut seen = crate::ids::IdSet::default();
-                f.sleepers.retain(|c| seen.insert(c.0));
-                f.sleepers.retain(|&c| conns.wakeable_for(c, func));
+                list.retain(|c| seen.insert(c.0));
+                list.retain(|&c| conns.wakeable_for(c, func));
             }
         }
     }

@@ -11,6 +11,7 @@
 //! - [`error`]: framing errors (fatal) and request errors (answered with ERROR).
 //! - [`submit`]: what a SUBMIT_* request carries, read in place when plain.
 //! - [`escape`]: client-chosen bytes in admin listings, and which names are refused.
+//! - [`timefmt`]: the RFC 3339 times admin listings print, and reading them back.
 
 pub mod admin;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod packet_type;
 pub mod request;
 pub mod response;
 pub mod submit;
+pub mod timefmt;
 
 pub use admin::{parse_admin, AdminCommand};
 pub use error::{FrameError, RequestError};

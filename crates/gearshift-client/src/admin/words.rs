@@ -62,6 +62,9 @@ pub struct JobDetail {
     pub started: Option<String>,
     /// When it ended.
     pub finished: Option<String>,
+    /// When an epoch job or a retry is due (`None` from servers that
+    /// predate the line). [`JobDetail::due_ms`] reads it.
+    pub due: Option<String>,
     /// The worker of its last run (`CLIENT_ID@ADDRESS`).
     pub worker: Option<String>,
     /// Why its last run failed: the worker's text (an exception's payload),
@@ -145,6 +148,13 @@ pub struct HistoryEntry {
 }
 
 impl JobDetail {
+    /// [`JobDetail::due`] in Unix milliseconds.
+    pub fn due_ms(&self) -> Option<i64> {
+        self.due
+            .as_deref()
+            .and_then(gearshift_proto::timefmt::parse_rfc3339_ms)
+    }
+
     /// Parses the lines of a `show job` reply (without the final `.`).
     ///
     /// ```
@@ -197,6 +207,7 @@ impl JobDetail {
             created: get("created")?,
             started: opt("started")?,
             finished: opt("finished")?,
+            due: newer("due"),
             worker: opt("worker")?,
             error: opt("error")?,
             result_size: number("result_size")?,
@@ -442,6 +453,18 @@ mod tests {
         lines.extend(extra.iter().map(|l| (*l).to_owned()));
         lines.push("history: 2026-11-25T18:49:17.123Z queued".to_owned());
         lines
+    }
+
+    #[test]
+    fn show_job_due() {
+        let j =
+            JobDetail::parse(&show_job_lines(&["due: 2026-11-25T18:50:00.250Z"])).expect("parses");
+        assert_eq!(j.due.as_deref(), Some("2026-11-25T18:50:00.250Z"));
+        assert_eq!(j.due_ms(), Some(1_795_632_600_250));
+        for lines in [show_job_lines(&["due: -"]), show_job_lines(&[])] {
+            let j = JobDetail::parse(&lines).expect("parses");
+            assert_eq!((j.due_ms(), j.due), (None, None));
+        }
     }
 
     #[test]

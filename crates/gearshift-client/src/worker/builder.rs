@@ -42,6 +42,7 @@ pub struct WorkerBuilder {
     concurrency: usize,
     client_id: Option<Bytes>,
     exceptions: bool,
+    epoch_early: bool,
     backoff_min: Duration,
     backoff_max: Duration,
     connect_timeout: Duration,
@@ -66,6 +67,7 @@ impl Default for WorkerBuilder {
             concurrency: 1,
             client_id: None,
             exceptions: true,
+            epoch_early: false,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -203,6 +205,20 @@ impl WorkerBuilder {
         self
     }
 
+    /// Gearshift's `OPTION_REQ epoch-early`: be handed epoch jobs at
+    /// submission, before they are due (for a worker that schedules jobs
+    /// itself; `show job` gives their due time). Other servers refuse the
+    /// option and hand them out when due, as always.
+    ///
+    /// ```
+    /// let b = gearshift_client::Worker::builder().epoch_early(true);
+    /// # let _ = b;
+    /// ```
+    pub fn epoch_early(mut self, on: bool) -> Self {
+        self.epoch_early = on;
+        self
+    }
+
     /// Delay before reconnecting to a server that went away: `min` (100 ms)
     /// doubling up to `max` (5 s); reset once connected.
     ///
@@ -283,6 +299,7 @@ impl WorkerBuilder {
                 permits: Arc::new(Semaphore::new(self.concurrency)),
                 client_id: self.client_id,
                 exceptions: self.exceptions,
+                epoch_early: self.epoch_early,
                 backoff_min: self.backoff_min,
                 backoff_max: self.backoff_max,
                 connect_timeout: self.connect_timeout,

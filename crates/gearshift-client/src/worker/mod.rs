@@ -45,6 +45,7 @@ pub(crate) struct Shared {
     pub permits: Arc<Semaphore>,
     pub client_id: Option<Bytes>,
     pub exceptions: bool,
+    pub epoch_early: bool,
     pub backoff_min: Duration,
     pub backoff_max: Duration,
     pub connect_timeout: Duration,

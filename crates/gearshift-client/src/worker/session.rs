@@ -169,10 +169,15 @@ async fn serve(shared: &Shared, wire: Wire, stop: &mut watch::Receiver<bool>) ->
 }
 
 impl Session<'_> {
-    /// SET_CLIENT_ID, then CAN_DO / CAN_DO_TIMEOUT per function.
+    /// SET_CLIENT_ID, OPTION_REQ epoch-early if asked, then CAN_DO /
+    /// CAN_DO_TIMEOUT per function.
     fn register(&mut self) {
         if let Some(id) = &self.shared.client_id {
             self.wire.queue(&Request::SetClientId(id.clone()));
+        }
+        if self.shared.epoch_early {
+            self.wire
+                .queue(&Request::Option(Bytes::from_static(b"epoch-early")));
         }
         for f in &self.shared.functions {
             let req = match f.timeout {
@@ -215,6 +220,9 @@ impl Session<'_> {
                 }
             }
             Response::Noop => self.want = true,
+            Response::OptionRes(name) => {
+                tracing::debug!(option = %String::from_utf8_lossy(&name), "server took option");
+            }
             Response::Error { code, text } => tracing::warn!(
                 code = %String::from_utf8_lossy(&code),
                 text = %String::from_utf8_lossy(&text),

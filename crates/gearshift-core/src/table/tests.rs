@@ -159,14 +159,14 @@ fn abilities_count_workers_and_the_checker_sees_a_miscount() {
         timeout_ms: None,
     };
     core.conns.add_ability(ConnId(7), ability).expect("worker");
-    core.table.ability_added(func);
+    core.table.ability_added(func, false);
     assert_eq!(f(&core, func).workers, 1);
     core.check_invariants().expect("one worker");
     core.table.func_mut(func).expect("f").workers += 1;
     assert!(core.check_invariants().is_err(), "a miscount is caught");
     core.table.func_mut(func).expect("f").workers -= 1;
     let c = core.conns.close(ConnId(7)).expect("worker");
-    core.table.abilities_dropped(&c.abilities);
+    core.table.abilities_dropped(&c.abilities, c.epoch_early);
     assert_eq!(f(&core, func).workers, 0);
     core.check_invariants().expect("no workers");
 }
@@ -191,7 +191,7 @@ fn a_count_taken_below_zero_fails_instead_of_hiding() {
         func,
         timeout_ms: None,
     };
-    core.table.abilities_dropped(&[ability]);
+    core.table.abilities_dropped(&[ability], false);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 
 use std::io::Write;
 
-use crate::Millis;
+/// Unix milliseconds.
+type Millis = u64;
 
 /// Appends `ms` as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn write_rfc3339(out: &mut Vec<u8>, ms: Millis) {
@@ -29,7 +30,7 @@ pub fn rfc3339(ms: Millis) -> String {
 }
 
 /// Year, month, day of a day count since 1970-01-01 (proleptic Gregorian).
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
