@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -142,6 +143,15 @@ backoff = "fixed"
 initial_delay = "100ms"
 max_delay = "100ms"
 jitter = false
+
+[[function]]
+match = "gm_outretry"
+max_attempts = 2
+retry_on = ["exception"]
+backoff = "fixed"
+initial_delay = "100ms"
+max_delay = "100ms"
+jitter = false
 """
 
 
@@ -171,6 +181,22 @@ def gm_job_gets_gearshift_retries(ctx):
     check_eq(uniques, ["gearmonkey:gm_dies:%d" % jid], "the dead job's unique: %r" % body)
     check_eq(ctx.r.llen("gearshift:processing:gm_dies"), 0, "processing list empty")
     check_eq(h.admin(ctx.port, "show jobs"), ".\n", "no live job left in Gearshift")
+
+
+def gearman_job_retried_on_gm_worker_is_a_new_gm_job(ctx):
+    # A Gearman job a GearMonkey worker failed, retried by Gearshift's
+    # policy: each attempt is a GearMonkey job of its own (the retry does not
+    # read the first attempt's error back).
+    func = "gm_outretry"
+    log = ctx.path("gm-outretry.log")
+    ctx.gm_worker(func, "fail", log=log)
+    wait_count(ctx, func, 1)
+    check_eq(ctx.php_client("exccb", func, "r").splitlines(), ["EXCEPTION:boom:r"],
+             "the last attempt's error")
+    check_eq(ctx.r.get("uid:%s" % func), b"2", "two GearMonkey jobs, one per attempt")
+    with open(log) as f:
+        check_eq(len([line for line in f if line.split()[1:2] == ["r"]]), 2,
+                 "the GearMonkey worker ran both")
 
 
 def gm_job_gets_gearshift_run_timeout(ctx):
@@ -322,6 +348,35 @@ def gearman_priorities_map_to_gm_queues(ctx):
         check_eq([line.split()[1] for line in f], ["a", "b", "c"], "run order")
 
 
+def gearman_epoch_job_goes_to_gm_scheduled_set(ctx):
+    # SUBMIT_JOB_EPOCH for a function only GearMonkey workers serve: the
+    # job is in GearMonkey's scheduled set at once, under its time, and a
+    # GearMonkey worker runs it then (not before); GET_STATUS follows it.
+    func = "gm_outepoch"
+    ctx.r.set("count:%s" % func, 1)
+    due = int(time.time()) + 4
+    out = subprocess.run([GEARSHIFT, "submit", "-s", "127.0.0.1:%d" % ctx.port, "-f", func,
+                          "--at", str(due), "later"], capture_output=True, text=True, timeout=20)
+    check_eq(out.returncode, 0, "gearshift submit --at: %s" % out.stderr)
+    handle = out.stdout.strip()
+    key = "queue:%s:scheduled" % func
+    h.wait_for(lambda: ctx.r.zcard(key) == 1, 10, "the job in %s" % key)
+    jid_raw, score = ctx.r.zrange(key, 0, 0, withscores=True)[0]
+    jid = int(jid_raw)
+    check_eq(int(score), due, "its score is its time")
+    check_eq(ctx.r.hget("job:%s:%d" % (func, jid), "input"), b"later", "the job's input")
+    check(time.time() < due - 1, "written well before its time")
+    check_eq(ctx.r.llen("queue:%s:normal" % func), 0, "not in a queue")
+    log = ctx.path("gm-outepoch.log")
+    ctx.gm_worker(func, "upper", log=log)
+    job = ctx.wait_job(func, jid, timeout=20)
+    check(time.time() >= due, "ran before its time")
+    check_eq(job.get(b"output"), b"LATER", "GearMonkey worker's output")
+    h.wait_for(lambda: ctx.php_client("status", handle).split()[0] == "0", 10,
+               "GET_STATUS of %s: finished" % handle)
+    check_eq(ctx.r.get("uid:%s" % func), b"1", "one GearMonkey job, written once")
+
+
 def gearman_client_sees_gm_progress_and_errors(ctx):
     ctx.gm_worker("gm_prog", "progress")
     ctx.gm_worker("gm_err", "fail")
@@ -431,6 +486,7 @@ TESTS = [
     gearman_client_sees_gm_progress_and_errors,
     gearman_background_status_from_gm_progress,
     gearman_priorities_map_to_gm_queues,
+    gearman_epoch_job_goes_to_gm_scheduled_set,
     bridged_job_is_marked_in_gearshift,
     bridged_job_in_events_and_api,
     bad_input_is_logged_counted_and_kept,
@@ -443,6 +499,7 @@ TESTS = [
 SPECIAL = {
     gm_job_gets_gearshift_retries: {"config": RETRY_CONFIG},
     gm_job_gets_gearshift_run_timeout: {"config": RETRY_CONFIG},
+    gearman_job_retried_on_gm_worker_is_a_new_gm_job: {"config": RETRY_CONFIG},
     kill9_gearshift_while_bridged_jobs_run: {"durable": True},
     only_matching_functions_are_bridged: {"match": ["img_*"]},
     redis_with_password_both_ways: {"password": "secret-pw"},

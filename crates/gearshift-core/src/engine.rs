@@ -335,6 +335,7 @@ impl Core {
         } else if name.eq_ignore_ascii_case(b"epoch-early") {
             for func in self.conns.set_epoch_early(conn).unwrap_or_default() {
                 self.table.early_taker_added(func);
+                self.early_taker_joined(func);
             }
         } else {
             self.send(

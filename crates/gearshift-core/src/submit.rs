@@ -202,6 +202,33 @@ impl Core {
         if !self.table.offer_early(id) {
             return;
         }
+        self.wake_early_sleepers(func);
+    }
+
+    /// An early taker registered `func`: if it is the function's first,
+    /// the epoch jobs already waiting for their time are offered, soonest
+    /// first (found through the timers; this happens once per such worker).
+    pub(crate) fn early_taker_joined(&mut self, func: FuncId) {
+        let first = self
+            .table
+            .func(func)
+            .is_some_and(|f| f.early_takers == 1 && f.scheduled > 0);
+        if !first {
+            return;
+        }
+        let mut offered = false;
+        for (_, id) in self.epoch_jobs(usize::MAX).1 {
+            if self.table.get(id).is_some_and(|j| j.func() == func) {
+                offered |= self.table.offer_early(id);
+            }
+        }
+        if offered {
+            self.wake_early_sleepers(func);
+        }
+    }
+
+    /// NOOPs every early taker asleep on `func`.
+    fn wake_early_sleepers(&mut self, func: FuncId) {
         let Some(f) = self.table.func_mut(func).filter(|f| !f.paused) else {
             return;
         };

@@ -25,6 +25,9 @@ impl Core {
             if let Some(f) = self.table.func_mut(func).filter(|_| added.asleep) {
                 f.sleepers_of(early).push_back(conn);
             }
+            if early {
+                self.early_taker_joined(func);
+            }
         }
     }
 

@@ -112,14 +112,31 @@ fn a_lost_early_job_waits_for_its_time_again() {
     // Not grab-able by the plain worker before its time.
     w.grab_none(2);
     assert_eq!(w.status_of("f"), Some((1, 0, 1)));
-    // Offered at submission (and on a loss) to the early takers there
-    // then: one that comes later does not get it.
-    early(&mut w, 4);
-    w.can_do(4, &["f"]);
-    w.grab_none(4);
-    w.disconnect(4);
     w.advance_to(1_010_000);
     assert_eq!(w.grab_job(2).0, h);
+}
+
+#[test]
+fn the_first_early_taker_to_come_is_offered_the_epoch_jobs_already_waiting() {
+    let mut w = checked(World::new());
+    w.conns(&[1, 2, 3, 4]);
+    w.now = 1_000_000;
+    let late = w.submit(1, epoch_job("f", "", "late", 1_020));
+    let soon = w.submit(1, epoch_job("f", "", "soon", 1_010));
+    w.submit(1, epoch_job("g", "", "other", 1_010));
+    w.bg(1, "f", "", "now");
+    // Option before CAN_DO, and CAN_DO before the option.
+    early(&mut w, 3);
+    w.can_do(3, &["f"]);
+    w.can_do(4, &["f"]);
+    early(&mut w, 4);
+    assert_eq!(w.grab_job(3).0, soon);
+    assert_eq!(w.grab_job(4).0, late);
+    w.grab_none(3);
+    // The plain job waits for a plain worker.
+    w.can_do(2, &["f"]);
+    assert_eq!(w.grab_data(2), "now");
+    w.grab_none(2);
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use gearshift_client::worker::WorkerJob;
 use gearshift_client::{WorkError, Worker};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::keys;
 use crate::stats::Stats;
@@ -21,6 +21,14 @@ pub const BRIDGE_ID: &str = "gearmonkey-bridge";
 
 /// Jobs one bridged function may have out at GearMonkey workers at once.
 const CONCURRENCY: usize = 256;
+
+/// Epoch jobs one bridged function may have in GearMonkey's scheduled set
+/// at once; more wait in Gearshift and go to a queue when due.
+const SCHEDULED: usize = 4096;
+
+/// How long the bridge remembers which GearMonkey job a Gearman job
+/// became after it is due (GearMonkey's own result lifetime).
+const GIVEN_TTL: u64 = 90_000;
 
 /// A running bridge worker for one function.
 pub struct Giver {
@@ -35,33 +43,55 @@ pub struct Giver {
     pub routed: bool,
 }
 
-/// Starts a Gearman worker for `function` that hands its jobs to Redis.
+/// Starts the Gearman workers for `function` that hand its jobs to Redis:
+/// one for jobs to run now, and one that asks for epoch jobs at submission
+/// (OPTION_REQ epoch-early) and puts them in GearMonkey's scheduled set.
 pub fn start(
     shared: Arc<Shared>,
     function: String,
     routed: bool,
 ) -> Result<Giver, gearshift_client::Error> {
-    let handler_shared = shared.clone();
-    let name = function.clone();
-    let worker = Worker::builder()
-        .server(shared.gearman)
-        .client_id(BRIDGE_ID)
-        .exceptions(true)
-        .concurrency(CONCURRENCY)
-        .function(function.clone(), move |job: WorkerJob| {
-            let (shared, function) = (handler_shared.clone(), name.clone());
-            async move { give_one(&shared, &function, job).await }
-        })
-        .build()?;
+    let now = worker(&shared, &function, false, CONCURRENCY)?;
+    let scheduler = worker(&shared, &function, true, SCHEDULED)?;
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(worker.run(async move {
-        let _ = stopped.await;
-    }));
+    let (tx, rx) = watch::channel(false);
+    let until = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|&stop| stop).await;
+    };
+    let (a, b) = (until(rx.clone()), until(rx));
+    let task = tokio::spawn(async move {
+        let signal = async move {
+            let _ = stopped.await;
+            let _ = tx.send(true);
+        };
+        tokio::join!(signal, now.run(a), scheduler.run(b));
+    });
     tracing::info!(
         function,
         "gearmonkey: Gearman jobs of {function} now go to GearMonkey workers"
     );
     Ok(Giver { stop, task, routed })
+}
+
+/// One of the bridge's Gearman workers for `function`.
+fn worker(
+    shared: &Arc<Shared>,
+    function: &str,
+    epoch_early: bool,
+    concurrency: usize,
+) -> Result<Worker, gearshift_client::Error> {
+    let (handler_shared, name) = (shared.clone(), function.to_owned());
+    Worker::builder()
+        .server(shared.gearman)
+        .client_id(BRIDGE_ID)
+        .exceptions(true)
+        .epoch_early(epoch_early)
+        .concurrency(concurrency)
+        .function(function.to_owned(), move |job: WorkerJob| {
+            let (shared, function) = (handler_shared.clone(), name.clone());
+            async move { give_one(&shared, &function, job).await }
+        })
+        .build()
 }
 
 /// Retries a Redis call every half second until it works (Redis may be
@@ -89,9 +119,14 @@ where
 /// One Gearman job written to Redis (once per handle) and followed to its end.
 async fn give_one(shared: &Shared, function: &str, job: WorkerJob) -> Result<Bytes, WorkError> {
     let handle = String::from_utf8_lossy(job.handle()).into_owned();
-    // Its Gearman priority picks the queue (epoch jobs reach a worker only
-    // when due, so none goes to the scheduled set).
-    let prio = crate::admin::prio_of(&shared.admin, &handle).await;
+    // Its Gearman priority picks the queue; an epoch job not yet due (one
+    // handed early) goes into the scheduled set under its time.
+    let now = unix_ms();
+    let (prio, due) = crate::admin::placement(&shared.admin, &handle, now).await;
+    let keep = due.map_or(GIVEN_TTL, |d| {
+        d.saturating_sub(now as u64 / 1000)
+            .saturating_add(GIVEN_TTL)
+    });
     let script = scripts::give();
     let redis = shared.redis.clone();
     let (created, raw_id): (i64, String) = retry(shared, "cannot write the job", || {
@@ -101,7 +136,9 @@ async fn give_one(shared: &Shared, function: &str, job: WorkerJob) -> Result<Byt
             .key(keys::channel(function))
             .arg(function)
             .arg(job.data().as_ref())
-            .arg(prio.word());
+            .arg(prio.word())
+            .arg(due.unwrap_or(0))
+            .arg(keep);
         async move { call.invoke_async(&mut r).await }
     })
     .await;
@@ -124,7 +161,31 @@ async fn give_one(shared: &Shared, function: &str, job: WorkerJob) -> Result<Byt
             "gearmonkey: {handle} was given before; following job:{function}:{id} again"
         );
     }
-    follow(shared, function, id, &job).await
+    if let Some(due) = due {
+        // Nothing happens to it before its time: follow it from then on.
+        let wait = (due * 1000).saturating_sub(unix_ms() as u64);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+    }
+    let outcome = follow(shared, function, id, &job).await;
+    if outcome.is_err() {
+        // A retry of the Gearman job is a new GearMonkey job, not this one.
+        let mut r = shared.redis.clone();
+        let gone: redis::RedisResult<()> = redis::cmd("DEL")
+            .arg(keys::given(function, &handle))
+            .query_async(&mut r)
+            .await;
+        if gone.is_err() {
+            Stats::bump(&shared.stats.redis_errors);
+        }
+    }
+    outcome
+}
+
+/// Now, in Unix milliseconds.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Polls the hash until `status` is success or error, forwarding progress.

@@ -111,8 +111,10 @@ return gone
 
 /// Writes a Gearman job as a GearMonkey job once per Gearman handle: a job
 /// Gearshift hands out again (after a restart) finds the id it got before.
+/// A job due later goes into the scheduled set under its time.
 /// KEYS: given (`gearshift:given:{FN}:{HANDLE}`), uid, channel.
-/// ARGV: function, input, priority word. Returns `{created, id}`.
+/// ARGV: function, input, queue word, due (Unix seconds; for `scheduled`),
+/// how long the mapping is kept (s). Returns `{created, id}`.
 pub fn give() -> Script {
     Script::new(
         r"
@@ -122,8 +124,12 @@ local id = redis.call('INCR', KEYS[2])
 local fn = ARGV[1]
 redis.call('HSET', 'job:' .. fn .. ':' .. id, 'status', 'idle', 'input', ARGV[2])
 redis.call('PUBLISH', KEYS[3], 'create:' .. id)
-redis.call('LPUSH', 'queue:' .. fn .. ':' .. ARGV[3], id)
-redis.call('SET', KEYS[1], id, 'EX', 90000)
+if ARGV[3] == 'scheduled' then
+  redis.call('ZADD', 'queue:' .. fn .. ':scheduled', ARGV[4], id)
+else
+  redis.call('LPUSH', 'queue:' .. fn .. ':' .. ARGV[3], id)
+end
+redis.call('SET', KEYS[1], id, 'EX', ARGV[5])
 return {1, tostring(id)}
 ",
     )
