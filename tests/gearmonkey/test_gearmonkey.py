@@ -98,6 +98,36 @@ def gm_scheduled_job_runs_when_due(ctx):
     check_eq(job.get(b"output"), b"erutuf", "scheduled job")
 
 
+def idle_taker_waits_for_announcements(ctx):
+    # An idle taker does not poll Redis: it waits for GearMonkey's
+    # `create:` announcement (or looks every half second), and a job pushed
+    # without one is still taken.
+    func = "gm_idle"
+    ctx.php_worker("rev", func)
+    h.wait_workers(ctx.port, func)
+    _, job = ctx.gm().run(func, "warm", blocking=True, timeout=20)
+    check_eq(job.get(b"output"), b"mraw", "first job")
+    time.sleep(1)
+
+    def takes():
+        stats = ctx.r.info("commandstats")
+        return sum(v.get("calls", 0) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+    before = takes()
+    time.sleep(3)
+    idle_calls = takes() - before
+    # Polling every 20 ms made ~150 calls here; the heartbeat adds a few.
+    check(idle_calls <= 30, "Lua calls in 3 idle seconds: %d" % idle_calls)
+    started = time.monotonic()
+    _, job = ctx.gm().run(func, "fast", blocking=True, timeout=20)
+    check_eq(job.get(b"output"), b"tsaf", "announced job")
+    check(time.monotonic() - started < 0.4, "an announced job waits for no safety look")
+    # Pushed without PUBLISH: found by the half-second look.
+    jid = ctx.r.incr("uid:%s" % func)
+    ctx.r.hset("job:%s:%d" % (func, jid), mapping={"status": "idle", "input": "quiet"})
+    ctx.r.lpush("queue:%s:normal" % func, jid)
+    check_eq(ctx.wait_job(func, jid, timeout=5).get(b"output"), b"teiuq", "unannounced job")
+
+
 def gm_client_sees_gearman_progress(ctx):
     func = "gm_chatty"
     ctx.php_worker("chatty", func)
@@ -479,6 +509,7 @@ TESTS = [
     gm_client_to_perl_and_cli_workers,
     gm_jobs_wait_for_gearman_workers_and_keep_priority,
     gm_scheduled_job_runs_when_due,
+    idle_taker_waits_for_announcements,
     gm_client_sees_gearman_progress,
     gm_client_errors_from_gearman_worker,
     gearman_clients_reach_gm_worker,

@@ -32,6 +32,7 @@ mod roll;
 mod scripts;
 pub mod stats;
 mod take;
+mod wake;
 mod watch;
 
 pub use give::BRIDGE_ID;
@@ -83,6 +84,7 @@ pub struct Shared {
     routing: tokio::sync::watch::Receiver<glob::Routing>,
     instance: String,
     push: Arc<push::Push>,
+    wakes: Arc<wake::Wakes>,
     stats: Arc<stats::Stats>,
 }
 
@@ -166,8 +168,14 @@ pub async fn run(
         routing,
         instance: config.instance,
         push: Arc::default(),
+        wakes: Arc::default(),
         stats,
     });
+    let wakes = tokio::spawn(wake::run(
+        redis_client,
+        shared.wakes.clone(),
+        shared.stats.clone(),
+    ));
     let push = config.http.map(|http| {
         tokio::spawn(push::run(
             http,
@@ -190,6 +198,7 @@ pub async fn run(
     if let Some(push) = push {
         push.abort();
     }
+    wakes.abort();
     Ok(())
 }
 

@@ -40,6 +40,10 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 const IDLE_MIN: Duration = Duration::from_millis(1);
 const IDLE_MAX: Duration = Duration::from_millis(20);
 
+/// The longest an idle taker waits for a job announcement before it looks
+/// anyway (a client that pushes a job without announcing it).
+const SAFETY_LOOK: Duration = Duration::from_millis(500);
+
 /// `{PRIO}:{ID}`, a processing-list entry.
 fn entry_of(prio: &str, raw_id: &[u8]) -> Vec<u8> {
     let mut entry = prio.as_bytes().to_vec();
@@ -100,11 +104,24 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
                     gate.wake.notify_one();
                 });
             }
-            Ok(None) => {
-                // Empty: look again soon after a job (a blocking client's
-                // next one follows quickly), backing off to 20 ms when idle.
+            Ok(None) if idle < IDLE_MAX || !shared.wakes.live() => {
+                // Empty: look again soon after a job or an announcement (a
+                // blocking client's next job follows quickly, and a client
+                // announces a job before it pushes it), backing off to
+                // 20 ms; without announcements, every 20 ms.
                 tokio::time::sleep(idle).await;
                 idle = (idle * 2).min(IDLE_MAX);
+            }
+            Ok(None) => {
+                // Idle: wait for an announcement, the next scheduled job's
+                // time, or a safety look (a client that announces nothing).
+                let wait = quiet_wait(&shared, &function).await;
+                if tokio::time::timeout(wait, gate.wake.notified())
+                    .await
+                    .is_ok()
+                {
+                    idle = IDLE_MIN;
+                }
             }
             Err(e) => {
                 Stats::bump(&shared.stats.redis_errors);
@@ -114,6 +131,33 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
+    }
+}
+
+/// How long an idle taker waits for an announcement at most: until its
+/// next scheduled job is due, and never longer than `SAFETY_LOOK`.
+async fn quiet_wait(shared: &Shared, function: &str) -> Duration {
+    let mut redis = shared.redis.clone();
+    let next: redis::RedisResult<Vec<(String, f64)>> = redis::cmd("ZRANGE")
+        .arg(keys::queue(function, Prio::Scheduled))
+        .arg(0)
+        .arg(0)
+        .arg("WITHSCORES")
+        .query_async(&mut redis)
+        .await;
+    let due_ms = match next {
+        Ok(first) => first.first().map(|&(_, score)| score.max(0.0) * 1000.0),
+        Err(_) => {
+            Stats::bump(&shared.stats.redis_errors);
+            None
+        }
+    };
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    match due_ms {
+        Some(due) => Duration::from_millis((due - now_ms).max(0.0) as u64).min(SAFETY_LOOK),
+        None => SAFETY_LOOK,
     }
 }
 
