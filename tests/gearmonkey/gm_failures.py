@@ -27,6 +27,8 @@ def kill9_gearshift_while_bridged_jobs_run(ctx):
     ctx.php_worker("sleep", func)
     h.wait_for(lambda: ctx.r.llen("gearshift:processing:%s" % func) > 0, 20, "jobs taken")
     time.sleep(0.5)
+    # Killed while jobs are taken (between two runs the list is empty a moment).
+    h.wait_for(lambda: ctx.r.llen("gearshift:processing:%s" % func) > 0, 20, "jobs in flight")
     os.kill(ctx.server.pid, signal.SIGKILL)
     ctx.server.proc.wait(timeout=5)
     check(ctx.r.llen("gearshift:processing:%s" % func) > 0, "jobs were in flight at the kill")

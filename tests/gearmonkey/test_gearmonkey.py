@@ -407,6 +407,26 @@ def gearman_epoch_job_goes_to_gm_scheduled_set(ctx):
     check_eq(ctx.r.get("uid:%s" % func), b"1", "one GearMonkey job, written once")
 
 
+def given_job_is_read_slowly_and_its_end_seen_at_once(ctx):
+    # A Gearman job out at a GearMonkey worker for 2 s: its hash is read a
+    # few times a second (not every 20 ms), and its `finish:` announcement
+    # ends the wait at once.
+    func = "gm_long"
+    ctx.gm_worker(func, "sleep")
+    wait_count(ctx, func, 1)
+    ctx.php_client("do", "normal", func, "0.1")  # warm: the bridge's workers are up
+
+    def reads():
+        return ctx.r.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
+    before = reads()
+    started = time.monotonic()
+    check_eq(ctx.php_client("do", "normal", func, "2").strip(), "RESULT:slept:2", "long job")
+    took = time.monotonic() - started
+    hmgets = reads() - before
+    check(hmgets <= 40, "hash reads in a 2 s job: %d (every 20 ms was ~100)" % hmgets)
+    check(took < 2.0 + 0.5, "the end is seen at its announcement (took %.2f s)" % took)
+
+
 def gearman_client_sees_gm_progress_and_errors(ctx):
     ctx.gm_worker("gm_prog", "progress")
     ctx.gm_worker("gm_err", "fail")
@@ -518,6 +538,7 @@ TESTS = [
     gearman_background_status_from_gm_progress,
     gearman_priorities_map_to_gm_queues,
     gearman_epoch_job_goes_to_gm_scheduled_set,
+    given_job_is_read_slowly_and_its_end_seen_at_once,
     bridged_job_is_marked_in_gearshift,
     bridged_job_in_events_and_api,
     bad_input_is_logged_counted_and_kept,

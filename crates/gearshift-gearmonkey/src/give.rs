@@ -26,6 +26,10 @@ const CONCURRENCY: usize = 256;
 /// at once; more wait in Gearshift and go to a queue when due.
 const SCHEDULED: usize = 4096;
 
+/// The longest a followed job's hash goes unread while its end would be
+/// announced (how late its progress may reach the Gearman client).
+const PROGRESS_LOOK: Duration = Duration::from_millis(250);
+
 /// How long the bridge remembers which GearMonkey job a Gearman job
 /// became after it is due (GearMonkey's own result lifetime).
 const GIVEN_TTL: u64 = 90_000;
@@ -197,14 +201,21 @@ async fn follow(
 ) -> Result<Bytes, WorkError> {
     let job_key = keys::job(function, id);
     let mut last_progress: Option<(u32, u32)> = None;
-    // Polling from 1 ms, a quarter longer each time, at most 20 ms: a
-    // short job is seen within a millisecond or two, a long one costs about
-    // 50 reads a second.
+    let following = shared.wakes.follow(function, id).await;
+    // Reading from 1 ms, a quarter longer each time, at most 250 ms (for
+    // its progress: its end is announced and read at once), or 20 ms while
+    // announcements do not arrive: a short job is seen within a millisecond
+    // or two, a long one costs four reads a second.
     let mut pause = Duration::from_millis(1);
     let redis = shared.redis.clone();
     loop {
-        tokio::time::sleep(pause).await;
-        pause = (pause * 5 / 4).min(Duration::from_millis(20));
+        let _ = tokio::time::timeout(pause, following.finished.notified()).await;
+        let longest = if shared.wakes.live() {
+            PROGRESS_LOOK
+        } else {
+            Duration::from_millis(20)
+        };
+        pause = (pause * 5 / 4).min(longest);
         type Fields = (
             Option<Vec<u8>>,
             Option<Vec<u8>>,

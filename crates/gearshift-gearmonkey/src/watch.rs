@@ -163,7 +163,7 @@ async fn step(
         if !routed && (load.workers > 0 || gates.contains_key(function)) {
             if !gates.contains_key(function) {
                 let gate = Arc::new(Gate::default());
-                shared.wakes.add(function, gate.clone()).await;
+                shared.wakes.add_taker(function, gate.clone()).await;
                 tokio::spawn(take::run(shared.clone(), function.clone(), gate.clone()));
                 gates.insert(function.clone(), gate);
             }
