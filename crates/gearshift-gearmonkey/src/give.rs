@@ -30,6 +30,12 @@ const SCHEDULED: usize = 4096;
 /// announced (how late its progress may reach the Gearman client).
 const PROGRESS_LOOK: Duration = Duration::from_millis(250);
 
+/// The longest it goes unread otherwise.
+const FAST_LOOK: Duration = Duration::from_millis(20);
+
+/// How long a followed job runs before it is followed by announcement.
+const LISTEN_AFTER: Duration = Duration::from_secs(1);
+
 /// How long the bridge remembers which GearMonkey job a Gearman job
 /// became after it is due (GearMonkey's own result lifetime).
 const GIVEN_TTL: u64 = 90_000;
@@ -201,19 +207,31 @@ async fn follow(
 ) -> Result<Bytes, WorkError> {
     let job_key = keys::job(function, id);
     let mut last_progress: Option<(u32, u32)> = None;
-    let following = shared.wakes.follow(function, id).await;
-    // Reading from 1 ms, a quarter longer each time, at most 250 ms (for
-    // its progress: its end is announced and read at once), or 20 ms while
-    // announcements do not arrive: a short job is seen within a millisecond
-    // or two, a long one costs four reads a second.
+    // Reading from 1 ms, a quarter longer each time, at most 20 ms; a job
+    // still running after a second then subscribes to its `finish:`
+    // announcement and is read at most every 250 ms (for its progress) and
+    // at once when it ends. (Shorter jobs are cheaper polled: announcements
+    // of every job of the function would be read meanwhile.)
     let mut pause = Duration::from_millis(1);
+    let mut listening: Option<crate::wake::Listening> = None;
+    let mut next_listen = tokio::time::Instant::now() + LISTEN_AFTER;
     let redis = shared.redis.clone();
     loop {
-        let _ = tokio::time::timeout(pause, following.finished.notified()).await;
-        let longest = if shared.wakes.live() {
+        match &listening {
+            Some(l) => {
+                let _ = tokio::time::timeout(pause, l.woken.notified()).await;
+            }
+            None => tokio::time::sleep(pause).await,
+        }
+        if listening.is_none() && tokio::time::Instant::now() >= next_listen {
+            // Read right after (an end announced before is not heard).
+            listening = shared.wakes.listen(function, Some(id)).await;
+            next_listen = tokio::time::Instant::now() + Duration::from_secs(1);
+        }
+        let longest = if listening.is_some() {
             PROGRESS_LOOK
         } else {
-            Duration::from_millis(20)
+            FAST_LOOK
         };
         pause = (pause * 5 / 4).min(longest);
         type Fields = (

@@ -160,6 +160,7 @@ pub async fn run(
         .dead_set(true)
         .no_timeout()
         .build()?;
+    let (wakes, asks) = wake::Wakes::new();
     let shared = Arc::new(Shared {
         redis,
         client,
@@ -168,12 +169,13 @@ pub async fn run(
         routing,
         instance: config.instance,
         push: Arc::default(),
-        wakes: Arc::default(),
+        wakes,
         stats,
     });
     let wakes = tokio::spawn(wake::run(
         redis_client,
         shared.wakes.clone(),
+        asks,
         shared.stats.clone(),
     ));
     let push = config.http.map(|http| {

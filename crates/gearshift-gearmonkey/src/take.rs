@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::keys::{self, Prio};
 use crate::stats::Stats;
+use crate::wake::Listening;
 use crate::{scripts, Shared};
 
 /// What the supervisor tells a taker: how many jobs it may have in
@@ -39,6 +40,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// The taker's first and longest waits when the queues are empty.
 const IDLE_MIN: Duration = Duration::from_millis(1);
 const IDLE_MAX: Duration = Duration::from_millis(20);
+
+/// How long the queues stay empty before the taker waits for announcements
+/// (a subscription, let go at the next take) instead of polling: jobs
+/// flowing with shorter gaps cost no announcements to read.
+const LISTEN_AFTER: Duration = Duration::from_millis(100);
 
 /// The longest an idle taker waits for a job announcement before it looks
 /// anyway (a client that pushes a job without announcing it).
@@ -65,6 +71,9 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
     let mut redis = shared.redis.clone();
     let mut next_sweep = Instant::now() + SWEEP_EVERY;
     let mut idle = IDLE_MIN;
+    // The subscription held while idle, and since when the queues are empty.
+    let mut listening: Option<Listening> = None;
+    let mut empty_since: Option<Instant> = None;
     loop {
         if Instant::now() >= next_sweep {
             // A sweep Redis did not answer is tried again soon.
@@ -92,6 +101,8 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
         match got {
             Ok(Some((prio, id))) => {
                 idle = IDLE_MIN;
+                // Busy again: announcements are not read while jobs flow.
+                (listening, empty_since) = (None, None);
                 Stats::bump(&shared.stats.taken);
                 gate.inflight.fetch_add(1, Ordering::AcqRel);
                 let entry = entry_of(&prio, &id);
@@ -104,25 +115,35 @@ pub async fn run(shared: Arc<Shared>, function: String, gate: Arc<Gate>) {
                     gate.wake.notify_one();
                 });
             }
-            Ok(None) if idle < IDLE_MAX || !shared.wakes.live() => {
+            Ok(None) if empty_since.get_or_insert_with(Instant::now).elapsed() < LISTEN_AFTER => {
                 // Empty: look again soon after a job or an announcement (a
                 // blocking client's next job follows quickly, and a client
-                // announces a job before it pushes it), backing off to
-                // 20 ms; without announcements, every 20 ms.
+                // announces a job before it pushes it), backing off to 20 ms.
                 tokio::time::sleep(idle).await;
                 idle = (idle * 2).min(IDLE_MAX);
             }
-            Ok(None) => {
-                // Idle: wait for an announcement, the next scheduled job's
-                // time, or a safety look (a client that announces nothing).
-                let wait = quiet_wait(&shared, &function).await;
-                if tokio::time::timeout(wait, gate.wake.notified())
-                    .await
-                    .is_ok()
-                {
-                    idle = IDLE_MIN;
+            Ok(None) => match &listening {
+                None => {
+                    // Idle: subscribe, then look once more (a job announced
+                    // before is not heard); without announcements, poll.
+                    listening = shared.wakes.listen(&function, None).await;
+                    if listening.is_none() {
+                        tokio::time::sleep(IDLE_MAX).await;
+                    }
                 }
-            }
+                Some(l) => {
+                    // Wait for an announcement, the next scheduled job's
+                    // time, or a safety look (a client that announces nothing).
+                    let wait = quiet_wait(&shared, &function).await;
+                    tokio::select! {
+                        // Polled again for a while: the job may be announced
+                        // before it is pushed.
+                        _ = l.woken.notified() => (idle, empty_since) = (IDLE_MIN, None),
+                        _ = gate.wake.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+            },
             Err(e) => {
                 Stats::bump(&shared.stats.redis_errors);
                 tracing::warn!(function, "gearmonkey: cannot take a job from Redis: {e}");

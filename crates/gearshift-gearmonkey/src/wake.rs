@@ -1,94 +1,113 @@
 //! GearMonkey announces each new job (`PUBLISH channel:{FN} create:{ID}`)
-//! and each finished one (`finish:{ID}`). One pub/sub connection,
-//! subscribed to the channel of every function the bridge takes from or
-//! gives to, wakes the function's taker on `create:` and the task following
-//! a given job on its `finish:`, so neither polls Redis at a short
-//! interval. While the subscription is down, both poll as before.
+//! and each finished one (`finish:{ID}`). An idle taker, or a task following
+//! a given job that runs long, holds a subscription to its function's
+//! channel ([`Wakes::listen`]) and is woken by the announcement instead of
+//! polling Redis; busy takers and short jobs hold none, so a loaded bridge
+//! reads no announcements. One pub/sub connection carries every channel
+//! anyone holds; without it, takers and followers poll as before.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::PubSubSink;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::keys;
 use crate::stats::Stats;
-use crate::take::Gate;
 
-/// Who to wake, and the live subscription.
-#[derive(Default)]
+/// What the subscription task is asked.
+pub enum Ask {
+    /// Hold `function`'s channel; answers whether it is subscribed.
+    Hold(String, oneshot::Sender<bool>),
+    /// Let go of one hold of `function`'s channel.
+    Release(String),
+}
+
+/// Who to wake on which announcement, and the way to the subscription task.
 pub struct Wakes {
-    /// Functions whose channel is subscribed (or will be, on connecting).
-    channels: Mutex<HashSet<String>>,
-    /// Takers by function.
-    gates: Mutex<HashMap<String, Arc<Gate>>>,
-    /// Tasks following a given job, by function and id.
+    asks: mpsc::UnboundedSender<Ask>,
+    /// Idle takers, by function.
+    takers: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Followers of given jobs, by function and id.
     followers: Mutex<HashMap<(String, u64), Arc<Notify>>>,
-    sink: tokio::sync::Mutex<Option<PubSubSink>>,
     live: AtomicBool,
 }
 
-/// A follower's registration; dropping it forgets the follower.
-pub struct Following {
+/// A subscription held for one waiter; dropping it lets go.
+pub struct Listening {
     wakes: Arc<Wakes>,
-    key: (String, u64),
-    /// Notified on the job's `finish:` announcement.
-    pub finished: Arc<Notify>,
+    function: String,
+    follower: Option<u64>,
+    /// Notified on the announcement waited for.
+    pub woken: Arc<Notify>,
 }
 
-impl Drop for Following {
+impl Drop for Listening {
     fn drop(&mut self) {
-        lock(&self.wakes.followers).remove(&self.key);
+        match self.follower {
+            Some(id) => {
+                lock(&self.wakes.followers).remove(&(self.function.clone(), id));
+            }
+            None => {
+                lock(&self.wakes.takers).remove(&self.function);
+            }
+        }
+        let _ = self
+            .wakes
+            .asks
+            .send(Ask::Release(std::mem::take(&mut self.function)));
     }
 }
 
 impl Wakes {
-    /// Whether announcements reach the takers and followers now.
-    pub fn live(&self) -> bool {
-        self.live.load(Ordering::Acquire)
+    /// The waiters' side; [`run`] serves `asks`.
+    pub fn new() -> (Arc<Wakes>, mpsc::UnboundedReceiver<Ask>) {
+        let (asks, rx) = mpsc::unbounded_channel();
+        let wakes = Wakes {
+            asks,
+            takers: Mutex::default(),
+            followers: Mutex::default(),
+            live: AtomicBool::new(false),
+        };
+        (Arc::new(wakes), rx)
     }
 
-    /// Wakes `gate` on `create:` announcements of `function` from now on.
-    pub async fn add_taker(&self, function: &str, gate: Arc<Gate>) {
-        lock(&self.gates).insert(function.to_owned(), gate);
-        self.subscribe(function).await;
-    }
-
-    /// Wakes the returned registration on job `id`'s `finish:`.
-    pub async fn follow(self: &Arc<Self>, function: &str, id: u64) -> Following {
-        let key = (function.to_owned(), id);
-        let finished = Arc::new(Notify::new());
-        lock(&self.followers).insert(key.clone(), finished.clone());
-        self.subscribe(function).await;
-        Following {
+    /// Subscribes (once per function) for the taker of `function` (on
+    /// `create:`) or the follower of its job `follower` (on `finish:{ID}`).
+    /// `None` while announcements do not arrive: poll instead. The caller
+    /// looks at Redis once more after this (an announcement made before
+    /// the subscription is not heard).
+    pub async fn listen(
+        self: &Arc<Self>,
+        function: &str,
+        follower: Option<u64>,
+    ) -> Option<Listening> {
+        if !self.live.load(Ordering::Acquire) {
+            return None;
+        }
+        let woken = Arc::new(Notify::new());
+        match follower {
+            Some(id) => lock(&self.followers).insert((function.to_owned(), id), woken.clone()),
+            None => lock(&self.takers).insert(function.to_owned(), woken.clone()),
+        };
+        let listening = Listening {
             wakes: self.clone(),
-            key,
-            finished,
-        }
+            function: function.to_owned(),
+            follower,
+            woken,
+        };
+        let (tx, rx) = oneshot::channel();
+        self.asks.send(Ask::Hold(function.to_owned(), tx)).ok()?;
+        // Dropped without a yes: the registration goes with it.
+        rx.await.unwrap_or(false).then_some(listening)
     }
 
-    /// Subscribes to `function`'s channel once.
-    async fn subscribe(&self, function: &str) {
-        if !lock(&self.channels).insert(function.to_owned()) {
-            return;
-        }
-        if let Some(sink) = self.sink.lock().await.as_mut() {
-            // A failure ends the stream too: the next connection subscribes.
-            let _ = sink.subscribe(keys::channel(function)).await;
-        }
-    }
-
-    /// Wakes every taker and follower (after a gap in the subscription).
+    /// Wakes every waiter (after a gap in the subscription).
     fn wake_all(&self) {
-        for gate in lock(&self.gates).values() {
-            gate.wake.notify_one();
-        }
-        for f in lock(&self.followers).values() {
-            f.notify_one();
-        }
+        lock(&self.takers).values().for_each(|n| n.notify_one());
+        lock(&self.followers).values().for_each(|n| n.notify_one());
     }
 
     /// One announcement on a channel.
@@ -97,59 +116,119 @@ impl Wakes {
             return;
         };
         if payload.starts_with(b"create:") {
-            if let Some(gate) = lock(&self.gates).get(function) {
-                gate.wake.notify_one();
+            if let Some(n) = lock(&self.takers).get(function) {
+                n.notify_one();
             }
         } else if let Some(id) = payload.strip_prefix(b"finish:").and_then(keys::parse_id) {
-            if let Some(f) = lock(&self.followers).get(&(function.to_owned(), id)) {
-                f.notify_one();
+            if let Some(n) = lock(&self.followers).get(&(function.to_owned(), id)) {
+                n.notify_one();
             }
         }
     }
 }
 
-/// A map or set (a poisoned lock still holds a usable one).
+/// A map (a poisoned lock still holds a usable one).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Keeps the subscription up (reconnecting every second while Redis is
-/// away) and wakes takers and followers, until aborted.
-pub async fn run(client: redis::Client, wakes: Arc<Wakes>, stats: Arc<Stats>) {
+/// away), subscribed to every channel held, and wakes waiters, until aborted.
+pub async fn run(
+    client: redis::Client,
+    wakes: Arc<Wakes>,
+    mut asks: mpsc::UnboundedReceiver<Ask>,
+    stats: Arc<Stats>,
+) {
+    // Holds per function, kept across reconnections.
+    let mut held: HashMap<String, usize> = HashMap::new();
     loop {
-        match client.get_async_pubsub().await {
-            Ok(pubsub) => {
-                let (sink, mut stream) = pubsub.split();
-                *wakes.sink.lock().await = Some(sink);
-                let channels: Vec<String> = lock(&wakes.channels)
-                    .iter()
-                    .map(|f| keys::channel(f))
-                    .collect();
-                let subscribed = match wakes.sink.lock().await.as_mut() {
-                    Some(sink) if !channels.is_empty() => sink.subscribe(channels).await,
-                    _ => Ok(()),
-                };
-                if subscribed.is_ok() {
-                    wakes.live.store(true, Ordering::Release);
-                    // What was announced while nobody listened.
-                    wakes.wake_all();
-                    while let Some(msg) = stream.next().await {
-                        wakes.announce(msg.get_channel_name(), msg.get_payload_bytes());
+        let connected = client.get_async_pubsub().await;
+        let Ok(pubsub) = connected else {
+            Stats::bump(&stats.redis_errors);
+            // Nobody can be served meanwhile: waiters poll.
+            while let Ok(ask) = asks.try_recv() {
+                count(&mut held, ask, false);
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let (mut sink, mut stream) = pubsub.split();
+        let channels: Vec<String> = held.keys().map(|f| keys::channel(f)).collect();
+        if channels.is_empty() || sink.subscribe(channels).await.is_ok() {
+            wakes.live.store(true, Ordering::Release);
+            // What was announced while nobody listened.
+            wakes.wake_all();
+            loop {
+                tokio::select! {
+                    msg = stream.next() => match msg {
+                        Some(msg) => wakes.announce(msg.get_channel_name(), msg.get_payload_bytes()),
+                        None => break,
+                    },
+                    ask = asks.recv() => {
+                        let Some(ask) = ask else { return };
+                        let channel = match &ask {
+                            Ask::Hold(f, _) | Ask::Release(f) => keys::channel(f),
+                        };
+                        let ok = match count(&mut held, ask, true) {
+                            Change::Subscribe(reply) => {
+                                let ok = sink.subscribe(&channel).await.is_ok();
+                                let _ = reply.send(ok);
+                                ok
+                            }
+                            Change::Unsubscribe => sink.unsubscribe(&channel).await.is_ok(),
+                            Change::None => true,
+                        };
+                        if !ok {
+                            break;
+                        }
                     }
                 }
-                wakes.live.store(false, Ordering::Release);
-                *wakes.sink.lock().await = None;
-                Stats::bump(&stats.redis_errors);
-                tracing::warn!(
-                    "gearmonkey: the job announcements' subscription dropped; polling until it is back"
-                );
-            }
-            Err(e) => {
-                Stats::bump(&stats.redis_errors);
-                tracing::debug!("gearmonkey: cannot subscribe to job announcements: {e}");
             }
         }
+        wakes.live.store(false, Ordering::Release);
+        Stats::bump(&stats.redis_errors);
+        tracing::warn!(
+            "gearmonkey: the job announcements' subscription dropped; polling until it is back"
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// What a hold or release changes on the connection.
+enum Change {
+    Subscribe(oneshot::Sender<bool>),
+    Unsubscribe,
+    None,
+}
+
+/// Counts `ask` into `held`; `live`: whether a hold can be answered yes.
+fn count(held: &mut HashMap<String, usize>, ask: Ask, live: bool) -> Change {
+    match ask {
+        Ask::Hold(f, reply) => {
+            let n = held.entry(f).or_default();
+            *n += 1;
+            if !live {
+                let _ = reply.send(false);
+                Change::None
+            } else if *n == 1 {
+                Change::Subscribe(reply)
+            } else {
+                let _ = reply.send(true);
+                Change::None
+            }
+        }
+        Ask::Release(f) => match held.get_mut(&f) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                Change::None
+            }
+            Some(_) => {
+                held.remove(&f);
+                Change::Unsubscribe
+            }
+            None => Change::None,
+        },
     }
 }
 
@@ -157,29 +236,48 @@ pub async fn run(client: redis::Client, wakes: Arc<Wakes>, stats: Arc<Stats>) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn holds_subscribe_once_and_the_last_release_unsubscribes() {
+        let mut held = HashMap::new();
+        let hold = |f: &str| Ask::Hold(f.into(), oneshot::channel().0);
+        assert!(matches!(
+            count(&mut held, hold("f"), true),
+            Change::Subscribe(_)
+        ));
+        assert!(matches!(count(&mut held, hold("f"), true), Change::None));
+        assert!(matches!(
+            count(&mut held, Ask::Release("f".into()), true),
+            Change::None
+        ));
+        assert!(matches!(
+            count(&mut held, Ask::Release("f".into()), true),
+            Change::Unsubscribe
+        ));
+        assert!(matches!(
+            count(&mut held, Ask::Release("f".into()), true),
+            Change::None
+        ));
+        // Counted while down, subscribed on the next connection.
+        assert!(matches!(count(&mut held, hold("g"), false), Change::None));
+        assert_eq!(held.get("g"), Some(&1));
+    }
+
     #[tokio::test]
-    async fn announcements_wake_the_right_taker_and_follower() {
-        let wakes = Arc::new(Wakes::default());
-        let gate = Arc::new(Gate::default());
-        wakes.add_taker("f", gate.clone()).await;
-        let seven = wakes.follow("f", 7).await;
-        let eight = wakes.follow("f", 8).await;
+    async fn announcements_wake_the_right_waiter() {
+        let (wakes, _asks) = Wakes::new();
+        let taker = Arc::new(Notify::new());
+        let seven = Arc::new(Notify::new());
+        let eight = Arc::new(Notify::new());
+        lock(&wakes.takers).insert("f".into(), taker.clone());
+        lock(&wakes.followers).insert(("f".into(), 7), seven.clone());
+        lock(&wakes.followers).insert(("f".into(), 8), eight.clone());
         wakes.announce("channel:f", b"create:9");
         wakes.announce("channel:f", b"finish:7");
         wakes.announce("channel:g", b"finish:8");
         wakes.announce("channel:f", b"start:8");
         let now = Duration::from_millis(50);
-        assert!(tokio::time::timeout(now, gate.wake.notified())
-            .await
-            .is_ok());
-        assert!(tokio::time::timeout(now, seven.finished.notified())
-            .await
-            .is_ok());
-        assert!(tokio::time::timeout(now, eight.finished.notified())
-            .await
-            .is_err());
-        drop(seven);
-        assert_eq!(lock(&wakes.followers).len(), 1);
-        assert_eq!(lock(&wakes.channels).len(), 1);
+        assert!(tokio::time::timeout(now, taker.notified()).await.is_ok());
+        assert!(tokio::time::timeout(now, seven.notified()).await.is_ok());
+        assert!(tokio::time::timeout(now, eight.notified()).await.is_err());
     }
 }

@@ -161,15 +161,11 @@ async fn step(
         let routed = routing.routed(function);
         // Part 1: take GearMonkey jobs while Gearman workers are free.
         if !routed && (load.workers > 0 || gates.contains_key(function)) {
-            if !gates.contains_key(function) {
+            let gate = gates.entry(function.clone()).or_insert_with(|| {
                 let gate = Arc::new(Gate::default());
-                shared.wakes.add_taker(function, gate.clone()).await;
                 tokio::spawn(take::run(shared.clone(), function.clone(), gate.clone()));
-                gates.insert(function.clone(), gate);
-            }
-            let Some(gate) = gates.get(function) else {
-                continue;
-            };
+                gate
+            });
             // Gearshift's own jobs for it (not the bridge's) also use workers.
             let mine = before.get(function).copied().unwrap_or(0);
             let capacity = load.free(mine);
