@@ -25,6 +25,7 @@ sys.path.insert(0, HERE)
 
 from etcd_harness import ETCD, GEARSHIFT, PERL, PHP, Ctx, run_counts  # noqa: E402
 import etcdqueue as eq  # noqa: E402
+import test_etcd_registry  # noqa: E402
 import harness as h  # noqa: E402  (tests/interop, on the path etcd_harness set)
 from harness import check, check_eq  # noqa: E402
 
@@ -524,6 +525,7 @@ def main():
     tests = [(f.__name__, wrap(f)) for f in TESTS]
     tests += [(f.__name__, wrap(f, **kw)) for f, kw in SPECIAL.items()]
     tests += [(name, wrap(secured_etcd, **kw)) for name, kw in SECURED.items()]
+    tests += test_etcd_registry.tests()
     if missing:
         # scripts/test.sh installs them: their absence is a failure, not a skip.
         print("== etcd: missing prerequisites: %s" % ", ".join(missing))

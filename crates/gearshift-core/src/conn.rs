@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use gearshift_proto::worker_stats::WorkerStats;
+
 use crate::effect::Effect;
 use crate::ids::{ConnId, FuncId, IdMap, IdSet, JobId};
 use crate::Millis;
@@ -90,6 +92,8 @@ pub struct Conn {
     /// OPTION_REQ dead-set: its foreground jobs that fail for good under a
     /// policy go to the dead set, as background ones do (the GearMonkey bridge).
     dead_set: bool,
+    /// OPTION_REQ `stats`: what its jobs cost so far, as it last said.
+    stats: Option<WorkerStats>,
     /// Sent PRE_SLEEP and has not grabbed since.
     sleeping: bool,
     /// Was sent a NOOP and has sent nothing since.
@@ -126,6 +130,7 @@ impl Conn {
             waiting: IdSet::default(),
             exceptions: false,
             dead_set: false,
+            stats: None,
             sleeping: false,
             noop_sent: false,
             outbox: VecDeque::new(),
@@ -143,6 +148,11 @@ impl Conn {
     /// What the server told us at connect.
     pub fn info(&self) -> &ConnInfo {
         &self.info
+    }
+
+    /// The last OPTION_REQ `stats` it sent.
+    pub fn stats(&self) -> Option<WorkerStats> {
+        self.stats
     }
 
     /// SET_CLIENT_ID, `-` if none.
@@ -369,6 +379,13 @@ impl Conns {
     /// Whether connection `id` asked for its failed jobs in the dead set.
     pub fn wants_dead_set(&self, id: ConnId) -> bool {
         self.map.get(&id.0).is_some_and(|c| c.dead_set)
+    }
+
+    /// OPTION_REQ `stats`.
+    pub fn set_stats(&mut self, id: ConnId, stats: WorkerStats) {
+        if let Some(c) = self.map.get_mut(&id.0) {
+            c.stats = Some(stats);
+        }
     }
 
     /// SET_CLIENT_ID (the caller bounds its length).

@@ -262,6 +262,17 @@ impl Core {
             Request::GetStatus(handle) => self.get_status(conn, handle),
             Request::GetStatusUnique(unique) => self.get_status_unique(conn, unique),
             Request::Option(name) => {
+                match gearshift_proto::worker_stats::WorkerStats::parse(&name) {
+                    Some(Some(stats)) => {
+                        self.conns.set_stats(conn, stats);
+                        return self.send(conn, Response::OptionRes(name));
+                    }
+                    Some(None) => {
+                        let text = "stats takes cpu=SECONDS rss=KIB";
+                        return self.send(conn, Response::error("INVALID_ARGUMENT", text));
+                    }
+                    None => {}
+                }
                 let exceptions = name.eq_ignore_ascii_case(b"exceptions");
                 if exceptions || name.eq_ignore_ascii_case(b"dead-set") {
                     if exceptions {

@@ -4,11 +4,14 @@
 //! `Heartbeat` every third of harvest_after, `DEAD` when it disconnects.
 //! The bridge has an entry of its own (`gearshift-<node>`, `Role`
 //! `gearshift-bridge`): harvesting it puts back every job it claimed.
+//! Every heartbeat it also reads the server's worker list for the `Stats`
+//! the workers reported.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gearshift_server::Control;
 use tokio::sync::{mpsc, watch};
 
 use crate::doc::WorkerDoc;
@@ -49,10 +52,38 @@ async fn put(shared: &Shared, e: &mut Entry) {
     }
 }
 
+fn entry(shared: &Shared, id: u64, fd: i64, name: &str, address: &str) -> Entry {
+    let instance = format!("{}-{id}", shared.owner);
+    Entry {
+        key: shared.keys.worker(&instance),
+        doc: WorkerDoc::new(name, &instance, address, &now_text()),
+        fd,
+        job: None,
+        dirty: true,
+    }
+}
+
+/// `Stats` as the server's worker list has them now; entries it
+/// changes are marked dirty (written with this heartbeat).
+async fn sync(control: &Control, conns: &mut HashMap<u64, Entry>) {
+    let Ok(view) = control.call(|core| core.workers_view()).await else {
+        return;
+    };
+    for w in &view {
+        let Some(e) = conns.get_mut(&w.id) else {
+            continue;
+        };
+        if let Some(s) = w.stats {
+            e.dirty |= e.doc.set_stats(s.cpu_ms, s.max_rss_kib);
+        }
+    }
+}
+
 /// Runs until `stop`; then puts back the jobs still running here and
 /// marks every entry `DEAD`.
 pub async fn run(
     shared: Arc<Shared>,
+    control: Control,
     mut events: mpsc::UnboundedReceiver<ServerEvent>,
     mut jobs: mpsc::UnboundedReceiver<JobsByFd>,
     mut stop_rx: watch::Receiver<bool>,
@@ -74,14 +105,7 @@ pub async fn run(
         tokio::select! {
             ev = events.recv(), if events_open => match ev {
                 Some(ServerEvent::WorkerJoined { id, fd, label, address }) => {
-                    let instance = format!("{}-{id}", shared.owner);
-                    let mut e = Entry {
-                        key: shared.keys.worker(&instance),
-                        doc: WorkerDoc::new(&label, &instance, &address, &now_text()),
-                        fd,
-                        job: None,
-                        dirty: true,
-                    };
+                    let mut e = entry(&shared, id, fd, &label, &address);
                     put(&shared, &mut e).await;
                     conns.insert(id, e);
                 }
@@ -118,6 +142,7 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
+                sync(&control, &mut conns).await;
                 let now = now_text();
                 bridge.doc.set_heartbeat(&now);
                 put(&shared, &mut bridge).await;

@@ -11,6 +11,7 @@
 //! - [`error`]: framing errors (fatal) and request errors (answered with ERROR).
 //! - [`submit`]: what a SUBMIT_* request carries, read in place when plain.
 //! - [`escape`]: client-chosen bytes in admin listings, and which names are refused.
+//! - [`worker_stats`]: Gearshift's `stats` option (a worker's CPU and memory).
 
 pub mod admin;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod packet_type;
 pub mod request;
 pub mod response;
 pub mod submit;
+pub mod worker_stats;
 
 pub use admin::{parse_admin, AdminCommand};
 pub use error::{FrameError, RequestError};
