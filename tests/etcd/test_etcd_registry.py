@@ -2,7 +2,7 @@
 """etcd bridge registry suite: what Gearshift writes into the entries of
 its Gearman workers beyond the basics test_etcd.py checks: `Stats` that
 `gearshift work` reports (its commands' CPU and memory, through Gearshift's
-`stats` option).
+`stats` option), and `Name` from a worker's TLS client certificate.
 
 test_etcd.py runs these tests too; alone: `python3 test_etcd_registry.py
 [substring ...]`. Env as test_etcd.py's (GEARSHIFT, ETCD).
@@ -11,11 +11,12 @@ test_etcd.py runs these tests too; alone: `python3 test_etcd_registry.py
 import json
 import os
 import sys
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from etcd_harness import GEARSHIFT, Ctx  # noqa: E402
+from etcd_harness import GEARSHIFT, Ctx, make_certs  # noqa: E402
 import harness as h  # noqa: E402  (tests/interop, on the path etcd_harness set)
 from harness import check, check_eq  # noqa: E402
 
@@ -30,9 +31,9 @@ def entry_named(ctx, name):
     return None
 
 
-def gearshift_work(ctx, port, func, client_id):
+def gearshift_work(ctx, port, func, client_id, *tls):
     return ctx.spawn([GEARSHIFT, "work", "-s", "127.0.0.1:%d" % port, "-f", func,
-                      "--client-id", client_id, "--", "sh", "-c", BUSY],
+                      "--client-id", client_id] + list(tls) + ["--", "sh", "-c", BUSY],
                      "gearshift-work-" + client_id)
 
 
@@ -59,8 +60,34 @@ def gearshift_work_reports_stats(ctx):
           "stats in the API: %r" % mine[0])
 
 
+def certificate_names_the_entry(ctx):
+    certs = ctx.path("gm-certs")
+    os.makedirs(certs)
+    make_certs(certs)
+    tls_port = h.free_port()
+    f = lambda n: os.path.join(certs, n)  # noqa: E731
+    ctx.extra += ["--ssl-listen", "127.0.0.1:%d" % tls_port, "--ssl-certificate",
+                  f("server.pem"), "--ssl-key", f("server.key"), "--ssl-ca-file", f("ca.pem"),
+                  "--ssl-verify-client"]
+    ctx.port = ctx.start_node().port
+    # With a client certificate: its CN (`client`) names the entry, not the client id.
+    gearshift_work(ctx, tls_port, "etcd-job", "cid-tls", "--tls-ca", f("ca.pem"),
+                   "--tls-cert", f("client.pem"), "--tls-key", f("client.key"))
+    # Without one: the client id.
+    gearshift_work(ctx, ctx.port, "etcd-job", "cid-plain")
+    h.wait_workers(ctx.port, "etcd-job", 2)
+    key, doc = h.wait_for(lambda: entry_named(ctx, "client"), 10, "an entry named client")
+    check_eq(doc["Status"], "ALIVE", "the TLS worker's entry")
+    h.wait_for(lambda: entry_named(ctx, "cid-plain"), 10, "an entry named cid-plain")
+    check(entry_named(ctx, "cid-tls") is None, "the client id does not name the TLS entry")
+    with urllib.request.urlopen("http://%s/api/v1/workers" % ctx.nodes[0].http_addr(),
+                                timeout=5) as r:
+        ids = {w["client_id"]: w["identity"] for w in json.loads(r.read())["workers"]}
+    check_eq(ids.get("cid-tls"), "CN=client", "identity in the API")
+
+
 TESTS = [gearshift_work_reports_stats]
-SPECIAL = {}
+SPECIAL = {certificate_names_the_entry: {"nodes": 0}}
 
 
 def wrap(fn, **kw):

@@ -319,6 +319,16 @@ impl WorkerDoc {
             .insert("Job".into(), Value::String(job.unwrap_or("").into()));
     }
 
+    /// Sets `Name`; true if it changed.
+    pub fn set_name(&mut self, name: &str) -> bool {
+        if self.text("Name") == Some(name) {
+            return false;
+        }
+        self.fields
+            .insert("Name".into(), Value::String(name.into()));
+        true
+    }
+
     /// Sets `Stats` from what the worker reported: `Cpu` its commands'
     /// CPU seconds so far, `Mem` the largest resident set in MiB; true if
     /// it changed.
@@ -471,5 +481,6 @@ mod tests {
         assert!(!w.set_stats(1_250, 3_072), "unchanged");
         let v: Value = serde_json::from_slice(&w.to_vec()).expect("json");
         assert_eq!(v["Stats"], serde_json::json!({"Cpu": 1.25, "Mem": 3.0}));
+        assert!(w.set_name("b") && !w.set_name("b"));
     }
 }

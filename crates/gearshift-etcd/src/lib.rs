@@ -82,6 +82,8 @@ pub enum ServerEvent {
         label: String,
         /// Peer address.
         address: String,
+        /// The subject of its TLS client certificate, if any.
+        identity: Option<String>,
     },
     /// A worker connection closed.
     WorkerLeft {

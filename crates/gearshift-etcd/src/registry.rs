@@ -4,13 +4,14 @@
 //! `Heartbeat` every third of harvest_after, `DEAD` when it disconnects.
 //! The bridge has an entry of its own (`gearshift-<node>`, `Role`
 //! `gearshift-bridge`): harvesting it puts back every job it claimed.
-//! Every heartbeat it also reads the server's worker list for the `Stats`
-//! the workers reported.
+//! Every heartbeat it also reads the server's worker list: `Stats` the
+//! workers reported, `Name` changes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gearshift_core::view::WorkerView;
 use gearshift_server::Control;
 use tokio::sync::{mpsc, watch};
 
@@ -52,6 +53,28 @@ async fn put(shared: &Shared, e: &mut Entry) {
     }
 }
 
+/// An entry's `Name`: the CN of the worker's TLS client certificate (its
+/// whole subject if it has no CN), else `label` (client id, else `fd@address`).
+pub fn entry_name(identity: Option<&str>, label: &str) -> String {
+    let Some(subject) = identity.filter(|s| !s.is_empty()) else {
+        return label.to_owned();
+    };
+    subject
+        .split(',')
+        .find_map(|part| part.trim().strip_prefix("CN="))
+        .unwrap_or(subject)
+        .to_owned()
+}
+
+/// How events label a worker: its client id, else `fd@address`.
+fn view_label(w: &WorkerView) -> String {
+    if w.client_id.is_empty() || w.client_id[..] == b"-"[..] {
+        format!("{}@{}", w.fd, w.address)
+    } else {
+        String::from_utf8_lossy(&w.client_id).into_owned()
+    }
+}
+
 fn entry(shared: &Shared, id: u64, fd: i64, name: &str, address: &str) -> Entry {
     let instance = format!("{}-{id}", shared.owner);
     Entry {
@@ -63,7 +86,7 @@ fn entry(shared: &Shared, id: u64, fd: i64, name: &str, address: &str) -> Entry 
     }
 }
 
-/// `Stats` as the server's worker list has them now; entries it
+/// `Stats` and `Name` as the server's worker list has them now; entries it
 /// changes are marked dirty (written with this heartbeat).
 async fn sync(control: &Control, conns: &mut HashMap<u64, Entry>) {
     let Ok(view) = control.call(|core| core.workers_view()).await else {
@@ -73,9 +96,13 @@ async fn sync(control: &Control, conns: &mut HashMap<u64, Entry>) {
         let Some(e) = conns.get_mut(&w.id) else {
             continue;
         };
+        let mut changed = e
+            .doc
+            .set_name(&entry_name(w.identity.as_deref(), &view_label(w)));
         if let Some(s) = w.stats {
-            e.dirty |= e.doc.set_stats(s.cpu_ms, s.max_rss_kib);
+            changed |= e.doc.set_stats(s.cpu_ms, s.max_rss_kib);
         }
+        e.dirty |= changed;
     }
 }
 
@@ -104,8 +131,9 @@ pub async fn run(
     loop {
         tokio::select! {
             ev = events.recv(), if events_open => match ev {
-                Some(ServerEvent::WorkerJoined { id, fd, label, address }) => {
-                    let mut e = entry(&shared, id, fd, &label, &address);
+                Some(ServerEvent::WorkerJoined { id, fd, label, address, identity }) => {
+                    let name = entry_name(identity.as_deref(), &label);
+                    let mut e = entry(&shared, id, fd, &name, &address);
                     put(&shared, &mut e).await;
                     conns.insert(id, e);
                 }
@@ -187,5 +215,18 @@ async fn stop(shared: &Shared, mut bridge: Entry, conns: HashMap<u64, Entry>) {
         .is_err()
     {
         tracing::warn!("etcd: stopped before every entry was marked DEAD; harvesters will");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_name;
+
+    #[test]
+    fn a_certificate_names_the_entry_before_the_client_id() {
+        assert_eq!(entry_name(Some("C=DE,O=Acme,CN=thumbs"), "cid"), "thumbs");
+        assert_eq!(entry_name(Some("O=Acme,OU=ops"), "cid"), "O=Acme,OU=ops");
+        assert_eq!(entry_name(Some(""), "cid"), "cid");
+        assert_eq!(entry_name(None, "7@10.0.0.1"), "7@10.0.0.1");
     }
 }
