@@ -4,8 +4,9 @@
 //! `Heartbeat` every third of harvest_after, `DEAD` when it disconnects.
 //! The bridge has an entry of its own (`gearshift-<node>`, `Role`
 //! `gearshift-bridge`): harvesting it puts back every job it claimed.
-//! Every heartbeat it also reads the server's worker list: `Stats` the
-//! workers reported, `Name` changes.
+//! Every heartbeat (and at once after missed events) it also reads the
+//! server's worker list: `Stats` the workers reported, `Name` changes,
+//! and entries for workers whose join or leave events it missed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,23 +87,62 @@ fn entry(shared: &Shared, id: u64, fd: i64, name: &str, address: &str) -> Entry 
     }
 }
 
-/// `Stats` and `Name` as the server's worker list has them now; entries it
-/// changes are marked dirty (written with this heartbeat).
-async fn sync(control: &Control, conns: &mut HashMap<u64, Entry>) {
+/// A worker connection is gone: its entry `DEAD` (kept for rewriting if
+/// etcd did not take it).
+async fn left(shared: &Shared, mut e: Entry, gone: &mut Vec<Entry>) {
+    e.doc.mark_dead();
+    e.doc.set_job(None);
+    put(shared, &mut e).await;
+    if e.dirty {
+        gone.push(e);
+    }
+}
+
+/// Brings the entries in line with the server's worker list: new entries
+/// for workers it has and the bridge missed, `DEAD` for entries it no longer
+/// has, `Stats` and `Name` as they are now. Entries it changes are marked
+/// dirty (`write`: written here, else on the caller's heartbeat).
+async fn sync(
+    shared: &Shared,
+    control: &Control,
+    conns: &mut HashMap<u64, Entry>,
+    gone: &mut Vec<Entry>,
+    write: bool,
+) {
     let Ok(view) = control.call(|core| core.workers_view()).await else {
         return;
     };
+    let live: HashMap<u64, &WorkerView> = view.iter().map(|w| (w.id, w)).collect();
+    let lost: Vec<u64> = conns
+        .keys()
+        .filter(|id| !live.contains_key(id))
+        .copied()
+        .collect();
+    if !lost.is_empty() {
+        tracing::info!(
+            n = lost.len(),
+            "etcd: workers left unseen; their entries go DEAD"
+        );
+    }
+    for id in lost {
+        if let Some(e) = conns.remove(&id) {
+            left(shared, e, gone).await;
+        }
+    }
     for w in &view {
-        let Some(e) = conns.get_mut(&w.id) else {
-            continue;
-        };
-        let mut changed = e
-            .doc
-            .set_name(&entry_name(w.identity.as_deref(), &view_label(w)));
+        let name = entry_name(w.identity.as_deref(), &view_label(w));
+        let e = conns.entry(w.id).or_insert_with(|| {
+            tracing::info!(worker = name, "etcd: a worker joined unseen; entry added");
+            entry(shared, w.id, w.fd, &name, &w.address)
+        });
+        let mut changed = e.doc.set_name(&name);
         if let Some(s) = w.stats {
             changed |= e.doc.set_stats(s.cpu_ms, s.max_rss_kib);
         }
         e.dirty |= changed;
+        if write && e.dirty {
+            put(shared, e).await;
+        }
     }
 }
 
@@ -138,20 +178,17 @@ pub async fn run(
                     conns.insert(id, e);
                 }
                 Some(ServerEvent::WorkerLeft { id }) => {
-                    if let Some(mut e) = conns.remove(&id) {
-                        e.doc.mark_dead();
-                        e.doc.set_job(None);
-                        put(&shared, &mut e).await;
-                        if e.dirty {
-                            gone.push(e);
-                        }
+                    if let Some(e) = conns.remove(&id) {
+                        left(&shared, e, &mut gone).await;
                     }
                 }
                 Some(ServerEvent::Retrying { handle, at_ms }) => {
                     tokio::spawn(job::retrying(shared.clone(), handle, at_ms));
                 }
                 Some(ServerEvent::Lagged) => {
-                    tracing::warn!("etcd: fell behind the server's worker events; some entries may be missing until they reconnect");
+                    tracing::warn!("etcd: fell behind the server's worker events; resynchronising the registry from its worker list");
+                    Stats::bump(&shared.stats.events_lagged);
+                    sync(&shared, &control, &mut conns, &mut gone, true).await;
                 }
                 None => events_open = false,
             },
@@ -170,7 +207,7 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
-                sync(&control, &mut conns).await;
+                sync(&shared, &control, &mut conns, &mut gone, false).await;
                 let now = now_text();
                 bridge.doc.set_heartbeat(&now);
                 put(&shared, &mut bridge).await;

@@ -35,6 +35,7 @@ counters! {
     etcd_errors: "Failed etcd calls (down, no leader, timeouts).",
     watch_restarts: "Times the job watch was read afresh (reconnect, compaction).",
     gearman_errors: "Failed calls to Gearshift.",
+    events_lagged: "Times the bridge fell behind the server's worker events (the registry is resynchronised).",
 }
 
 impl Stats {
