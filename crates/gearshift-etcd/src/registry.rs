@@ -146,6 +146,31 @@ async fn sync(
     }
 }
 
+/// etcd out of reach, as the bridge's own heartbeat sees it: one line
+/// when it goes, one (with how long) when it is back, and a count.
+#[derive(Default)]
+struct Outage {
+    since: Option<std::time::Instant>,
+}
+
+impl Outage {
+    fn heartbeat(&mut self, shared: &Shared, failed: bool) {
+        match (failed, self.since) {
+            (true, None) => {
+                self.since = Some(std::time::Instant::now());
+                Stats::bump(&shared.stats.etcd_outages);
+                tracing::warn!("etcd: out of reach; Gearman work goes on, etcd jobs and the registry wait for it");
+            }
+            (false, Some(t)) => {
+                self.since = None;
+                let secs = t.elapsed().as_secs();
+                tracing::warn!("etcd: reachable again after about {secs} s; results and entries are written now");
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Runs until `stop`; then puts back the jobs still running here and
 /// marks every entry `DEAD`.
 pub async fn run(
@@ -168,6 +193,7 @@ pub async fn run(
     let beat = (shared.cfg.harvest_after / 3).max(Duration::from_millis(100));
     let mut tick = tokio::time::interval(beat);
     let mut events_open = true;
+    let mut outage = Outage::default();
     loop {
         tokio::select! {
             ev = events.recv(), if events_open => match ev {
@@ -211,6 +237,7 @@ pub async fn run(
                 let now = now_text();
                 bridge.doc.set_heartbeat(&now);
                 put(&shared, &mut bridge).await;
+                outage.heartbeat(&shared, bridge.dirty);
                 for e in conns.values_mut() {
                     e.doc.set_heartbeat(&now);
                     put(&shared, e).await;
