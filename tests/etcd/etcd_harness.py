@@ -6,6 +6,7 @@ port 0, helpers for the Gearman side (PHP, Perl and CLI workers) and for the
 etcd side (etcdqueue.py's submitter, worker and harvester).
 """
 
+import json
 import os
 import re
 import shlex
@@ -115,15 +116,20 @@ class Etcd:
             return False
 
     def start(self, timeout=15):
+        self.launch()
+        return self.wait_healthy(timeout)
+
+    def launch(self):
         peer = "http://127.0.0.1:%d" % self.peer_port
+        cluster = getattr(self, "cluster_args", None) or [
+            "--initial-cluster", "%s=%s" % (self.name, peer)]
         argv = [ETCD, "--name", self.name, "--data-dir", os.path.join(self.dir, "data"),
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", "%s=%s" % (self.name, peer),
                 "--listen-metrics-urls", "http://127.0.0.1:%d" % self.metrics_port,
-                # A lone member elects itself quickly.
+                # Quick elections (a lone member's, or a cluster's on loopback).
                 "--heartbeat-interval", "50", "--election-timeout", "300",
-                "--logger", "zap", "--log-outputs", "stderr"]
+                "--logger", "zap", "--log-outputs", "stderr"] + cluster
         if self.tls:
             argv += ["--cert-file", os.path.join(self.dir, "server.pem"),
                      "--key-file", os.path.join(self.dir, "server.key"),
@@ -131,6 +137,9 @@ class Etcd:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
+        return self.proc
+
+    def wait_healthy(self, timeout=15):
         deadline = time.monotonic() + timeout
         while True:
             if self._healthy():
@@ -199,6 +208,81 @@ class Etcd:
         return out
 
 
+class EtcdCluster:
+    """A 3-member (or `n`) etcd cluster of the test's own, on free ports of
+    127.0.0.1 (peer and client URLs): `url` lists every member (for
+    `--etcd`), `client()` speaks to the first; `leader()` and
+    `move_leader()` through etcdctl; `stop()` and `start()` all members."""
+
+    def __init__(self, tmp, n=3):
+        token = "gearshift-test-%d-%d" % (os.getpid(), h.free_port())
+        self.members = [Etcd.__new__(Etcd) for _ in range(n)]
+        for i, m in enumerate(self.members):
+            m.name, m.dir = "m%d" % i, os.path.join(tmp, "etcd-m%d" % i)
+            os.makedirs(m.dir)
+            m.port, m.peer_port, m.metrics_port = h.free_port(), h.free_port(), h.free_port()
+            m.proc, m.log_path = None, os.path.join(m.dir, "etcd.log")
+            m.tls, m.password, m.user = False, None, None
+        initial = ",".join("%s=http://127.0.0.1:%d" % (m.name, m.peer_port)
+                           for m in self.members)
+        for m in self.members:
+            m.cluster_args = ["--initial-cluster", initial, "--initial-cluster-token", token,
+                              "--initial-cluster-state", "new"]
+        self.tls, self.password, self.user = False, None, None
+        self.start()
+
+    @property
+    def url(self):
+        return ",".join(m.url for m in self.members)
+
+    def start(self, timeout=20):
+        # Members wait for a quorum: start them all, then wait for each.
+        procs = [m.launch() for m in self.members]
+        for m, _ in zip(self.members, procs):
+            m.wait_healthy(timeout)
+        return self
+
+    def stop(self):
+        for m in self.members:
+            m.stop()
+
+    def client(self, timeout=5.0):
+        return self.members[0].client(timeout)
+
+    def gearshift_args(self):
+        return []
+
+    def queue_args(self):
+        return []
+
+    def log_tail(self, n=600):
+        return " | ".join("%s: %s" % (m.name, m.log_tail(n // len(self.members)))
+                          for m in self.members)
+
+    def status(self):
+        """[(member, its id in hex, is leader)] from `etcdctl endpoint status`."""
+        r = h.run(["etcdctl", "--endpoints", self.url, "endpoint", "status", "-w", "json"],
+                  timeout=10)
+        check(r.returncode == 0, "etcdctl endpoint status: %s" % r.stderr)
+        out = []
+        for m, st in zip(self.members, json.loads(r.stdout)):
+            me, leader = st["Status"]["header"]["member_id"], st["Status"]["leader"]
+            out.append((m, "%x" % me, me == leader))
+        return out
+
+    def leader(self):
+        return [(m, mid) for m, mid, lead in self.status() if lead][0]
+
+    def move_leader(self):
+        """Moves the leadership to another member; returns (old, new) members."""
+        old, _ = self.leader()
+        new, new_id = [(m, mid) for m, mid, lead in self.status() if not lead][0]
+        r = h.run(["etcdctl", "--endpoints", old.url, "move-leader", new_id], timeout=15)
+        check(r.returncode == 0, "etcdctl move-leader: %s %s" % (r.stdout, r.stderr))
+        h.wait_for(lambda: self.leader()[0] is new, 10, "%s leads" % new.name)
+        return old, new
+
+
 def gearshift_argv(etcd_urls, prefix="/", layout="single", harvest_after=3, node=None,
                    extra=(), flags=True):
     """A `gearshift serve` bridging to etcd, on a free port and an HTTP port 0
@@ -259,9 +343,12 @@ class Ctx(h.Ctx):
     with an `[etcd]` table replaces the --etcd flags."""
 
     def __init__(self, name, nodes=1, prefix="/", layout="single", harvest_after=3,
-                 extra=(), config=None, tls=False, password=None):
+                 extra=(), config=None, tls=False, password=None, members=1):
         super().__init__(name, with_server=False)
-        self.etcd = Etcd(self.tmp, tls=tls, password=password)
+        if members > 1:
+            self.etcd = EtcdCluster(self.tmp, members)
+        else:
+            self.etcd = Etcd(self.tmp, tls=tls, password=password)
         self.prefix, self.layout, self.harvest_after = prefix, layout, harvest_after
         self.extra = list(extra)
         self.flags = not (config and "[etcd]" in config)

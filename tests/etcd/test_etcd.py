@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,6 +26,8 @@ sys.path.insert(0, HERE)
 
 from etcd_harness import ETCD, GEARSHIFT, PERL, PHP, Ctx, run_counts  # noqa: E402
 import etcdqueue as eq  # noqa: E402
+import test_etcd_cluster  # noqa: E402
+import test_etcd_registry  # noqa: E402
 import harness as h  # noqa: E402  (tests/interop, on the path etcd_harness set)
 from harness import check, check_eq  # noqa: E402
 
@@ -524,13 +527,39 @@ def main():
     tests = [(f.__name__, wrap(f)) for f in TESTS]
     tests += [(f.__name__, wrap(f, **kw)) for f, kw in SPECIAL.items()]
     tests += [(name, wrap(secured_etcd, **kw)) for name, kw in SECURED.items()]
+    tests += test_etcd_registry.tests() + test_etcd_cluster.tests(minute=False)
     if missing:
         # scripts/test.sh installs them: their absence is a failure, not a skip.
         print("== etcd: missing prerequisites: %s" % ", ".join(missing))
         print(h.summary(0, 1, len(tests)))
         return 1
     os.environ["SERVER_CMD"] = "%s serve ... --etcd http://127.0.0.1:<own port>" % GEARSHIFT
+    wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
+    minute = test_etcd_cluster.MINUTE[0].__name__
+    if not wanted or any(w in minute for w in wanted):
+        tests.append((minute, minute_apart(minute)))
     return h.run_suite("etcd bridge (etcd + gearshift serve --etcd)", tests)
+
+
+def minute_apart(name):
+    """Starts test_etcd_cluster.py's minute-long test now, in a process of
+    its own (it mostly waits), and returns the test that collects it."""
+    log = open(os.path.join(tempfile.gettempdir(), "gearshift-etcd-%s-%d.log"
+                            % (name, os.getpid())), "w+")
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "test_etcd_cluster.py"), name],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def collect():
+        try:
+            proc.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.seek(0)
+        out = log.read()
+        log.close()
+        check("\nPASS %s" % name in "\n" + out, "%s (run apart): %s" % (name, out[-3000:]))
+    return collect
 
 
 if __name__ == "__main__":

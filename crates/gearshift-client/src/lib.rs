@@ -63,6 +63,7 @@ pub use client::{
     Client, ClientBuilder, Job, JobBuilder, JobEvent, JobHandle, JobStatus, UniqueStatus,
 };
 pub use error::{AdminErrorKind, Error, Result};
+pub use gearshift_proto::worker_stats::WorkerStats;
 pub use gearshift_proto::Priority;
 pub use tls::{TlsConfig, TlsConfigBuilder};
 pub use worker::{WorkError, Worker, WorkerBuilder, WorkerJob};

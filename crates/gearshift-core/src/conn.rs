@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use gearshift_proto::worker_stats::WorkerStats;
+
 use crate::effect::Effect;
 use crate::ids::{ConnId, FuncId, IdMap, IdSet, JobId};
 use crate::Millis;
@@ -93,6 +95,8 @@ pub struct Conn {
     /// OPTION_REQ epoch-early: handed epoch jobs at submission, before they
     /// are due (a bridge that schedules them itself).
     epoch_early: bool,
+    /// OPTION_REQ `stats`: what its jobs cost so far, as it last said.
+    stats: Option<WorkerStats>,
     /// Sent PRE_SLEEP and has not grabbed since.
     sleeping: bool,
     /// Was sent a NOOP and has sent nothing since.
@@ -130,6 +134,7 @@ impl Conn {
             exceptions: false,
             dead_set: false,
             epoch_early: false,
+            stats: None,
             sleeping: false,
             noop_sent: false,
             outbox: VecDeque::new(),
@@ -147,6 +152,11 @@ impl Conn {
     /// What the server told us at connect.
     pub fn info(&self) -> &ConnInfo {
         &self.info
+    }
+
+    /// The last OPTION_REQ `stats` it sent.
+    pub fn stats(&self) -> Option<WorkerStats> {
+        self.stats
     }
 
     /// SET_CLIENT_ID, `-` if none.
@@ -389,6 +399,13 @@ impl Conns {
         let c = self.map.get_mut(&id.0).filter(|c| !c.epoch_early)?;
         c.epoch_early = true;
         Some(c.abilities.iter().map(|a| a.func).collect())
+    }
+
+    /// OPTION_REQ `stats`.
+    pub fn set_stats(&mut self, id: ConnId, stats: WorkerStats) {
+        if let Some(c) = self.map.get_mut(&id.0) {
+            c.stats = Some(stats);
+        }
     }
 
     /// SET_CLIENT_ID (the caller bounds its length).

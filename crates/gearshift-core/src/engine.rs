@@ -325,9 +325,21 @@ impl Core {
     }
 
     /// OPTION_REQ: gearmand's `exceptions`, and Gearshift's own
-    /// `dead-set` (a client's failed foreground jobs go to the dead set) and
-    /// `epoch-early` (a worker is handed epoch jobs before they are due).
+    /// `dead-set` (a client's failed foreground jobs go to the dead set),
+    /// `epoch-early` (a worker is handed epoch jobs before they are due) and
+    /// `stats cpu=.. rss=..` (what a worker's jobs cost so far).
     fn option(&mut self, conn: ConnId, name: Bytes) {
+        match gearshift_proto::worker_stats::WorkerStats::parse(&name) {
+            Some(Some(stats)) => {
+                self.conns.set_stats(conn, stats);
+                return self.send(conn, Response::OptionRes(name));
+            }
+            Some(None) => {
+                let text = "stats takes cpu=SECONDS rss=KIB";
+                return self.send(conn, Response::error("INVALID_ARGUMENT", text));
+            }
+            None => {}
+        }
         if name.eq_ignore_ascii_case(b"exceptions") {
             self.conns.set_exceptions(conn);
         } else if name.eq_ignore_ascii_case(b"dead-set") {

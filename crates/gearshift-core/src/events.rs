@@ -72,6 +72,8 @@ pub struct WorkerRef {
     pub address: String,
     /// Functions it registered.
     pub functions: Vec<Bytes>,
+    /// The subject of its TLS client certificate, if it presented one.
+    pub identity: Option<String>,
 }
 
 /// The kinds of live event, each a bit of the mask that says which ones

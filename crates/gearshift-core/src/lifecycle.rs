@@ -86,6 +86,7 @@ impl Core {
                 .iter()
                 .filter_map(|a| self.table.func(a.func).map(|f| f.name.clone()))
                 .collect(),
+            identity: c.info().identity.clone(),
         }
     }
 

@@ -70,6 +70,8 @@ pub struct WorkerView {
     pub running: Vec<Bytes>,
     /// Functions it registered.
     pub functions: Vec<Bytes>,
+    /// What its jobs cost so far, if it reports it (OPTION_REQ `stats`).
+    pub stats: Option<gearshift_proto::worker_stats::WorkerStats>,
 }
 
 /// One dead job in a page.
@@ -239,6 +241,7 @@ impl Core {
                     .iter()
                     .filter_map(|a| self.table.func(a.func).map(|f| f.name.clone()))
                     .collect(),
+                stats: c.stats(),
             });
         }
         out

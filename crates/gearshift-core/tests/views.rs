@@ -14,6 +14,7 @@ use gearshift_core::policy::Reason;
 use gearshift_core::retained::Outcome;
 use gearshift_core::submit::StopWaiting;
 use gearshift_core::view::{JobQuery, StateFilter, MAX_SCAN};
+use gearshift_proto::{Request, Response};
 
 /// Every page of a query, followed to the end: the handles, and how many
 /// pages it took.
@@ -248,6 +249,25 @@ fn workers_and_totals_sort_connections_by_role() {
     let t = w.core.totals();
     assert_eq!((t.worker_conns, t.admin_conns, t.client_conns), (2, 1, 2));
     assert_eq!((t.running, t.queued, t.functions, t.workers), (1, 0, 2, 3));
+}
+
+#[test]
+fn a_workers_stats_option_shows_in_its_view() {
+    let mut w = World::new();
+    w.conns(&[1]);
+    w.can_do(1, &["a"]);
+    assert_eq!(w.core.workers_view()[0].stats, None);
+    w.req(1, Request::Option(b("stats cpu=2.5 rss=4096")));
+    w.expect(1, Response::OptionRes(b("stats cpu=2.5 rss=4096")));
+    let s = w.core.workers_view()[0].stats.expect("stats");
+    assert_eq!((s.cpu_ms, s.max_rss_kib), (2_500, 4_096));
+    // A malformed one is refused and changes nothing.
+    w.req(1, Request::Option(b("stats cpu=lots")));
+    w.expect(
+        1,
+        Response::error("INVALID_ARGUMENT", "stats takes cpu=SECONDS rss=KIB"),
+    );
+    assert_eq!(w.core.workers_view()[0].stats, Some(s));
 }
 
 #[test]

@@ -319,6 +319,32 @@ impl WorkerDoc {
             .insert("Job".into(), Value::String(job.unwrap_or("").into()));
     }
 
+    /// Sets `Name`; true if it changed.
+    pub fn set_name(&mut self, name: &str) -> bool {
+        if self.text("Name") == Some(name) {
+            return false;
+        }
+        self.fields
+            .insert("Name".into(), Value::String(name.into()));
+        true
+    }
+
+    /// Sets `Stats` from what the worker reported: `Cpu` its commands'
+    /// CPU seconds so far, `Mem` the largest resident set in MiB; true if
+    /// it changed.
+    pub fn set_stats(&mut self, cpu_ms: u64, max_rss_kib: u64) -> bool {
+        let round = |v: f64, to: f64| (v * to).round() / to;
+        let stats = serde_json::json!({
+            "Cpu": round(cpu_ms as f64 / 1000.0, 1000.0),
+            "Mem": round(max_rss_kib as f64 / 1024.0, 10.0),
+        });
+        if self.fields.get("Stats") == Some(&stats) {
+            return false;
+        }
+        self.fields.insert("Stats".into(), stats);
+        true
+    }
+
     /// Sets `Status` to `DEAD`.
     pub fn mark_dead(&mut self) {
         self.fields
@@ -450,5 +476,11 @@ mod tests {
         assert_eq!(native.job().as_deref(), Some("00000000000000000014"));
         let garbled = WorkerDoc::parse(br#"{"Status":"ALIVE","Heartbeat":"soon"}"#).expect("json");
         assert!(garbled.stale(0, 1_000_000));
+        let mut w = WorkerDoc::new("a", "i", "127.0.0.1", "2026-11-28T10:00:00Z");
+        assert!(w.set_stats(1_250, 3_072));
+        assert!(!w.set_stats(1_250, 3_072), "unchanged");
+        let v: Value = serde_json::from_slice(&w.to_vec()).expect("json");
+        assert_eq!(v["Stats"], serde_json::json!({"Cpu": 1.25, "Mem": 3.0}));
+        assert!(w.set_name("b") && !w.set_name("b"));
     }
 }

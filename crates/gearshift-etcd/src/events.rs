@@ -35,6 +35,7 @@ pub fn forward(bus: &Arc<EventBus>) -> mpsc::UnboundedReceiver<ServerEvent> {
                         fd: w.fd,
                         label: String::from_utf8_lossy(&w.label).into_owned(),
                         address: w.address.clone(),
+                        identity: w.identity.clone(),
                     },
                     EventKind::WorkerLeft(w) => ServerEvent::WorkerLeft { id: w.id },
                     EventKind::Job {

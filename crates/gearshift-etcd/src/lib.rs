@@ -82,6 +82,8 @@ pub enum ServerEvent {
         label: String,
         /// Peer address.
         address: String,
+        /// The subject of its TLS client certificate, if any.
+        identity: Option<String>,
     },
     /// A worker connection closed.
     WorkerLeft {
@@ -187,7 +189,8 @@ fn options(config: &BridgeConfig) -> etcd_client::ConnectOptions {
     o
 }
 
-/// Runs the bridge: at `shutdown` true it claims nothing more, and it
+/// Runs the bridge (`control` reads the server's worker list for the
+/// registry): at `shutdown` true it claims nothing more, and it
 /// returns once its running jobs are written back or the sender is dropped
 /// (the server has stopped). etcd not being there yet is not an error: the
 /// bridge waits for it (logging) while Gearshift runs.
@@ -195,6 +198,7 @@ pub async fn run(
     config: BridgeConfig,
     stats: Arc<stats::Stats>,
     events: mpsc::UnboundedReceiver<ServerEvent>,
+    control: gearshift_server::Control,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ConfigError> {
     check(&config)?;
@@ -251,6 +255,7 @@ pub async fn run(
     let (registry_stop, registry_stopped) = tokio::sync::watch::channel(false);
     let registry = tokio::spawn(registry::run(
         shared.clone(),
+        control,
         events,
         jobs_rx,
         registry_stopped,

@@ -4,11 +4,16 @@
 //! `Heartbeat` every third of harvest_after, `DEAD` when it disconnects.
 //! The bridge has an entry of its own (`gearshift-<node>`, `Role`
 //! `gearshift-bridge`): harvesting it puts back every job it claimed.
+//! Every heartbeat (and at once after missed events) it also reads the
+//! server's worker list: `Stats` the workers reported, `Name` changes,
+//! and entries for workers whose join or leave events it missed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gearshift_core::view::WorkerView;
+use gearshift_server::Control;
 use tokio::sync::{mpsc, watch};
 
 use crate::doc::WorkerDoc;
@@ -49,10 +54,128 @@ async fn put(shared: &Shared, e: &mut Entry) {
     }
 }
 
+/// An entry's `Name`: the CN of the worker's TLS client certificate (its
+/// whole subject if it has no CN), else `label` (client id, else `fd@address`).
+pub fn entry_name(identity: Option<&str>, label: &str) -> String {
+    let Some(subject) = identity.filter(|s| !s.is_empty()) else {
+        return label.to_owned();
+    };
+    subject
+        .split(',')
+        .find_map(|part| part.trim().strip_prefix("CN="))
+        .unwrap_or(subject)
+        .to_owned()
+}
+
+/// How events label a worker: its client id, else `fd@address`.
+fn view_label(w: &WorkerView) -> String {
+    if w.client_id.is_empty() || w.client_id[..] == b"-"[..] {
+        format!("{}@{}", w.fd, w.address)
+    } else {
+        String::from_utf8_lossy(&w.client_id).into_owned()
+    }
+}
+
+fn entry(shared: &Shared, id: u64, fd: i64, name: &str, address: &str) -> Entry {
+    let instance = format!("{}-{id}", shared.owner);
+    Entry {
+        key: shared.keys.worker(&instance),
+        doc: WorkerDoc::new(name, &instance, address, &now_text()),
+        fd,
+        job: None,
+        dirty: true,
+    }
+}
+
+/// A worker connection is gone: its entry `DEAD` (kept for rewriting if
+/// etcd did not take it).
+async fn left(shared: &Shared, mut e: Entry, gone: &mut Vec<Entry>) {
+    e.doc.mark_dead();
+    e.doc.set_job(None);
+    put(shared, &mut e).await;
+    if e.dirty {
+        gone.push(e);
+    }
+}
+
+/// Brings the entries in line with the server's worker list: new entries
+/// for workers it has and the bridge missed, `DEAD` for entries it no longer
+/// has, `Stats` and `Name` as they are now. Entries it changes are marked
+/// dirty (`write`: written here, else on the caller's heartbeat).
+async fn sync(
+    shared: &Shared,
+    control: &Control,
+    conns: &mut HashMap<u64, Entry>,
+    gone: &mut Vec<Entry>,
+    write: bool,
+) {
+    let Ok(view) = control.call(|core| core.workers_view()).await else {
+        return;
+    };
+    let live: HashMap<u64, &WorkerView> = view.iter().map(|w| (w.id, w)).collect();
+    let lost: Vec<u64> = conns
+        .keys()
+        .filter(|id| !live.contains_key(id))
+        .copied()
+        .collect();
+    if !lost.is_empty() {
+        tracing::info!(
+            n = lost.len(),
+            "etcd: workers left unseen; their entries go DEAD"
+        );
+    }
+    for id in lost {
+        if let Some(e) = conns.remove(&id) {
+            left(shared, e, gone).await;
+        }
+    }
+    for w in &view {
+        let name = entry_name(w.identity.as_deref(), &view_label(w));
+        let e = conns.entry(w.id).or_insert_with(|| {
+            tracing::info!(worker = name, "etcd: a worker joined unseen; entry added");
+            entry(shared, w.id, w.fd, &name, &w.address)
+        });
+        let mut changed = e.doc.set_name(&name);
+        if let Some(s) = w.stats {
+            changed |= e.doc.set_stats(s.cpu_ms, s.max_rss_kib);
+        }
+        e.dirty |= changed;
+        if write && e.dirty {
+            put(shared, e).await;
+        }
+    }
+}
+
+/// etcd out of reach, as the bridge's own heartbeat sees it: one line
+/// when it goes, one (with how long) when it is back, and a count.
+#[derive(Default)]
+struct Outage {
+    since: Option<std::time::Instant>,
+}
+
+impl Outage {
+    fn heartbeat(&mut self, shared: &Shared, failed: bool) {
+        match (failed, self.since) {
+            (true, None) => {
+                self.since = Some(std::time::Instant::now());
+                Stats::bump(&shared.stats.etcd_outages);
+                tracing::warn!("etcd: out of reach; Gearman work goes on, etcd jobs and the registry wait for it");
+            }
+            (false, Some(t)) => {
+                self.since = None;
+                let secs = t.elapsed().as_secs();
+                tracing::warn!("etcd: reachable again after about {secs} s; results and entries are written now");
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Runs until `stop`; then puts back the jobs still running here and
 /// marks every entry `DEAD`.
 pub async fn run(
     shared: Arc<Shared>,
+    control: Control,
     mut events: mpsc::UnboundedReceiver<ServerEvent>,
     mut jobs: mpsc::UnboundedReceiver<JobsByFd>,
     mut stop_rx: watch::Receiver<bool>,
@@ -70,36 +193,28 @@ pub async fn run(
     let beat = (shared.cfg.harvest_after / 3).max(Duration::from_millis(100));
     let mut tick = tokio::time::interval(beat);
     let mut events_open = true;
+    let mut outage = Outage::default();
     loop {
         tokio::select! {
             ev = events.recv(), if events_open => match ev {
-                Some(ServerEvent::WorkerJoined { id, fd, label, address }) => {
-                    let instance = format!("{}-{id}", shared.owner);
-                    let mut e = Entry {
-                        key: shared.keys.worker(&instance),
-                        doc: WorkerDoc::new(&label, &instance, &address, &now_text()),
-                        fd,
-                        job: None,
-                        dirty: true,
-                    };
+                Some(ServerEvent::WorkerJoined { id, fd, label, address, identity }) => {
+                    let name = entry_name(identity.as_deref(), &label);
+                    let mut e = entry(&shared, id, fd, &name, &address);
                     put(&shared, &mut e).await;
                     conns.insert(id, e);
                 }
                 Some(ServerEvent::WorkerLeft { id }) => {
-                    if let Some(mut e) = conns.remove(&id) {
-                        e.doc.mark_dead();
-                        e.doc.set_job(None);
-                        put(&shared, &mut e).await;
-                        if e.dirty {
-                            gone.push(e);
-                        }
+                    if let Some(e) = conns.remove(&id) {
+                        left(&shared, e, &mut gone).await;
                     }
                 }
                 Some(ServerEvent::Retrying { handle, at_ms }) => {
                     tokio::spawn(job::retrying(shared.clone(), handle, at_ms));
                 }
                 Some(ServerEvent::Lagged) => {
-                    tracing::warn!("etcd: fell behind the server's worker events; some entries may be missing until they reconnect");
+                    tracing::warn!("etcd: fell behind the server's worker events; resynchronising the registry from its worker list");
+                    Stats::bump(&shared.stats.events_lagged);
+                    sync(&shared, &control, &mut conns, &mut gone, true).await;
                 }
                 None => events_open = false,
             },
@@ -118,9 +233,11 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
+                sync(&shared, &control, &mut conns, &mut gone, false).await;
                 let now = now_text();
                 bridge.doc.set_heartbeat(&now);
                 put(&shared, &mut bridge).await;
+                outage.heartbeat(&shared, bridge.dirty);
                 for e in conns.values_mut() {
                     e.doc.set_heartbeat(&now);
                     put(&shared, e).await;
@@ -162,5 +279,18 @@ async fn stop(shared: &Shared, mut bridge: Entry, conns: HashMap<u64, Entry>) {
         .is_err()
     {
         tracing::warn!("etcd: stopped before every entry was marked DEAD; harvesters will");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_name;
+
+    #[test]
+    fn a_certificate_names_the_entry_before_the_client_id() {
+        assert_eq!(entry_name(Some("C=DE,O=Acme,CN=thumbs"), "cid"), "thumbs");
+        assert_eq!(entry_name(Some("O=Acme,OU=ops"), "cid"), "O=Acme,OU=ops");
+        assert_eq!(entry_name(Some(""), "cid"), "cid");
+        assert_eq!(entry_name(None, "7@10.0.0.1"), "7@10.0.0.1");
     }
 }

@@ -33,8 +33,10 @@ counters! {
     unknown_state: "Job documents without a known last state.",
     too_big: "Job documents over the size bound, left alone.",
     etcd_errors: "Failed etcd calls (down, no leader, timeouts).",
+    etcd_outages: "Times etcd went out of reach (a heartbeat of the bridge's own entry failed).",
     watch_restarts: "Times the job watch was read afresh (reconnect, compaction).",
     gearman_errors: "Failed calls to Gearshift.",
+    events_lagged: "Times the bridge fell behind the server's worker events (the registry is resynchronised).",
 }
 
 impl Stats {

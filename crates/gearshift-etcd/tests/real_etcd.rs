@@ -5,7 +5,6 @@
 //! a native worker whose heartbeat lapsed is harvested. Skipped, saying
 //! so, where `etcd` is not installed.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,78 +15,8 @@ use gearshift_etcd::stats::Stats;
 use gearshift_etcd::BridgeConfig;
 use serde_json::Value;
 
-struct Etcd {
-    child: Child,
-    _dir: tempfile::TempDir,
-    url: String,
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-fn start_etcd() -> Option<Etcd> {
-    if Command::new("etcd").arg("--version").output().is_err() {
-        return None;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (client, peer) = (free_port(), free_port());
-    let url = format!("http://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let child = Command::new("etcd")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args([
-            "--listen-client-urls",
-            &url,
-            "--advertise-client-urls",
-            &url,
-        ])
-        .args(["--listen-peer-urls", &peer_url])
-        .args(["--initial-advertise-peer-urls", &peer_url])
-        .args(["--initial-cluster", &format!("default={peer_url}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start etcd");
-    Some(Etcd {
-        child,
-        _dir: dir,
-        url,
-    })
-}
-
-async fn get(kv: &mut etcd_client::Client, key: &str) -> Option<Value> {
-    let r = kv.get(key, None).await.ok()?;
-    serde_json::from_slice(r.kvs().first()?.value()).ok()
-}
-
-/// Waits until `check` holds for the document at `key`.
-async fn wait_for(
-    kv: &mut etcd_client::Client,
-    key: &str,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Some(v) = get(kv, key).await {
-            if check(&v) {
-                return v;
-            }
-            assert!(Instant::now() < deadline, "{key} never got there: {v}");
-        }
-        assert!(Instant::now() < deadline, "{key} never appeared");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+mod common;
+use common::{get, start_etcd, wait_for, Etcd};
 
 fn last_state(v: &Value) -> &str {
     v["States"]
@@ -124,6 +53,7 @@ async fn setup(etcd: &Etcd, layout: Layout) -> Setup {
     .expect("server");
     let gearman = server.local_addrs()[0];
     let events = gearshift_etcd::events::forward(&server.events());
+    let control = server.control();
     tokio::spawn(server.run(std::future::pending()));
     let worker = Worker::builder()
         .server(gearman)
@@ -156,7 +86,13 @@ async fn setup(etcd: &Etcd, layout: Layout) -> Setup {
         node: "test".into(),
         gearman,
     };
-    let bridge = tokio::spawn(gearshift_etcd::run(config, stats.clone(), events, stopped));
+    let bridge = tokio::spawn(gearshift_etcd::run(
+        config,
+        stats.clone(),
+        events,
+        control,
+        stopped,
+    ));
     Setup {
         kv,
         stats,

@@ -12,6 +12,7 @@
 //! - [`submit`]: what a SUBMIT_* request carries, read in place when plain.
 //! - [`escape`]: client-chosen bytes in admin listings, and which names are refused.
 //! - [`timefmt`]: the RFC 3339 times admin listings print, and reading them back.
+//! - [`worker_stats`]: Gearshift's `stats` option (a worker's CPU and memory).
 
 pub mod admin;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod request;
 pub mod response;
 pub mod submit;
 pub mod timefmt;
+pub mod worker_stats;
 
 pub use admin::{parse_admin, AdminCommand};
 pub use error::{FrameError, RequestError};

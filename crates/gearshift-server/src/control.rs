@@ -7,7 +7,7 @@
 use gearshift_core::Core;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::core_lock::{CoreLock, ToCore};
 use crate::hub::ToHub;
@@ -42,13 +42,27 @@ impl HubLink {
 /// Runs closures on the core. Cheap to clone.
 #[derive(Clone)]
 pub struct Control {
-    link: HubLink,
+    link: Arc<OnceLock<HubLink>>,
 }
 
 impl Control {
     /// Calls to the hub behind `link`.
     pub(crate) fn new(link: HubLink) -> Self {
-        Control { link }
+        Control {
+            link: Arc::new(OnceLock::from(link)),
+        }
+    }
+
+    /// Calls to a hub not running yet ([`Control::attach`] names it).
+    pub(crate) fn pending() -> Self {
+        Control {
+            link: Arc::default(),
+        }
+    }
+
+    /// The hub has started behind `link`.
+    pub(crate) fn attach(&self, link: HubLink) {
+        let _ = self.link.set(link);
     }
 
     /// Runs `f` on the core and returns what it returned; [`Stopped`] when
@@ -61,7 +75,7 @@ impl Control {
         let call: Call = Box::new(move |core| {
             let _ = tx.send(f(core));
         });
-        if !self.link.send(ToHub::Call(call)) {
+        if !self.link.get().is_some_and(|l| l.send(ToHub::Call(call))) {
             return Err(Stopped);
         }
         rx.await.map_err(|_| Stopped)

@@ -118,6 +118,8 @@ pub struct Server {
     cluster: Option<Arc<cluster::view::ClusterView>>,
     /// Live events, for the HTTP listener and in-process subscribers.
     bus: Arc<events::EventBus>,
+    /// Calls on the core for in-process users, live once `run` starts.
+    control: Control,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -211,6 +213,7 @@ impl Server {
             .map_or(events::DEFAULT_CAPACITY, |h| h.event_buffer);
         Ok(Server {
             bus: events::EventBus::new(buffer),
+            control: Control::pending(),
             http,
             relays: None,
             lease: None,
@@ -246,6 +249,12 @@ impl Server {
     /// gets the kinds it asks for from the time it subscribes.
     pub fn events(&self) -> Arc<events::EventBus> {
         self.bus.clone()
+    }
+
+    /// Calls on the core (as the HTTP API makes them) for a bridge in the
+    /// same process; they fail with [`Stopped`] until the server runs.
+    pub fn control(&self) -> Control {
+        self.control.clone()
     }
 
     /// A handle that replaces the policies while the server runs.
@@ -405,6 +414,7 @@ impl Server {
             None => HubLink::Inline(inboxes[0].clone()),
             Some(core) => HubLink::Shared(core.clone()),
         };
+        self.control.attach(link.clone());
         // From here on, a dropped future (a crash in tests) stops the threads.
         let guard = StopGuard {
             inboxes: inboxes.clone(),

@@ -6,6 +6,10 @@
 //! each line it writes to stderr is sent as a WORK_WARNING. Without a
 //! command the workload is echoed: printed on stdout and returned.
 //!
+//! After each job it reports its commands' CPU time and largest resident
+//! set so far (getrusage of its children) with Gearshift's `stats` option;
+//! a server that refuses it (gearmand) is not sent it again.
+//!
 //! Commands run in their own process group, so a Ctrl-C in the terminal
 //! reaches only `gearshift`: the first SIGINT/SIGTERM stops taking jobs and
 //! lets the running ones finish and report; a second one kills them (the
@@ -21,7 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use clap::Args;
-use gearshift_client::{WorkError, Worker, WorkerJob};
+use gearshift_client::{WorkError, Worker, WorkerJob, WorkerStats};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::{watch, Notify};
@@ -96,6 +100,9 @@ pub fn main(args: WorkArgs) -> ExitCode {
         if let Some(id) = args.client_id {
             builder = builder.client_id(id);
         }
+        if !command.is_empty() {
+            builder = builder.report_stats(children_stats);
+        }
         for f in &args.functions {
             let (command, stop, taken) = (command.clone(), stop.clone(), taken.clone());
             let count = args.count;
@@ -123,6 +130,22 @@ pub fn main(args: WorkArgs) -> ExitCode {
             () = kill.notified() => servers::fail(EXIT_KILLED, "killed the running jobs"),
         }
         // Leaving the runtime drops the handlers' children (kill_on_drop).
+    })
+}
+
+/// What the commands run so far cost: user + system CPU and the largest
+/// resident set of any one of them (the kernel's RUSAGE_CHILDREN, which
+/// counts every command this process has waited for).
+fn children_stats() -> Option<WorkerStats> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let u = getrusage(UsageWho::RUSAGE_CHILDREN).ok()?;
+    let ms = |t: nix::sys::time::TimeVal| {
+        u64::try_from(t.tv_sec()).unwrap_or(0) * 1000
+            + u64::try_from(t.tv_usec()).unwrap_or(0) / 1000
+    };
+    Some(WorkerStats {
+        cpu_ms: ms(u.user_time()) + ms(u.system_time()),
+        max_rss_kib: u64::try_from(u.max_rss()).unwrap_or(0),
     })
 }
 

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::tls::TlsConfig;
 use crate::worker::handler::{erase, WorkError};
 use crate::worker::job::WorkerJob;
-use crate::worker::{Function, Shared, Worker};
+use crate::worker::{Function, Shared, StatsSource, Worker};
 
 /// Settings of a [`Worker`]; start with [`Worker::builder`].
 ///
@@ -43,6 +43,7 @@ pub struct WorkerBuilder {
     client_id: Option<Bytes>,
     exceptions: bool,
     epoch_early: bool,
+    stats: Option<StatsSource>,
     backoff_min: Duration,
     backoff_max: Duration,
     connect_timeout: Duration,
@@ -68,6 +69,7 @@ impl Default for WorkerBuilder {
             client_id: None,
             exceptions: true,
             epoch_early: false,
+            stats: None,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -219,6 +221,24 @@ impl WorkerBuilder {
         self
     }
 
+    /// After each job, report what `source` returns to the server with
+    /// Gearshift's OPTION_REQ `stats` (docs/compat.md). A server that
+    /// refuses the option (gearmand) is not sent it again on that connection.
+    ///
+    /// ```
+    /// use gearshift_client::WorkerStats;
+    /// let b = gearshift_client::Worker::builder()
+    ///     .report_stats(|| Some(WorkerStats { cpu_ms: 1500, max_rss_kib: 4096 }));
+    /// # let _ = b;
+    /// ```
+    pub fn report_stats(
+        mut self,
+        source: impl Fn() -> Option<crate::WorkerStats> + Send + Sync + 'static,
+    ) -> Self {
+        self.stats = Some(Arc::new(source));
+        self
+    }
+
     /// Delay before reconnecting to a server that went away: `min` (100 ms)
     /// doubling up to `max` (5 s); reset once connected.
     ///
@@ -300,6 +320,7 @@ impl WorkerBuilder {
                 client_id: self.client_id,
                 exceptions: self.exceptions,
                 epoch_early: self.epoch_early,
+                stats: self.stats,
                 backoff_min: self.backoff_min,
                 backoff_max: self.backoff_max,
                 connect_timeout: self.connect_timeout,

@@ -38,6 +38,10 @@ pub(crate) struct Function {
     pub handler: Handler,
 }
 
+/// Where a worker's stats come from ([`WorkerBuilder::report_stats`]).
+pub(crate) type StatsSource =
+    Arc<dyn Fn() -> Option<gearshift_proto::worker_stats::WorkerStats> + Send + Sync>;
+
 /// What every session of a worker shares.
 pub(crate) struct Shared {
     pub functions: Vec<Function>,
@@ -46,6 +50,7 @@ pub(crate) struct Shared {
     pub client_id: Option<Bytes>,
     pub exceptions: bool,
     pub epoch_early: bool,
+    pub stats: Option<StatsSource>,
     pub backoff_min: Duration,
     pub backoff_max: Duration,
     pub connect_timeout: Duration,

@@ -99,6 +99,10 @@ struct Session<'a> {
     /// The server may have a job for us (start, NOOP, or a job just came).
     want: bool,
     stopping: bool,
+    /// `stats` options sent and not yet answered.
+    stats_pending: usize,
+    /// The server refused the `stats` option: no more of it here.
+    stats_refused: bool,
 }
 
 /// Runs one connection: `Ok` after a graceful stop, `Err` when it dropped.
@@ -114,6 +118,8 @@ async fn serve(shared: &Shared, wire: Wire, stop: &mut watch::Receiver<bool>) ->
         grabbing: false,
         want: true,
         stopping: false,
+        stats_pending: 0,
+        stats_refused: false,
     };
     s.register();
     loop {
@@ -220,6 +226,13 @@ impl Session<'_> {
                 }
             }
             Response::Noop => self.want = true,
+            Response::OptionRes(_) if self.stats_pending > 0 => self.stats_pending -= 1,
+            // Answers come in order: an ERROR while a `stats` waits is its refusal.
+            Response::Error { code, .. } if self.stats_pending > 0 => {
+                tracing::debug!(code = %String::from_utf8_lossy(&code), "server refuses the stats option; not sending it again");
+                self.stats_pending -= 1;
+                self.stats_refused = true;
+            }
             Response::OptionRes(name) => {
                 tracing::debug!(option = %String::from_utf8_lossy(&name), "server took option");
             }
@@ -275,5 +288,18 @@ impl Session<'_> {
             Err(_) => Request::WorkFail { handle },
         };
         self.wire.queue(&req);
+        self.report_stats();
+    }
+
+    /// Gearshift's `stats` option after a job, unless this server refused it.
+    fn report_stats(&mut self) {
+        let Some(source) = self.shared.stats.as_ref().filter(|_| !self.stats_refused) else {
+            return;
+        };
+        if let Some(stats) = source() {
+            self.wire
+                .queue(&Request::Option(Bytes::from(stats.option_text())));
+            self.stats_pending += 1;
+        }
     }
 }

@@ -86,6 +86,7 @@ mod imp {
         config: Option<Config>,
         _addrs: &[std::net::SocketAddr],
         _bus: std::sync::Arc<gearshift_server::events::EventBus>,
+        _control: gearshift_server::Control,
     ) -> Result<Running, String> {
         match config {
             None => Ok(None),

@@ -110,6 +110,7 @@ pub(in crate::serve) fn start(
     config: Option<Config>,
     addrs: &[SocketAddr],
     bus: Arc<EventBus>,
+    control: gearshift_server::Control,
 ) -> Result<Running, String> {
     let Some((mut cfg, node)) = config else {
         return Ok(None);
@@ -131,7 +132,7 @@ pub(in crate::serve) fn start(
     gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
     let events = gearshift_etcd::events::forward(&bus);
     let task = tokio::spawn(async move {
-        if let Err(e) = gearshift_etcd::run(cfg, stats, events, rx).await {
+        if let Err(e) = gearshift_etcd::run(cfg, stats, events, control, rx).await {
             tracing::error!("{e}");
         }
     });

@@ -457,7 +457,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let (bridge, reroute) = gearmonkey::start(gearmonkey, &addrs, server.http_addr(), &cfg_store)?;
         let on_gearmonkey = reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
         tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file, on_gearmonkey));
-        let etcd_bridge = etcd::start(etcd, &addrs, server.events())?;
+        let etcd_bridge = etcd::start(etcd, &addrs, server.events(), server.control())?;
         let stop = bridges::stop_first(&[&bridge, &etcd_bridge], shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;

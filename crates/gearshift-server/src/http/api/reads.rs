@@ -268,6 +268,7 @@ fn worker_json(w: &WorkerView) -> Value {
         "connected_ms": w.connected, "last_seen_ms": w.last_seen,
         "jobs_done": w.jobs_done, "jobs_failed": w.jobs_failed,
         "running": running, "functions": functions,
+        "stats": w.stats.map(|s| json!({ "cpu_ms": s.cpu_ms, "max_rss_kib": s.max_rss_kib })),
     })
 }
 
