@@ -7,10 +7,10 @@ use bytes::Bytes;
 use gearshift_proto::admin::{self as text, AdminCommand};
 use gearshift_proto::{Request, Response};
 
-use crate::conn::Rights;
 use crate::effect::{Effect, Input};
 use crate::engine::Core;
 use crate::ids::ConnId;
+use crate::rights::Rights;
 
 /// The right a request needs, if it needs one.
 fn needs(input: &Input) -> Option<Need> {

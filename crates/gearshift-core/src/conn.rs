@@ -11,6 +11,7 @@ use gearshift_proto::worker_stats::WorkerStats;
 
 use crate::effect::Effect;
 use crate::ids::{ConnId, FuncId, IdMap, IdSet, JobId};
+use crate::rights::Rights;
 use crate::Millis;
 
 /// A function a worker registered, with its per-job time limit.
@@ -38,37 +39,6 @@ pub struct ConnInfo {
     pub node: Option<String>,
     /// The subject of the TLS client certificate the peer presented.
     pub identity: Option<String>,
-}
-
-/// What a connection's peer may do; the server decides when it connects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rights {
-    /// Submit jobs and ask for their status.
-    pub submit: bool,
-    /// Register functions and take jobs.
-    pub work: bool,
-    /// Admin commands that only read (`status`, `workers`, `show jobs` ...).
-    pub read: bool,
-    /// Admin commands that change jobs, functions or the server
-    /// ([`gearshift_proto::AdminCommand::changes`]).
-    pub change: bool,
-}
-
-impl Rights {
-    /// Everything.
-    pub const ALL: Rights = Rights {
-        submit: true,
-        work: true,
-        read: true,
-        change: true,
-    };
-
-    /// Everything but admin changes: a peer neither on loopback nor allowed
-    /// by `--admin-allow`, when no `[access]` rules say otherwise.
-    pub const NO_CHANGES: Rights = Rights {
-        change: false,
-        ..Rights::ALL
-    };
 }
 
 /// One connection's state in the core (read through its accessors; it

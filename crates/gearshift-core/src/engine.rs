@@ -11,12 +11,13 @@ use bytes::Bytes;
 use gearshift_proto::{Progress, Request, Response};
 
 use crate::config::CoreConfig;
-use crate::conn::{ConnInfo, Conns, Rights};
+use crate::conn::{ConnInfo, Conns};
 use crate::effect::{Effect, Input};
 use crate::history::History;
 use crate::ids::{ConnId, JobHandles, JobId};
 use crate::kept::Retained;
 use crate::policy::{can_do_timeout_ms, Policies, Reason, TimeoutUnit};
+use crate::rights::Rights;
 use crate::table::JobTable;
 use crate::timers::{Timer, Timers};
 use crate::Millis;

@@ -13,7 +13,8 @@
 //!   requests, and submitters that stop waiting.
 //! - [`worker`]: abilities, sleep and wake-ups; [`run`]: a run from GRAB to
 //!   its end (results, retries, requeues, failures) and how a job ends.
-//! - [`admin`]: the text admin commands.
+//! - [`admin`]: the text admin commands; [`access`]: what each connection's
+//!   [`rights`] let it send.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
 //! - [`job`], [`function`] (with its counters and histograms), [`conn`]
 //!   (the connections): the state records; [`jobs`]: where
@@ -65,6 +66,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod policy;
 pub mod retained;
+pub mod rights;
 pub mod run;
 pub mod schedule;
 pub mod submit;
@@ -75,11 +77,12 @@ pub mod view;
 pub mod worker;
 
 pub use config::CoreConfig;
-pub use conn::{ConnInfo, Rights};
+pub use conn::ConnInfo;
 pub use effect::{Effect, Input, StoreOp};
 pub use engine::Core;
 pub use gearshift_persist::{DeadMark, JobRecord, KeptRecord, ScheduleRecord};
 pub use ids::{ConnId, JobId};
+pub use rights::Rights;
 
 /// Time in milliseconds since the Unix epoch, as the driver measures it.
 /// Epoch jobs compare against it; timeouts add to it.

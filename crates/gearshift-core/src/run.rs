@@ -525,16 +525,7 @@ impl Core {
         tracing::info!(handle = %self.handles.text(id), retries, "requeueing job: {why}");
         self.release_worker(id);
         self.record(id, Step::Requeued(why));
-        let func = self.table.get(id).map(|j| j.func());
-        match (self.table.get(id).and_then(|j| j.due()), func) {
-            (Some(due), Some(func)) if due > self.now => {
-                // An epoch job an early taker lost: back to waiting for its
-                // time (its timer is still armed), offered early again.
-                self.table.set_state(id, JobState::Scheduled);
-                self.offer_early(id, func);
-            }
-            _ => self.enqueue(id, true),
-        }
+        self.back_in_line(id);
     }
 
     /// A worker that holds `id` reported WORK_COMPLETE.

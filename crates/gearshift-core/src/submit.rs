@@ -304,6 +304,22 @@ impl Core {
         }
     }
 
+    /// A job a worker lost goes back to the head of its queue, or, an epoch
+    /// job an early taker lost, to waiting for its time (its timer is still
+    /// armed), offered early again.
+    pub(crate) fn back_in_line(&mut self, id: JobId) {
+        let Some(job) = self.table.get(id) else {
+            return;
+        };
+        let func = job.func();
+        if job.due().is_some_and(|due| due > self.now) {
+            self.table.set_state(id, JobState::Scheduled);
+            self.offer_early(id, func);
+        } else {
+            self.enqueue(id, true);
+        }
+    }
+
     /// An epoch job's time came.
     pub(crate) fn epoch_due(&mut self, id: JobId) {
         let Some(job) = self.table.get(id) else {

@@ -4,10 +4,11 @@ use gearshift_proto::Priority;
 
 use super::*;
 use crate::config::CoreConfig;
-use crate::conn::{ConnInfo, Rights};
+use crate::conn::ConnInfo;
 use crate::engine::Core;
 use crate::ids::ConnId;
 use crate::job::{ConnList, Persist};
+use crate::rights::Rights;
 
 fn job(id: JobId, func: FuncId, state: JobState, data: &'static str) -> Job {
     Job {

@@ -2,8 +2,8 @@
 //! submission's answers go out, and that nothing owed is lost at a close.
 
 use super::*;
-use gearshift_core::conn::Rights;
 use gearshift_core::CoreConfig;
+use gearshift_core::Rights;
 use gearshift_proto::{Magic, Packet, PacketType};
 
 /// Keeps every output, in order.
