@@ -13,9 +13,8 @@
 //! - [`hub`]: the sans-IO core with the clock and the store, fed
 //!   [`hub::Item`]s, answering plain [`hub::Out`]s per I/O thread.
 //! - [`core_lock`]: with several I/O threads, the hub they share; each
-//!   hands it batches (one hand-off per batch, not per packet) and runs it
-//!   when no other thread does. With one I/O thread the hub runs on it and
-//!   no hand-off happens.
+//!   hands it batches and runs it when no other thread does (with one I/O
+//!   thread the hub runs on it).
 //! - [`store_task`]: group commits on the store's thread, off the I/O path.
 //! - `restore`: the core rebuilt from the store at bind.
 //! - [`http`]: metrics, the JSON API, live events ([`events`]) and the
@@ -47,10 +46,10 @@ mod restore;
 pub mod signal;
 pub mod sock;
 pub mod store_task;
+pub mod tls;
 
 pub use listeners::bind_listeners;
 use listeners::bind_tls_listeners;
-pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
