@@ -11,8 +11,9 @@ One run, one machine, side by side, the same number of workers each way:
 
 each background (submit all, wait for every `finish:` event) and blocking
 (--clients threads, one job at a time each). Printed per case: jobs/s, p50
-and p99 latency in ms, and CPU ms per job of Gearshift and of redis-server
-(from /proc, over the case). Background latency is submit -> `finish:`
+and p99 latency in ms, and CPU ms per job of Gearshift, of its bridge alone
+(every thread but the Gearman I/O threads) and of redis-server (from /proc,
+over the case). Background latency is submit -> `finish:`
 event; for gearman->gm background it is the bridge's `create:` -> `finish:`
 (the Gearman submit and the GearMonkey id are not paired).
 
@@ -62,6 +63,25 @@ def cpu_ms(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) * 1000.0 / CLK
+
+
+def bridge_cpu_ms(pid):
+    """utime + stime of Gearshift's threads other than its Gearman I/O
+    threads (`gearshift-io-N`, which run the job server itself): the bridge,
+    on the runtime's threads, in ms."""
+    total = 0.0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        if name.startswith("gearshift-io"):
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) * 1000.0 / CLK
+    return total
 
 
 def pct(xs, p):
@@ -194,16 +214,17 @@ class Bench:
         return ps
 
     def measure(self, name, fn, body):
-        g0, r0 = cpu_ms(self.gearshift.pid), cpu_ms(self.redis.pid)
+        gp = self.gearshift.pid
+        g0, b0, r0 = cpu_ms(gp), bridge_cpu_ms(gp), cpu_ms(self.redis.pid)
         t0 = time.monotonic()
         lat, n = body()
         secs = time.monotonic() - t0
-        g1, r1 = cpu_ms(self.gearshift.pid), cpu_ms(self.redis.pid)
+        g1, b1, r1 = cpu_ms(gp), bridge_cpu_ms(gp), cpu_ms(self.redis.pid)
         row = (name, n / secs, pct(lat, 50) * 1000, pct(lat, 99) * 1000,
-               (g1 - g0) / n, (r1 - r0) / n)
+               (g1 - g0) / n, (b1 - b0) / n, (r1 - r0) / n)
         self.rows.append(row)
-        print("%-26s %8.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms  gearshift %.3f  redis %.3f "
-              "cpu ms/job" % row, flush=True)
+        print("%-26s %8.0f jobs/s  p50 %7.2f ms  p99 %7.2f ms  gearshift %.3f  (bridge %.3f)  "
+              "redis %.3f cpu ms/job" % row, flush=True)
 
     # --- GearMonkey client side (direct or bridged: the same client)
     def gm_background(self, fn):
@@ -296,10 +317,10 @@ class Bench:
                     w.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     w.kill()
-        print("\n| case | jobs/s | p50 ms | p99 ms | Gearshift CPU ms/job | Redis CPU ms/job |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print("\n| case | jobs/s | p50 ms | p99 ms | Gearshift CPU ms/job | of it the bridge | Redis CPU ms/job |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
         for row in self.rows:
-            print("| %s | %.0f | %.2f | %.2f | %.3f | %.3f |" % row)
+            print("| %s | %.0f | %.2f | %.2f | %.3f | %.3f | %.3f |" % row)
 
     def close(self):
         for p in reversed(self.procs):
