@@ -52,6 +52,7 @@ pub mod addr;
 pub mod admin;
 mod backoff;
 pub mod client;
+pub mod counters;
 pub mod error;
 pub mod tls;
 mod wire;

@@ -2,26 +2,9 @@
 //! document and every failed call (logged once each, counted here, and in
 //! `/metrics` as `gearshift_etcd_total{event="..."}`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-macro_rules! counters {
-    ($($name:ident: $doc:literal),* $(,)?) => {
-        /// Counters shared by the bridge's tasks.
-        #[derive(Debug, Default)]
-        pub struct Stats {
-            $(#[doc = $doc] pub $name: AtomicU64,)*
-        }
-
-        impl Stats {
-            /// Each counter with its event name.
-            fn named(&self) -> Vec<(&'static str, &AtomicU64)> {
-                vec![$((stringify!($name), &self.$name)),*]
-            }
-        }
-    };
-}
-
-counters! {
+gearshift_client::event_counters! {
+    "gearshift_etcd_total",
+    "etcd bridge events: jobs claimed, finished, retried, harvested; bad documents; failed calls.";
     claimed: "Jobs claimed from etcd (a won compare-and-swap).",
     claim_lost: "Claims another worker won first.",
     finished: "Jobs whose FINISHED state was written.",
@@ -37,37 +20,6 @@ counters! {
     watch_restarts: "Times the job watch was read afresh (reconnect, compaction).",
     gearman_errors: "Failed calls to Gearshift.",
     events_lagged: "Times the bridge fell behind the server's worker events (the registry is resynchronised).",
-}
-
-impl Stats {
-    /// Adds one to `counter`.
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Every counter as Prometheus text.
-    pub fn prometheus(&self, out: &mut String) {
-        use std::fmt::Write;
-        out.push_str("# HELP gearshift_etcd_total etcd bridge events: jobs claimed, finished, retried, harvested; bad documents; failed calls.\n");
-        out.push_str("# TYPE gearshift_etcd_total counter\n");
-        for (event, c) in self.named() {
-            let _ = writeln!(
-                out,
-                "gearshift_etcd_total{{event=\"{event}\"}} {}",
-                c.load(Ordering::Relaxed)
-            );
-        }
-    }
-
-    /// One line for the log.
-    pub fn line(&self) -> String {
-        let parts: Vec<String> = self
-            .named()
-            .iter()
-            .map(|(n, c)| format!("{n}={}", c.load(Ordering::Relaxed)))
-            .collect();
-        parts.join(" ")
-    }
 }
 
 #[cfg(test)]
