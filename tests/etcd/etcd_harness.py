@@ -467,3 +467,8 @@ def run_counts(path):
                 continue
             out[key] = out.get(key, 0) + 1
     return out
+
+
+def wrap(fn, **kw):
+    """fn(ctx) as a suite test in a fresh Ctx made with **kw."""
+    return h.with_ctx(fn, ctx_class=Ctx, **kw)

@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from etcd_harness import ETCD, GEARSHIFT, PERL, PHP, Ctx, run_counts  # noqa: E402
+from etcd_harness import ETCD, GEARSHIFT, PERL, PHP, run_counts, wrap  # noqa: E402
 import etcdqueue as eq  # noqa: E402
 import test_etcd_cluster  # noqa: E402
 import test_etcd_registry  # noqa: E402
@@ -505,18 +505,6 @@ SPECIAL = {
 }
 SECURED = {"etcd_tls_client_certificates": {"tls": True},
            "etcd_user_password_from_env": {"password": "etcd-secret-pw"}}
-
-
-def wrap(fn, **kw):
-    def test():
-        ctx = Ctx(fn.__name__, **kw)
-        try:
-            fn(ctx)
-        except h.TestFailure as e:
-            raise h.TestFailure("%s\n%s" % (e, ctx.diagnostics()))
-        finally:
-            ctx.close()
-    return test
 
 
 def main():

@@ -15,7 +15,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from etcd_harness import GEARSHIFT, Ctx, run_counts  # noqa: E402
+from etcd_harness import GEARSHIFT, run_counts, wrap  # noqa: E402
 import harness as h  # noqa: E402  (tests/interop, on the path etcd_harness set)
 from harness import check, check_eq  # noqa: E402
 
@@ -100,18 +100,6 @@ def minute_without_etcd(ctx):
 
 TESTS = {leader_change_under_load: {"members": 3}}
 MINUTE = (minute_without_etcd, {})
-
-
-def wrap(fn, **kw):
-    def test():
-        ctx = Ctx(fn.__name__, **kw)
-        try:
-            fn(ctx)
-        except h.TestFailure as e:
-            raise h.TestFailure("%s\n%s" % (e, ctx.diagnostics()))
-        finally:
-            ctx.close()
-    return test
 
 
 def tests(minute=True):

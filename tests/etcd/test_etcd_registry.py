@@ -16,7 +16,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from etcd_harness import GEARSHIFT, Ctx, make_certs  # noqa: E402
+from etcd_harness import GEARSHIFT, make_certs, wrap  # noqa: E402
 import harness as h  # noqa: E402  (tests/interop, on the path etcd_harness set)
 from harness import check, check_eq  # noqa: E402
 
@@ -88,18 +88,6 @@ def certificate_names_the_entry(ctx):
 
 TESTS = [gearshift_work_reports_stats]
 SPECIAL = {certificate_names_the_entry: {"nodes": 0}}
-
-
-def wrap(fn, **kw):
-    def test():
-        ctx = Ctx(fn.__name__, **kw)
-        try:
-            fn(ctx)
-        except h.TestFailure as e:
-            raise h.TestFailure("%s\n%s" % (e, ctx.diagnostics()))
-        finally:
-            ctx.close()
-    return test
 
 
 def tests():

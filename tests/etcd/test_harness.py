@@ -190,15 +190,8 @@ SPECIAL = {split_layout_moves_between_dirs: {"layout": "split"},
 
 
 def wrap(fn, **kw):
-    def test():
-        ctx = Ctx(fn.__name__, nodes=0, harvest_after=1, **kw)
-        try:
-            fn(ctx)
-        except h.TestFailure as e:
-            raise h.TestFailure("%s\n%s" % (e, ctx.diagnostics()))
-        finally:
-            ctx.close()
-    return test
+    """fn(ctx) with etcd alone (no Gearshift node)."""
+    return h.with_ctx(fn, ctx_class=Ctx, nodes=0, harvest_after=1, **kw)
 
 
 def main():

@@ -239,3 +239,8 @@ class Ctx(h.Ctx):
 def wait_count(ctx, func, n, timeout=10):
     h.wait_for(lambda: int(ctx.r.get("count:%s" % func) or 0) == n, timeout,
                "count:%s == %d (now %r)" % (func, n, ctx.r.get("count:%s" % func)))
+
+
+def wrap(fn, **kw):
+    """fn(ctx) as a suite test in a fresh Ctx made with **kw."""
+    return h.with_ctx(fn, ctx_class=Ctx, **kw)

@@ -23,8 +23,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from gm_harness import (CLIENTS, GEARSHIFT, PERL, PHP, REDIS_SERVER, Ctx,  # noqa: E402
-                        wait_count)
+from gm_harness import (CLIENTS, GEARSHIFT, PERL, PHP, REDIS_SERVER,  # noqa: E402
+                        wait_count, wrap)
 from gm_failures import (bad_input_is_logged_counted_and_kept,  # noqa: E402
                          event_stream_wakes_the_bridge,
                          kill9_gearshift_while_bridged_jobs_run, redis_gone_while_jobs_run_both_ways,
@@ -559,18 +559,6 @@ SPECIAL = {
     bridge_from_config_file_with_a_route: {"config": CONFIG_FILE_BRIDGE},
     sighup_reloads_the_bridged_functions: {"config": RELOAD_BEFORE},
 }
-
-
-def wrap(fn, **kw):
-    def test():
-        ctx = Ctx(fn.__name__, **kw)
-        try:
-            fn(ctx)
-        except h.TestFailure as e:
-            raise h.TestFailure("%s\n%s" % (e, ctx.diagnostics()))
-        finally:
-            ctx.close()
-    return test
 
 
 def main():

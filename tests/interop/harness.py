@@ -628,10 +628,11 @@ def run_suite(title, tests, argv=None):
     return 0 if failed == 0 else 1
 
 
-def with_ctx(fn, with_server=True):
-    """Wrap fn(ctx) into a no-arg test that always cleans up and adds diagnostics."""
+def with_ctx(fn, with_server=True, ctx_class=None, **kw):
+    """Wrap fn(ctx) into a no-arg test that always cleans up and adds
+    diagnostics; `ctx_class(name, **kw)` makes a suite's own context."""
     def wrapper():
-        ctx = Ctx(fn.__name__, with_server)
+        ctx = ctx_class(fn.__name__, **kw) if ctx_class else Ctx(fn.__name__, with_server)
         try:
             fn(ctx)
         except TestFailure as e:

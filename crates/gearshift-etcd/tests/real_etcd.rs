@@ -16,7 +16,7 @@ use gearshift_etcd::BridgeConfig;
 use serde_json::Value;
 
 mod common;
-use common::{get, start_etcd, wait_for, Etcd};
+use common::{connect, gearshift, get, start_etcd, wait_for, Etcd};
 
 fn last_state(v: &Value) -> &str {
     v["States"]
@@ -37,20 +37,8 @@ struct Setup {
 }
 
 async fn setup(etcd: &Etcd, layout: Layout) -> Setup {
-    let kv = loop {
-        if let Ok(mut c) = etcd_client::Client::connect([etcd.url.as_str()], None).await {
-            if c.get("probe", None).await.is_ok() {
-                break c;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let server = gearshift_server::Server::bind(gearshift_server::ServerConfig {
-        listen: vec!["127.0.0.1:0".parse().expect("addr")],
-        ..Default::default()
-    })
-    .await
-    .expect("server");
+    let kv = connect(etcd).await;
+    let server = gearshift().await;
     let gearman = server.local_addrs()[0];
     let events = gearshift_etcd::events::forward(&server.events());
     let control = server.control();

@@ -15,7 +15,7 @@ use gearshift_etcd::{BridgeConfig, ServerEvent};
 use serde_json::Value;
 
 mod common;
-use common::{get, start_etcd, wait_for};
+use common::{connect, gearshift, get, start_etcd, wait_for};
 
 /// The entries under `/t/workers/` named `name`.
 async fn named(kv: &mut etcd_client::Client, name: &str) -> Vec<Value> {
@@ -34,20 +34,8 @@ async fn a_lagged_bridge_resyncs_the_registry_from_the_worker_list() {
         eprintln!("SKIPPED: `etcd` is not installed (apt-get install etcd-server)");
         return;
     };
-    let mut kv = loop {
-        if let Ok(mut c) = etcd_client::Client::connect([etcd.url.as_str()], None).await {
-            if c.get("probe", None).await.is_ok() {
-                break c;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let server = gearshift_server::Server::bind(gearshift_server::ServerConfig {
-        listen: vec!["127.0.0.1:0".parse().expect("addr")],
-        ..Default::default()
-    })
-    .await
-    .expect("server");
+    let mut kv = connect(&etcd).await;
+    let server = gearshift().await;
     let gearman = server.local_addrs()[0];
     let control = server.control();
     tokio::spawn(server.run(std::future::pending()));

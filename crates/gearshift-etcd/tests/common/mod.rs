@@ -1,5 +1,6 @@
-//! What the real-etcd tests share: an etcd of their own on free ports, and
-//! reading and waiting for documents.
+//! What the real-etcd tests share: an etcd of their own on free ports, a
+//! client of it and a Gearshift server in process, and reading and waiting
+//! for documents.
 #![allow(dead_code)] // each test file uses its own part of it
 
 use std::process::{Child, Command, Stdio};
@@ -18,6 +19,28 @@ impl Drop for Etcd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A client of `etcd`, once it answers.
+pub async fn connect(etcd: &Etcd) -> etcd_client::Client {
+    loop {
+        if let Ok(mut c) = etcd_client::Client::connect([etcd.url.as_str()], None).await {
+            if c.get("probe", None).await.is_ok() {
+                return c;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A Gearshift server of this process on a free port (not yet running).
+pub async fn gearshift() -> gearshift_server::Server {
+    gearshift_server::Server::bind(gearshift_server::ServerConfig {
+        listen: vec!["127.0.0.1:0".parse().expect("addr")],
+        ..Default::default()
+    })
+    .await
+    .expect("server")
 }
 
 pub fn free_port() -> u16 {
