@@ -26,6 +26,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -55,10 +56,10 @@ class Cluster:
         self.timeout_ms = timeout_ms
         self.nodes = {}
 
-    def start(self, name, wait_leader=False):
+    def start(self, name, wait_leader=False, extra=""):
         cmd = ("%s serve -L 127.0.0.1 -p {port} --http 127.0.0.1:0 --store %s "
-               "--node-name %s --node-timeout %dms --verbose INFO"
-               % (GEARSHIFT, self.url, name, self.timeout_ms))
+               "--node-name %s --node-timeout %dms --verbose INFO %s"
+               % (GEARSHIFT, self.url, name, self.timeout_ms, extra))
         node = h.Server(cmd, "node-" + name).start(ready_timeout=30)
         self.nodes[name] = node
         if wait_leader:
@@ -224,6 +225,69 @@ def test_jobs_cross_nodes(cl):
     check_eq(w.read_pkt()[1], h.NO_JOB, "a paused function's job")
     w.close()
     w2.close()
+
+
+def metric(port, name):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
+@with_cluster
+def test_followers_carry_connections_over_links(cl):
+    """A follower carries all its Gearman connections to the leader over one
+    link; a client of it that never reads is closed alone."""
+    limits = "--max-output 64K --max-packet-size 1M"
+    a = cl.start("a", wait_leader=True, extra=limits)
+    b = cl.start("b", extra=limits)
+    c = cl.start("c", extra=limits)
+    conns = [h.Conn(n.port) for n in (b, c) for _ in range(25)]
+    for i, conn in enumerate(conns):
+        conn.send_pkt(h.ECHO_REQ, "hi%d" % i)
+    for i, conn in enumerate(conns):
+        check_eq(conn.expect_pkt(h.ECHO_RES), b"hi%d" % i, "echo through a follower")
+    port = cl.http_port("a")
+    check_eq(metric(port, "gearshift_cluster_links_opened_total"), 2.0,
+             "links opened to the leader by two followers")
+    check(metric(port, "gearshift_cluster_linked_connections_total") >= 50,
+          "connections carried over the links")
+    for conn in conns:
+        conn.close()
+    # A foreground client on b that never reads, fed by a worker on the leader.
+    w = raw_worker(a.port, "flood")
+    w.send_pkt(h.PRE_SLEEP)
+    hog = h.Conn(b.port)
+    hog.send_pkt(h.SUBMIT_JOB, "flood", "", "x")
+    w.expect_pkt(h.NOOP, timeout=10)
+    job = grab(w)
+    check(job is not None, "the worker got the flood job")
+    chunk = "z" * (512 * 1024)
+    for _ in range(16):
+        w.send_pkt(h.WORK_DATA, job[0], chunk)
+    w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    # Another client of b is served meanwhile.
+    other = h.Conn(b.port)
+    other.send_pkt(h.ECHO_REQ, "still here")
+    check_eq(other.expect_pkt(h.ECHO_RES, timeout=10), b"still here", "another client of b")
+    hog.sock.settimeout(15)
+    got = 0
+    try:
+        while True:
+            data = hog.sock.recv(1 << 20)
+            if not data:
+                break
+            got += len(data)
+    except ConnectionResetError:
+        pass
+    except socket.timeout:
+        raise h.TestFailure("the client that never read was not closed (%d bytes read)" % got)
+    check(got < 16 * 512 * 1024, "the closed client got only part of the flood (%d bytes)" % got)
+    other.send_pkt(h.ECHO_REQ, "and after")
+    check_eq(other.expect_pkt(h.ECHO_RES, timeout=10), b"and after", "b after closing the hog")
+    w.close()
+    other.close()
 
 
 @with_cluster
@@ -513,7 +577,8 @@ def test_chaos_kill_the_leader_under_load(cl):
           % (len(want), len(runs), again), flush=True)
 
 
-TESTS = [test_jobs_cross_nodes, test_php_and_perl_across_nodes, test_takeover_after_kill,
+TESTS = [test_jobs_cross_nodes, test_followers_carry_connections_over_links,
+         test_php_and_perl_across_nodes, test_takeover_after_kill,
          test_frozen_leader_is_fenced, test_a_stopping_leader_hands_over_at_once,
          test_chaos_kill_the_leader_under_load]
 

@@ -13,11 +13,13 @@
 //! - [`escape`]: client-chosen bytes in admin listings, and which names are refused.
 //! - [`timefmt`]: the RFC 3339 times admin listings print, and reading them back.
 //! - [`worker_stats`]: Gearshift's `stats` option (a worker's CPU and memory).
+//! - [`link`]: the frames that carry many connections between cluster nodes.
 
 pub mod admin;
 pub mod error;
 pub mod escape;
 pub mod frame;
+pub mod link;
 pub mod packet_type;
 pub mod request;
 pub mod response;

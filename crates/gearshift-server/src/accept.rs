@@ -9,9 +9,10 @@ use gearshift_core::ConnId;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use crate::cluster::relay::{watch_closely, RelayGate};
+use crate::cluster::relay::{watch_closely, Origin, RelayGate};
 use crate::counters::ConnCounters;
 use crate::hub;
+use crate::io_thread::link::{LinkAccepted, LinkMeta};
 use crate::io_thread::{Accepted, ToIo};
 use crate::sock::StdSock;
 use crate::tls::TlsServer;
@@ -94,7 +95,14 @@ pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsServer>, s
                 };
                 let (peer, node) = match checked {
                     Ok(None) => (peer, None),
-                    Ok(Some(r)) => {
+                    Ok(Some(Origin::Link { node })) => {
+                        watch_closely(&stream, gate.node_timeout);
+                        if let Some(sock) = into_std(stream, peer) {
+                            hand_link(sock, peer, node, &inboxes, &next_id);
+                        }
+                        return;
+                    }
+                    Ok(Some(Origin::Relayed(r))) => {
                         watch_closely(&stream, gate.node_timeout);
                         tracing::debug!(%peer, node = %r.node, client = %r.peer, "relayed connection");
                         (r.peer, Some(r.node))
@@ -154,6 +162,29 @@ fn hand_over(
     inboxes[hub::thread_of(id, threads)]
         .send(ToIo::Accept(accepted))
         .is_ok()
+}
+
+/// Deals a link from another node out to an I/O thread, which takes all of
+/// its connections. A link holds no permit: its node counts its clients.
+fn hand_link(
+    stream: StdSock,
+    from: std::net::SocketAddr,
+    node: String,
+    inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>],
+    next_id: &Arc<AtomicU64>,
+) {
+    let threads = inboxes.len();
+    let pick = ConnId(next_id.fetch_add(1, Ordering::Relaxed) + 1);
+    let link = LinkAccepted {
+        stream,
+        meta: LinkMeta {
+            node,
+            from,
+            next_id: next_id.clone(),
+            threads,
+        },
+    };
+    let _ = inboxes[hub::thread_of(pick, threads)].send(ToIo::Link(link));
 }
 
 /// No Nagle delay (request/response traffic), and TCP keepalive so a worker

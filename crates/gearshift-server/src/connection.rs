@@ -130,7 +130,7 @@ pub async fn serve(
 
 /// Feeds every whole frame in `buf` on, in order; false when the framing
 /// broke (the item that says so is fed last).
-fn feed_frames(
+pub(crate) fn feed_frames(
     t: &mut IoThread,
     id: ConnId,
     buf: &mut BytesMut,
@@ -170,7 +170,7 @@ fn feed_frames(
 /// the socket, so the readiness is cleared at once (the outer `WouldBlock`
 /// tells tokio so): the task then sleeps until new bytes arrive instead of
 /// spending a second `recv` to learn that there are none.
-fn read_some(stream: &Sock, buf: &mut BytesMut, room: usize) -> std::io::Result<usize> {
+pub(crate) fn read_some(stream: &Sock, buf: &mut BytesMut, room: usize) -> std::io::Result<usize> {
     let mut got = None;
     let result = stream.try_io(Interest::READABLE, || {
         let n = stream.try_read_buf(buf)?;

@@ -12,6 +12,10 @@ pub struct ConnCounters {
     pub output_closed: AtomicU64,
     /// TLS handshakes that failed or timed out.
     pub tls_failed: AtomicU64,
+    /// Links other cluster nodes opened to this one.
+    pub links_opened: AtomicU64,
+    /// Connections those links carried.
+    pub linked_conns: AtomicU64,
     /// Nanoseconds the hub shared by several I/O threads was held: the
     /// serial part of the server's work ([`crate::core_lock`]).
     pub core_busy_nanos: AtomicU64,
@@ -28,6 +32,10 @@ pub struct Counts {
     pub output_closed: u64,
     /// TLS handshakes that failed or timed out.
     pub tls_failed: u64,
+    /// Links other cluster nodes opened to this one.
+    pub links_opened: u64,
+    /// Connections those links carried.
+    pub linked_conns: u64,
     /// Nanoseconds the shared hub was held.
     pub core_busy_nanos: u64,
     /// Rounds run while holding it.
@@ -46,6 +54,8 @@ impl ConnCounters {
             idle_closed: self.idle_closed.load(Ordering::Relaxed),
             output_closed: self.output_closed.load(Ordering::Relaxed),
             tls_failed: self.tls_failed.load(Ordering::Relaxed),
+            links_opened: self.links_opened.load(Ordering::Relaxed),
+            linked_conns: self.linked_conns.load(Ordering::Relaxed),
             core_busy_nanos: self.core_busy_nanos.load(Ordering::Relaxed),
             core_rounds: self.core_rounds.load(Ordering::Relaxed),
         }

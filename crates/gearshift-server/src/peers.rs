@@ -1,7 +1,9 @@
 //! An I/O thread's connections on the output side: each one's socket,
 //! unwritten bytes and flags; the hub's outputs encoded straight into them
 //! (the [`OutSink`]); the writes; and the output limits that bound a
-//! connection's memory.
+//! connection's memory. A connection another cluster node carries over a
+//! link ([`crate::io_thread::link`]) has its output framed into the
+//! link's buffer instead, and the link's socket is written once for all.
 
 use std::net::Shutdown;
 use std::rc::Rc;
@@ -20,9 +22,29 @@ use crate::hub::{Out, OutSink};
 /// An output buffer grown past this is released once it is written.
 const KEEP_OUT_BUF: usize = 64 * 1024;
 
+/// Where a connection's bytes go.
+enum Wire {
+    /// Its own socket.
+    Sock(Rc<Sock>),
+    /// Connection `vid` of link `link`.
+    Link { link: u64, vid: u32 },
+}
+
+/// A link to another cluster node as the output side sees it.
+pub struct LinkOut {
+    stream: Rc<Sock>,
+    out: BytesMut,
+    listed: bool,
+    /// A write would block: the link's task waits for writability.
+    pub blocked: bool,
+    /// Too much unwritten output: the link is not read until it drains.
+    pub paused: bool,
+    ctl: Rc<Signal>,
+}
+
 /// One connection as its thread sees it.
 pub struct Peer {
-    stream: Rc<Sock>,
+    wire: Wire,
     out: BytesMut,
     /// Listed in `Peers::dirty`.
     listed: bool,
@@ -39,7 +61,7 @@ pub struct Peer {
     pub sent_seq: u64,
     /// Wakes the connection's task.
     ctl: Rc<Signal>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 /// Every connection of one I/O thread.
@@ -49,6 +71,9 @@ pub struct Peers {
     dirty: Vec<ConnId>,
     /// Connections whose socket failed (or that were cut off), for the hub.
     failed: Vec<ConnId>,
+    links: std::collections::HashMap<u64, LinkOut>,
+    /// Links with output to write.
+    dirty_links: Vec<u64>,
     handles: Handles,
     max_output: usize,
     hard_output: usize,
@@ -97,6 +122,8 @@ impl Peers {
             map: IdMap::default(),
             dirty: Vec::new(),
             failed: Vec::new(),
+            links: Default::default(),
+            dirty_links: Vec::new(),
             handles: Handles::new(prefix),
             max_output,
             hard_output,
@@ -112,8 +139,23 @@ impl Peers {
         ctl: Rc<Signal>,
         permit: OwnedSemaphorePermit,
     ) {
+        self.insert_on(id, Wire::Sock(stream), ctl, Some(permit));
+    }
+
+    /// Adds connection `vid` of link `link` as `id`; its task is the link's.
+    pub fn insert_linked(&mut self, id: ConnId, link: u64, vid: u32, ctl: Rc<Signal>) {
+        self.insert_on(id, Wire::Link { link, vid }, ctl, None);
+    }
+
+    fn insert_on(
+        &mut self,
+        id: ConnId,
+        wire: Wire,
+        ctl: Rc<Signal>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) {
         let peer = Peer {
-            stream,
+            wire,
             out: BytesMut::new(),
             listed: false,
             blocked: false,
@@ -125,6 +167,40 @@ impl Peers {
             _permit: permit,
         };
         self.map.insert(id, peer);
+    }
+
+    /// Adds a link to another node whose task waits on `ctl`.
+    pub fn insert_link(&mut self, link: u64, stream: Rc<Sock>, ctl: Rc<Signal>) {
+        let l = LinkOut {
+            stream,
+            out: BytesMut::new(),
+            listed: false,
+            blocked: false,
+            paused: false,
+            ctl,
+        };
+        self.links.insert(link, l);
+    }
+
+    /// Link `link`, while it is open.
+    pub fn link_mut(&mut self, link: u64) -> Option<&mut LinkOut> {
+        self.links.get_mut(&link)
+    }
+
+    /// Closes link `link`'s socket and forgets it; its connections are the
+    /// caller's to forget.
+    pub fn drop_link(&mut self, link: u64) {
+        if let Some(l) = self.links.remove(&link) {
+            l.stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// The link's socket became writable: write what waits.
+    pub fn link_writable(&mut self, link: u64) {
+        if let Some(l) = self.links.get_mut(&link) {
+            l.blocked = false;
+        }
+        self.write_link(link);
     }
 
     /// Connection `id`, while it is open.
@@ -162,6 +238,7 @@ impl Peers {
                 p.listed = false;
             }
         }
+        self.write_links();
     }
 
     /// The socket became writable: write what waits.
@@ -191,13 +268,76 @@ impl Peers {
         if self.dirty.is_empty() {
             self.dirty = dirty;
         }
+        self.write_links();
+    }
+
+    /// Writes every link that has output.
+    fn write_links(&mut self) {
+        while let Some(link) = self.dirty_links.pop() {
+            if let Some(l) = self.links.get_mut(&link) {
+                l.listed = false;
+            }
+            self.write_link(link);
+        }
+    }
+
+    /// Writes as much of a link's output as its socket takes now; a link
+    /// whose peer node does not read is closed past the hard limit (its
+    /// task then drops its connections).
+    fn write_link(&mut self, link: u64) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        if !l.blocked {
+            while !l.out.is_empty() {
+                match l.stream.try_write(&l.out) {
+                    Ok(n) => l.out.advance(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        l.blocked = true;
+                        l.ctl.notify();
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(link, error = %e, "link write failed");
+                        l.stream.shutdown(Shutdown::Both);
+                        l.ctl.notify();
+                        return;
+                    }
+                }
+            }
+        }
+        if l.out.is_empty() && l.out.capacity() > KEEP_OUT_BUF {
+            l.out = BytesMut::new();
+        }
+        let pending = l.out.len();
+        if pending > self.hard_output {
+            tracing::warn!(
+                link,
+                pending,
+                "closing a link: the node at its other end does not read"
+            );
+            crate::counters::ConnCounters::bump(&self.counters.output_closed);
+            l.stream.shutdown(Shutdown::Both);
+            l.ctl.notify();
+        } else if pending > self.max_output {
+            l.paused = true;
+        } else if l.paused && pending <= self.max_output / 2 {
+            l.paused = false;
+            l.ctl.notify();
+        }
     }
 
     /// Closes every socket at once (the thread ends).
     pub fn shut_all(&mut self) {
         for (_, p) in self.map.drain() {
-            p.stream.shutdown(Shutdown::Both);
+            if let Wire::Sock(s) = &p.wire {
+                s.shutdown(Shutdown::Both);
+            }
             p.ctl.notify();
+        }
+        for (_, l) in self.links.drain() {
+            l.stream.shutdown(Shutdown::Both);
+            l.ctl.notify();
         }
     }
 
@@ -208,9 +348,31 @@ impl Peers {
         let Some(p) = self.map.get_mut(&id) else {
             return;
         };
+        let stream = match &p.wire {
+            Wire::Sock(s) => s,
+            Wire::Link { link, vid } => {
+                let (link, vid) = (*link, *vid);
+                let Some(l) = self.links.get_mut(&link) else {
+                    return;
+                };
+                if !p.out.is_empty() {
+                    gearshift_proto::link::encode_data(&mut l.out, vid, &p.out);
+                    p.out.clear();
+                }
+                if p.closing {
+                    gearshift_proto::link::LinkFrame::Close { vid }.encode(&mut l.out);
+                    self.map.remove(&id);
+                }
+                if !l.listed && !l.out.is_empty() {
+                    l.listed = true;
+                    self.dirty_links.push(link);
+                }
+                return;
+            }
+        };
         if !p.blocked {
             while !p.out.is_empty() {
-                match p.stream.try_write(&p.out) {
+                match stream.try_write(&p.out) {
                     Ok(n) => p.out.advance(n),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         p.blocked = true;
@@ -246,7 +408,7 @@ impl Peers {
             p.ctl.notify();
         }
         if p.closing && p.out.is_empty() {
-            p.stream.shutdown(Shutdown::Write);
+            stream.shutdown(Shutdown::Write);
             p.ctl.notify();
             self.map.remove(&id);
         }
@@ -256,7 +418,15 @@ impl Peers {
     /// misbehaving; the hub is told unless it already forgot it.
     fn cut_off(&mut self, id: ConnId) {
         if let Some(p) = self.map.remove(&id) {
-            p.stream.shutdown(Shutdown::Both);
+            match &p.wire {
+                Wire::Sock(s) => s.shutdown(Shutdown::Both),
+                // The node at the other end closes its client.
+                Wire::Link { link, vid } => {
+                    if let Some(l) = self.links.get_mut(link) {
+                        gearshift_proto::link::LinkFrame::Close { vid: *vid }.encode(&mut l.out);
+                    }
+                }
+            }
             p.ctl.notify();
             if !p.closing {
                 self.failed.push(id);

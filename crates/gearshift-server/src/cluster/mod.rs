@@ -3,18 +3,23 @@
 //! One node at a time leads: it holds the lease in the database, runs the
 //! job server on the shared store (fenced by the lease's epoch), and is
 //! what every client and worker of the cluster talks to. The other nodes
-//! relay each connection they accept to it, byte for byte. When the
+//! carry the connections they accept to it over one link each (HTTP
+//! connections are relayed byte for byte). When the
 //! leader stops heartbeating for longer than the node timeout, another
 //! node takes the lease, replays the store and leads; a deposed leader
 //! stops before that (its lease is trusted for less than the timeout) and
 //! its writes are refused once the epoch moved on.
 //!
 //! - `lease_thread`: heartbeats, taking and renewing the lease;
-//! - [`relay`]: the followers' relaying and the leader's check of it;
+//! - [`link`]: a follower's Gearman connections, carried to the leader
+//!   over one socket;
+//! - [`relay`]: the followers' relaying of HTTP and the leader's check of
+//!   relays and links;
 //! - [`trust`]: the lease deadline the leader's hub obeys;
 //! - [`view`]: the node table as the HTTP API shows it.
 
 pub mod lease_thread;
+pub mod link;
 pub mod relay;
 pub mod trust;
 pub mod view;
@@ -220,6 +225,10 @@ impl Node {
             gearman: gearman_rx,
             http: http_rx,
             stop: relay_stop,
+            limits: link::Limits {
+                max_output: cfg.max_output,
+                hard_output: crate::config::output_hard_limit(cfg.max_output, cfg.max_packet_size),
+            },
         };
         loop {
             if status.borrow().leading.is_none() {
@@ -306,6 +315,8 @@ struct Relays {
     gearman: watch::Receiver<Option<Upstream>>,
     http: watch::Receiver<Option<Upstream>>,
     stop: watch::Receiver<bool>,
+    /// The output limits of carried connections.
+    limits: link::Limits,
 }
 
 /// Publishes the upstreams as the lease moves, logging the changes, until
@@ -358,7 +369,7 @@ async fn publish_upstreams(
     }
 }
 
-/// Relays every accepted connection to the leader until this node leads
+/// Carries every accepted connection to the leader until this node leads
 /// or stops.
 async fn follow(
     listeners: &[std::net::TcpListener],
@@ -371,15 +382,19 @@ async fn follow(
 ) {
     let mut tasks = Vec::new();
     let wait = timeout * 2;
+    let linker = Arc::new(link::Linker::new(
+        relays.gearman.clone(),
+        wait,
+        timeout,
+        relays.limits,
+    ));
     for l in listeners {
         if let Some(l) = tokio_listener(l) {
-            tasks.push(tokio::spawn(relay::relay_loop(
+            tasks.push(tokio::spawn(link::link_loop(
                 Arc::new(l),
-                relays.gearman.clone(),
+                linker.clone(),
                 relays.stop.clone(),
                 limit.clone(),
-                wait,
-                timeout,
             )));
         }
     }

@@ -14,6 +14,8 @@ use tokio::sync::{watch, Semaphore};
 
 /// What a relayed connection starts with.
 const MAGIC: &[u8] = b"gearshift-relay ";
+/// What a link from another node starts with.
+const LINK_MAGIC: &[u8] = b"gearshift-link ";
 /// The longest preamble line accepted.
 const MAX_LINE: usize = 512;
 /// How long the rest of a begun preamble may take.
@@ -30,6 +32,23 @@ pub struct RelayGate {
     secret: String,
     /// A relaying node silent this long is gone: its connections close.
     pub node_timeout: Duration,
+}
+
+/// The preamble a link sends: `gearshift-link SECRET NODE\n`.
+pub fn link_preamble(secret: &str, node: &str) -> Vec<u8> {
+    format!("gearshift-link {secret} {node}\n").into_bytes()
+}
+
+/// Who opened a connection that began with a preamble.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A node relaying one client's connection.
+    Relayed(Relayed),
+    /// A node's link, carrying many of its clients' connections.
+    Link {
+        /// The linking node.
+        node: String,
+    },
 }
 
 /// A relayed connection's origin.
@@ -50,10 +69,10 @@ impl RelayGate {
         }
     }
 
-    /// Reads a relay preamble if the connection starts with one: `Ok(None)`
-    /// when it does not (nothing is consumed), an error when it starts
-    /// like one but is not valid (the connection is to be closed).
-    pub async fn check(&self, stream: &TcpStream) -> Result<Option<Relayed>, String> {
+    /// Reads a relay or link preamble if the connection starts with one:
+    /// `Ok(None)` when it does not (nothing is consumed), an error when it
+    /// starts like one but is not valid (the connection is to be closed).
+    pub async fn check(&self, stream: &TcpStream) -> Result<Option<Origin>, String> {
         let mut head = [0u8; MAX_LINE];
         let mut deadline = None;
         // Peek until the bytes cannot be a preamble or hold a whole line.
@@ -68,8 +87,11 @@ impl RelayGate {
                 Err(e) => return Err(format!("reading the first bytes: {e}")),
             };
             let seen = &head[..n];
-            let m = n.min(MAGIC.len());
-            if seen[..m] != MAGIC[..m] {
+            let starts = |magic: &[u8]| {
+                let m = n.min(magic.len());
+                seen[..m] == magic[..m]
+            };
+            if !starts(MAGIC) && !starts(LINK_MAGIC) {
                 return Ok(None);
             }
             if let Some(end) = seen.iter().position(|&b| b == b'\n') {
@@ -104,9 +126,23 @@ impl RelayGate {
         self.parse(&line[..line_len - 1]).map(Some)
     }
 
-    /// Parses and checks `gearshift-relay SECRET NODE PEER`.
-    fn parse(&self, line: &[u8]) -> Result<Relayed, String> {
+    /// Parses and checks `gearshift-relay SECRET NODE PEER` or
+    /// `gearshift-link SECRET NODE`.
+    fn parse(&self, line: &[u8]) -> Result<Origin, String> {
         let text = std::str::from_utf8(line).map_err(|_| "relay preamble is not text")?;
+        if line.starts_with(LINK_MAGIC) {
+            let mut words = text.split(' ').skip(1);
+            let (Some(secret), Some(node), None) = (words.next(), words.next(), words.next())
+            else {
+                return Err("link preamble is malformed".into());
+            };
+            if !constant_time_eq(secret.as_bytes(), self.secret.as_bytes()) {
+                return Err("link preamble has the wrong cluster secret".into());
+            }
+            return Ok(Origin::Link {
+                node: node.to_owned(),
+            });
+        }
         let mut words = text.split(' ').skip(1);
         let (Some(secret), Some(node), Some(peer), None) =
             (words.next(), words.next(), words.next(), words.next())
@@ -119,10 +155,10 @@ impl RelayGate {
         let peer = peer
             .parse()
             .map_err(|_| "relay preamble has no client address")?;
-        Ok(Relayed {
+        Ok(Origin::Relayed(Relayed {
             node: node.to_owned(),
             peer,
-        })
+        }))
     }
 }
 
@@ -269,9 +305,16 @@ mod tests {
         let got = gate().parse(&line[..line.len() - 1]);
         assert_eq!(
             got,
-            Ok(Relayed {
+            Ok(Origin::Relayed(Relayed {
                 node: "node-b".into(),
                 peer
+            }))
+        );
+        let line = link_preamble("s3cret", "node-c");
+        assert_eq!(
+            gate().parse(&line[..line.len() - 1]),
+            Ok(Origin::Link {
+                node: "node-c".into()
             })
         );
     }
@@ -286,6 +329,8 @@ mod tests {
             .is_err());
         assert!(g.parse(b"gearshift-relay s3cret n not-an-address").is_err());
         assert!(g.parse(b"gearshift-relay \xff\xfe n 1.2.3.4:5").is_err());
+        assert!(g.parse(b"gearshift-link nope n").is_err());
+        assert!(g.parse(b"gearshift-link s3cret n extra").is_err());
     }
 
     #[tokio::test]
@@ -316,10 +361,10 @@ mod tests {
         let (got, ()) = tokio::join!(g.check(&s), writer);
         assert_eq!(
             got,
-            Ok(Some(Relayed {
+            Ok(Some(Origin::Relayed(Relayed {
                 node: "b".into(),
                 peer
-            }))
+            })))
         );
         let mut buf = [0u8; 4];
         let mut s2 = s;

@@ -71,7 +71,11 @@ async fn accept_loop(
                 tokio::spawn(async move {
                     let peer = match gate.check(&stream).await {
                         Ok(None) => peer,
-                        Ok(Some(r)) => r.peer,
+                        Ok(Some(crate::cluster::relay::Origin::Relayed(r))) => r.peer,
+                        Ok(Some(crate::cluster::relay::Origin::Link { node })) => {
+                            tracing::warn!(%peer, %node, "closing HTTP connection: a node linked to the HTTP port");
+                            return;
+                        }
                         Err(why) => {
                             tracing::warn!(%peer, "closing HTTP connection: {why}");
                             return;

@@ -230,6 +230,8 @@ pub fn render(
         idle_closed,
         output_closed,
         tls_failed,
+        links_opened,
+        linked_conns,
         core_busy_nanos,
         core_rounds,
     } = conns;
@@ -251,6 +253,23 @@ pub fn render(
         "TLS connections closed because their handshake failed or timed out.",
     );
     let _ = writeln!(out, "gearshift_tls_handshake_failures_total {tls_failed}");
+    head(
+        &mut out,
+        "gearshift_cluster_links_opened_total",
+        "counter",
+        "Links other cluster nodes opened to this one to carry their clients' connections.",
+    );
+    let _ = writeln!(out, "gearshift_cluster_links_opened_total {links_opened}");
+    head(
+        &mut out,
+        "gearshift_cluster_linked_connections_total",
+        "counter",
+        "Client connections other cluster nodes carried to this one over links.",
+    );
+    let _ = writeln!(
+        out,
+        "gearshift_cluster_linked_connections_total {linked_conns}"
+    );
     head(
         &mut out,
         "gearshift_core_busy_seconds_total",

@@ -28,6 +28,7 @@ use crate::hub::{Hub, Item, OutSink, ToHub};
 use crate::peers::Peers;
 use crate::signal::Signal;
 
+pub mod link;
 mod tasks;
 use tasks::{flusher, hub};
 
@@ -55,6 +56,8 @@ pub struct Accepted {
 pub enum ToIo {
     /// Take this new connection.
     Accept(Accepted),
+    /// Take this link from another cluster node, and its connections.
+    Link(link::LinkAccepted),
     /// For the hub (only when it runs on this, the only I/O thread).
     Hub(ToHub),
     /// Close every socket and end the thread.
@@ -217,6 +220,7 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
 fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
     match msg {
         ToIo::Accept(a) => accept(io, a),
+        ToIo::Link(a) => link::accept(io, a),
         ToIo::Hub(msg) => hub_message(io, msg),
         ToIo::Stop => return false,
     }

@@ -132,7 +132,8 @@ impl TestServer {
         ts
     }
 
-    fn run(server: Server) -> TestServer {
+    /// Runs a bound server in a task of this runtime.
+    pub fn run(server: Server) -> TestServer {
         TestServer::run_on(server, &tokio::runtime::Handle::current())
     }
 

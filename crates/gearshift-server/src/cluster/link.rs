@@ -1,0 +1,395 @@
+//! A following node's side of the link: every Gearman connection it
+//! accepts travels to the leader over one shared socket
+//! ([`gearshift_proto::link`]) instead of a socket of its own, so the
+//! leader reads many clients' requests with one read, and this node writes
+//! many with one write.
+//!
+//! A client's task reads its socket and hands the bytes to the link's task;
+//! the link's task hands each client what the leader sent it. A client
+//! owed more than the output limit is not read; one owed more than the hard
+//! limit (it does not read) is closed, and nothing else waits on it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use gearshift_proto::link::{decode_link, encode_data, LinkFrame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use super::relay::{link_preamble, watch_closely, Upstream};
+
+/// Largest read of a client's socket.
+const CLIENT_CHUNK: usize = 64 * 1024;
+/// Output collected from clients before the link writes it.
+const LINK_BATCH: usize = 256 * 1024;
+/// The largest frame the leader sends (a client's output, whole packets).
+const MAX_FRAME: usize = 1 << 30;
+
+/// What a client's task tells the link.
+enum ToLink {
+    Open {
+        vid: u32,
+        peer: SocketAddr,
+        to_client: mpsc::UnboundedSender<ToClient>,
+        owed: Arc<AtomicUsize>,
+    },
+    Data {
+        vid: u32,
+        bytes: Bytes,
+    },
+    Close {
+        vid: u32,
+    },
+}
+
+/// What the link tells a client's task.
+enum ToClient {
+    Data(Bytes),
+    Close,
+}
+
+/// Output limits for the clients (as [`crate::ServerConfig::max_output`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Owed past this, a client is not read.
+    pub max_output: usize,
+    /// Owed past this, a client is closed.
+    pub hard_output: usize,
+}
+
+/// This node's link to the leader, made when the first client needs it and
+/// again after the leader changes or the link breaks.
+pub struct Linker {
+    upstream: watch::Receiver<Option<Upstream>>,
+    current: Mutex<Option<(String, mpsc::UnboundedSender<ToLink>)>>,
+    next_vid: AtomicU32,
+    wait: Duration,
+    timeout: Duration,
+    limits: Limits,
+}
+
+impl Linker {
+    /// Links to whoever `upstream` names; a connection waits up to `wait`
+    /// for a leader; `timeout` watches the link's socket.
+    pub fn new(
+        upstream: watch::Receiver<Option<Upstream>>,
+        wait: Duration,
+        timeout: Duration,
+        limits: Limits,
+    ) -> Self {
+        Linker {
+            upstream,
+            current: Mutex::new(None),
+            next_vid: AtomicU32::new(0),
+            wait,
+            timeout,
+            limits,
+        }
+    }
+
+    /// The link to `up`, started if there is none (or it ended).
+    fn link_to(&self, up: &Upstream) -> mpsc::UnboundedSender<ToLink> {
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((addr, tx)) = cur.as_ref() {
+            if *addr == up.addr && !tx.is_closed() {
+                return tx.clone();
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run_link(
+            up.clone(),
+            rx,
+            self.upstream.clone(),
+            self.wait,
+            self.timeout,
+            self.limits,
+        ));
+        *cur = Some((up.addr.clone(), tx.clone()));
+        tx
+    }
+}
+
+/// Accepts connections and carries each over the link to the current
+/// leader, until `stop` turns true.
+pub async fn link_loop(
+    listener: Arc<TcpListener>,
+    linker: Arc<Linker>,
+    mut stop: watch::Receiver<bool>,
+    limit: Arc<Semaphore>,
+) {
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let (client, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let linker = linker.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = carry(client, peer, &linker, stop).await {
+                tracing::info!(%peer, "connection to the leader closed: {e}");
+            }
+        });
+    }
+}
+
+/// Carries one client's connection until either side is done with it.
+async fn carry(
+    client: TcpStream,
+    peer: SocketAddr,
+    linker: &Linker,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let _ = client.set_nodelay(true);
+    let mut upstream = linker.upstream.clone();
+    let up = tokio::time::timeout(linker.wait, upstream.wait_for(|u| u.is_some()))
+        .await
+        .map_err(|_| format!("no node has led the cluster for {:?}", linker.wait))?
+        .map_err(|_| "the node is stopping".to_string())?
+        .clone()
+        .ok_or("no leader")?;
+    let link = linker.link_to(&up);
+    let vid = linker.next_vid.fetch_add(1, Ordering::Relaxed);
+    let (to_client, mut from_link) = mpsc::unbounded_channel();
+    let owed = Arc::new(AtomicUsize::new(0));
+    let open = ToLink::Open {
+        vid,
+        peer,
+        to_client,
+        owed: owed.clone(),
+    };
+    link.send(open)
+        .map_err(|_| "the link to the leader ended")?;
+    let (mut r, mut w) = client.into_split();
+    let max_output = linker.limits.max_output;
+    let mut buf = BytesMut::new();
+    let mut reading = true;
+    let mut sent_close = false;
+    let result = loop {
+        let may_read = reading && owed.load(Ordering::Acquire) <= max_output;
+        if buf.capacity() < CLIENT_CHUNK / 4 {
+            buf.reserve(CLIENT_CHUNK);
+        }
+        tokio::select! {
+            n = r.read_buf(&mut buf), if may_read => match n {
+                Ok(0) | Err(_) => {
+                    reading = false;
+                    sent_close = true;
+                    if link.send(ToLink::Close { vid }).is_err() {
+                        break Err("the link to the leader ended".into());
+                    }
+                }
+                Ok(_) => {
+                    let bytes = buf.split().freeze();
+                    if link.send(ToLink::Data { vid, bytes }).is_err() {
+                        break Err("the link to the leader ended".into());
+                    }
+                }
+            },
+            m = from_link.recv() => match m {
+                Some(ToClient::Data(b)) => {
+                    let n = b.len();
+                    let wrote = w.write_all(&b).await;
+                    owed.fetch_sub(n, Ordering::AcqRel);
+                    if let Err(e) = wrote {
+                        break Err(format!("writing to the client: {e}"));
+                    }
+                }
+                Some(ToClient::Close) => {
+                    let _ = w.shutdown().await;
+                    break Ok(());
+                }
+                None => break Err("the link to the leader ended".into()),
+            },
+            // Owed output drained below the limit: read again.
+            _ = tokio::time::sleep(Duration::from_millis(1)), if reading && !may_read => {}
+            _ = stopped(&mut stop) => break Err("the node stops relaying".into()),
+        }
+    };
+    if !sent_close {
+        let _ = link.send(ToLink::Close { vid });
+    }
+    result
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// One link's task: connects to the leader, then moves frames both ways
+/// until the leader changes, the link breaks or every sender is gone.
+async fn run_link(
+    up: Upstream,
+    mut rx: mpsc::UnboundedReceiver<ToLink>,
+    mut upstream: watch::Receiver<Option<Upstream>>,
+    wait: Duration,
+    timeout: Duration,
+    limits: Limits,
+) {
+    let stream = match connect(&up, &mut upstream, wait).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(leader = %up.addr, "cannot link to the leader: {e}");
+            return;
+        }
+    };
+    watch_closely(&stream, timeout);
+    let (mut r, mut w) = stream.into_split();
+    let mut out = BytesMut::from(&link_preamble(&up.secret, &up.node)[..]);
+    let mut input = BytesMut::with_capacity(LINK_BATCH);
+    let mut clients: HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)> =
+        HashMap::new();
+    tracing::info!(leader = %up.addr, "linked to the leader");
+    let why: String = loop {
+        if !out.is_empty() {
+            if let Err(e) = w.write_all(&out).await {
+                break format!("writing to the leader: {e}");
+            }
+            out.clear();
+        }
+        if input.capacity() - input.len() < LINK_BATCH / 4 {
+            input.reserve(LINK_BATCH);
+        }
+        tokio::select! {
+            m = rx.recv() => {
+                let Some(m) = m else { break "no connection needs it".into() };
+                add(m, &mut out, &mut clients);
+                while out.len() < LINK_BATCH {
+                    match rx.try_recv() {
+                        Ok(m) => add(m, &mut out, &mut clients),
+                        Err(_) => break,
+                    }
+                }
+            }
+            n = r.read_buf(&mut input) => match n {
+                Ok(0) => break "the leader closed it".into(),
+                Err(e) => break format!("reading from the leader: {e}"),
+                Ok(_) => {
+                    if let Err(e) = deliver(&mut input, &mut clients, &mut out, limits) {
+                        break e;
+                    }
+                }
+            },
+            _ = upstream.wait_for(|u| u.as_ref().map(|u| &u.addr) != Some(&up.addr)) => {
+                break "the cluster has a new leader".into();
+            }
+        }
+    };
+    tracing::info!(leader = %up.addr, connections = clients.len(), "link to the leader closed: {why}");
+}
+
+/// Puts a client's message on the link.
+fn add(
+    m: ToLink,
+    out: &mut BytesMut,
+    clients: &mut HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)>,
+) {
+    match m {
+        ToLink::Open {
+            vid,
+            peer,
+            to_client,
+            owed,
+        } => {
+            clients.insert(vid, (to_client, owed));
+            LinkFrame::Open {
+                vid,
+                peer: peer.to_string(),
+                identity: None,
+            }
+            .encode(out);
+        }
+        ToLink::Data { vid, bytes } => encode_data(out, vid, &bytes),
+        ToLink::Close { vid } => LinkFrame::Close { vid }.encode(out),
+    }
+}
+
+/// Hands each client what the leader sent it; a client owed more than the
+/// hard limit is dropped (its task closes it) and the leader told.
+fn deliver(
+    input: &mut BytesMut,
+    clients: &mut HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)>,
+    out: &mut BytesMut,
+    limits: Limits,
+) -> Result<(), String> {
+    loop {
+        let frame = match decode_link(input, MAX_FRAME) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(format!("the leader sent a bad frame: {e}")),
+        };
+        match frame {
+            LinkFrame::Data { vid, bytes } => {
+                let Some((tx, owed)) = clients.get(&vid) else {
+                    continue;
+                };
+                let now = owed.fetch_add(bytes.len(), Ordering::AcqRel) + bytes.len();
+                if now > limits.hard_output || tx.send(ToClient::Data(bytes)).is_err() {
+                    if now > limits.hard_output {
+                        tracing::warn!(
+                            vid,
+                            owed = now,
+                            "closing connection: its peer does not read what it is sent"
+                        );
+                    }
+                    clients.remove(&vid);
+                    LinkFrame::Close { vid }.encode(out);
+                }
+            }
+            LinkFrame::Close { vid } => {
+                if let Some((tx, _)) = clients.remove(&vid) {
+                    let _ = tx.send(ToClient::Close);
+                }
+            }
+            LinkFrame::Open { .. } => return Err("the leader opened a connection".into()),
+        }
+    }
+}
+
+/// Connects to the leader, retrying a refused connection until the view of
+/// the leader changes or `wait` is up.
+async fn connect(
+    up: &Upstream,
+    upstream: &mut watch::Receiver<Option<Upstream>>,
+    wait: Duration,
+) -> Result<TcpStream, String> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, TcpStream::connect(&up.addr)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => {
+                tracing::debug!("cannot reach the leader at {}: {e}", up.addr);
+                let changed = upstream.wait_for(|u| u.as_ref() != Some(up));
+                tokio::select! {
+                    _ = tokio::time::timeout_at(deadline, changed) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+                if upstream.borrow().as_ref() != Some(up) {
+                    return Err("the cluster has a new leader".into());
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(format!("{e}"));
+                }
+            }
+            Err(_) => return Err("connecting timed out".into()),
+        }
+    }
+}
