@@ -24,6 +24,7 @@ pub use connect::{causes, describe, libpq_defaults};
 mod flush;
 mod imports;
 pub mod lease;
+mod link;
 mod replay;
 mod schema;
 mod tls;
