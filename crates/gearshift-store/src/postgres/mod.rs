@@ -16,6 +16,8 @@
 //! - `schema`: tables and versioned migrations;
 //! - `flush`: the batch statement; `replay`: reading the state back;
 //! - `lease`: the cluster's node table and leader lease;
+//! - `partitions`: partitions with their own owners, leases and epochs,
+//!   and placing rows written before partitions;
 //! - `imports`: the record of gearmand queues `gearshift import` loaded.
 
 mod connect;
@@ -25,6 +27,7 @@ mod flush;
 mod imports;
 pub mod lease;
 mod link;
+pub mod partitions;
 mod replay;
 mod schema;
 mod tls;
