@@ -203,7 +203,26 @@ fn a_flush_after_the_partition_moved_on_is_fenced_and_writes_nothing() {
         raised.is_err(),
         "a takeover must wait for the fenced transaction"
     );
+    // A beat skips the held (and now expired) row instead of waiting for
+    // it, and takes it once it is free.
+    let (done, beaten) = std::sync::mpsc::channel();
+    let beating = std::thread::spawn(move || {
+        let b = n2.beat();
+        let _ = done.send(());
+        (n2, b)
+    });
+    beaten
+        .recv_timeout(Duration::from_secs(3))
+        .expect("a beat must not wait for a held partition");
+    let (mut n2, b) = beating.join().expect("the beat's thread");
+    let b = b.expect("beat");
+    assert_eq!(
+        b.owned.iter().map(|o| o.0).collect::<Vec<_>>(),
+        [1],
+        "{b:?}"
+    );
     tx.commit().expect("commit");
+    assert_eq!(epoch_of(&n2.beat().expect("beat"), 0), epoch + 2);
 }
 
 /// Beats every node, each releasing what it is told to give up, until
