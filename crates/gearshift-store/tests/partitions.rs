@@ -495,6 +495,16 @@ fn the_first_node_sets_the_count_and_pins_are_kept() {
     }
     n1.set_pin(b"hot", None).expect("unpin");
     assert!(n2.pins().expect("pins").is_empty());
+
+    let both = PgOptions {
+        fence: Some(0),
+        partition: Some((0, 0)),
+        ..PgOptions::default()
+    };
+    match PgStore::open(&url, both) {
+        Err(StoreError::InvalidRequest(why)) => assert!(why.contains("not both"), "{why}"),
+        other => panic!("a leader's fence and a partition at once must be refused: {other:?}"),
+    }
 }
 
 #[test]

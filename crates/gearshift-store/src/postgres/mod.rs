@@ -1,7 +1,9 @@
 //! The PostgreSQL backend. Opened plainly, a store takes the database for
 //! itself (an advisory lock); opened fenced, it is a cluster leader's and
 //! each flush writes only while the cluster's lease is at its epoch
-//! ([`lease`]).
+//! ([`lease`]); opened for a partition, it holds that partition's rows only
+//! and each flush writes only while the partition is at its epoch
+//! ([`partitions`]).
 //!
 //! The store keeps a copy of the stored state in memory (as the memory
 //! store does): a flush applies the buffered ops to it with the shared
