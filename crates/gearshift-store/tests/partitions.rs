@@ -150,7 +150,11 @@ fn partition_stores_see_and_touch_only_their_own_rows() {
 fn a_flush_after_the_partition_moved_on_is_fenced_and_writes_nothing() {
     let url = shared().fresh_db();
     let mut n1 = leases(&url, "n1", 2);
+    let sent = Instant::now();
     let owned = n1.beat().expect("beat");
+    // Trusted for three quarters of the timeout from when the beat was sent.
+    let trust = TIMEOUT * 3 / 4;
+    assert!(owned.trusted_until >= sent + trust && owned.trusted_until <= Instant::now() + trust);
     let epoch = epoch_of(&owned, 0);
     let mut s = part_store(&url, 0, epoch);
     s.replay().expect("replay");
