@@ -22,6 +22,7 @@
 //!   [`id_index`]: the id → slot index behind it.
 //! - [`timefmt`]: RFC 3339 times (gearshift-proto's, re-exported).
 //! - [`listing`]: the per-job admin listings as rows, rendered by the driver.
+//! - [`placement`]: which partition of a cluster a function lives in.
 //! - [`policy`]: per-function retry, timeout and retention policies (config file).
 //! - [`lifecycle`]: live events; [`history`]: a job's steps and attempts; [`retained`]: moves
 //!   into kept results and the dead set, which [`kept`] holds; [`inspect`]:
@@ -64,6 +65,7 @@ pub mod jobs;
 pub mod kept;
 pub mod lifecycle;
 pub mod listing;
+pub mod placement;
 pub mod policy;
 pub mod retained;
 pub mod rights;
@@ -82,6 +84,7 @@ pub use effect::{Effect, Input, StoreOp};
 pub use engine::Core;
 pub use gearshift_persist::{DeadMark, JobRecord, KeptRecord, ScheduleRecord};
 pub use ids::{ConnId, JobId};
+pub use placement::Placement;
 pub use rights::Rights;
 
 /// Time in milliseconds since the Unix epoch, as the driver measures it.

@@ -68,12 +68,18 @@ pub enum StoreError {
         /// The server's message with its causes.
         why: String,
     },
-    /// Another node took the cluster's lease: this node's writes are
-    /// refused (nothing of the batch was stored) and it must stop leading.
+    /// Another node took the cluster's lease (or, for a partition's
+    /// store, the partition): this node's writes are refused (nothing of
+    /// the batch was stored) and it must stop leading (or serving it).
     #[error(
-        "PostgreSQL at {0}: another node leads the cluster now; this node's writes are fenced off"
+        "PostgreSQL at {0}: another node leads the cluster (or owns the partition) now; this \
+         node's writes are fenced off"
     )]
     Fenced(String),
+    /// A request the store cannot carry out as asked (options that
+    /// contradict each other, a partition out of range).
+    #[error("invalid store request: {0}")]
+    InvalidRequest(String),
     /// A fault injected by a test.
     #[error("injected fault: {0}")]
     Injected(String),

@@ -181,6 +181,58 @@ fn schema_version_is_recorded_and_migrations_run_once() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(versions, (1..=SCHEMA_VERSION as i32).collect::<Vec<_>>());
+
+    // Version 5: the partitions' tables, empty until a node sets them up,
+    // and a nullable partition on every table of rows.
+    let mut db = sql(&url);
+    for table in [
+        "gearshift_partitions",
+        "gearshift_settings",
+        "gearshift_pins",
+    ] {
+        let n: i64 = db
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .expect("the table exists")
+            .get(0);
+        assert_eq!(n, 0, "{table}");
+    }
+    let columns: Vec<(String, String)> = db
+        .query(
+            "SELECT table_name::text, is_nullable::text FROM information_schema.columns \
+             WHERE column_name = 'partition' AND table_name IN \
+             ('gearshift_jobs', 'gearshift_schedules', 'gearshift_kept') ORDER BY 1",
+            &[],
+        )
+        .expect("columns")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("gearshift_jobs".into(), "YES".into()),
+            ("gearshift_kept".into(), "YES".into()),
+            ("gearshift_schedules".into(), "YES".into()),
+        ]
+    );
+    let indexes: Vec<String> = db
+        .query(
+            "SELECT indexname::text FROM pg_indexes WHERE indexname LIKE '%_partition' \
+             ORDER BY 1",
+            &[],
+        )
+        .expect("indexes")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        indexes,
+        [
+            "gearshift_jobs_partition",
+            "gearshift_kept_partition",
+            "gearshift_schedules_partition"
+        ]
+    );
 }
 
 #[test]

@@ -20,50 +20,73 @@ use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets
 /// key), so a takeover, which changes the epoch, waits for this statement,
 /// while the leader's renewals (which do not) go on; and once a takeover
 /// has committed, the statement writes nothing.
+/// A partition's store is fenced the same way on its partition's row
+/// (epoch $45, partition $46); it writes its partition into every row and
+/// deletes or updates only rows of that partition.
 /// Deletes join the ids' array (an index probe per id) rather than test
 /// `id = ANY(array)`, which a generic plan may check row by row.
-pub(super) fn flush_sql(fenced: bool) -> String {
-    let (fence, and_fence, where_fence, from_fence) = if fenced {
-        (
+pub(super) fn flush_sql(fence: FenceKind) -> String {
+    let (fence_cte, and_fence, where_fence, from_fence) = match fence {
+        FenceKind::None => ("", "", "", ""),
+        FenceKind::Leader => (
             "fence AS (SELECT epoch FROM gearshift_leader WHERE epoch = $45::bigint FOR KEY SHARE),\n",
             " AND EXISTS (SELECT 1 FROM fence)",
             " WHERE EXISTS (SELECT 1 FROM fence)",
             " FROM fence",
-        )
-    } else {
-        ("", "", "", "")
+        ),
+        FenceKind::Partition => (
+            "fence AS (SELECT epoch FROM gearshift_partitions\n       \
+             WHERE partition = $46::int AND epoch = $45::bigint FOR KEY SHARE),\n",
+            " AND EXISTS (SELECT 1 FROM fence)",
+            " WHERE EXISTS (SELECT 1 FROM fence)",
+            " FROM fence",
+        ),
     };
+    // A partition's rows: its partition written, and only its rows touched.
+    let part = |table: &str| match fence {
+        FenceKind::Partition => (
+            " AND t.partition = $46::int".to_string(),
+            ", partition".to_string(),
+            ", $46::int".to_string(),
+            format!(" WHERE {table}.partition = EXCLUDED.partition"),
+        ),
+        _ => Default::default(),
+    };
+    let (jd_part, ju_col, ju_val, ju_only) = part("gearshift_jobs");
+    let (sd_part, su_col, su_val, su_only) = part("gearshift_schedules");
+    let (kd_part, ku_col, ku_val, ku_only) = part("gearshift_kept");
+    let fence = fence_cte;
     format!(
         "WITH
 {fence}jd AS (DELETE FROM gearshift_jobs t USING UNNEST($1::bigint[]) AS gone(id)
-       WHERE t.id = gone.id{and_fence}),
+       WHERE t.id = gone.id{jd_part}{and_fence}),
 ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
-         due_ms, attempts, created_ms, died_ms, error)
-       SELECT * FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
+         due_ms, attempts, created_ms, died_ms, error{ju_col})
+       SELECT *{ju_val} FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
          $6::smallint[], $7::bytea[], $8::bytea[], $9::bigint[], $10::bigint[], $11::bigint[],
          $12::bigint[], $13::bytea[]){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
          unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
          reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
-         created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error),
+         created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error{ju_only}),
 sd AS (DELETE FROM gearshift_schedules t USING UNNEST($14::bigint[]) AS gone(id)
-       WHERE t.id = gone.id{and_fence}),
+       WHERE t.id = gone.id{sd_part}{and_fence}),
 su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, function,
-         unique_id, data, priority, next_ms, from_config)
-       SELECT * FROM UNNEST($15::bigint[], $16::bytea[], $17::bytea[], $18::boolean[],
+         unique_id, data, priority, next_ms, from_config{su_col})
+       SELECT *{su_val} FROM UNNEST($15::bigint[], $16::bytea[], $17::bytea[], $18::boolean[],
          $19::bytea[], $20::bytea[], $21::bytea[], $22::smallint[], $23::bigint[],
          $24::boolean[]){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle,
          when_fields = EXCLUDED.when_fields, monday_zero = EXCLUDED.monday_zero,
          function = EXCLUDED.function, unique_id = EXCLUDED.unique_id, data = EXCLUDED.data,
          priority = EXCLUDED.priority, next_ms = EXCLUDED.next_ms,
-         from_config = EXCLUDED.from_config),
+         from_config = EXCLUDED.from_config{su_only}),
 kd AS (DELETE FROM gearshift_kept t USING UNNEST($25::bigint[]) AS gone(id)
-       WHERE t.id = gone.id{and_fence}),
+       WHERE t.id = gone.id{kd_part}{and_fence}),
 ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, background,
          outcome, attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error,
-         result, history)
-       SELECT * FROM UNNEST($26::bigint[], $27::bytea[], $28::bytea[], $29::bytea[],
+         result, history{ku_col})
+       SELECT *{ku_val} FROM UNNEST($26::bigint[], $27::bytea[], $28::bytea[], $29::bytea[],
          $30::smallint[], $31::boolean[], $32::smallint[], $33::bigint[], $34::bigint[],
          $35::bigint[], $36::bigint[], $37::bigint[], $38::bytea[], $39::bytea[],
          $40::bytea[], $41::bytea[]){where_fence}
@@ -73,7 +96,7 @@ ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, ba
          attempts = EXCLUDED.attempts, created_ms = EXCLUDED.created_ms,
          started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
          expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
-         result = EXCLUDED.result, history = EXCLUDED.history),
+         result = EXCLUDED.result, history = EXCLUDED.history{ku_only}),
 rd AS (DELETE FROM gearshift_running t USING UNNEST($43::bigint[]) AS gone(id)
        WHERE t.id = gone.id{and_fence}),
 ri AS (INSERT INTO gearshift_running (id) SELECT * FROM UNNEST($44::bigint[]){where_fence}
@@ -83,6 +106,35 @@ ru AS (UPDATE gearshift_reservation SET last_reserved = $42::bigint
 SELECT 1{from_fence}
 "
     )
+}
+
+/// What a store's flushes are fenced on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fence {
+    /// Nothing (the store holds the database's advisory lock).
+    None,
+    /// The cluster leader's lease at this epoch.
+    Leader(i64),
+    /// A partition (as stored: `INT`) at this epoch.
+    Partition { partition: i32, epoch: i64 },
+}
+
+/// A [`Fence`] without its values: the statement's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FenceKind {
+    None,
+    Leader,
+    Partition,
+}
+
+impl Fence {
+    pub(super) fn kind(&self) -> FenceKind {
+        match self {
+            Fence::None => FenceKind::None,
+            Fence::Leader(_) => FenceKind::Leader,
+            Fence::Partition { .. } => FenceKind::Partition,
+        }
+    }
 }
 
 /// The ids a batch touched, by table (ids past [`MAX_ID`] are never
@@ -274,9 +326,9 @@ impl Params {
             + self.run_new.len()
     }
 
-    /// The parameters in statement order, with the fencing epoch last
-    /// for a fenced statement.
-    pub(super) fn as_sql<'a>(&'a self, fence: Option<&'a i64>) -> Vec<&'a (dyn ToSql + Sync)> {
+    /// The parameters in statement order, then `fence`'s (the epoch, and
+    /// a partition's number).
+    pub(super) fn as_sql<'a>(&'a self, fence: &'a Fence) -> Vec<&'a (dyn ToSql + Sync)> {
         let j = &self.jobs;
         let s = &self.schedules;
         let k = &self.kept;
@@ -326,8 +378,13 @@ impl Params {
             &self.run_gone,
             &self.run_new,
         ];
-        if let Some(epoch) = fence {
-            params.push(epoch);
+        match fence {
+            Fence::None => {}
+            Fence::Leader(epoch) => params.push(epoch),
+            Fence::Partition { partition, epoch } => {
+                params.push(epoch);
+                params.push(partition);
+            }
         }
         params
     }

@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use postgres::{Client, Config};
+use postgres::{Client, GenericClient};
 
-use super::connect::{self, unreachable_or_refused};
-use super::{base_config, schema, PgOptions};
+use super::link::Link;
+use super::PgOptions;
 use crate::StoreError;
 
 /// A node's name and the addresses other nodes and clients reach it at.
@@ -57,10 +57,7 @@ pub struct Beat {
 
 /// A node's link to the cluster's tables.
 pub struct Lease {
-    config: Config,
-    tls: connect::Tls,
-    server: String,
-    client: Option<Client>,
+    link: Link,
     me: NodeAddrs,
     timeout_ms: i64,
 }
@@ -68,7 +65,7 @@ pub struct Lease {
 impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
-            .field("server", &self.server)
+            .field("server", &self.link.server())
             .field("node", &self.me.name)
             .finish()
     }
@@ -83,14 +80,8 @@ impl Lease {
         me: NodeAddrs,
         timeout: Duration,
     ) -> Result<Lease, StoreError> {
-        let (config, tls, server) = base_config(url, opts)?;
-        let mut client = connect::connect(&config, &tls, &server)?;
-        schema::migrate(&mut client, &server)?;
         let mut lease = Lease {
-            config,
-            tls,
-            server,
-            client: Some(client),
+            link: Link::open(url, opts)?,
             me,
             timeout_ms: i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX),
         };
@@ -100,26 +91,12 @@ impl Lease {
 
     /// `postgres://user@host:port/db`, without the password.
     pub fn server(&self) -> &str {
-        &self.server
+        self.link.server()
     }
 
     /// This node.
     pub fn me(&self) -> &NodeAddrs {
         &self.me
-    }
-
-    fn client(&mut self) -> Result<&mut Client, StoreError> {
-        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
-            self.client = None;
-        }
-        if self.client.is_none() {
-            self.client = Some(connect::connect(&self.config, &self.tls, &self.server)?);
-        }
-        let server = self.server.clone();
-        self.client.as_mut().ok_or(StoreError::Unreachable {
-            server,
-            why: "no connection".into(),
-        })
     }
 
     /// Runs `f` on the connection; a lost connection is dropped so the
@@ -129,31 +106,14 @@ impl Lease {
         what: &str,
         f: impl FnOnce(&mut Client, &NodeAddrs, i64) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        let me = self.me.clone();
+        let me = &self.me;
         let timeout = self.timeout_ms;
-        let server = self.server.clone();
-        let result = f(self.client()?, &me, timeout);
-        result.map_err(|e| {
-            let e = unreachable_or_refused(&e, &server, what);
-            if matches!(e, StoreError::Unreachable { .. }) {
-                self.client = None;
-            }
-            e
-        })
+        self.link.with(what, |c| f(c, me, timeout))
     }
 
     /// Adds or refreshes this node's row.
     fn register(&mut self) -> Result<(), StoreError> {
-        self.with("registering the node", |c, me, _| {
-            c.execute(
-                "INSERT INTO gearshift_nodes (name, gearman_addr, http_addr, version)
-                 VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (name) DO UPDATE SET gearman_addr = EXCLUDED.gearman_addr,
-                   http_addr = EXCLUDED.http_addr, version = EXCLUDED.version,
-                   started_at = now(), heartbeat_at = now()",
-                &[&me.name, &me.gearman, &me.http, &env!("CARGO_PKG_VERSION")],
-            )
-        })?;
+        self.with("registering the node", |c, me, _| register(c, me))?;
         Ok(())
     }
 
@@ -171,18 +131,7 @@ impl Lease {
     pub fn beat(&mut self, leading: Option<i64>) -> Result<Beat, StoreError> {
         self.with("the heartbeat", |c, me, timeout| {
             let mut tx = c.transaction()?;
-            let n = tx.execute(
-                "UPDATE gearshift_nodes SET heartbeat_at = now() WHERE name = $1",
-                &[&me.name],
-            )?;
-            if n == 0 {
-                // Removed by hand (or by a graceful stop): back in.
-                tx.execute(
-                    "INSERT INTO gearshift_nodes (name, gearman_addr, http_addr, version)
-                     VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
-                    &[&me.name, &me.gearman, &me.http, &env!("CARGO_PKG_VERSION")],
-                )?;
-            }
+            heartbeat(&mut tx, me)?;
             let renewed = match leading {
                 Some(epoch) => {
                     tx.execute(
@@ -270,6 +219,36 @@ impl Lease {
                 .collect()
         })
     }
+}
+
+/// Adds or refreshes `me`'s row in `gearshift_nodes`.
+pub(super) fn register(c: &mut impl GenericClient, me: &NodeAddrs) -> Result<(), postgres::Error> {
+    c.execute(
+        "INSERT INTO gearshift_nodes (name, gearman_addr, http_addr, version)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (name) DO UPDATE SET gearman_addr = EXCLUDED.gearman_addr,
+           http_addr = EXCLUDED.http_addr, version = EXCLUDED.version,
+           started_at = now(), heartbeat_at = now()",
+        &[&me.name, &me.gearman, &me.http, &env!("CARGO_PKG_VERSION")],
+    )?;
+    Ok(())
+}
+
+/// Heartbeats `me`'s row, putting it back if it was removed.
+pub(super) fn heartbeat(c: &mut impl GenericClient, me: &NodeAddrs) -> Result<(), postgres::Error> {
+    let n = c.execute(
+        "UPDATE gearshift_nodes SET heartbeat_at = now() WHERE name = $1",
+        &[&me.name],
+    )?;
+    if n == 0 {
+        // Removed by hand (or by a graceful stop): back in.
+        c.execute(
+            "INSERT INTO gearshift_nodes (name, gearman_addr, http_addr, version)
+             VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
+            &[&me.name, &me.gearman, &me.http, &env!("CARGO_PKG_VERSION")],
+        )?;
+    }
+    Ok(())
 }
 
 /// The lease row as a [`Leader`], None once expired or never taken.

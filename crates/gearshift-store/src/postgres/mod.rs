@@ -1,7 +1,9 @@
 //! The PostgreSQL backend. Opened plainly, a store takes the database for
 //! itself (an advisory lock); opened fenced, it is a cluster leader's and
 //! each flush writes only while the cluster's lease is at its epoch
-//! ([`lease`]).
+//! ([`lease`]); opened for a partition, it holds that partition's rows only
+//! and each flush writes only while the partition is at its epoch
+//! ([`partitions`]).
 //!
 //! The store keeps a copy of the stored state in memory (as the memory
 //! store does): a flush applies the buffered ops to it with the shared
@@ -16,6 +18,8 @@
 //! - `schema`: tables and versioned migrations;
 //! - `flush`: the batch statement; `replay`: reading the state back;
 //! - `lease`: the cluster's node table and leader lease;
+//! - `partitions`: partitions with their own owners, leases and epochs,
+//!   and placing rows written before partitions;
 //! - `imports`: the record of gearmand queues `gearshift import` loaded.
 
 mod connect;
@@ -24,6 +28,8 @@ pub use connect::{causes, describe, libpq_defaults};
 mod flush;
 mod imports;
 pub mod lease;
+mod link;
+pub mod partitions;
 mod replay;
 mod schema;
 mod tls;
@@ -35,6 +41,7 @@ use tracing::{debug, warn};
 
 use crate::batch::{Batch, Taken};
 use crate::{Op, Replayed, Sets, Store, StoreError};
+use flush::{Fence, FenceKind};
 pub use imports::ImportRecord;
 pub use schema::SCHEMA_VERSION;
 
@@ -59,6 +66,11 @@ pub struct PgOptions {
     /// flush stores nothing (failing with [`StoreError::Fenced`]) once the
     /// lease has moved past this epoch.
     pub fence: Option<i64>,
+    /// A partition and its epoch ([`partitions`]): no advisory lock is
+    /// taken; the store replays and writes only that partition's rows, and
+    /// a flush stores nothing (failing with [`StoreError::Fenced`]) once
+    /// the partition has moved past this epoch. Not with `fence`.
+    pub partition: Option<(u32, i64)>,
 }
 
 impl Default for PgOptions {
@@ -68,6 +80,7 @@ impl Default for PgOptions {
             tcp_user_timeout: Duration::from_secs(30),
             lock_wait: Duration::from_secs(5),
             fence: None,
+            partition: None,
         }
     }
 }
@@ -91,8 +104,8 @@ pub struct PgStore {
     applied: Vec<u32>,
     /// How long a reconnect waits for the node lock.
     lock_wait: Duration,
-    /// The leader's epoch, for a fenced store.
-    fence: Option<i64>,
+    /// What the flushes are fenced on.
+    fence: Fence,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -140,14 +153,29 @@ impl PgStore {
     /// database for this node (`StoreError::Locked` if another Gearshift
     /// holds it), and brings the schema up to date.
     pub fn open(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
+        let fence = match (opts.fence, opts.partition) {
+            (None, None) => Fence::None,
+            (Some(epoch), None) => Fence::Leader(epoch),
+            (None, Some((partition, epoch))) => Fence::Partition {
+                partition: i32::try_from(partition).map_err(|_| {
+                    StoreError::InvalidRequest(format!("partition {partition} is out of range"))
+                })?,
+                epoch,
+            },
+            (Some(_), Some(_)) => {
+                return Err(StoreError::InvalidRequest(
+                    "a store is fenced by the leader's lease or by a partition, not both".into(),
+                ))
+            }
+        };
         let (config, tls, server) = base_config(url, &opts)?;
         let mut client = connect::connect(&config, &tls, &server)?;
-        if opts.fence.is_none() {
+        if fence == Fence::None {
             claim(&mut client, &server, opts.lock_wait)?;
         }
         let applied = schema::migrate(&mut client, &server)?;
-        let statement = prepare(&mut client, &server, opts.fence.is_some())?;
-        debug!(%server, fence = ?opts.fence, sslmode = %tls.mode(), "opened the PostgreSQL store");
+        let statement = prepare(&mut client, &server, fence.kind())?;
+        debug!(%server, ?fence, sslmode = %tls.mode(), "opened the PostgreSQL store");
         Ok(PgStore {
             config,
             tls,
@@ -157,7 +185,7 @@ impl PgStore {
             batch: Batch::default(),
             applied,
             lock_wait: opts.lock_wait,
-            fence: opts.fence,
+            fence,
         })
     }
 
@@ -180,10 +208,10 @@ impl PgStore {
         }
         if self.conn.is_none() {
             let mut client = connect::connect(&self.config, &self.tls, &self.server)?;
-            if self.fence.is_none() {
+            if self.fence == Fence::None {
                 claim(&mut client, &self.server, self.lock_wait)?;
             }
-            let statement = prepare(&mut client, &self.server, self.fence.is_some())?;
+            let statement = prepare(&mut client, &self.server, self.fence.kind())?;
             self.sets = None;
             debug!(server = %self.server, "reconnected to PostgreSQL");
             self.conn = Some((client, statement));
@@ -211,8 +239,12 @@ impl PgStore {
             return Ok(());
         }
         let server = self.server.clone();
+        let partition = match self.fence {
+            Fence::Partition { partition, .. } => Some(partition),
+            _ => None,
+        };
         let (client, _) = self.conn()?;
-        match replay::load(client, &server) {
+        match replay::load(client, &server, partition) {
             Ok(sets) => {
                 self.sets = Some(sets);
                 Ok(())
@@ -267,14 +299,14 @@ fn base_config(url: &str, opts: &PgOptions) -> Result<(Config, connect::Tls, Str
 
 /// Prepares the flush statement (once per connection: a flush is then
 /// one round trip).
-fn prepare(client: &mut Client, server: &str, fenced: bool) -> Result<Statement, StoreError> {
+fn prepare(client: &mut Client, server: &str, fence: FenceKind) -> Result<Statement, StoreError> {
     // The statement's shape never changes, only its arrays: planning it
     // once saves the planner's time at every flush.
     client
         .batch_execute("SET plan_cache_mode = force_generic_plan")
         .map_err(|e| connect::unreachable_or_refused(&e, server, "setting the plan cache"))?;
     client
-        .prepare(&flush::flush_sql(fenced))
+        .prepare(&flush::flush_sql(fence))
         .map_err(|e| connect::unreachable_or_refused(&e, server, "preparing the flush"))
 }
 
@@ -327,12 +359,12 @@ impl PgStore {
                 |e: postgres::Error| connect::unreachable_or_refused(&e, &server, "the flush");
             let updated = match also {
                 None => client
-                    .execute(&*statement, &params.as_sql(fence.as_ref()))
+                    .execute(&*statement, &params.as_sql(&fence))
                     .map_err(err)?,
                 Some(also) => {
                     let mut tx = client.transaction().map_err(err)?;
                     let updated = tx
-                        .execute(&*statement, &params.as_sql(fence.as_ref()))
+                        .execute(&*statement, &params.as_sql(&fence))
                         .map_err(err)?;
                     // Fenced out: dropping `tx` rolls it back. Otherwise the
                     // statement share-locked the lease row, so no takeover
@@ -347,7 +379,12 @@ impl PgStore {
             // The statement returns its one row unless the fence stopped
             // every part of it.
             if updated == 0 {
-                return Err(StoreError::Fenced(server.clone()));
+                return Err(StoreError::Fenced(match fence {
+                    Fence::Partition { partition, .. } => {
+                        format!("{server} (partition {partition})")
+                    }
+                    _ => server.clone(),
+                }));
             }
             Ok(updated)
         });

@@ -8,8 +8,13 @@ use postgres::{Client, Row};
 use super::connect::unreachable_or_refused;
 use crate::{DeadMark, JobRecord, KeptRecord, ScheduleRecord, Sets, StoreError, MAX_ID};
 
-/// The whole stored state, read in one repeatable-read snapshot.
-pub(super) fn load(client: &mut Client, server: &str) -> Result<Sets, StoreError> {
+/// The whole stored state, or one partition's, read in one
+/// repeatable-read snapshot. The reservation is the cluster's either way.
+pub(super) fn load(
+    client: &mut Client,
+    server: &str,
+    partition: Option<i32>,
+) -> Result<Sets, StoreError> {
     let err = |e: postgres::Error| unreachable_or_refused(&e, server, "the replay");
     let mut tx = client
         .build_transaction()
@@ -17,31 +22,49 @@ pub(super) fn load(client: &mut Client, server: &str) -> Result<Sets, StoreError
         .read_only(true)
         .start()
         .map_err(err)?;
+    // One partition's rows, or all of them.
+    let (only, params): (&str, Vec<&(dyn postgres::types::ToSql + Sync)>) = match &partition {
+        Some(p) => (" WHERE partition = $1", vec![p]),
+        None => ("", vec![]),
+    };
     let jobs = tx
         .query(
-            "SELECT id, handle, function, unique_id, priority, data, reducer, due_ms, \
-             attempts, created_ms, died_ms, error FROM gearshift_jobs ORDER BY id",
-            &[],
+            &format!(
+                "SELECT id, handle, function, unique_id, priority, data, reducer, due_ms, \
+                 attempts, created_ms, died_ms, error FROM gearshift_jobs{only} ORDER BY id"
+            ),
+            &params,
         )
         .map_err(err)?;
     let schedules = tx
         .query(
-            "SELECT id, handle, when_fields, monday_zero, function, unique_id, data, \
-             priority, next_ms, from_config FROM gearshift_schedules ORDER BY id",
-            &[],
+            &format!(
+                "SELECT id, handle, when_fields, monday_zero, function, unique_id, data, \
+                 priority, next_ms, from_config FROM gearshift_schedules{only} ORDER BY id"
+            ),
+            &params,
         )
         .map_err(err)?;
     let kept = tx
         .query(
-            "SELECT id, handle, function, unique_id, priority, background, outcome, \
-             attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error, \
-             result, history FROM gearshift_kept ORDER BY id",
-            &[],
+            &format!(
+                "SELECT id, handle, function, unique_id, priority, background, outcome, \
+                 attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error, \
+                 result, history FROM gearshift_kept{only} ORDER BY id"
+            ),
+            &params,
         )
         .map_err(err)?;
-    let running = tx
-        .query("SELECT id FROM gearshift_running ORDER BY id", &[])
-        .map_err(err)?;
+    // A run mark belongs to its job's partition.
+    let running = match partition {
+        Some(_) => tx.query(
+            "SELECT r.id FROM gearshift_running r JOIN gearshift_jobs j ON j.id = r.id \
+             WHERE j.partition = $1 ORDER BY r.id",
+            &params,
+        ),
+        None => tx.query("SELECT id FROM gearshift_running ORDER BY id", &[]),
+    }
+    .map_err(err)?;
     let last_reserved: i64 = tx
         .query_one("SELECT last_reserved FROM gearshift_reservation", &[])
         .and_then(|r| r.try_get(0))

@@ -16,7 +16,7 @@ use super::connect::unreachable_or_refused;
 use crate::StoreError;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The highest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -131,6 +131,37 @@ CREATE TABLE gearshift_imports (
     imported_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
     jobs          BIGINT NOT NULL
 );
+";
+
+/// Version 5: partitions, each with its own owner, lease and epoch
+/// (`partitions.rs`). `gearshift_partitions` has a row per partition (the
+/// epoch is a key, as in `gearshift_leader`, so a flush's `FOR KEY SHARE`
+/// makes a takeover wait and a renewal not); `gearshift_settings` holds
+/// the partition count, written once by the first node; `gearshift_pins`
+/// the functions placed by hand. Rows carry their partition; NULL means
+/// not placed yet (written before this version, or by a single leader).
+const V5: &str = "
+CREATE TABLE gearshift_partitions (
+    partition     INT PRIMARY KEY,
+    epoch         BIGINT NOT NULL DEFAULT 0,
+    node          TEXT,
+    expires_at    TIMESTAMPTZ,
+    UNIQUE (partition, epoch)
+);
+CREATE TABLE gearshift_settings (
+    one           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+    partitions    INT NOT NULL CHECK (partitions > 0)
+);
+CREATE TABLE gearshift_pins (
+    function      BYTEA PRIMARY KEY,
+    partition     INT NOT NULL CHECK (partition >= 0)
+);
+ALTER TABLE gearshift_jobs ADD COLUMN partition INT;
+ALTER TABLE gearshift_schedules ADD COLUMN partition INT;
+ALTER TABLE gearshift_kept ADD COLUMN partition INT;
+CREATE INDEX gearshift_jobs_partition ON gearshift_jobs (partition, id);
+CREATE INDEX gearshift_schedules_partition ON gearshift_schedules (partition, id);
+CREATE INDEX gearshift_kept_partition ON gearshift_kept (partition, id);
 ";
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; returns the versions this
