@@ -187,12 +187,14 @@ impl Peers {
         self.links.get_mut(&link)
     }
 
-    /// Closes link `link`'s socket and forgets it; its connections are the
-    /// caller's to forget.
+    /// Closes link `link`'s socket and forgets it with every connection it
+    /// carried (the hub is the caller's to tell).
     pub fn drop_link(&mut self, link: u64) {
         if let Some(l) = self.links.remove(&link) {
             l.stream.shutdown(Shutdown::Both);
         }
+        self.map
+            .retain(|_, p| !matches!(p.wire, Wire::Link { link: l, .. } if l == link));
     }
 
     /// The link's socket became writable: write what waits.

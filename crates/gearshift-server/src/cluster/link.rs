@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use gearshift_proto::link::{decode_link, encode_data, LinkFrame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -50,7 +50,10 @@ enum ToLink {
 /// What the link tells a client's task.
 enum ToClient {
     Data(Bytes),
+    /// The leader is done with the connection.
     Close,
+    /// The client is owed more than the hard limit: it does not read.
+    Cut,
 }
 
 /// Output limits for the clients (as [`crate::ServerConfig::max_output`]).
@@ -216,6 +219,11 @@ async fn carry(
                     let _ = w.shutdown().await;
                     break Ok(());
                 }
+                // Logged by the link; the leader is told there.
+                Some(ToClient::Cut) => {
+                    sent_close = true;
+                    break Ok(());
+                }
                 None => break Err("the link to the leader ended".into()),
             },
             // Owed output drained below the limit: read again.
@@ -258,18 +266,18 @@ async fn run_link(
     let mut clients: HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)> =
         HashMap::new();
     tracing::info!(leader = %up.addr, "linked to the leader");
+    // Reading and writing go on together: the leader is never kept waiting
+    // for this node to read while a large write is under way.
     let why: String = loop {
-        if !out.is_empty() {
-            if let Err(e) = w.write_all(&out).await {
-                break format!("writing to the leader: {e}");
-            }
-            out.clear();
-        }
         if input.capacity() - input.len() < LINK_BATCH / 4 {
             input.reserve(LINK_BATCH);
         }
         tokio::select! {
-            m = rx.recv() => {
+            n = w.write(&out), if !out.is_empty() => match n {
+                Ok(n) => out.advance(n),
+                Err(e) => break format!("writing to the leader: {e}"),
+            },
+            m = rx.recv(), if out.len() < LINK_BATCH => {
                 let Some(m) = m else { break "no connection needs it".into() };
                 add(m, &mut out, &mut clients);
                 while out.len() < LINK_BATCH {
@@ -342,14 +350,18 @@ fn deliver(
                     continue;
                 };
                 let now = owed.fetch_add(bytes.len(), Ordering::AcqRel) + bytes.len();
-                if now > limits.hard_output || tx.send(ToClient::Data(bytes)).is_err() {
-                    if now > limits.hard_output {
-                        tracing::warn!(
-                            vid,
-                            owed = now,
-                            "closing connection: its peer does not read what it is sent"
-                        );
-                    }
+                let cut = now > limits.hard_output;
+                let sent = if cut {
+                    tracing::warn!(
+                        vid,
+                        owed = now,
+                        "closing connection: its peer does not read what it is sent"
+                    );
+                    tx.send(ToClient::Cut)
+                } else {
+                    tx.send(ToClient::Data(bytes))
+                };
+                if cut || sent.is_err() {
                     clients.remove(&vid);
                     LinkFrame::Close { vid }.encode(out);
                 }

@@ -150,7 +150,6 @@ async fn serve(
     let mut t = io.borrow_mut();
     t.peers.drop_link(link);
     for (_, c) in carried {
-        t.peers.forget(c.id);
         t.feed(c.id, Item::Closed, 0);
     }
     t.pump(None);
