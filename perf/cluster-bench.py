@@ -13,9 +13,12 @@ latency  a background job submitted on one node, to the moment a worker
            lead-f  submitter on the leader, worker on follower c.
 rates    the harness's load tools (../shared/bench: gearload bg, rt; rawload
          fg) against: one node (the leader), one follower (every packet
-         relayed), and all three nodes at once (three loaders, one per
-         node, each a third of the load; rates summed). Interleaved,
-         REPS rounds.
+         carried to the leader over its link), and all three nodes at once
+         (three loaders, one per node, each a third of the load; rates
+         summed). Interleaved, REPS rounds. Each node's CPU (user + system,
+         from /proc) per job is measured too: the busiest node's and the
+         cluster's total, which a shared, busy machine disturbs far less
+         than it disturbs rates.
 
 usage: perf/cluster-bench.py [latency] [rates]
   GEARSHIFT  binary (default target/release/gearshift; build it first)
@@ -97,20 +100,31 @@ def loads(port, share, tag):
     ]
 
 
+def cpu_secs(pid):
+    """User + system CPU seconds of a process, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rates(cl, nodes):
     lead = cl.leader()
     follower = [n for n in nodes if n != lead][0]
     setups = [("one node (leader)", [lead]), ("one follower (relayed)", [follower]),
               ("three nodes at once", nodes)]
     results = {name: [] for name, _ in setups}
+    # (setup, workload) -> per round: (busiest node's, total) CPU µs per job
+    cpu = {}
     for rep in range(REPS):
         for name, targets in setups:
             total = {}
             for k in range(3):  # workload by workload, loaders in parallel
+                before = {n: cpu_secs(cl.nodes[n].pid) for n in nodes}
                 procs = [subprocess.Popen(loads(cl.nodes[t].port, len(targets),
                                                 "%s%d%d" % (t, rep, i))[k],
                                           stdout=subprocess.PIPE, text=True)
                          for i, t in enumerate(targets)]
+                jobs = {}
                 for p in procs:
                     out, _ = p.communicate(timeout=180)
                     for line in out.splitlines():
@@ -121,6 +135,15 @@ def rates(cl, nodes):
                                 # still counts, flagged.
                                 print("   note: %s did not finish: %s" % (d["scenario"], line[:200]))
                             total[d["scenario"]] = total.get(d["scenario"], 0) + d["rate"]
+                            jobs[d["scenario"]] = jobs.get(d["scenario"], 0) + d["ops"]
+                used = {n: cpu_secs(cl.nodes[n].pid) - before[n] for n in nodes}
+                # A scenario's CPU is charged to the loaders' main scenario
+                # (gearload bg reports A_submit and A_drain: their sum).
+                n_jobs = max(jobs.values()) if jobs else 0
+                if n_jobs:
+                    w = list(jobs)[0] if len(jobs) == 1 else "A"
+                    cpu.setdefault((name, w), []).append(
+                        (max(used.values()) / n_jobs * 1e6, sum(used.values()) / n_jobs * 1e6))
             results[name].append(total)
             print("rep %d %-24s %s" % (rep + 1, name, {k: round(v) for k, v in total.items()}),
                   flush=True)
@@ -135,6 +158,22 @@ def rates(cl, nodes):
             ratio = statistics.median(r.get(w, 0) / b[w] for r, b in zip(results[name], base)
                                       if b.get(w))
             cells.append("%d (%.2f)" % (statistics.median(xs), ratio))
+        print("| %s | %s |" % (name, " | ".join(cells)))
+    print("\n## node CPU per job (µs, user + system; median of %d rounds): busiest node / "
+          "all nodes, and their ratio to one node" % REPS)
+    print("| setup | A (bg submit + drain) | B_rt | R_fg |")
+    print("|---|---:|---:|---:|")
+    for name, _ in setups:
+        cells = []
+        for w in ("A", "B_rt", "R_fg"):
+            xs, bs = cpu.get((name, w), []), cpu.get((setups[0][0], w), [])
+            if not xs or not bs:
+                cells.append("-")
+                continue
+            busy = statistics.median(x[0] for x in xs)
+            tot = statistics.median(x[1] for x in xs)
+            base = statistics.median(b[1] for b in bs)
+            cells.append("%.1f / %.1f (%.2f / %.2f)" % (busy, tot, busy / base, tot / base))
         print("| %s | %s |" % (name, " | ".join(cells)))
 
 
