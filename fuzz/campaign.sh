@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:?usage: campaign.sh SECONDS [TARGET...]}
 shift
-targets=${*:-"decode admin config core core_model store_ops"}
+targets=${*:-"decode link admin config core core_model store_ops"}
 
 out=target/campaign
 # A copy of the binaries, so a rebuild during the campaign does not change it.
