@@ -1,8 +1,11 @@
-//! Relaying: a node that does not lead passes each connection it accepts
-//! on to the leader, byte for byte, after one preamble line that names the
-//! relaying node and the client's address and carries the cluster's
-//! secret (from the database), so the leader sees the real client and no
-//! one without the database's secret can pose as a relay.
+//! Relaying: a node that does not lead passes each HTTP connection it
+//! accepts on to the leader, byte for byte, after one preamble line that
+//! names the relaying node and the client's address and carries the
+//! cluster's secret (from the database), so the leader sees the real client
+//! and no one without the database's secret can pose as a relay. Gearman
+//! connections travel over links instead ([`super::link`]), which open with
+//! a preamble of their own; the leader still takes relayed Gearman
+//! connections (from nodes of earlier versions).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
