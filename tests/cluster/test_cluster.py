@@ -290,6 +290,54 @@ def test_followers_carry_connections_over_links(cl):
     other.close()
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@with_cluster
+def test_a_follower_holds_little_for_a_stopped_leader(cl):
+    """A client pipelining into a follower while the leader reads nothing is
+    held back once the link's queue is full: the follower's memory stays
+    bounded, and every request is answered once the leader runs again."""
+    cl.timeout_ms = 5000  # the leader is stopped for a second, not deposed
+    a = cl.start("a", wait_leader=True)
+    b = cl.start("b")
+    linked = h.Conn(b.port)
+    linked.echo_sync()
+    linked.close()
+    chunk = memoryview(h.packet(h.SUBMIT_JOB, "slow", "", "p" * 1000) * 1000)  # ~1 MB
+    client = h.Conn(b.port)
+    client.sock.settimeout(0.2)
+    base = rss_kib(b.pid)
+    cl.kill("a", signal.SIGSTOP)
+    sent, off, peak = 0, 0, base
+    until = time.time() + 1.5
+    try:
+        while time.time() < until:
+            try:
+                n = client.sock.send(chunk[off:])
+                sent += n
+                off = (off + n) % len(chunk)
+            except socket.timeout:
+                pass
+            peak = max(peak, rss_kib(b.pid))
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    check(sent >= 4 * len(chunk), "the client sent little before blocking (%d bytes)" % sent)
+    check(peak - base < 64 * 1024,
+          "b grew by %d KiB while the leader was stopped (%d bytes sent)" % (peak - base, sent))
+    client.sock.settimeout(30)
+    # Every job the follower took reaches the leader and is answered.
+    w = raw_worker(a.port, "slow")
+    check(grab(w, timeout=30) is not None, "a job after the leader woke")
+    w.close()
+    client.close()
+
+
 @with_cluster
 def test_php_and_perl_across_nodes(cl):
     cl.start("a", wait_leader=True)
@@ -578,6 +626,7 @@ def test_chaos_kill_the_leader_under_load(cl):
 
 
 TESTS = [test_jobs_cross_nodes, test_followers_carry_connections_over_links,
+         test_a_follower_holds_little_for_a_stopped_leader,
          test_php_and_perl_across_nodes, test_takeover_after_kill,
          test_frozen_leader_is_fenced, test_a_stopping_leader_hands_over_at_once,
          test_chaos_kill_the_leader_under_load]

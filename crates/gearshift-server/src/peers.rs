@@ -39,6 +39,8 @@ pub struct LinkOut {
     pub blocked: bool,
     /// Too much unwritten output: the link is not read until it drains.
     pub paused: bool,
+    /// Connections whose output waits for room on the link.
+    waiting: Vec<ConnId>,
     ctl: Rc<Signal>,
 }
 
@@ -48,7 +50,8 @@ pub struct Peer {
     out: BytesMut,
     /// Listed in `Peers::dirty`.
     listed: bool,
-    /// A write would block: the connection's task waits for writability.
+    /// A write would block: the connection's task waits for writability
+    /// (carried by a link: its output waits for room on the link).
     pub blocked: bool,
     /// Too much unwritten output: not read until it drains.
     pub paused: bool,
@@ -177,6 +180,7 @@ impl Peers {
             listed: false,
             blocked: false,
             paused: false,
+            waiting: Vec::new(),
             ctl,
         };
         self.links.insert(link, l);
@@ -203,6 +207,7 @@ impl Peers {
             l.blocked = false;
         }
         self.write_link(link);
+        self.write_links();
     }
 
     /// Connection `id`, while it is open.
@@ -217,7 +222,7 @@ impl Peers {
 
     /// Whether output waits for the flusher.
     pub fn has_dirty(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.dirty.is_empty() || !self.dirty_links.is_empty()
     }
 
     /// Connections that failed since the last call, for the hub.
@@ -283,9 +288,9 @@ impl Peers {
         }
     }
 
-    /// Writes as much of a link's output as its socket takes now; a link
-    /// whose peer node does not read is closed past the hard limit (its
-    /// task then drops its connections).
+    /// Writes as much of a link's output as its socket takes now; while
+    /// more than `max_output` waits, the link is not read, and once there
+    /// is room the connections whose output waited are moved onto it.
     fn write_link(&mut self, link: u64) {
         let Some(l) = self.links.get_mut(&link) else {
             return;
@@ -312,20 +317,20 @@ impl Peers {
             l.out = BytesMut::new();
         }
         let pending = l.out.len();
-        if pending > self.hard_output {
-            tracing::warn!(
-                link,
-                pending,
-                "closing a link: the node at its other end does not read"
-            );
-            crate::counters::ConnCounters::bump(&self.counters.output_closed);
-            l.stream.shutdown(Shutdown::Both);
-            l.ctl.notify();
-        } else if pending > self.max_output {
+        if pending > self.max_output {
             l.paused = true;
-        } else if l.paused && pending <= self.max_output / 2 {
+            return;
+        }
+        if l.paused && pending <= self.max_output / 2 {
             l.paused = false;
             l.ctl.notify();
+        }
+        // Room again: the connections whose output waited go on.
+        for id in std::mem::take(&mut l.waiting) {
+            if let Some(p) = self.map.get_mut(&id) {
+                p.blocked = false;
+            }
+            self.write(id);
         }
     }
 
@@ -355,19 +360,41 @@ impl Peers {
             Wire::Link { link, vid } => {
                 let (link, vid) = (*link, *vid);
                 let Some(l) = self.links.get_mut(&link) else {
+                    self.map.remove(&id);
                     return;
                 };
-                if !p.out.is_empty() {
-                    gearshift_proto::link::encode_data(&mut l.out, vid, &p.out);
-                    p.out.clear();
+                // Output moves onto the link while the link's backlog is
+                // short; past it, it waits here under this connection's own
+                // limits, so one connection's flood closes that connection,
+                // not the link and the others it carries.
+                let room = self.max_output.saturating_sub(l.out.len());
+                if room > 0 && !p.out.is_empty() {
+                    let n = room.min(p.out.len());
+                    gearshift_proto::link::encode_data(&mut l.out, vid, &p.out[..n]);
+                    p.out.advance(n);
                 }
-                if p.closing {
+                if !p.out.is_empty() {
+                    if !p.blocked {
+                        p.blocked = true;
+                        l.waiting.push(id);
+                    }
+                } else if p.closing {
                     gearshift_proto::link::LinkFrame::Close { vid }.encode(&mut l.out);
                     self.map.remove(&id);
                 }
                 if !l.listed && !l.out.is_empty() {
                     l.listed = true;
                     self.dirty_links.push(link);
+                }
+                let pending = self.map.get(&id).map_or(0, |p| p.out.len());
+                if pending > self.hard_output {
+                    tracing::warn!(
+                        conn = id.0,
+                        pending,
+                        "closing connection: its peer does not read what it is sent"
+                    );
+                    crate::counters::ConnCounters::bump(&self.counters.output_closed);
+                    self.cut_off(id);
                 }
                 return;
             }
@@ -426,6 +453,10 @@ impl Peers {
                 Wire::Link { link, vid } => {
                     if let Some(l) = self.links.get_mut(link) {
                         gearshift_proto::link::LinkFrame::Close { vid: *vid }.encode(&mut l.out);
+                        if !l.listed {
+                            l.listed = true;
+                            self.dirty_links.push(*link);
+                        }
                     }
                 }
             }

@@ -16,12 +16,15 @@ use gearshift_proto::{PacketType, Response};
 use gearshift_server::cluster::relay::{link_preamble, RelayGate};
 use gearshift_server::Server;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const SECRET: &str = "the-cluster-secret";
 
 async fn leader() -> TestServer {
-    let mut server = Server::bind(config()).await.expect("bind");
+    leader_with(config()).await
+}
+
+async fn leader_with(cfg: gearshift_server::ServerConfig) -> TestServer {
+    let mut server = Server::bind(cfg).await.expect("bind");
     server.accept_relays(Arc::new(RelayGate::new(
         SECRET.into(),
         Duration::from_secs(5),
@@ -31,13 +34,17 @@ async fn leader() -> TestServer {
 
 /// A node's end of a link.
 struct Link {
-    sock: TcpStream,
+    sock: tokio::net::TcpStream,
     buf: BytesMut,
 }
 
 impl Link {
     async fn open(s: &TestServer, secret: &str) -> Link {
-        let mut sock = TcpStream::connect(s.addr).await.expect("connect");
+        // A small receive buffer: what this end does not read backs up at
+        // the leader soon, not after megabytes of kernel buffers.
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(16 * 1024).expect("SO_RCVBUF");
+        let mut sock = socket.connect(s.addr).await.expect("connect");
         sock.write_all(&link_preamble(secret, "node-b"))
             .await
             .expect("preamble");
@@ -223,6 +230,72 @@ async fn a_broken_link_closes_what_it_carried_and_nothing_else() {
     direct
         .expect(Response::EchoRes(Bytes::from_static(b"on")))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_for_one_carried_client_closes_that_client_not_the_link() {
+    let s = leader_with(gearshift_server::ServerConfig {
+        max_output: 64 * 1024,
+        max_packet_size: 256 * 1024,
+        ..config()
+    })
+    .await;
+    let mut link = Link::open(&s, SECRET).await;
+    // Client 1 submits a foreground job; client 2 only waits.
+    link.send(&[
+        open(1),
+        open(2),
+        data(1, req(PacketType::SubmitJob, &[b"flood", b"", b"x"])),
+    ])
+    .await;
+    let mut worker = s.connect().await;
+    worker.send(&req(PacketType::CanDo, &[b"flood"])).await;
+    let mut handle = None;
+    for _ in 0..100 {
+        worker.send(&req(PacketType::GrabJob, &[])).await;
+        if let Response::JobAssign { handle: h, .. } = worker.recv().await {
+            handle = Some(h);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let handle = handle.expect("the worker got the job");
+    // 8 MiB of WORK_DATA for client 1 while this node reads nothing of
+    // the link: past the hard limit, the leader closes client 1 alone.
+    let chunk = vec![b'z'; 200 * 1024];
+    for _ in 0..40 {
+        worker
+            .send(&req(PacketType::WorkData, &[&handle, &chunk]))
+            .await;
+    }
+    worker.send(&req(PacketType::EchoReq, &[b"done"])).await;
+    worker
+        .expect(Response::EchoRes(Bytes::from_static(b"done")))
+        .await;
+    link.send(&[data(2, req(PacketType::EchoReq, &[b"two"]))])
+        .await;
+    let want = echo_res(b"two");
+    let mut others = Vec::new();
+    let mut got_one = 0usize;
+    let got = link.bytes_for(2, want.len(), &mut others).await;
+    assert_eq!(got, want, "client 2 is served on the same link");
+    let mut closed = others.contains(&LinkFrame::Close { vid: 1 });
+    for f in &others {
+        if let LinkFrame::Data { vid: 1, bytes } = f {
+            got_one += bytes.len();
+        }
+    }
+    while !closed {
+        match link.next().await.expect("the link stays open") {
+            LinkFrame::Close { vid: 1 } => closed = true,
+            LinkFrame::Data { vid: 1, bytes } => got_one += bytes.len(),
+            f => panic!("unexpected {f:?}"),
+        }
+    }
+    assert!(
+        got_one < 40 * 200 * 1024,
+        "client 1 was cut before the whole flood ({got_one} bytes)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

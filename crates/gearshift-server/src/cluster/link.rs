@@ -29,6 +29,8 @@ const CLIENT_CHUNK: usize = 64 * 1024;
 const LINK_BATCH: usize = 256 * 1024;
 /// The largest frame the leader sends (a client's output, whole packets).
 const MAX_FRAME: usize = 1 << 30;
+/// Client bytes waiting for the link past which its clients are not read.
+const MAX_QUEUED: usize = 8 << 20;
 
 /// What a client's task tells the link.
 enum ToLink {
@@ -69,7 +71,7 @@ pub struct Limits {
 /// again after the leader changes or the link breaks.
 pub struct Linker {
     upstream: watch::Receiver<Option<Upstream>>,
-    current: Mutex<Option<(String, mpsc::UnboundedSender<ToLink>)>>,
+    current: Mutex<Option<(String, LinkTx)>>,
     next_vid: AtomicU32,
     wait: Duration,
     timeout: Duration,
@@ -96,17 +98,22 @@ impl Linker {
     }
 
     /// The link to `up`, started if there is none (or it ended).
-    fn link_to(&self, up: &Upstream) -> mpsc::UnboundedSender<ToLink> {
+    fn link_to(&self, up: &Upstream) -> LinkTx {
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((addr, tx)) = cur.as_ref() {
-            if *addr == up.addr && !tx.is_closed() {
-                return tx.clone();
+        if let Some((addr, link)) = cur.as_ref() {
+            if *addr == up.addr && !link.tx.is_closed() {
+                return link.clone();
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
+        let tx = LinkTx {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+        };
         tokio::spawn(run_link(
             up.clone(),
             rx,
+            tx.queued.clone(),
             self.upstream.clone(),
             self.wait,
             self.timeout,
@@ -114,6 +121,19 @@ impl Linker {
         ));
         *cur = Some((up.addr.clone(), tx.clone()));
         tx
+    }
+}
+
+/// A client's way onto a link, and the client bytes waiting for it.
+#[derive(Clone)]
+struct LinkTx {
+    tx: mpsc::UnboundedSender<ToLink>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl LinkTx {
+    fn send(&self, m: ToLink) -> Result<(), &'static str> {
+        self.tx.send(m).map_err(|_| "the link to the leader ended")
     }
 }
 
@@ -178,15 +198,16 @@ async fn carry(
         to_client,
         owed: owed.clone(),
     };
-    link.send(open)
-        .map_err(|_| "the link to the leader ended")?;
+    link.send(open)?;
     let (mut r, mut w) = client.into_split();
     let max_output = linker.limits.max_output;
     let mut buf = BytesMut::new();
     let mut reading = true;
     let mut sent_close = false;
     let result = loop {
-        let may_read = reading && owed.load(Ordering::Acquire) <= max_output;
+        let may_read = reading
+            && owed.load(Ordering::Acquire) <= max_output
+            && link.queued.load(Ordering::Acquire) <= MAX_QUEUED;
         if buf.capacity() < CLIENT_CHUNK / 4 {
             buf.reserve(CLIENT_CHUNK);
         }
@@ -201,6 +222,7 @@ async fn carry(
                 }
                 Ok(_) => {
                     let bytes = buf.split().freeze();
+                    link.queued.fetch_add(bytes.len(), Ordering::AcqRel);
                     if link.send(ToLink::Data { vid, bytes }).is_err() {
                         break Err("the link to the leader ended".into());
                     }
@@ -247,6 +269,7 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 async fn run_link(
     up: Upstream,
     mut rx: mpsc::UnboundedReceiver<ToLink>,
+    queued: Arc<AtomicUsize>,
     mut upstream: watch::Receiver<Option<Upstream>>,
     wait: Duration,
     timeout: Duration,
@@ -279,10 +302,10 @@ async fn run_link(
             },
             m = rx.recv(), if out.len() < LINK_BATCH => {
                 let Some(m) = m else { break "no connection needs it".into() };
-                add(m, &mut out, &mut clients);
+                add(m, &mut out, &mut clients, &queued);
                 while out.len() < LINK_BATCH {
                     match rx.try_recv() {
-                        Ok(m) => add(m, &mut out, &mut clients),
+                        Ok(m) => add(m, &mut out, &mut clients, &queued),
                         Err(_) => break,
                     }
                 }
@@ -309,6 +332,7 @@ fn add(
     m: ToLink,
     out: &mut BytesMut,
     clients: &mut HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)>,
+    queued: &AtomicUsize,
 ) {
     match m {
         ToLink::Open {
@@ -325,7 +349,10 @@ fn add(
             }
             .encode(out);
         }
-        ToLink::Data { vid, bytes } => encode_data(out, vid, &bytes),
+        ToLink::Data { vid, bytes } => {
+            queued.fetch_sub(bytes.len(), Ordering::AcqRel);
+            encode_data(out, vid, &bytes);
+        }
         ToLink::Close { vid } => LinkFrame::Close { vid }.encode(out),
     }
 }
