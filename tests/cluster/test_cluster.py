@@ -25,10 +25,13 @@ usage: python3 tests/cluster/test_cluster.py [name-substring ...]
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -37,10 +40,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tls"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
 from test_import import Postgres  # noqa: E402
+import test_tls  # noqa: E402
 
 GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
 CLIENTS = os.path.join(ROOT, "tests", "interop", "clients")
@@ -338,6 +343,76 @@ def test_a_follower_holds_little_for_a_stopped_leader(cl):
     client.close()
 
 
+def tls_port(node):
+    found = []
+
+    def seen():
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(TLS\)", node.log_text())
+        if m:
+            found.append(int(m.group(1)))
+        return bool(m)
+
+    h.wait_for(seen, 10, "the TLS port in the node's log")
+    return found[0]
+
+
+@with_cluster
+def test_tls_listeners_on_every_node(cl):
+    """A TLS client of a follower is carried to the leader with its
+    certificate's subject; a TLS client of the leader is served there; a
+    plaintext client of a TLS port gets no session; node links use the
+    plaintext ports."""
+    tmp = tempfile.mkdtemp(prefix="gs-cluster-tls-")
+    try:
+        pki = test_tls.Pki(tmp)
+        flags = test_tls.tls_flags(pki, "--ssl-ca-file %s" % pki.ca)
+        a = cl.start("a", wait_leader=True, extra=flags)
+        b = cl.start("b", extra=flags)
+        cert = pki.issue("w1", "/O=Acme/CN=worker-on-b")
+        worker = test_tls.Tls(tls_port(b), pki.ca, cert=cert)
+        client = test_tls.Tls(tls_port(a), pki.ca)
+        test_tls.job_round(client, worker)
+        workers = h.admin(a.port, "workers")
+        check(re.search(r"^\d+ 127\.0\.0\.1 O=Acme,CN=worker-on-b : rev$", workers, re.M),
+              "workers on the leader: %r" % workers)
+        # Bytes that are not TLS on a follower's TLS port: no session, and
+        # the node goes on.
+        raw = h.Conn(tls_port(b))
+        try:
+            raw.send_pkt(h.ECHO_REQ, "plain")
+            raw.read_pkt(timeout=5)
+            raise h.TestFailure("a plaintext client was answered on a TLS port")
+        except (h.TestFailure, ConnectionResetError) as e:
+            if "was answered" in str(e):
+                raise
+        raw.close()
+        test_tls.job_round(test_tls.Tls(tls_port(b), pki.ca), worker, func=b"again")
+        worker.close()
+        client.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@with_cluster
+def test_gearmand_style_ssl_cluster(cl):
+    """With `--ssl` every port speaks TLS: nodes still link to the leader
+    (in plaintext, on its TLS port) and TLS clients of both nodes meet."""
+    tmp = tempfile.mkdtemp(prefix="gs-cluster-ssl-")
+    try:
+        pki = test_tls.Pki(tmp)
+        cert, key = pki.server
+        flags = "--ssl --ssl-certificate %s --ssl-key %s" % (cert, key)
+        a = cl.start("a", wait_leader=True, extra=flags)
+        b = cl.start("b", extra=flags)
+        worker = test_tls.Tls(b.port, pki.ca)
+        client = test_tls.Tls(a.port, pki.ca)
+        test_tls.job_round(client, worker)
+        worker.close()
+        client.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @with_cluster
 def test_php_and_perl_across_nodes(cl):
     cl.start("a", wait_leader=True)
@@ -626,7 +701,8 @@ def test_chaos_kill_the_leader_under_load(cl):
 
 
 TESTS = [test_jobs_cross_nodes, test_followers_carry_connections_over_links,
-         test_a_follower_holds_little_for_a_stopped_leader,
+         test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
+         test_gearmand_style_ssl_cluster,
          test_php_and_perl_across_nodes, test_takeover_after_kill,
          test_frozen_leader_is_fenced, test_a_stopping_leader_hands_over_at_once,
          test_chaos_kill_the_leader_under_load]

@@ -37,14 +37,12 @@ pub(crate) struct Shared {
 /// Accepts connections and deals them out to the I/O threads in turn;
 /// with `tls`, each after its TLS handshake.
 pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsServer>, shared: Shared) {
-    let Shared {
-        inboxes,
-        mut stop,
-        limit,
-        next_id,
-        gate,
-        counters,
-    } = shared;
+    let mut stop = shared.stop.clone();
+    let (limit, inboxes, next_id) = (
+        shared.limit.clone(),
+        shared.inboxes.clone(),
+        shared.next_id.clone(),
+    );
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
@@ -63,57 +61,15 @@ pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsServer>, s
             }
         };
         configure(&stream);
-        if let Some(tls) = &tls {
-            // The handshake runs off this loop, so a slow peer delays no other.
-            let (tls, inboxes, next_id) = (tls.clone(), inboxes.clone(), next_id.clone());
-            let counters = counters.clone();
+        if tls.is_some() || shared.gate.is_some() {
+            // A preamble or a handshake is read off this loop, so a slow
+            // peer delays no other.
+            let (tls, shared) = (tls.clone(), shared.clone());
             let mut stop = stop.clone();
             tokio::spawn(async move {
-                let session = tokio::select! {
-                    s = tls.accept(stream, peer) => s,
-                    _ = stop.wait_for(|s| *s) => return,
-                };
-                match session {
-                    Some((sock, identity)) => {
-                        tracing::debug!(%peer, identity = identity.as_deref().unwrap_or("-"), "TLS connection");
-                        hand_over(sock, peer, None, identity, permit, &inboxes, &next_id);
-                    }
-                    None => ConnCounters::bump(&counters.tls_failed),
-                }
-            });
-            continue;
-        }
-        if let Some(gate) = &gate {
-            // A relayed connection names its client in a first line: read
-            // it off this loop, so a slow peer delays no other.
-            let (gate, inboxes, next_id) = (gate.clone(), inboxes.clone(), next_id.clone());
-            let mut stop = stop.clone();
-            tokio::spawn(async move {
-                let checked = tokio::select! {
-                    c = gate.check(&stream) => c,
-                    _ = stop.wait_for(|s| *s) => return,
-                };
-                let (peer, node) = match checked {
-                    Ok(None) => (peer, None),
-                    Ok(Some(Origin::Link { node })) => {
-                        watch_closely(&stream, gate.node_timeout);
-                        if let Some(sock) = into_std(stream, peer) {
-                            hand_link(sock, peer, node, &inboxes, &next_id);
-                        }
-                        return;
-                    }
-                    Ok(Some(Origin::Relayed(r))) => {
-                        watch_closely(&stream, gate.node_timeout);
-                        tracing::debug!(%peer, node = %r.node, client = %r.peer, "relayed connection");
-                        (r.peer, Some(r.node))
-                    }
-                    Err(why) => {
-                        tracing::warn!(%peer, "closing connection: {why}");
-                        return;
-                    }
-                };
-                if let Some(sock) = into_std(stream, peer) {
-                    hand_over(sock, peer, node, None, permit, &inboxes, &next_id);
+                tokio::select! {
+                    () = prepare(stream, peer, tls, permit, &shared) => {}
+                    _ = stop.wait_for(|s| *s) => {}
                 }
             });
             continue;
@@ -123,6 +79,58 @@ pub(crate) async fn accept_loop(listener: TcpListener, tls: Option<TlsServer>, s
         };
         if !hand_over(sock, peer, None, None, permit, &inboxes, &next_id) {
             return;
+        }
+    }
+}
+
+/// Reads a cluster node's preamble when this server leads a cluster (a
+/// link, or a relayed connection, both plaintext even on a TLS listener),
+/// else runs the TLS handshake on a TLS listener, and hands the connection
+/// over.
+async fn prepare(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<TlsServer>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    shared: &Shared,
+) {
+    let (inboxes, next_id) = (&shared.inboxes, &shared.next_id);
+    if let Some(gate) = &shared.gate {
+        match gate.check(&stream).await {
+            Ok(None) => {}
+            Ok(Some(Origin::Link { node })) => {
+                watch_closely(&stream, gate.node_timeout);
+                if let Some(sock) = into_std(stream, peer) {
+                    hand_link(sock, peer, node, inboxes, next_id);
+                }
+                return;
+            }
+            Ok(Some(Origin::Relayed(r))) => {
+                watch_closely(&stream, gate.node_timeout);
+                tracing::debug!(%peer, node = %r.node, client = %r.peer, "relayed connection");
+                if let Some(sock) = into_std(stream, r.peer) {
+                    hand_over(sock, r.peer, Some(r.node), None, permit, inboxes, next_id);
+                }
+                return;
+            }
+            Err(why) => {
+                tracing::warn!(%peer, "closing connection: {why}");
+                return;
+            }
+        }
+    }
+    match tls {
+        Some(tls) => match tls.accept(stream, peer).await {
+            Some((sock, identity)) => {
+                tracing::debug!(%peer, identity = identity.as_deref().unwrap_or("-"), "TLS connection");
+                hand_over(sock, peer, None, identity, permit, inboxes, next_id);
+            }
+            None => ConnCounters::bump(&shared.counters.tls_failed),
+        },
+        None => {
+            if let Some(sock) = into_std(stream, peer) {
+                hand_over(sock, peer, None, None, permit, inboxes, next_id);
+            }
         }
     }
 }

@@ -227,6 +227,12 @@ impl Server {
         })
     }
 
+    /// Serves TLS (`cfg.tls`) on listeners bound beforehand (a cluster
+    /// node's, which it keeps across its roles).
+    pub fn serve_tls_on(&mut self, listeners: Vec<TcpListener>) {
+        self.tls_listeners = listeners;
+    }
+
     /// Accepts connections relayed by the cluster's other nodes (they
     /// start with a preamble naming the client: [`cluster::relay`]).
     pub fn accept_relays(&mut self, gate: Arc<cluster::relay::RelayGate>) {

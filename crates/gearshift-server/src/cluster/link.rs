@@ -17,11 +17,13 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use gearshift_proto::link::{decode_link, encode_data, LinkFrame};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::relay::{link_preamble, watch_closely, Upstream};
+use crate::sock::StdSock;
+use crate::tls::TlsServer;
 
 /// Largest read of a client's socket.
 const CLIENT_CHUNK: usize = 64 * 1024;
@@ -37,6 +39,7 @@ enum ToLink {
     Open {
         vid: u32,
         peer: SocketAddr,
+        identity: Option<String>,
         to_client: mpsc::UnboundedSender<ToClient>,
         owed: Arc<AtomicUsize>,
     },
@@ -138,9 +141,11 @@ impl LinkTx {
 }
 
 /// Accepts connections and carries each over the link to the current
-/// leader, until `stop` turns true.
+/// leader, until `stop` turns true; with `tls`, each after its handshake
+/// (the client's certificate subject travels with it).
 pub async fn link_loop(
     listener: Arc<TcpListener>,
+    tls: Option<TlsServer>,
     linker: Arc<Linker>,
     mut stop: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
@@ -162,11 +167,27 @@ pub async fn link_loop(
                 continue;
             }
         };
-        let linker = linker.clone();
-        let stop = stop.clone();
+        let _ = client.set_nodelay(true);
+        let (linker, stop, tls) = (linker.clone(), stop.clone(), tls.clone());
         tokio::spawn(async move {
             let _permit = permit;
-            if let Err(e) = carry(client, peer, &linker, stop).await {
+            let carried = match tls {
+                None => carry(client, peer, None, &linker, stop).await,
+                Some(tls) => match tls.accept(client, peer).await {
+                    Some((StdSock::Unix(s), identity)) => {
+                        match s
+                            .set_nonblocking(true)
+                            .and_then(|()| UnixStream::from_std(s))
+                        {
+                            Ok(s) => carry(s, peer, identity, &linker, stop).await,
+                            Err(e) => Err(format!("cannot register its TLS session: {e}")),
+                        }
+                    }
+                    Some((StdSock::Tcp(_), _)) => Err("TLS session without its socket pair".into()),
+                    None => Ok(()),
+                },
+            };
+            if let Err(e) = carried {
                 tracing::info!(%peer, "connection to the leader closed: {e}");
             }
         });
@@ -174,13 +195,13 @@ pub async fn link_loop(
 }
 
 /// Carries one client's connection until either side is done with it.
-async fn carry(
-    client: TcpStream,
+async fn carry<S: AsyncRead + AsyncWrite>(
+    client: S,
     peer: SocketAddr,
+    identity: Option<String>,
     linker: &Linker,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let _ = client.set_nodelay(true);
     let mut upstream = linker.upstream.clone();
     let up = tokio::time::timeout(linker.wait, upstream.wait_for(|u| u.is_some()))
         .await
@@ -195,11 +216,12 @@ async fn carry(
     let open = ToLink::Open {
         vid,
         peer,
+        identity,
         to_client,
         owed: owed.clone(),
     };
     link.send(open)?;
-    let (mut r, mut w) = client.into_split();
+    let (mut r, mut w) = tokio::io::split(client);
     let max_output = linker.limits.max_output;
     let mut buf = BytesMut::new();
     let mut reading = true;
@@ -338,6 +360,7 @@ fn add(
         ToLink::Open {
             vid,
             peer,
+            identity,
             to_client,
             owed,
         } => {
@@ -345,7 +368,7 @@ fn add(
             LinkFrame::Open {
                 vid,
                 peer: peer.to_string(),
-                identity: None,
+                identity,
             }
             .encode(out);
         }

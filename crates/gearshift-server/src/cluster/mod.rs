@@ -61,8 +61,7 @@ pub struct Node {
     cfg: ServerConfig,
     url: String,
     timeout: Duration,
-    listeners: Vec<std::net::TcpListener>,
-    http: Option<std::net::TcpListener>,
+    bound: Bound,
     lease: Lease,
     secret: Arc<str>,
     /// Where the lease stood at bind.
@@ -88,9 +87,13 @@ impl Node {
             cluster.node_timeout
         };
         let (listeners, http) = bind_listeners(&cfg).await?;
+        let tls = crate::listeners::bind_tls_listeners(&cfg).await?;
+        // Links open in plaintext, also on a TLS port (every port is one
+        // with gearmand-style `--ssl`).
         let first = listeners
-            .first()
-            .and_then(|l| l.local_addr().ok())
+            .iter()
+            .chain(&tls)
+            .find_map(|l| l.local_addr().ok())
             .ok_or_else(|| ServerError::Config("no listen address".into()))?;
         let gearman = cluster
             .advertise
@@ -132,11 +135,14 @@ impl Node {
         .map_err(store_err)?;
         let to_std = |l: TcpListener| l.into_std().map_err(|e| ServerError::Config(e.to_string()));
         Ok(Node {
-            listeners: listeners
-                .into_iter()
-                .map(to_std)
-                .collect::<Result<_, _>>()?,
-            http: http.map(to_std).transpose()?,
+            bound: Bound {
+                gearman: listeners
+                    .into_iter()
+                    .map(to_std)
+                    .collect::<Result<_, _>>()?,
+                tls: tls.into_iter().map(to_std).collect::<Result<_, _>>()?,
+                http: http.map(to_std).transpose()?,
+            },
             cfg,
             url,
             timeout,
@@ -149,7 +155,17 @@ impl Node {
 
     /// The bound Gearman addresses.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners
+        self.bound
+            .gearman
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// The bound TLS addresses.
+    pub fn tls_addrs(&self) -> Vec<SocketAddr> {
+        self.bound
+            .tls
             .iter()
             .filter_map(|l| l.local_addr().ok())
             .collect()
@@ -157,7 +173,7 @@ impl Node {
 
     /// The bound HTTP address.
     pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.http.as_ref().and_then(|l| l.local_addr().ok())
+        self.bound.http.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// A handle that replaces the policies: at once while this node leads,
@@ -178,8 +194,7 @@ impl Node {
             cfg,
             url,
             timeout,
-            listeners,
-            http,
+            bound,
             lease,
             secret,
             start,
@@ -229,19 +244,11 @@ impl Node {
                 max_output: cfg.max_output,
                 hard_output: crate::config::output_hard_limit(cfg.max_output, cfg.max_packet_size),
             },
+            tls: cfg.tls.clone(),
         };
         loop {
             if status.borrow().leading.is_none() {
-                follow(
-                    &listeners,
-                    &http,
-                    &mut status,
-                    &stopping,
-                    &limit,
-                    &relays,
-                    timeout,
-                )
-                .await;
+                follow(&bound, &mut status, &stopping, &limit, &relays, timeout).await;
             }
             if *stopping.borrow() {
                 break;
@@ -253,8 +260,7 @@ impl Node {
                 &cfg,
                 &url,
                 epoch,
-                &listeners,
-                &http,
+                &bound,
                 &mut status,
                 &stopping,
                 &secret,
@@ -317,6 +323,8 @@ struct Relays {
     stop: watch::Receiver<bool>,
     /// The output limits of carried connections.
     limits: link::Limits,
+    /// TLS for the node's TLS listeners.
+    tls: Option<crate::tls::TlsServer>,
 }
 
 /// Publishes the upstreams as the lease moves, logging the changes, until
@@ -372,8 +380,7 @@ async fn publish_upstreams(
 /// Carries every accepted connection to the leader until this node leads
 /// or stops.
 async fn follow(
-    listeners: &[std::net::TcpListener],
-    http: &Option<std::net::TcpListener>,
+    bound: &Bound,
     status: &mut watch::Receiver<Status>,
     stopping: &watch::Receiver<bool>,
     limit: &Arc<Semaphore>,
@@ -388,17 +395,20 @@ async fn follow(
         timeout,
         relays.limits,
     ));
-    for l in listeners {
+    let plain = bound.gearman.iter().map(|l| (l, None));
+    let tls = bound.tls.iter().map(|l| (l, relays.tls.clone()));
+    for (l, tls) in plain.chain(tls) {
         if let Some(l) = tokio_listener(l) {
             tasks.push(tokio::spawn(link::link_loop(
                 Arc::new(l),
+                tls,
                 linker.clone(),
                 relays.stop.clone(),
                 limit.clone(),
             )));
         }
     }
-    if let Some(l) = http.as_ref().and_then(tokio_listener) {
+    if let Some(l) = bound.http.as_ref().and_then(tokio_listener) {
         tasks.push(tokio::spawn(relay::relay_loop(
             Arc::new(l),
             relays.http.clone(),
@@ -424,6 +434,13 @@ async fn follow(
         t.abort();
         let _ = t.await;
     }
+}
+
+/// A node's bound listeners, taken by whichever role it plays.
+struct Bound {
+    gearman: Vec<std::net::TcpListener>,
+    tls: Vec<std::net::TcpListener>,
+    http: Option<std::net::TcpListener>,
 }
 
 /// Aborts a task when dropped.
@@ -459,8 +476,7 @@ async fn lead(
     cfg: &ServerConfig,
     url: &str,
     epoch: i64,
-    listeners: &[std::net::TcpListener],
-    http: &Option<std::net::TcpListener>,
+    bound: &Bound,
     status: &mut watch::Receiver<Status>,
     stopping: &watch::Receiver<bool>,
     secret: &Arc<str>,
@@ -485,8 +501,8 @@ async fn lead(
             return Led::Deposed;
         }
     };
-    let gearman: Vec<TcpListener> = listeners.iter().filter_map(tokio_listener).collect();
-    let http = http.as_ref().and_then(tokio_listener);
+    let gearman: Vec<TcpListener> = bound.gearman.iter().filter_map(tokio_listener).collect();
+    let http = bound.http.as_ref().and_then(tokio_listener);
     let mut server = match Server::bind_on(cfg.clone(), Some(store), gearman, http).await {
         Ok(s) => s,
         Err(e) => {
@@ -494,6 +510,7 @@ async fn lead(
             return Led::Deposed;
         }
     };
+    server.serve_tls_on(bound.tls.iter().filter_map(tokio_listener).collect());
     server.accept_relays(Arc::new(RelayGate::new(secret.to_string(), timeout)));
     let until = match status.borrow().leading {
         Some((e, until)) if e == epoch => until,

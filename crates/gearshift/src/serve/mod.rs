@@ -361,9 +361,6 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let jobs = crate::hangup::reload_of(jobs, &admin_allow);
     let mut listen = listen_addrs(&args)?;
     let (tls, tls_listen) = tls_config(&args, &mut listen)?;
-    if tls.is_some() && matches!(store, StoreConfig::Postgres { .. }) {
-        return Err("--ssl is not supported on a PostgreSQL cluster node yet: put a TLS sidecar in front of each node (docs/tls.md)".into());
-    }
     let http = http_config(&args, &listen)?;
     let access = jobs.access.clone().unwrap_or_default();
     let cfg = ServerConfig {
@@ -488,6 +485,9 @@ async fn run_node(
     );
     for a in node.local_addrs() {
         tracing::info!("listening on {a}");
+    }
+    for a in node.tls_addrs() {
+        tracing::info!("listening on {a} (TLS)");
     }
     if let Some(a) = node.http_addr() {
         tracing::info!("http listening on {a}");
