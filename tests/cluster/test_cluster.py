@@ -25,13 +25,9 @@ usage: python3 tests/cluster/test_cluster.py [name-substring ...]
 import json
 import os
 import random
-import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -40,12 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "tls"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
 from test_import import Postgres  # noqa: E402
-import test_tls  # noqa: E402
 
 GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
 CLIENTS = os.path.join(ROOT, "tests", "interop", "clients")
@@ -230,187 +224,6 @@ def test_jobs_cross_nodes(cl):
     check_eq(w.read_pkt()[1], h.NO_JOB, "a paused function's job")
     w.close()
     w2.close()
-
-
-def metric(port, name):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return None
-
-
-@with_cluster
-def test_followers_carry_connections_over_links(cl):
-    """A follower carries all its Gearman connections to the leader over one
-    link; a client of it that never reads is closed alone."""
-    limits = "--max-output 64K --max-packet-size 1M"
-    a = cl.start("a", wait_leader=True, extra=limits)
-    b = cl.start("b", extra=limits)
-    c = cl.start("c", extra=limits)
-    conns = [h.Conn(n.port) for n in (b, c) for _ in range(25)]
-    for i, conn in enumerate(conns):
-        conn.send_pkt(h.ECHO_REQ, "hi%d" % i)
-    for i, conn in enumerate(conns):
-        check_eq(conn.expect_pkt(h.ECHO_RES), b"hi%d" % i, "echo through a follower")
-    port = cl.http_port("a")
-    check_eq(metric(port, "gearshift_cluster_links_opened_total"), 2.0,
-             "links opened to the leader by two followers")
-    check(metric(port, "gearshift_cluster_linked_connections_total") >= 50,
-          "connections carried over the links")
-    for conn in conns:
-        conn.close()
-    # A foreground client on b that never reads, fed by a worker on the leader.
-    w = raw_worker(a.port, "flood")
-    w.send_pkt(h.PRE_SLEEP)
-    hog = h.Conn(b.port)
-    hog.send_pkt(h.SUBMIT_JOB, "flood", "", "x")
-    w.expect_pkt(h.NOOP, timeout=10)
-    job = grab(w)
-    check(job is not None, "the worker got the flood job")
-    chunk = "z" * (512 * 1024)
-    for _ in range(16):
-        w.send_pkt(h.WORK_DATA, job[0], chunk)
-    w.send_pkt(h.WORK_COMPLETE, job[0], "")
-    # Another client of b is served meanwhile.
-    other = h.Conn(b.port)
-    other.send_pkt(h.ECHO_REQ, "still here")
-    check_eq(other.expect_pkt(h.ECHO_RES, timeout=10), b"still here", "another client of b")
-    hog.sock.settimeout(15)
-    got = 0
-    try:
-        while True:
-            data = hog.sock.recv(1 << 20)
-            if not data:
-                break
-            got += len(data)
-    except ConnectionResetError:
-        pass
-    except socket.timeout:
-        raise h.TestFailure("the client that never read was not closed (%d bytes read)" % got)
-    check(got < 16 * 512 * 1024, "the closed client got only part of the flood (%d bytes)" % got)
-    other.send_pkt(h.ECHO_REQ, "and after")
-    check_eq(other.expect_pkt(h.ECHO_RES, timeout=10), b"and after", "b after closing the hog")
-    w.close()
-    other.close()
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-@with_cluster
-def test_a_follower_holds_little_for_a_stopped_leader(cl):
-    """A client pipelining into a follower while the leader reads nothing is
-    held back once the link's queue is full: the follower's memory stays
-    bounded, and every request is answered once the leader runs again."""
-    cl.timeout_ms = 5000  # the leader is stopped for a second, not deposed
-    a = cl.start("a", wait_leader=True)
-    b = cl.start("b")
-    linked = h.Conn(b.port)
-    linked.echo_sync()
-    linked.close()
-    chunk = memoryview(h.packet(h.SUBMIT_JOB, "slow", "", "p" * 1000) * 1000)  # ~1 MB
-    client = h.Conn(b.port)
-    client.sock.settimeout(0.2)
-    base = rss_kib(b.pid)
-    cl.kill("a", signal.SIGSTOP)
-    sent, off, peak = 0, 0, base
-    until = time.time() + 1.5
-    try:
-        while time.time() < until:
-            try:
-                n = client.sock.send(chunk[off:])
-                sent += n
-                off = (off + n) % len(chunk)
-            except socket.timeout:
-                pass
-            peak = max(peak, rss_kib(b.pid))
-    finally:
-        os.kill(a.pid, signal.SIGCONT)
-    check(sent >= 4 * len(chunk), "the client sent little before blocking (%d bytes)" % sent)
-    check(peak - base < 64 * 1024,
-          "b grew by %d KiB while the leader was stopped (%d bytes sent)" % (peak - base, sent))
-    client.sock.settimeout(30)
-    # Every job the follower took reaches the leader and is answered.
-    w = raw_worker(a.port, "slow")
-    check(grab(w, timeout=30) is not None, "a job after the leader woke")
-    w.close()
-    client.close()
-
-
-def tls_port(node):
-    found = []
-
-    def seen():
-        m = re.search(r"listening on 127\.0\.0\.1:(\d+) \(TLS\)", node.log_text())
-        if m:
-            found.append(int(m.group(1)))
-        return bool(m)
-
-    h.wait_for(seen, 10, "the TLS port in the node's log")
-    return found[0]
-
-
-@with_cluster
-def test_tls_listeners_on_every_node(cl):
-    """A TLS client of a follower is carried to the leader with its
-    certificate's subject; a TLS client of the leader is served there; a
-    plaintext client of a TLS port gets no session; node links use the
-    plaintext ports."""
-    tmp = tempfile.mkdtemp(prefix="gs-cluster-tls-")
-    try:
-        pki = test_tls.Pki(tmp)
-        flags = test_tls.tls_flags(pki, "--ssl-ca-file %s" % pki.ca)
-        a = cl.start("a", wait_leader=True, extra=flags)
-        b = cl.start("b", extra=flags)
-        cert = pki.issue("w1", "/O=Acme/CN=worker-on-b")
-        worker = test_tls.Tls(tls_port(b), pki.ca, cert=cert)
-        client = test_tls.Tls(tls_port(a), pki.ca)
-        test_tls.job_round(client, worker)
-        workers = h.admin(a.port, "workers")
-        check(re.search(r"^\d+ 127\.0\.0\.1 O=Acme,CN=worker-on-b : rev$", workers, re.M),
-              "workers on the leader: %r" % workers)
-        # Bytes that are not TLS on a follower's TLS port: no session, and
-        # the node goes on.
-        raw = h.Conn(tls_port(b))
-        try:
-            raw.send_pkt(h.ECHO_REQ, "plain")
-            raw.read_pkt(timeout=5)
-            raise h.TestFailure("a plaintext client was answered on a TLS port")
-        except (h.TestFailure, ConnectionResetError) as e:
-            if "was answered" in str(e):
-                raise
-        raw.close()
-        test_tls.job_round(test_tls.Tls(tls_port(b), pki.ca), worker, func=b"again")
-        worker.close()
-        client.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-@with_cluster
-def test_gearmand_style_ssl_cluster(cl):
-    """With `--ssl` every port speaks TLS: nodes still link to the leader
-    (in plaintext, on its TLS port) and TLS clients of both nodes meet."""
-    tmp = tempfile.mkdtemp(prefix="gs-cluster-ssl-")
-    try:
-        pki = test_tls.Pki(tmp)
-        cert, key = pki.server
-        flags = "--ssl --ssl-certificate %s --ssl-key %s" % (cert, key)
-        a = cl.start("a", wait_leader=True, extra=flags)
-        b = cl.start("b", extra=flags)
-        worker = test_tls.Tls(b.port, pki.ca)
-        client = test_tls.Tls(a.port, pki.ca)
-        test_tls.job_round(client, worker)
-        worker.close()
-        client.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @with_cluster
@@ -700,17 +513,16 @@ def test_chaos_kill_the_leader_under_load(cl):
           % (len(want), len(runs), again), flush=True)
 
 
-TESTS = [test_jobs_cross_nodes, test_followers_carry_connections_over_links,
-         test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
-         test_gearmand_style_ssl_cluster,
-         test_php_and_perl_across_nodes, test_takeover_after_kill,
+TESTS = [test_jobs_cross_nodes, test_php_and_perl_across_nodes, test_takeover_after_kill,
          test_frozen_leader_is_fenced, test_a_stopping_leader_hands_over_at_once,
          test_chaos_kill_the_leader_under_load]
 
 
 def main():
+    import test_links  # its tests use this module's helpers
     wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
-    tests = [t for t in TESTS if not wanted or any(w in t.__name__ for w in wanted)]
+    tests = [t for t in TESTS + test_links.TESTS
+             if not wanted or any(w in t.__name__ for w in wanted)]
     if not os.access(GEARSHIFT, os.X_OK):
         print("!! %s is not an executable (cargo build -p gearshift)" % GEARSHIFT)
         print(h.summary(0, len(tests)))

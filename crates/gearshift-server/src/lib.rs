@@ -182,9 +182,7 @@ impl Server {
         cfg.core.validate().map_err(ServerError::Config)?;
         let (listeners, http) = bind_listeners(&cfg).await?;
         let tls_listeners = bind_tls_listeners(&cfg).await?;
-        let mut server = Server::bind_on(cfg, store, listeners, http).await?;
-        server.tls_listeners = tls_listeners;
-        Ok(server)
+        Server::bind_on(cfg, store, listeners, tls_listeners, http).await
     }
 
     /// Like [`Server::bind_with_store`] on listeners bound already (a
@@ -193,6 +191,7 @@ impl Server {
         cfg: ServerConfig,
         mut store: Option<Box<dyn Store>>,
         listeners: Vec<TcpListener>,
+        tls_listeners: Vec<TcpListener>,
         http: Option<TcpListener>,
     ) -> Result<Server, ServerError> {
         cfg.core.validate().map_err(ServerError::Config)?;
@@ -221,16 +220,10 @@ impl Server {
             reload: (reload_tx, reload_rx),
             cfg,
             listeners,
-            tls_listeners: Vec::new(),
+            tls_listeners,
             core,
             store,
         })
-    }
-
-    /// Serves TLS (`cfg.tls`) on listeners bound beforehand (a cluster
-    /// node's, which it keeps across its roles).
-    pub fn serve_tls_on(&mut self, listeners: Vec<TcpListener>) {
-        self.tls_listeners = listeners;
     }
 
     /// Accepts connections relayed by the cluster's other nodes (they

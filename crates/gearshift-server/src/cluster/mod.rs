@@ -503,14 +503,14 @@ async fn lead(
     };
     let gearman: Vec<TcpListener> = bound.gearman.iter().filter_map(tokio_listener).collect();
     let http = bound.http.as_ref().and_then(tokio_listener);
-    let mut server = match Server::bind_on(cfg.clone(), Some(store), gearman, http).await {
+    let tls = bound.tls.iter().filter_map(tokio_listener).collect();
+    let mut server = match Server::bind_on(cfg.clone(), Some(store), gearman, tls, http).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot start leading: {e}");
             return Led::Deposed;
         }
     };
-    server.serve_tls_on(bound.tls.iter().filter_map(tokio_listener).collect());
     server.accept_relays(Arc::new(RelayGate::new(secret.to_string(), timeout)));
     let until = match status.borrow().leading {
         Some((e, until)) if e == epoch => until,
