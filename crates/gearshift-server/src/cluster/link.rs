@@ -297,7 +297,8 @@ async fn run_link(
     timeout: Duration,
     limits: Limits,
 ) {
-    let stream = match connect(&up, &mut upstream, wait).await {
+    let mut up = up;
+    let stream = match connect(&mut up, &mut upstream, wait).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(leader = %up.addr, "cannot link to the leader: {e}");
@@ -426,10 +427,11 @@ fn deliver(
     }
 }
 
-/// Connects to the leader, retrying a refused connection until the view of
-/// the leader changes or `wait` is up.
+/// Connects to the leader, retrying a refused connection until `wait` is
+/// up; a new leader named meanwhile becomes `up` (nothing was sent yet, so
+/// the connections waiting for this link go to it instead).
 async fn connect(
-    up: &Upstream,
+    up: &mut Upstream,
     upstream: &mut watch::Receiver<Option<Upstream>>,
     wait: Duration,
 ) -> Result<TcpStream, String> {
@@ -439,13 +441,13 @@ async fn connect(
             Ok(Ok(s)) => return Ok(s),
             Ok(Err(e)) => {
                 tracing::debug!("cannot reach the leader at {}: {e}", up.addr);
-                let changed = upstream.wait_for(|u| u.as_ref() != Some(up));
+                let changed = upstream.wait_for(|u| u.as_ref().is_some_and(|u| u != up));
                 tokio::select! {
                     _ = tokio::time::timeout_at(deadline, changed) => {}
                     _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 }
-                if upstream.borrow().as_ref() != Some(up) {
-                    return Err("the cluster has a new leader".into());
+                if let Some(new) = upstream.borrow().as_ref().filter(|u| *u != up) {
+                    *up = new.clone();
                 }
                 if tokio::time::Instant::now() >= deadline {
                     return Err(format!("{e}"));
