@@ -233,7 +233,7 @@ impl Core {
             return;
         };
         for w in std::mem::take(&mut f.early_sleepers) {
-            if self.conns.noop(w, func) {
+            if self.conns.noop(w, func, true) {
                 self.send(w, Response::Noop);
             }
         }
