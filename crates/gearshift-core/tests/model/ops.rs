@@ -133,7 +133,7 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         2 => (0..2500u64).prop_map(|ms| Op::Advance { ms }),
         3 => (slot.clone(), func.clone(), 0..UNIQUES.len(), 0..3u8, -1..4i64)
             .prop_map(|(slot, func, unique, data, secs)| Op::Epoch { slot, func, unique, data, secs }),
-        1 => slot.clone().prop_map(|slot| Op::EpochEarly { slot }),
+        2 => slot.clone().prop_map(|slot| Op::EpochEarly { slot }),
         1 => (slot, 0..STATS.len()).prop_map(|(slot, pick)| Op::Stats { slot, pick }),
     ]
 }
