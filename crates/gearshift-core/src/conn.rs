@@ -460,11 +460,13 @@ impl Conns {
         true
     }
 
-    /// NOOPs a sleeper of `func` if it still may be woken for it; whether it was.
+    /// NOOPs a sleeper of `func` if it still may be woken for it and is of
+    /// the kind the waking work is for (`early`: an epoch job offered to
+    /// early takers); whether it was.
     #[inline]
-    pub fn noop(&mut self, id: ConnId, func: FuncId) -> bool {
+    pub fn noop(&mut self, id: ConnId, func: FuncId, early: bool) -> bool {
         match self.map.get_mut(&id.0) {
-            Some(c) if c.wakeable_for(func) => {
+            Some(c) if c.wakeable_for(func) && c.epoch_early == early => {
                 c.noop_sent = true;
                 true
             }

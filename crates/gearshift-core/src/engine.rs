@@ -346,7 +346,14 @@ impl Core {
         } else if name.eq_ignore_ascii_case(b"dead-set") {
             self.conns.set_dead_set(conn);
         } else if name.eq_ignore_ascii_case(b"epoch-early") {
-            for func in self.conns.set_epoch_early(conn).unwrap_or_default() {
+            let funcs = self.conns.set_epoch_early(conn);
+            // Asleep, it waits on the other workers' wake lists: it now
+            // waits on the early takers' ones.
+            let c = self.conns.get(conn).filter(|_| funcs.is_some());
+            if c.is_some_and(|c| c.abilities().iter().any(|a| c.wakeable_for(a.func))) {
+                self.enlist_sleeper(conn);
+            }
+            for func in funcs.unwrap_or_default() {
                 self.table.early_taker_added(func);
                 self.early_taker_joined(func);
             }

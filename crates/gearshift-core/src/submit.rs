@@ -233,7 +233,7 @@ impl Core {
             return;
         };
         for w in std::mem::take(&mut f.early_sleepers) {
-            if self.conns.noop(w, func) {
+            if self.conns.noop(w, func, true) {
                 self.send(w, Response::Noop);
             }
         }
@@ -286,18 +286,29 @@ impl Core {
         };
         let (func, p) = (job.func(), job.priority.index());
         self.table.set_state(id, JobState::Queued);
+        // Back in line where its number puts it: ahead of every job
+        // submitted after it, and behind older jobs that came back before
+        // it (several held jobs may come back in any order) or became due.
+        // Ids of jobs that left the queue are skipped: the place must not
+        // depend on them once due epoch jobs put the queue out of handle order.
+        let mut at = None;
+        if front {
+            let table = &self.table;
+            let later = |j: &JobId| {
+                *j > id
+                    && table.get(*j).is_some_and(|x| {
+                        x.state == JobState::Queued && x.func() == func && x.priority.index() == p
+                    })
+            };
+            at = table.func(func).map(|f| f.queues[p].iter().position(later));
+        }
         let Some(f) = self.table.func_mut(func) else {
             return;
         };
-        if front {
-            // Back in line where its number puts it: ahead of every job
-            // submitted after it, and behind older jobs that came back
-            // before it (several held jobs may come back in any order).
-            let q = &mut f.queues[p];
-            let at = q.iter().position(|&j| j > id).unwrap_or(q.len());
-            q.insert(at, id);
-        } else {
-            f.queues[p].push_back(id);
+        let q = &mut f.queues[p];
+        match at {
+            Some(at) => q.insert(at.unwrap_or(q.len()), id),
+            None => q.push_back(id),
         }
         if !f.paused {
             self.wake_sleepers(func);

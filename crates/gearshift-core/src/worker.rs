@@ -112,7 +112,7 @@ impl Core {
             else {
                 break;
             };
-            if !self.conns.noop(w, func) {
+            if !self.conns.noop(w, func, false) {
                 continue;
             }
             woken += 1;

@@ -152,3 +152,28 @@ fn epoch_job_coalesces_with_a_foreground_duplicate() {
     );
     w.quiet(1);
 }
+
+#[test]
+fn a_requeued_job_goes_behind_an_older_due_epoch_job_whatever_was_dropped() {
+    // With and without a dropped job between them in the queue: the order
+    // must not depend on what left the queue.
+    for drop in [false, true] {
+        let mut w = World::new();
+        w.conns(&[1, 2, 3, 4]);
+        let sched = w.submit(1, epoch_job("f", "", "sched", 1));
+        let now_job = w.bg(1, "f", "", "now");
+        if drop {
+            // Foreground, its client gone before it started: dropped.
+            w.fg(4, "f", "", "dropped");
+            w.disconnect(4);
+        }
+        w.advance_to(1_000);
+        w.can_do(2, &["f"]);
+        assert_eq!(w.grab_job(2).0, now_job);
+        // Back in line behind the older job that became due meanwhile.
+        w.disconnect(2);
+        w.can_do(3, &["f"]);
+        assert_eq!(w.grab_job(3).0, sched, "drop {drop}");
+        assert_eq!(w.grab_job(3).0, now_job, "drop {drop}");
+    }
+}

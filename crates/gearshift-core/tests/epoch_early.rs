@@ -185,3 +185,20 @@ fn an_unknown_option_is_still_refused() {
     w.req(1, Request::Option(b("epoch-late")));
     assert!(matches!(w.pop(1), Response::Error { .. }));
 }
+
+#[test]
+fn a_worker_that_asks_while_asleep_is_woken_for_epoch_jobs_only() {
+    let mut w = checked(World::new());
+    w.conns(&[1, 3]);
+    w.now = 1_000_000;
+    w.can_do(3, &["f"]);
+    w.sleep(3);
+    early(&mut w, 3);
+    // A plain job is not for it: no NOOP.
+    w.bg(1, "f", "", "now");
+    w.quiet(3);
+    // An epoch job not yet due is: it still sleeps, so it is NOOPed.
+    let h = w.submit(1, epoch_job("f", "", "later", 1_010));
+    w.expect(3, Response::Noop);
+    assert_eq!(w.grab_job(3).0, h);
+}

@@ -10,12 +10,15 @@
 //! head of the highest-priority queue the worker can do, or NO_JOB only when
 //! there is none; a result reaches each waiting client exactly once; a lost
 //! worker's jobs go back to their queue (or fail at the retry limit); a
-//! foreground job nobody waits for any more is dropped before it starts.
+//! foreground job nobody waits for any more is dropped before it starts;
+//! a worker that sent OPTION_REQ epoch-early is handed exactly the epoch
+//! jobs offered to it (not yet due) and nothing else, and a job it loses
+//! waits for its time again; OPTION_REQ stats is kept or refused.
 //!
 //! `main.rs` holds the operations the fuzzer generates; `model.rs` the
 //! reference model, which drives the core with them (a worker's side in
-//! `model/work.rs`); `model/checks.rs` what must agree between the two
-//! after every step.
+//! `model/work.rs`, early takers and options in `model/early.rs`);
+//! `model/checks.rs` what must agree between the two after every step.
 
 #![no_main]
 
@@ -93,6 +96,17 @@ enum Op {
     Advance {
         ms: u16,
         fire: bool,
+    },
+    /// OPTION_REQ epoch-early: the worker takes only epoch jobs not yet due.
+    EpochEarly {
+        slot: u8,
+    },
+    /// OPTION_REQ `stats cpu=S rss=KIB`, or a malformed one.
+    Stats {
+        slot: u8,
+        cpu_ms: u16,
+        rss: u16,
+        malformed: bool,
     },
 }
 

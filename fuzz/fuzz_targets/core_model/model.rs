@@ -11,6 +11,7 @@ use gearshift_proto::{GrabKind, Priority, Request, Response, Submit};
 use crate::{Op, Work};
 
 mod checks;
+mod early;
 mod work;
 
 const SLOTS: usize = 4;
@@ -41,6 +42,8 @@ struct MJob {
     /// Foreground submitters attached, once per submission.
     clients: Vec<u64>,
     retries: u32,
+    /// An epoch job's due time, if it was in the future at submission.
+    due: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +53,10 @@ struct MConn {
     abilities: Vec<(usize, Option<u64>)>,
     exceptions: bool,
     after_exception: Option<u64>,
+    /// OPTION_REQ epoch-early.
+    early: bool,
+    /// The last valid OPTION_REQ stats: (CPU ms, RSS KiB).
+    stats: Option<(u64, u64)>,
 }
 
 pub(crate) struct Model {
@@ -61,6 +68,9 @@ pub(crate) struct Model {
     /// Queued job ids per function and priority, in the order they run.
     queues: [[VecDeque<u64>; 3]; FUNCS.len()],
     slots: [MConn; SLOTS],
+    /// Epoch jobs offered to each function's early takers, in order (with
+    /// the ids of those since taken, due or gone, as the core keeps them).
+    offered: [VecDeque<u64>; FUNCS.len()],
     next_conn: u64,
     /// Terminal packets the current step must produce: (client, job).
     expect_terminal: Vec<(u64, u64)>,
@@ -109,6 +119,7 @@ impl Model {
             jobs: BTreeMap::new(),
             queues: Default::default(),
             slots: Default::default(),
+            offered: Default::default(),
             next_conn: 1,
             expect_terminal: Vec::new(),
         };
@@ -144,10 +155,13 @@ impl Model {
         self.queue_of(id).retain(|&j| j != id);
     }
 
-    fn queued_for(&self, conn: &MConn) -> bool {
-        conn.abilities
-            .iter()
-            .any(|&(f, _)| self.queues[f].iter().any(|q| !q.is_empty()))
+    /// PRE_SLEEP finds work: queued jobs of its functions, or for an
+    /// early taker offers (stale ones included, as the core counts them).
+    fn ready_for(&self, conn: &MConn) -> bool {
+        conn.abilities.iter().any(|&(f, _)| match conn.early {
+            true => !self.offered[f].is_empty(),
+            false => self.queues[f].iter().any(|q| !q.is_empty()),
+        })
     }
 
     /// A job ends and tells each waiting client once.
@@ -170,6 +184,9 @@ impl Model {
             self.finish_told(id);
         } else if !job.bg && job.clients.is_empty() {
             job.state = St::Done;
+        } else if let Some(due) = job.due.filter(|&d| d > self.now) {
+            job.state = St::Scheduled(due);
+            self.offer_early(id);
         } else {
             job.state = St::Queued;
             let q = self.queue_of(id);
@@ -225,9 +242,13 @@ impl Model {
                 };
                 let conn = &mut self.slots[s];
                 conn.after_exception = None;
+                let new = !conn.abilities.iter().any(|a| a.0 == f);
                 conn.abilities.retain(|a| a.0 != f);
                 conn.abilities.insert(0, (f, ms));
                 let id = conn.id;
+                if new && conn.early {
+                    self.early_taker_joined(f);
+                }
                 let effects = self.send(id, req);
                 only_noops(&effects);
                 effects
@@ -245,7 +266,7 @@ impl Model {
                 let conn = &mut self.slots[slot(s)];
                 conn.after_exception = None;
                 let id = conn.id;
-                let ready = self.queued_for(&self.slots[slot(s)]);
+                let ready = self.ready_for(&self.slots[slot(s)]);
                 let effects = self.send(id, Request::PreSleep);
                 let noop = effects == [Effect::Send(ConnId(id), Response::Noop)];
                 assert!(
@@ -285,6 +306,13 @@ impl Model {
                 effects
             }
             Op::Disconnect { slot: s } => self.disconnect(slot(s)),
+            Op::EpochEarly { slot: s } => self.epoch_early(slot(s)),
+            Op::Stats {
+                slot: s,
+                cpu_ms,
+                rss,
+                malformed,
+            } => self.stats(slot(s), *cpu_ms, *rss, *malformed),
             Op::Advance { ms, fire } => {
                 self.now += u64::from(*ms);
                 self.core.set_now(self.now);
@@ -367,10 +395,12 @@ impl Model {
                         state: due.map_or(St::Queued, St::Scheduled),
                         clients: if bg { Vec::new() } else { vec![conn] },
                         retries: 0,
+                        due,
                     },
                 );
-                if due.is_none() {
-                    self.queues[func][prio].push_back(id);
+                match due {
+                    None => self.queues[func][prio].push_back(id),
+                    Some(_) => self.offer_early(id),
                 }
             }
         }
@@ -387,6 +417,7 @@ impl Model {
             .filter(|&f| which.is_none_or(|w| w == f))
             .collect();
         self.slots[s].abilities.retain(|a| !dropped.contains(&a.0));
+        self.prune_offers();
         for id in self.held_by(conn) {
             if dropped.contains(&self.jobs[&id].func) {
                 self.requeue(id);
@@ -397,6 +428,9 @@ impl Model {
 
     fn disconnect(&mut self, s: usize) -> Vec<Effect> {
         let conn = self.slots[s].id;
+        self.slots[s].abilities.clear();
+        self.slots[s].early = false;
+        self.prune_offers();
         for id in self.held_by(conn) {
             self.requeue(id);
         }

@@ -78,12 +78,12 @@ fn drop_abilities_returns_the_dropped_and_restarts_the_round_robin() {
 fn sleeping_workers_are_nooped_once_and_only_for_their_functions() {
     let (mut conns, c) = one(1);
     conns.add_ability(c, ability(4));
-    assert!(!conns.noop(c, 4), "awake: nothing to wake");
+    assert!(!conns.noop(c, 4, false), "awake: nothing to wake");
     conns.sleep(c, false);
     assert!(conns.wakeable_for(c, 4) && !conns.wakeable_for(c, 5));
-    assert!(!conns.noop(c, 5));
-    assert!(conns.noop(c, 4));
-    assert!(!conns.noop(c, 4), "NOOPed already");
+    assert!(!conns.noop(c, 5, false));
+    assert!(conns.noop(c, 4, false));
+    assert!(!conns.noop(c, 4, false), "NOOPed already");
     // Its next packet (not GRAB/PRE_SLEEP) puts it back on the wake lists.
     let (rights, enlist) = conns.heard_from(c, 7, false, false, false).expect("open");
     assert_eq!(rights, Rights::NO_CHANGES);

@@ -10,9 +10,9 @@ use crate::ops::{Op, Work, FUNCS, SLOTS};
 use crate::state::{id_of, MJob, Model};
 
 impl Model {
-    /// Grabs are checked, not predicted: the job handed out must be queued,
-    /// of the worker's functions, of the best priority among them, and the
-    /// oldest of its function and priority.
+    /// A plain worker's grab is checked, not predicted: the job handed out
+    /// must head the queue of one of its functions at the best priority
+    /// queued for any of them. An early taker's is predicted exactly.
     pub(crate) fn grab(&mut self, slot: usize, kind: usize) {
         let c = self.slots[slot];
         self.touch(c);
@@ -21,13 +21,17 @@ impl Model {
         let actual = self.w.take_all();
         let conn = self.conns.get_mut(&c).expect("conn");
         conn.sleeping = false;
-        let conn = &self.conns[&c];
-        let candidates: Vec<(usize, u64)> = self
-            .jobs
-            .iter()
-            .filter(|(_, j)| j.holder.is_none() && conn.can(j.func))
-            .map(|(&id, j)| (j.prio, id))
-            .collect();
+        let offer = match self.conns[&c].early {
+            true => Some(self.take_offer(c)),
+            false => None,
+        };
+        // The head of each queue it can take from, with its priority.
+        let mut candidates: Vec<(usize, u64)> = Vec::new();
+        for &(f, _) in self.conns[&c].abilities.iter().filter(|_| offer.is_none()) {
+            for (p, q) in self.queues[f].iter().enumerate() {
+                candidates.extend(q.front().map(|&id| (p, id)));
+            }
+        }
         assert_eq!(actual.len(), 1, "grab answered with {actual:?}");
         assert_eq!(actual[0].0, c);
         let Out::Packet(r) = &actual[0].1 else {
@@ -36,6 +40,10 @@ impl Model {
         let handle = match (r, kind) {
             (Response::NoJob, _) => {
                 assert!(candidates.is_empty(), "NO_JOB with {candidates:?} queued");
+                assert!(
+                    !matches!(offer, Some(Some(_))),
+                    "NO_JOB with {offer:?} offered"
+                );
                 return;
             }
             (
@@ -71,15 +79,20 @@ impl Model {
         let id = id_of(&handle);
         let job = &self.jobs[&id];
         assert!(job.holder.is_none(), "job {id} assigned twice");
-        assert!(candidates.contains(&(job.prio, id)));
-        let best = candidates.iter().map(|c| c.0).min();
-        assert_eq!(Some(job.prio), best, "priority is global");
-        let oldest = candidates
-            .iter()
-            .filter(|&&(p, j)| p == job.prio && self.jobs[&j].func == job.func)
-            .map(|c| c.1)
-            .min();
-        assert_eq!(Some(id), oldest, "FIFO within function and priority");
+        if let Some(offer) = offer {
+            assert_eq!(Some(id), offer, "early taker's grab");
+        } else {
+            assert!(!job.scheduled, "job {id} ran before it was due");
+            assert!(
+                candidates.contains(&(job.prio, id)),
+                "job {id} heads no queue: {:?}",
+                self.queues
+            );
+            let best = candidates.iter().map(|c| c.0).min();
+            assert_eq!(Some(job.prio), best, "priority is global");
+            self.queues[job.func][job.prio].pop_front();
+        }
+        let conn = &self.conns[&c];
         let timeout = conn
             .abilities
             .iter()
@@ -88,6 +101,7 @@ impl Model {
         let now = self.w.now;
         let job = self.jobs.get_mut(&id).expect("job");
         job.holder = Some(c);
+        job.scheduled = false;
         job.deadline = timeout.map(|t| now + t);
         self.conns.get_mut(&c).expect("conn").held.push(id);
     }
@@ -259,7 +273,33 @@ impl Model {
         assert_eq!(self.w.core.job_count(), self.jobs.len());
         let held: usize = self.conns.values().map(|c| c.held.len()).sum();
         assert_eq!(self.w.core.running_jobs(), held as u64);
+        self.check_views();
         self.w.take_all();
+    }
+
+    /// The function and worker views: queued and scheduled jobs per
+    /// function; each worker's functions and last `stats` figures.
+    fn check_views(&self) {
+        for v in self.w.core.functions_view() {
+            let f = FUNCS.iter().position(|n| v.name[..] == *n.as_bytes());
+            let f = f.expect("a model function");
+            let queued = self.queues[f].each_ref().map(|q| q.len() as u32);
+            let jobs = self.jobs.values();
+            let scheduled = jobs.filter(|j| j.func == f && j.scheduled).count() as u32;
+            assert_eq!((v.queued, v.scheduled), (queued, scheduled), "{}", FUNCS[f]);
+        }
+        let views = self.w.core.workers_view();
+        for v in &views {
+            let c = &self.conns[&v.id];
+            let funcs: Vec<Bytes> = c.abilities.iter().map(|a| b(FUNCS[a.0])).collect();
+            assert_eq!(v.functions, funcs, "worker {}'s functions", v.id);
+            let stats = v.stats.map(|s| (s.cpu_ms, s.max_rss_kib));
+            assert_eq!(stats, c.stats, "worker {}'s stats", v.id);
+        }
+        for (id, c) in &self.conns {
+            let listed = views.iter().any(|v| v.id == *id);
+            assert_eq!(listed, !c.abilities.is_empty(), "worker {id} listed");
+        }
     }
 
     /// Completes everything still held, then drains every queue with one
@@ -277,20 +317,28 @@ impl Model {
                 });
             }
         }
+        // Every epoch job due (at most 4 s ahead), then drained by a plain
+        // worker; if every slot takes epoch jobs early, slot 0 reconnects.
+        self.step(&Op::Advance { ms: 5_000 });
+        let plain = (0..SLOTS).find(|&s| !self.conns[&self.slots[s]].early);
+        let slot = plain.unwrap_or_else(|| {
+            self.step(&Op::Disconnect { slot: 0 });
+            0
+        });
         for func in 0..FUNCS.len() {
             self.step(&Op::CanDo {
-                slot: 0,
+                slot,
                 func,
                 timeout: None,
             });
         }
         for _ in 0..=self.jobs.len() {
-            self.step(&Op::Grab { slot: 0, kind: 0 });
-            if self.conns[&self.slots[0]].held.is_empty() {
+            self.step(&Op::Grab { slot, kind: 0 });
+            if self.conns[&self.slots[slot]].held.is_empty() {
                 break;
             }
             self.step(&Op::Work {
-                slot: 0,
+                slot,
                 what: Work::Complete,
                 pick: 0,
                 own: true,

@@ -1,7 +1,8 @@
-//! Model-based property test: random sequences of submits, grabs, results,
-//! ability changes, sleeps, cancels, disconnects and clock advances from
-//! several connections run against the core and against a plain reference
-//! model kept alongside. After every step the core's effects must equal the
+//! Model-based property test: random sequences of submits (plain and
+//! epoch), grabs, results, ability changes, sleeps, cancels, disconnects,
+//! clock advances and options (exceptions, epoch-early, stats) from several
+//! connections run against the core and against a plain reference model
+//! kept alongside. After every step the core's effects must equal the
 //! model's prediction (as a multiset; grabs are checked against the rules
 //! instead of predicted), and `status`, `prioritystatus`, `show jobs`,
 //! `job_count()` and `running_jobs()` must agree with the model. At the end
@@ -11,6 +12,7 @@
 mod checks;
 #[path = "../common/mod.rs"]
 mod common;
+mod epoch;
 mod ops;
 mod state;
 
@@ -85,4 +87,41 @@ fn model_smoke_sequence() {
     ];
     run(0, false, false, &ops);
     run(0, false, true, &ops);
+}
+
+#[test]
+fn model_epoch_smoke_sequence() {
+    let ops = [
+        Op::Epoch {
+            slot: 0,
+            func: 0,
+            unique: 0,
+            data: 0,
+            secs: 2,
+        },
+        Op::CanDo {
+            slot: 1,
+            func: 0,
+            timeout: Some(1),
+        },
+        Op::Sleep { slot: 1 },
+        Op::EpochEarly { slot: 1 },
+        Op::Grab { slot: 1, kind: 1 },
+        // Its time limit runs out before the job is due: offered again.
+        Op::Advance { ms: 1000 },
+        Op::CanDo {
+            slot: 2,
+            func: 0,
+            timeout: None,
+        },
+        Op::Grab { slot: 2, kind: 0 },
+        Op::Stats { slot: 2, pick: 0 },
+        Op::Stats { slot: 2, pick: 5 },
+        Op::Grab { slot: 1, kind: 0 },
+        Op::Disconnect { slot: 1 },
+        Op::Advance { ms: 1000 },
+        Op::Grab { slot: 2, kind: 2 },
+    ];
+    run(0, false, false, &ops);
+    run(1, false, true, &ops);
 }

@@ -1,7 +1,7 @@
 //! The reference model: plain records of jobs and connections, updated by
 //! the same rules the core follows, predicting each step's effects.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
 use gearshift_core::CoreConfig;
@@ -26,6 +26,10 @@ pub(crate) struct MJob {
     pub(crate) num: u32,
     pub(crate) den: u32,
     pub(crate) deadline: Option<u64>,
+    /// An epoch job's due time (ms), if it was in the future at submission.
+    pub(crate) due: Option<u64>,
+    /// Waiting for its due time: in no queue, runnable only by early takers.
+    pub(crate) scheduled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -38,12 +42,23 @@ pub(crate) struct MConn {
     /// The handle of the job this worker's last packet was a WORK_EXCEPTION
     /// for: a WORK_FAIL for it next is the same failure (no answer).
     pub(crate) after_exception: Option<Bytes>,
+    /// OPTION_REQ epoch-early: takes only epoch jobs not yet due.
+    pub(crate) early: bool,
+    /// The last valid OPTION_REQ `stats`: (CPU ms, RSS KiB).
+    pub(crate) stats: Option<(u64, u64)>,
 }
 
 impl MConn {
     pub(crate) fn can(&self, func: usize) -> bool {
         self.abilities.iter().any(|a| a.0 == func)
     }
+}
+
+/// A submission's kind: plain, or an epoch job due `secs` seconds after
+/// the current whole second.
+pub(crate) enum Kind {
+    Plain { prio: usize, bg: bool },
+    Epoch { secs: i64 },
 }
 
 pub(crate) struct Model {
@@ -56,6 +71,12 @@ pub(crate) struct Model {
     pub(crate) slots: [u64; SLOTS],
     pub(crate) next_conn: u64,
     pub(crate) handles: Vec<Bytes>,
+    /// Queued job ids per function and priority, in the order they run.
+    pub(crate) queues: [[VecDeque<u64>; 3]; FUNCS.len()],
+    /// Epoch jobs offered to each function's early takers, in order; ids
+    /// of jobs since due, taken or gone stay until a grab skips them (the
+    /// core keeps them too, and PRE_SLEEP counts them as work).
+    pub(crate) offered: [VecDeque<u64>; FUNCS.len()],
     pub(crate) funcs_seen: Vec<usize>,
     pub(crate) expected: Vec<(u64, Out)>,
     /// Foreground submissions per (client, handle).
@@ -95,6 +116,8 @@ impl Model {
             slots: [0; SLOTS],
             next_conn: 1,
             handles: Vec::new(),
+            queues: Default::default(),
+            offered: Default::default(),
             funcs_seen: Vec::new(),
             expected: Vec::new(),
             subs: HashMap::new(),
@@ -136,7 +159,7 @@ impl Model {
         let woken: Vec<u64> = self
             .conns
             .iter_mut()
-            .filter(|(_, c)| c.sleeping && !c.noop_sent && c.can(func))
+            .filter(|(_, c)| c.sleeping && !c.noop_sent && c.can(func) && !c.early)
             .map(|(&id, c)| {
                 c.noop_sent = true;
                 id
@@ -149,6 +172,7 @@ impl Model {
 
     pub(crate) fn remove(&mut self, id: u64) -> MJob {
         let job = self.jobs.remove(&id).expect("live job");
+        self.queues[job.func][job.prio].retain(|&j| j != id);
         if let Some(h) = job.holder {
             if let Some(c) = self.conns.get_mut(&h) {
                 c.held.retain(|&j| j != id);
@@ -175,9 +199,8 @@ impl Model {
             self.remove(id);
             return;
         }
-        let func = job.func;
         self.remove_holder(id);
-        self.wake(func);
+        self.back_in_line(id);
     }
 
     pub(crate) fn remove_holder(&mut self, id: u64) {
@@ -209,7 +232,7 @@ impl Model {
                 data,
                 prio,
                 bg,
-            } => self.submit(slot, func, unique, data, prio, bg),
+            } => self.submit(slot, func, unique, data, Kind::Plain { prio, bg }),
             Op::CanDo {
                 slot,
                 func,
@@ -219,6 +242,8 @@ impl Model {
                 self.touch(c);
                 self.see_func(func);
                 let conn = self.conns.get_mut(&c).expect("conn");
+                let new = !conn.can(func);
+                let early = conn.early;
                 conn.abilities.retain(|a| a.0 != func);
                 conn.abilities.insert(
                     0,
@@ -227,6 +252,9 @@ impl Model {
                         timeout.map(|t| if t < 1000 { t * 1000 } else { t }.max(1000)),
                     ),
                 );
+                if new && early {
+                    self.early_taker_joined(func);
+                }
                 match timeout {
                     Some(t) => self.w.can_do_timeout(c, FUNCS[func], &t.to_string()),
                     None => self.w.can_do(c, &[FUNCS[func]]),
@@ -248,10 +276,11 @@ impl Model {
                 let c = self.slots[slot];
                 self.touch(c);
                 let conn = &self.conns[&c];
-                let ready = self
-                    .jobs
-                    .values()
-                    .any(|j| j.holder.is_none() && conn.can(j.func));
+                // An early taker counts only offered epoch jobs as work.
+                let ready = conn.abilities.iter().any(|&(f, _)| match conn.early {
+                    true => !self.offered[f].is_empty(),
+                    false => self.queues[f].iter().any(|q| !q.is_empty()),
+                });
                 let conn = self.conns.get_mut(&c).expect("conn");
                 conn.sleeping = true;
                 conn.noop_sent = ready;
@@ -317,6 +346,7 @@ impl Model {
             Op::Disconnect { slot } => {
                 let c = self.slots[slot];
                 let conn = self.conns.remove(&c).expect("conn");
+                self.prune_offers();
                 for id in conn.held {
                     self.requeue(id);
                 }
@@ -336,40 +366,35 @@ impl Model {
                 self.w.disconnect(c);
                 self.open(slot);
             }
-            Op::Advance { ms } => {
-                let now = self.w.now + ms;
-                let mut due: Vec<(u64, u64)> = self
-                    .jobs
-                    .iter()
-                    .filter(|(_, j)| !j.cancelled && j.deadline.is_some_and(|d| d <= now))
-                    .map(|(&id, j)| (j.deadline.unwrap_or(0), id))
-                    .collect();
-                due.sort_unstable();
-                for (_, id) in due {
-                    self.requeue(id);
-                }
-                self.w.advance_to(now);
-            }
+            Op::Advance { ms } => self.advance(ms),
+            Op::Epoch {
+                slot,
+                func,
+                unique,
+                data,
+                secs,
+            } => self.submit(slot, func, unique, data, Kind::Epoch { secs }),
+            Op::EpochEarly { slot } => self.epoch_early(slot),
+            Op::Stats { slot, pick } => self.stats(slot, pick),
         }
         let actual = self.w.take_all();
         self.tally(&actual);
         assert_eq!(norm(&actual), norm(&self.expected), "after {op:?}");
     }
 
-    pub(crate) fn submit(
-        &mut self,
-        slot: usize,
-        func: usize,
-        unique: usize,
-        data: u8,
-        prio: usize,
-        bg: bool,
-    ) {
+    pub(crate) fn submit(&mut self, slot: usize, func: usize, unique: usize, data: u8, kind: Kind) {
+        let (prio, bg, epoch) = match kind {
+            Kind::Plain { prio, bg } => (prio, bg, None),
+            // As on the wire: background, normal priority.
+            Kind::Epoch { secs } => (1, true, Some(secs)),
+        };
         let c = self.slots[slot];
         self.touch(c);
         self.see_func(func);
         let unique = UNIQUES[unique];
         let data = Bytes::from(format!("d{data}"));
+        // An epoch job is due `secs` after the current whole second.
+        let secs = epoch.map(|s| (self.w.now / 1000) as i64 + s);
         let dup = self
             .jobs
             .iter()
@@ -414,15 +439,17 @@ impl Model {
                         num: 0,
                         den: 0,
                         deadline: None,
+                        due: None,
+                        scheduled: false,
                     },
                 );
+                // A due time not in the future makes an ordinary queued job.
+                let due = secs.map(|s| s.max(0) as u64 * 1000);
+                self.place(id, due.filter(|&d| d > self.w.now));
                 handle
             }
         };
         self.send(c, Response::JobCreated(handle.clone()));
-        if dup.is_none() {
-            self.wake(func);
-        }
         if !bg {
             *self.subs.entry((c, handle)).or_default() += 1;
         }
@@ -432,7 +459,7 @@ impl Model {
             data,
             priority: Priority::ALL[prio],
             background: bg,
-            epoch: None,
+            epoch: secs,
             reducer: None,
         };
         self.w.req(c, Request::submit(Box::new(s)));
@@ -447,7 +474,9 @@ impl Model {
             .filter(|&f| which(f))
             .collect();
         conn.abilities.retain(|a| !which(a.0));
-        for id in conn.held.clone() {
+        let held = conn.held.clone();
+        self.prune_offers();
+        for id in held {
             if dropped.contains(&self.jobs[&id].func) {
                 self.requeue(id);
             }

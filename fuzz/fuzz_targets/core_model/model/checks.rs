@@ -67,6 +67,15 @@ impl Model {
             .count();
         assert_eq!(self.core.job_count(), live, "job count");
         assert_eq!(self.core.running_jobs(), running as u64, "running jobs");
+        for v in self.core.workers_view() {
+            let stats = self
+                .slots
+                .iter()
+                .find(|c| c.id == v.id)
+                .and_then(|c| c.stats);
+            let shown = v.stats.map(|s| (s.cpu_ms, s.max_rss_kib));
+            assert_eq!(shown, stats, "stats of worker {}", v.id);
+        }
         let ids: Vec<u64> = self.jobs.keys().copied().collect();
         for id in ids {
             let job = &self.jobs[&id];

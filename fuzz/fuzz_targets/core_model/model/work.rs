@@ -13,6 +13,9 @@ impl Model {
             panic!("grab: {effects:?}");
         };
         assert_eq!(to.0, conn);
+        if self.slots[s].early {
+            return self.early_grab(s, kind, effects);
+        }
         // The highest priority any of its functions has queued.
         let abilities = self.slots[s].abilities.clone();
         let best = (0..3).find(|&p| {
