@@ -96,7 +96,20 @@ async fn prepare(
 ) {
     let (inboxes, next_id) = (&shared.inboxes, &shared.next_id);
     if let Some(gate) = &shared.gate {
-        match gate.check(&stream).await {
+        // On a TLS port a client that sends nothing is bounded as its
+        // handshake would be.
+        let checked = match &tls {
+            Some(_) => tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, gate.check(&stream))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "no TLS handshake within {:?}",
+                        crate::tls::HANDSHAKE_TIMEOUT
+                    ))
+                }),
+            None => gate.check(&stream).await,
+        };
+        match checked {
             Ok(None) => {}
             Ok(Some(Origin::Link { node })) => {
                 watch_closely(&stream, gate.node_timeout);
