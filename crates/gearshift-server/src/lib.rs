@@ -343,11 +343,18 @@ impl Server {
                 } => Some(store_task::HOLD_UNACKNOWLEDGED),
                 _ => None,
             };
+            // With PostgreSQL a commit is a round trip and a flush: a smaller
+            // group of new jobs waits briefly for the rest of the last one's.
+            let company = match &self.cfg.store {
+                StoreConfig::Postgres { .. } => Some(store_task::COMPANY_MAX),
+                _ => None,
+            };
             match StoreTask::spawn(
                 store,
                 deliver,
                 sync_every,
                 hold,
+                company,
                 self.commit_latency.clone(),
             ) {
                 Ok(task) => hub.set_store(task),

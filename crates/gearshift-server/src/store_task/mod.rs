@@ -123,6 +123,16 @@ pub const HOLD_UNACKNOWLEDGED: Duration = Duration::from_millis(5);
 /// Most operations held that way before they are written anyway.
 const HOLD_MAX_OPS: usize = 4096;
 
+/// Longest a smaller group of new jobs waits for company, with PostgreSQL
+/// (and never longer than the last commit took): N synchronous
+/// submitters otherwise settle into alternating commits (1 and 3 of 4,
+/// 122 and 134 of 256), as those acknowledged by one commit resubmit while
+/// the next runs, so every commit carries about half of them. Waiting for
+/// as many as the last commit carried merges them into one (a commit's
+/// time or less: two commits took as long); a lone submitter never waits
+/// (figures: docs/benchmarks.md, PostgreSQL).
+pub const COMPANY_MAX: Duration = Duration::from_millis(2);
+
 /// Most new jobs a batch may carry to be written inline by the hub: a
 /// whole read's worth of pipelined submissions, while a read buffer's
 /// flood (a few hundred kilobytes at most) still goes to the thread.
@@ -157,12 +167,16 @@ impl StoreTask {
     ///
     /// With `hold`, a group of operations that acknowledges nothing (no new
     /// job, schedule or handle reservation) may wait that long for company
-    /// before it is written ([`HOLD_UNACKNOWLEDGED`]).
+    /// before it is written ([`HOLD_UNACKNOWLEDGED`]). With `company`, a
+    /// group awaited by fewer submitters than the last commit was may wait
+    /// that long (at most the last commit's time) for the others
+    /// ([`COMPANY_MAX`]).
     pub fn spawn(
         store: Box<dyn Store>,
         deliver: Deliver,
         sync_every: Option<Duration>,
         hold: Option<Duration>,
+        company: Option<Duration>,
         latency: Arc<AtomicHistogram>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
@@ -178,7 +192,11 @@ impl StoreTask {
         let thread = std::thread::Builder::new()
             .name("gearshift-store".into())
             .spawn(move || {
-                let settings = ThreadSettings { sync_every, hold };
+                let settings = ThreadSettings {
+                    sync_every,
+                    hold,
+                    company,
+                };
                 store_thread(rx, c, d, w, l, deliver, settings)
             })?;
         Ok(StoreTask {
@@ -237,6 +255,17 @@ struct ThreadSettings {
     sync_every: Option<Duration>,
     /// How long operations no one waits on may be held.
     hold: Option<Duration>,
+    /// How long a smaller group of awaited operations may wait for company.
+    company: Option<Duration>,
+}
+
+/// How many submitters wait on a group's commit.
+fn awaited_in(batches: &[Vec<StoreOp>]) -> usize {
+    batches
+        .iter()
+        .flatten()
+        .filter(|op| awaited(op).is_some())
+        .count()
 }
 
 /// True when someone waits for this batch to be durable: a submitter for
@@ -259,7 +288,11 @@ fn store_thread(
     mut deliver: Deliver,
     settings: ThreadSettings,
 ) {
-    let ThreadSettings { sync_every, hold } = settings;
+    let ThreadSettings {
+        sync_every,
+        hold,
+        company,
+    } = settings;
     let lock = || {
         committer
             .lock()
@@ -274,6 +307,9 @@ fn store_thread(
     let mut pending: Vec<Vec<StoreOp>> = Vec::new();
     let mut pending_ops = 0usize;
     let mut held_until: Option<Instant> = None;
+    // What the last commit acknowledged, and how long it took.
+    let mut last_awaited = 0usize;
+    let mut last_took = Duration::ZERO;
     'serve: loop {
         let first = if let Some(until) = held_until {
             // Holding: asleep outside `recv`, so the batches that keep coming
@@ -309,6 +345,25 @@ fn store_thread(
                 };
             }
         }
+        if let Some(company) = company {
+            // Fewer wait on this group than on the last commit: the others
+            // are likely resubmitting now that it acknowledged them.
+            let mut waiting = awaited_in(&pending);
+            if waiting > 0 && waiting < last_awaited {
+                let until = Instant::now() + company.min(last_took);
+                while waiting < last_awaited {
+                    match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                        Ok(batch) => {
+                            waiting += awaited_in(std::slice::from_ref(&batch));
+                            pending_ops += batch.len();
+                            pending.push(batch);
+                        }
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => break 'serve,
+                    }
+                }
+            }
+        }
         if let (Some(hold), false) = (hold, pending.is_empty()) {
             let now = Instant::now();
             let due = held_until.is_some_and(|t| now >= t);
@@ -322,11 +377,16 @@ fn store_thread(
         if !pending.is_empty() {
             let batches = std::mem::take(&mut pending);
             let n = batches.len() as u64;
+            let awaited_now = awaited_in(&batches);
             let result = {
                 let mut c = lock();
                 let started = Instant::now();
                 let result = c.commit(batches);
-                latency.observe(started.elapsed());
+                last_took = started.elapsed();
+                latency.observe(last_took);
+                if awaited_now > 0 {
+                    last_awaited = awaited_now;
+                }
                 done.fetch_add(n, Ordering::Release);
                 result
             };
