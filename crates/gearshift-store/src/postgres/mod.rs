@@ -93,7 +93,19 @@ pub struct PgStore {
     lock_wait: Duration,
     /// The leader's epoch, for a fenced store.
     fence: Option<i64>,
+    /// Jobs stored when the flush statement was last prepared ([`REPLAN_FROM`]).
+    planned_for: usize,
 }
+
+/// The flush statement's plan is made at its first run with the tables as
+/// they then are, and kept until something invalidates it (an autovacuum's
+/// analyze, minutes later at worst): made on an empty `gearshift_jobs` (a
+/// node started on a drained, vacuumed queue), its deletes hash the whole
+/// table at every flush, so a flush costs in proportion to the queue (a
+/// queue of 10,000 cost 3-5x PostgreSQL's CPU per job: docs/benchmarks.md,
+/// PostgreSQL). So the statement is prepared again each time the stored
+/// jobs have doubled, from this many on, and planned on the table as it is.
+const REPLAN_FROM: usize = 1024;
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,6 +170,7 @@ impl PgStore {
             applied,
             lock_wait: opts.lock_wait,
             fence: opts.fence,
+            planned_for: 0,
         })
     }
 
@@ -318,6 +331,8 @@ impl PgStore {
         flush::mark_runs(sets, &ends, &started);
         (params.run_gone, params.run_new) = flush::run_changes(&running_before, &sets.running);
         let rows = params.rows();
+        let stored = sets.live.len() + sets.dead.len();
+        let replan = stored >= REPLAN_FROM && stored >= 2 * self.planned_for;
         let server = self.server.clone();
         // A connection lost since the load (reconnect failing) is undone
         // like a failed statement.
@@ -325,6 +340,15 @@ impl PgStore {
         let written = self.conn().and_then(|(client, statement)| {
             let err =
                 |e: postgres::Error| connect::unreachable_or_refused(&e, &server, "the flush");
+            if replan {
+                *statement = client
+                    .prepare(&flush::flush_sql(fence.is_some()))
+                    .map_err(err)?;
+                debug!(
+                    stored,
+                    "prepared the flush statement again for a grown queue"
+                );
+            }
             let updated = match also {
                 None => client
                     .execute(&*statement, &params.as_sql(fence.as_ref()))
@@ -353,6 +377,9 @@ impl PgStore {
         });
         match written {
             Ok(_) => {
+                if replan {
+                    self.planned_for = stored;
+                }
                 debug!(rows, "flushed a batch to PostgreSQL");
                 Ok(())
             }
