@@ -27,8 +27,10 @@
 #         second late) and its CPU (the postmaster, its children and the
 #         children it reaped); per server lifetime also pg_stat_database's
 #         xact_commit of that server's database (read after it stopped, so
-#         its backends have reported). Lines gain pg_xacts and pg_cpu_s;
-#         the table at the end gives per second and per job figures.
+#         its backends have reported). Lines gain pg_xacts and pg_cpu_s,
+#         and Gearshift's lines its group commits over the phase (count and
+#         seconds, from /metrics' gearshift_store_commit_seconds); the
+#         table at the end gives per second and per job figures.
 #   subab the sub step with another Gearshift build (GEARSHIFT_BEFORE) in
 #         gearmand's place: a change's before and after, interleaved
 #
@@ -242,15 +244,27 @@ run_sub() { # name, A name, A cmd, A database, B name, B cmd, B database
     BENCH_DIR=$BENCH
     . "$BENCH/lib.sh"
     trap 'server_stop' EXIT
-    # runs one load command; its JSON line gains the side, the server and
-    # PostgreSQL's write transactions and CPU over the command
+    # Gearshift's group commits so far (count, seconds) from its /metrics
+    # (the HTTP port is the Gearman port + 1); nothing from gearmand
+    store_commits() {
+      curl -s -m 2 "http://127.0.0.1:$((SERVER_PORT + 1))/metrics" 2>/dev/null |
+        awk '/^gearshift_store_commit_seconds_count/ {c = $2} /^gearshift_store_commit_seconds_sum/ {s = $2}
+             END { if (c != "") print c, s }'
+    }
+    # runs one load command; its JSON line gains the side, the server,
+    # PostgreSQL's write transactions and CPU over the command, and
+    # Gearshift's group commits
     phase() {
-      local x0 c0 x1 c1 line
-      x0=$(next_xid); c0=$(pg_cpu)
+      local x0 c0 x1 c1 m0 m1 line extra=""
+      x0=$(next_xid); c0=$(pg_cpu); m0=$(store_commits)
       line=$("$@" | tail -1)
-      x1=$(next_xid); c1=$(pg_cpu)
+      x1=$(next_xid); c1=$(pg_cpu); m1=$(store_commits)
       [ -n "$line" ] || line='{"error":"no result line","ok":false}'
-      printf '%s\n' "$line" | sed "s/^{/{\"side\":\"$side\",\"rep\":$rep,\"server\":\"$sname\",\"pre_busy_cores\":$pre,\"pg_xacts\":$((x1 - x0)),\"pg_cpu_s\":$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }'),/" >>"$lines"
+      if [ -n "$m0" ] && [ -n "$m1" ]; then
+        extra=$(awk -v a="$m0" -v b="$m1" 'BEGIN { split(a, x, " "); split(b, y, " ")
+          printf "\"store_commits\":%d,\"store_commit_s\":%.6f,", y[1] - x[1], y[2] - x[2] }')
+      fi
+      printf '%s\n' "$line" | sed "s/^{/{\"side\":\"$side\",\"rep\":$rep,\"server\":\"$sname\",\"pre_busy_cores\":$pre,\"pg_xacts\":$((x1 - x0)),\"pg_cpu_s\":$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }'),$extra/" >>"$lines"
     }
     for rep in $(seq 1 "$REPS"); do
       for side in A B; do
@@ -370,11 +384,17 @@ for step in ("sub", "subab"):
         continue
     d = json.load(open(path))
     med = lambda xs: statistics.median(xs) if xs else float("nan")
+    def cm(rs):  # Gearshift's mean commit time and jobs per commit
+        rs = [r for r in rs if r.get("store_commits")]
+        if not rs:
+            return "- | -"
+        return (f"{med([r['store_commit_s'] / r['store_commits'] * 1e3 for r in rs]):.3g}"
+                f" | {med([r['ops'] / r['store_commits'] for r in rs]):.3g}")
     print()
     print(f"{step}: PostgreSQL per phase ({d.get('machine', '')}), medians over reps")
     print()
-    print("| workload | server | jobs/s | server CPU s/Mjob | PostgreSQL write xacts/s | jobs per xact | PostgreSQL CPU s/Mjob |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| workload | server | jobs/s | server CPU s/Mjob | PostgreSQL write xacts/s | jobs per xact | PostgreSQL CPU s/Mjob | Gearshift's commit ms | jobs per commit |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for w in ("A_submit", "A_submit_256"):
         for side in ("A", "B"):
             rs = [r for r in d["results"] if r.get("scenario") == w and r["side"] == side and r.get("rate")]
@@ -384,7 +404,8 @@ for step in ("sub", "subab"):
                   f" | {med([r['server_cpu_s_per_mop'] for r in rs]):.3g}"
                   f" | {fmt(med([r['pg_xacts'] / r['secs'] for r in rs]))}"
                   f" | {med([r['ops'] / r['pg_xacts'] for r in rs if r['pg_xacts']]):.3g}"
-                  f" | {med([r['pg_cpu_s'] / r['ops'] * 1e6 for r in rs]):.3g} |")
+                  f" | {med([r['pg_cpu_s'] / r['ops'] * 1e6 for r in rs]):.3g}"
+                  f" | {cm(rs)} |")
     for side in ("A", "B"):
         ls = [r for r in d["results"] if r.get("scenario") == "server_lifetime" and r["side"] == side]
         if ls:
