@@ -93,7 +93,8 @@ pub struct PgStore {
     lock_wait: Duration,
     /// The leader's epoch, for a fenced store.
     fence: Option<i64>,
-    /// Jobs stored when the flush statement was last prepared ([`REPLAN_FROM`]).
+    /// The fewest jobs stored since the flush statement was last prepared
+    /// ([`REPLAN_FROM`]).
     planned_for: usize,
 }
 
@@ -104,7 +105,8 @@ pub struct PgStore {
 /// table at every flush, so a flush costs in proportion to the queue (a
 /// queue of 10,000 cost 3-5x PostgreSQL's CPU per job: docs/benchmarks.md,
 /// PostgreSQL). So the statement is prepared again each time the stored
-/// jobs have doubled, from this many on, and planned on the table as it is.
+/// jobs have doubled since the fewest since it was last prepared (an
+/// autovacuum may re-plan it on an emptied table), from this many on.
 const REPLAN_FROM: usize = 1024;
 
 impl std::fmt::Debug for PgStore {
@@ -198,6 +200,7 @@ impl PgStore {
             }
             let statement = prepare(&mut client, &self.server, self.fence.is_some())?;
             self.sets = None;
+            self.planned_for = 0;
             debug!(server = %self.server, "reconnected to PostgreSQL");
             self.conn = Some((client, statement));
         }
@@ -377,9 +380,11 @@ impl PgStore {
         });
         match written {
             Ok(_) => {
-                if replan {
-                    self.planned_for = stored;
-                }
+                self.planned_for = if replan {
+                    stored
+                } else {
+                    self.planned_for.min(stored)
+                };
                 debug!(rows, "flushed a batch to PostgreSQL");
                 Ok(())
             }
