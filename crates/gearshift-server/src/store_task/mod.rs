@@ -123,14 +123,10 @@ pub const HOLD_UNACKNOWLEDGED: Duration = Duration::from_millis(5);
 /// Most operations held that way before they are written anyway.
 const HOLD_MAX_OPS: usize = 4096;
 
-/// Longest a smaller group of new jobs waits for company, with PostgreSQL
-/// (and never longer than the last commit took): N synchronous
-/// submitters otherwise settle into alternating commits (1 and 3 of 4,
-/// 122 and 134 of 256), as those acknowledged by one commit resubmit while
-/// the next runs, so every commit carries about half of them. Waiting for
-/// as many as the last commit carried merges them into one (a commit's
-/// time or less: two commits took as long); a lone submitter never waits
-/// (figures: docs/benchmarks.md, PostgreSQL).
+/// Longest a smaller group of new jobs waits, with PostgreSQL, for as many
+/// as the last commit carried (and never longer than that commit took):
+/// synchronous submitters otherwise split into alternating commits of about
+/// half of them each. A lone submitter never waits.
 pub const COMPANY_MAX: Duration = Duration::from_millis(2);
 
 /// Most new jobs a batch may carry to be written inline by the hub: a

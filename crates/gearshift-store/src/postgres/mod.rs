@@ -98,15 +98,11 @@ pub struct PgStore {
     planned_for: usize,
 }
 
-/// The flush statement's plan is made at its first run with the tables as
-/// they then are, and kept until something invalidates it (an autovacuum's
-/// analyze, minutes later at worst): made on an empty `gearshift_jobs` (a
-/// node started on a drained, vacuumed queue), its deletes hash the whole
-/// table at every flush, so a flush costs in proportion to the queue (a
-/// queue of 10,000 cost 3-5x PostgreSQL's CPU per job: docs/benchmarks.md,
-/// PostgreSQL). So the statement is prepared again each time the stored
-/// jobs have doubled since the fewest since it was last prepared (an
-/// autovacuum may re-plan it on an emptied table), from this many on.
+/// The flush's generic plan is made on the table as it is then: made on an
+/// empty `gearshift_jobs`, its deletes hash the whole table at every flush
+/// until something re-plans it. So the statement is prepared again each time
+/// the stored jobs have doubled since the fewest since the last plan, from
+/// this many on.
 const REPLAN_FROM: usize = 1024;
 
 impl std::fmt::Debug for PgStore {
