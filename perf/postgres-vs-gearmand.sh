@@ -9,8 +9,30 @@
 #   pgq   gearmand -t 0 -q Postgres   vs  gearshift --store postgres://...
 #   pgqu  the same two, R_submit and R_drain with a unique id per job
 #   mem   gearmand -t 0 (in memory)   vs  gearshift --store postgres://...
-#   yard  pgbench: one-row INSERT commits/s from 1 and 4 clients on the
-#         same cluster (what one commit per job costs here)
+#   yard  pgbench: one-row INSERT commits/s from 1, 4 and 16 clients on
+#         the same cluster (what one commit per job costs here, and the
+#         database's commit rate with several committers)
+#   sub   A_submit (background submissions, each acknowledged by
+#         JOB_CREATED) at the harness's concurrency and with many in
+#         flight, with what PostgreSQL did for them (issue 33):
+#           A_submit      gearload bg -w 0: 4 synchronous libgearman
+#                         clients (libgearman's UUID unique per job)
+#           A_submit_256  rawload bg -u: SUB_M conns x SUB_D in flight
+#                         (4 x 64 = 256), a unique id per job
+#         each drained afterwards (rawload drain), so no run starts on a
+#         full table, and the server's database vacuumed once it stopped,
+#         so its dead rows cost the other side nothing. Around each timed phase: PostgreSQL's
+#         write transactions (the next xid, exact at once, unlike
+#         pg_stat_database, whose counters a busy backend reports up to a
+#         second late) and its CPU (the postmaster, its children and the
+#         children it reaped); per server lifetime also pg_stat_database's
+#         xact_commit of that server's database (read after it stopped, so
+#         its backends have reported). Lines gain pg_xacts and pg_cpu_s,
+#         and Gearshift's lines its group commits over the phase (count and
+#         seconds, from /metrics' gearshift_store_commit_seconds); the
+#         table at the end gives per second and per job figures.
+#   subab the sub step with another Gearshift build (GEARSHIFT_BEFORE) in
+#         gearmand's place: a change's before and after, interleaved
 #
 # pgq and mem are each one interleaved run of the harness's compare.sh
 # (A B A B ..., a fresh server per scenario group) over groups A, B and R.
@@ -30,7 +52,7 @@
 # start when missing); Gearshift its `gearshift_*` tables. Each server has
 # its own database, both in the one cluster.
 #
-#   perf/postgres-vs-gearmand.sh [STEP ...]     # default: pgq pgqu mem yard
+#   perf/postgres-vs-gearmand.sh [STEP ...]     # default: pgq pgqu mem yard sub
 #
 # Environment:
 #   BENCH      the harness (default ../shared/bench beside the repository)
@@ -43,6 +65,11 @@
 #              hit the 25 s cap. pgqu uses PGQ_R_N too.
 #   MEM_A_N    A_N of the mem step (default 20000: Gearshift on PostgreSQL
 #              would need ~30 s for the harness's 100,000). R_N stays 200,000.
+#   SUB_A_N    jobs of the sub step's A_submit (default 10000)
+#   SUB_N, SUB_M, SUB_D  jobs, connections and in flight per connection of
+#              its A_submit_256 (default 50000, 4, 64); SUB_T its time cap
+#              (default 90 s: gearmand commits a job at a time, 1,500-5,000/s here)
+#   GEARSHIFT_BEFORE  the subab step's other build
 #   GM_EXTRA   extra gearmand flags for both gearmand sides (default none)
 #   OUTDIR     where the JSON goes (default /tmp/postgres-vs-gearmand)
 #   PG_BIN     PostgreSQL's server programs
@@ -55,6 +82,11 @@ SCENARIOS=${SCENARIOS:-"A B R"}
 PGQ_A_N=${PGQ_A_N:-10000}
 PGQ_R_N=${PGQ_R_N:-10000}
 MEM_A_N=${MEM_A_N:-20000}
+SUB_A_N=${SUB_A_N:-10000}
+SUB_N=${SUB_N:-50000}
+SUB_M=${SUB_M:-4}
+SUB_D=${SUB_D:-64}
+SUB_T=${SUB_T:-90}
 GM_EXTRA=${GM_EXTRA:-}
 OUTDIR=${OUTDIR:-/tmp/postgres-vs-gearmand}
 GEARSHIFT=${GEARSHIFT:-$PWD/target/release/gearshift}
@@ -176,13 +208,103 @@ run_unique() { # name, A name, A cmd, B name, B cmd
   rm -f "$lines"
 }
 
+# PostgreSQL's write transactions so far: the next xid to be assigned
+# (psql's own read-only query takes none)
+next_xid() { q -d postgres -c 'SELECT pg_snapshot_xmax(pg_current_snapshot())'; }
+# PostgreSQL's CPU seconds so far: the postmaster, its live children, and
+# the children it has reaped (a server's backends exit when it stops)
+pg_cpu() {
+  python3 - "$(head -1 "$PGDATA_/postmaster.pid")" <<'PY'
+import os, sys
+pm, ticks = int(sys.argv[1]), 0
+for d in os.listdir("/proc"):
+    if not d.isdigit():
+        continue
+    try:
+        st = open(f"/proc/{d}/stat").read()
+    except OSError:
+        continue
+    f = st[st.rfind(")") + 2:].split()  # f[1] ppid, f[11..14] utime stime cutime cstime
+    if int(d) == pm:
+        ticks += sum(int(x) for x in f[11:15])
+    elif int(f[1]) == pm:
+        ticks += int(f[11]) + int(f[12])
+print(f"{ticks / os.sysconf('SC_CLK_TCK'):.2f}")
+PY
+}
+# A_submit at 4 synchronous clients and with SUB_M x SUB_D in flight, with
+# PostgreSQL's transactions and CPU around each phase, interleaved A B A B
+run_sub() { # name, A name, A cmd, A database, B name, B cmd, B database
+  local name=$1 an=$2 ac=$3 adb=$4 bn=$5 bc=$6 bdb=$7 out=$OUTDIR/$1.json lines
+  echo "== $name: $an vs $bn (A_submit: gearload bg -c 4 -w 0, $SUB_A_N jobs;" \
+    "A_submit_256: rawload bg -u -m $SUB_M -D $SUB_D, $SUB_N jobs; $REPS reps)"
+  lines=$(mktemp /tmp/pgvg-lines-XXXXXX)
+  (
+    set +e
+    BENCH_DIR=$BENCH
+    . "$BENCH/lib.sh"
+    trap 'server_stop' EXIT
+    # Gearshift's group commits so far (count, seconds) from its /metrics
+    # (the HTTP port is the Gearman port + 1); nothing from gearmand
+    store_commits() {
+      curl -s -m 2 "http://127.0.0.1:$((SERVER_PORT + 1))/metrics" 2>/dev/null |
+        awk '/^gearshift_store_commit_seconds_count/ {c = $2} /^gearshift_store_commit_seconds_sum/ {s = $2}
+             END { if (c != "") print c, s }'
+    }
+    # runs one load command; its JSON line gains the side, the server,
+    # PostgreSQL's write transactions and CPU over the command, and
+    # Gearshift's group commits
+    phase() {
+      local x0 c0 x1 c1 m0 m1 line extra=""
+      x0=$(next_xid); c0=$(pg_cpu); m0=$(store_commits)
+      line=$("$@" | tail -1)
+      x1=$(next_xid); c1=$(pg_cpu); m1=$(store_commits)
+      [ -n "$line" ] || line='{"error":"no result line","ok":false}'
+      if [ -n "$m0" ] && [ -n "$m1" ]; then
+        extra=$(awk -v a="$m0" -v b="$m1" 'BEGIN { split(a, x, " "); split(b, y, " ")
+          printf "\"store_commits\":%d,\"store_commit_s\":%.6f,", y[1] - x[1], y[2] - x[2] }')
+      fi
+      printf '%s\n' "$line" | sed "s/^{/{\"side\":\"$side\",\"rep\":$rep,\"server\":\"$sname\",\"pre_busy_cores\":$pre,\"pg_xacts\":$((x1 - x0)),\"pg_cpu_s\":$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }'),$extra/" >>"$lines"
+    }
+    for rep in $(seq 1 "$REPS"); do
+      for side in A B; do
+        if [ $side = A ]; then cmd=$ac sname=$an db=$adb; else cmd=$bc sname=$bn db=$bdb; fi
+        pre=$(wait_quiet)
+        k0=$(q -d postgres -c "SELECT xact_commit FROM pg_stat_database WHERE datname = '$db'")
+        server_start "$cmd" || { echo "{\"side\":\"$side\",\"rep\":$rep,\"scenario\":\"A_submit\",\"error\":\"server did not start\",\"ok\":false}" >>"$lines"; continue; }
+        fa="bench_Sa_$$_$RANDOM" fb="bench_Sb_$$_$RANDOM"
+        common=(-p "$SERVER_PORT" -P "$SERVER_PID" -T "$SUB_T")
+        phase "$GEARLOAD" bg "${common[@]}" -f "$fa" -c 4 -w 0 -n "$SUB_A_N"
+        phase "$RAWLOAD" drain "${common[@]}" -f "$fa" -n "$SUB_A_N" -k 4 -L A_drain_raw
+        phase "$RAWLOAD" bg "${common[@]}" -f "$fb" -u -n "$SUB_N" -m "$SUB_M" -D "$SUB_D" -L A_submit_256
+        phase "$RAWLOAD" drain "${common[@]}" -f "$fb" -n "$SUB_N" -k 4 -L A_drain_256
+        server_stop
+        sleep 1   # the server's backends report their counters as they exit
+        k1=$(q -d postgres -c "SELECT xact_commit FROM pg_stat_database WHERE datname = '$db'")
+        # the churn's dead rows are vacuumed now, not by an autovacuum
+        # during the other side's run (it waits for one already running)
+        q -d "$db" -c 'VACUUM'
+        echo "{\"side\":\"$side\",\"rep\":$rep,\"server\":\"$sname\",\"scenario\":\"server_lifetime\",\"database\":\"$db\",\"xact_commit\":$((k1 - k0)),\"jobs\":$((SUB_A_N + SUB_N))}" >>"$lines"
+      done
+    done
+  )
+  {
+    printf '{"A":{"name":"%s","cmd":"%s"},"B":{"name":"%s","cmd":"%s"},"reps":%s,"params":{"A_N":%s,"R_N":%s,"SUB_M":%s,"SUB_D":%s},"machine":"%s","results":[\n' \
+      "$an" "$(printf '%s' "$ac" | sed 's/"/\\"/g')" "$bn" "$(printf '%s' "$bc" | sed 's/"/\\"/g')" "$REPS" "$SUB_A_N" "$SUB_N" "$SUB_M" "$SUB_D" \
+      "$(nproc) cores, $(uname -r), PostgreSQL $PG_VERSION"
+    sed '$!s/$/,/' "$lines"
+    printf ']}\n'
+  } >"$out"
+  rm -f "$lines"
+}
+
 # the cost of one commit per job on this cluster and disk
 yardstick() {
   local f=$OUTDIR/yard.sql c
   q -d gearmand -c 'CREATE TABLE IF NOT EXISTS yard (id BIGSERIAL PRIMARY KEY, data BYTEA)'
   echo "INSERT INTO yard (data) VALUES ('\\x$(printf '%0200d' 0)');" >"$f"
   echo "== yard: pgbench, one-row INSERT per transaction (fsync=on, synchronous_commit=on), 5 s each"
-  for c in 1 4; do
+  for c in 1 4 16; do
     printf '  %s client(s): ' "$c"
     pgbench -n -h 127.0.0.1 -p "$PGPORT_" -U gearshift -c "$c" -j "$c" -T 5 -f "$f" gearmand 2>/dev/null |
       awk '/latency average/ {l=$4} /^tps/ {t=$3} END {printf "%.0f commits/s, latency %s ms\n", t, l}' |
@@ -192,7 +314,7 @@ yardstick() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(pgq pgqu mem yard)
+[ ${#steps[@]} -gt 0 ] || steps=(pgq pgqu mem yard sub)
 for step in "${steps[@]}"; do
   case $step in
     pgq) if [ $PGQ_OK = 1 ]; then
@@ -205,7 +327,13 @@ for step in "${steps[@]}"; do
           fi ;;
     mem) run mem gearmand-t0 "$GM" gearshift-postgres "$GS_PG" A_N="$MEM_A_N" ;;
     yard) yardstick ;;
-    *) echo "unknown step $step (pgq, pgqu, mem, yard)" >&2; exit 2 ;;
+    sub) if [ $PGQ_OK = 1 ]; then
+           run_sub sub gearmand-t0-postgres "$GM_PGQ" gearmand gearshift-postgres "$GS_PG" gearshift
+         fi ;;
+    subab) [ -x "${GEARSHIFT_BEFORE:-}" ] || { echo "subab needs GEARSHIFT_BEFORE=a gearshift binary" >&2; exit 2; }
+           run_sub subab gearshift-before "$GEARSHIFT_BEFORE${GS_PG#"$GEARSHIFT"}" gearshift \
+             gearshift-postgres "$GS_PG" gearshift ;;
+    *) echo "unknown step $step (pgq, pgqu, mem, yard, sub, subab)" >&2; exit 2 ;;
   esac
   # a cluster that died (e.g. a full disk) makes every later run meaningless
   q -d postgres -c 'SELECT 1' >/dev/null ||
@@ -218,8 +346,8 @@ echo "rows left in the databases: gearshift_jobs $(q -d gearshift -c 'SELECT cou
 python3 - "$OUTDIR" "${steps[@]}" <<'EOF'
 import json, os, statistics, sys
 outdir, steps = sys.argv[1], sys.argv[2:]
-WORK = ["A_submit", "A_drain", "B_rt", "R_echo", "R_submit", "R_drain", "R_fg", "R_submit_u", "R_drain_u"]
-TARGET = {("pgq", "A_submit"): 10.0, ("mem", "R_fg"): 0.5}
+WORK = ["A_submit", "A_drain", "B_rt", "R_echo", "R_submit", "R_drain", "R_fg", "R_submit_u", "R_drain_u", "A_submit_256"]
+TARGET = {("pgq", "A_submit"): 10.0, ("mem", "R_fg"): 0.5, ("sub", "A_submit"): 3.0, ("sub", "A_submit_256"): 20.0}
 def fmt(v):
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 print()
@@ -249,6 +377,41 @@ for step in steps:
             tgt = f"≥ {t:g}: " + ("met" if statistics.median(ratios) >= t else "NOT met")
         print(f"| {label} | {w} | {fmt(med(A,'rate'))} | {fmt(med(B,'rate'))} | {ratio} | {med(A,'server_cpu_s_per_mop'):.3g} | {med(B,'server_cpu_s_per_mop'):.3g} | {oka}/{len(A)} {okb}/{len(B)} | {tgt} |")
         label = ""
+# what PostgreSQL did for the sub step's submissions
+for step in ("sub", "subab"):
+    path = os.path.join(outdir, f"{step}.json")
+    if step not in steps or not os.path.exists(path):
+        continue
+    d = json.load(open(path))
+    med = lambda xs: statistics.median(xs) if xs else float("nan")
+    def cm(rs):  # Gearshift's mean commit time and jobs per commit
+        rs = [r for r in rs if r.get("store_commits")]
+        if not rs:
+            return "- | -"
+        return (f"{med([r['store_commit_s'] / r['store_commits'] * 1e3 for r in rs]):.3g}"
+                f" | {med([r['ops'] / r['store_commits'] for r in rs]):.3g}")
+    print()
+    print(f"{step}: PostgreSQL per phase ({d.get('machine', '')}), medians over reps")
+    print()
+    print("| workload | server | jobs/s | server CPU s/Mjob | PostgreSQL write xacts/s | jobs per xact | PostgreSQL CPU s/Mjob | Gearshift's commit ms | jobs per commit |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for w in ("A_submit", "A_submit_256"):
+        for side in ("A", "B"):
+            rs = [r for r in d["results"] if r.get("scenario") == w and r["side"] == side and r.get("rate")]
+            if not rs:
+                continue
+            print(f"| {w} | {d[side]['name']} | {fmt(med([r['rate'] for r in rs]))}"
+                  f" | {med([r['server_cpu_s_per_mop'] for r in rs]):.3g}"
+                  f" | {fmt(med([r['pg_xacts'] / r['secs'] for r in rs]))}"
+                  f" | {med([r['ops'] / r['pg_xacts'] for r in rs if r['pg_xacts']]):.3g}"
+                  f" | {med([r['pg_cpu_s'] / r['ops'] * 1e6 for r in rs]):.3g}"
+                  f" | {cm(rs)} |")
+    for side in ("A", "B"):
+        ls = [r for r in d["results"] if r.get("scenario") == "server_lifetime" and r["side"] == side]
+        if ls:
+            print(f"\n{d[side]['name']}: pg_stat_database xact_commit per server lifetime"
+                  f" (submit and drain, {ls[0]['jobs']} jobs): {', '.join(str(r['xact_commit']) for r in ls)}", end="")
+    print()
 print()
 print(f"JSON and compare.sh's own tables: {outdir}/{{{','.join(steps)}}}.{{json,txt}}")
 EOF

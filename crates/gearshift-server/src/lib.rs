@@ -58,7 +58,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gearshift_core::Core;
-use gearshift_store::{Durability, LogOptions, LogStore, PgOptions, PgStore, Store, StoreError};
+use gearshift_store::{LogOptions, LogStore, PgOptions, PgStore, Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify, Semaphore};
 
@@ -313,13 +313,6 @@ impl Server {
             receivers.push(rx);
         }
         if let Some(store) = self.store {
-            let sync_every = match &self.cfg.store {
-                StoreConfig::Log {
-                    durability: Durability::Interval(every),
-                    ..
-                } => Some(*every),
-                _ => None,
-            };
             let deliver: Deliver = if inline {
                 let tx = inboxes[0].clone();
                 Box::new(move |c| {
@@ -333,22 +326,8 @@ impl Server {
                     }
                 })
             };
-            // With fsync durability a flush is a synchronous disk write, so
-            // ends and other unacknowledged operations wait a little for company.
-            let hold = match &self.cfg.store {
-                StoreConfig::Log {
-                    durability: Durability::Fsync,
-                    ..
-                } => Some(store_task::HOLD_UNACKNOWLEDGED),
-                _ => None,
-            };
-            match StoreTask::spawn(
-                store,
-                deliver,
-                sync_every,
-                hold,
-                self.commit_latency.clone(),
-            ) {
+            let timing = store_task::Timing::of(&self.cfg.store);
+            match StoreTask::spawn(store, deliver, timing, self.commit_latency.clone()) {
                 Ok(task) => hub.set_store(task),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start the store thread");

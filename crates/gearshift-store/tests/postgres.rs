@@ -385,3 +385,40 @@ fn a_fenced_store_writes_nothing_once_the_lease_moved_on() {
         .collect();
     assert_eq!(ids, vec![1], "the fenced batch stored nothing");
 }
+
+/// A queue that grows past the re-planning points (1,024 and 2,048 jobs)
+/// is stored and ended whole: the flush statement prepared again mid-way
+/// writes as before.
+#[test]
+fn a_growing_queue_survives_the_flush_being_planned_again() {
+    let url = shared().fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    for batch in 0..30u64 {
+        for id in batch * 100 + 1..=batch * 100 + 100 {
+            s.add(&job(id, "f", "", 0, b"x"));
+        }
+        s.flush().expect("flush a batch of adds");
+    }
+    let count = |db: &mut postgres::Client| -> i64 {
+        db.query_one("SELECT count(*) FROM gearshift_jobs", &[])
+            .expect("count")
+            .get(0)
+    };
+    let mut db = sql(&url);
+    assert_eq!(count(&mut db), 3000);
+    for id in 1..=2990 {
+        s.done(id);
+    }
+    s.flush().expect("flush the ends");
+    assert_eq!(count(&mut db), 10);
+    drop(s);
+    let ids: Vec<u64> = open(&url)
+        .replay()
+        .expect("replay")
+        .jobs
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(ids, (2991..=3000).collect::<Vec<u64>>());
+}

@@ -123,6 +123,12 @@ pub const HOLD_UNACKNOWLEDGED: Duration = Duration::from_millis(5);
 /// Most operations held that way before they are written anyway.
 const HOLD_MAX_OPS: usize = 4096;
 
+/// Longest a smaller group of new jobs waits, with PostgreSQL, for as many
+/// as the last commit carried (and never longer than that commit took):
+/// synchronous submitters otherwise split into alternating commits of about
+/// half of them each. A lone submitter never waits.
+pub const COMPANY_MAX: Duration = Duration::from_millis(2);
+
 /// Most new jobs a batch may carry to be written inline by the hub: a
 /// whole read's worth of pipelined submissions, while a read buffer's
 /// flood (a few hundred kilobytes at most) still goes to the thread.
@@ -151,18 +157,12 @@ pub struct StoreTask {
 }
 
 impl StoreTask {
-    /// Starts the thread; its commits' results go to `deliver`. With `sync_every`
-    /// (interval durability), written data is forced to disk at that
-    /// interval and small batches may be written inline.
-    ///
-    /// With `hold`, a group of operations that acknowledges nothing (no new
-    /// job, schedule or handle reservation) may wait that long for company
-    /// before it is written ([`HOLD_UNACKNOWLEDGED`]).
+    /// Starts the thread; its commits' results go to `deliver`, at the
+    /// pace `timing` sets.
     pub fn spawn(
         store: Box<dyn Store>,
         deliver: Deliver,
-        sync_every: Option<Duration>,
-        hold: Option<Duration>,
+        timing: Timing,
         latency: Arc<AtomicHistogram>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
@@ -177,10 +177,7 @@ impl StoreTask {
         );
         let thread = std::thread::Builder::new()
             .name("gearshift-store".into())
-            .spawn(move || {
-                let settings = ThreadSettings { sync_every, hold };
-                store_thread(rx, c, d, w, l, deliver, settings)
-            })?;
+            .spawn(move || store_thread(rx, c, d, w, l, deliver, timing))?;
         Ok(StoreTask {
             tx,
             thread,
@@ -188,8 +185,8 @@ impl StoreTask {
             sent: 0,
             done,
             dirty,
-            inline: sync_every.is_some(),
-            hold: hold.is_some(),
+            inline: timing.sync_every.is_some(),
+            hold: timing.hold.is_some(),
             latency,
         })
     }
@@ -232,11 +229,61 @@ impl StoreTask {
 }
 
 /// How the store thread paces its writes.
-struct ThreadSettings {
-    /// `interval` durability: sync this often.
-    sync_every: Option<Duration>,
-    /// How long operations no one waits on may be held.
-    hold: Option<Duration>,
+/// When the store thread writes and syncs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timing {
+    /// `interval` durability: written data is forced to disk this often,
+    /// and small batches may be written inline by the hub.
+    pub sync_every: Option<Duration>,
+    /// How long a group that acknowledges nothing (no new job, schedule
+    /// or handle reservation) may wait for company ([`HOLD_UNACKNOWLEDGED`]).
+    pub hold: Option<Duration>,
+    /// How long a group awaited by fewer submitters than the last commit
+    /// may wait for the others, at most the last commit's time
+    /// ([`COMPANY_MAX`]).
+    pub company: Option<Duration>,
+}
+
+impl Timing {
+    /// What suits `store`: interval durability syncs on a clock; with fsync
+    /// durability a flush is a synchronous disk write, so ends and other
+    /// unacknowledged operations wait a little for company; with PostgreSQL
+    /// a commit is a round trip and a flush, so a smaller group of new jobs
+    /// waits briefly for the rest of the last one's.
+    pub fn of(store: &crate::StoreConfig) -> Timing {
+        use crate::StoreConfig;
+        use gearshift_store::Durability;
+        match store {
+            StoreConfig::Log {
+                durability: Durability::Interval(every),
+                ..
+            } => Timing {
+                sync_every: Some(*every),
+                ..Timing::default()
+            },
+            StoreConfig::Log {
+                durability: Durability::Fsync,
+                ..
+            } => Timing {
+                hold: Some(HOLD_UNACKNOWLEDGED),
+                ..Timing::default()
+            },
+            StoreConfig::Postgres { .. } => Timing {
+                company: Some(COMPANY_MAX),
+                ..Timing::default()
+            },
+            _ => Timing::default(),
+        }
+    }
+}
+
+/// How many submitters wait on a group's commit.
+fn awaited_in(batches: &[Vec<StoreOp>]) -> usize {
+    batches
+        .iter()
+        .flatten()
+        .filter(|op| awaited(op).is_some())
+        .count()
 }
 
 /// True when someone waits for this batch to be durable: a submitter for
@@ -257,9 +304,13 @@ fn store_thread(
     dirty: Arc<AtomicBool>,
     latency: Arc<AtomicHistogram>,
     mut deliver: Deliver,
-    settings: ThreadSettings,
+    timing: Timing,
 ) {
-    let ThreadSettings { sync_every, hold } = settings;
+    let Timing {
+        sync_every,
+        hold,
+        company,
+    } = timing;
     let lock = || {
         committer
             .lock()
@@ -274,6 +325,9 @@ fn store_thread(
     let mut pending: Vec<Vec<StoreOp>> = Vec::new();
     let mut pending_ops = 0usize;
     let mut held_until: Option<Instant> = None;
+    // What the last commit acknowledged, and how long it took.
+    let mut last_awaited = 0usize;
+    let mut last_took = Duration::ZERO;
     'serve: loop {
         let first = if let Some(until) = held_until {
             // Holding: asleep outside `recv`, so the batches that keep coming
@@ -309,6 +363,25 @@ fn store_thread(
                 };
             }
         }
+        if let Some(company) = company {
+            // Fewer wait on this group than on the last commit: the others
+            // are likely resubmitting now that it acknowledged them.
+            let mut waiting = awaited_in(&pending);
+            if waiting > 0 && waiting < last_awaited {
+                let until = Instant::now() + company.min(last_took);
+                while waiting < last_awaited {
+                    match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                        Ok(batch) => {
+                            waiting += awaited_in(std::slice::from_ref(&batch));
+                            pending_ops += batch.len();
+                            pending.push(batch);
+                        }
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => break 'serve,
+                    }
+                }
+            }
+        }
         if let (Some(hold), false) = (hold, pending.is_empty()) {
             let now = Instant::now();
             let due = held_until.is_some_and(|t| now >= t);
@@ -322,11 +395,16 @@ fn store_thread(
         if !pending.is_empty() {
             let batches = std::mem::take(&mut pending);
             let n = batches.len() as u64;
+            let awaited_now = awaited_in(&batches);
             let result = {
                 let mut c = lock();
                 let started = Instant::now();
                 let result = c.commit(batches);
-                latency.observe(started.elapsed());
+                last_took = started.elapsed();
+                latency.observe(last_took);
+                if awaited_now > 0 {
+                    last_awaited = awaited_now;
+                }
                 done.fetch_add(n, Ordering::Release);
                 result
             };

@@ -29,8 +29,12 @@ fn task(hold: Duration) -> (StoreTask, MemoryStore, mpsc::Receiver<Commit>) {
     let deliver: Deliver = Box::new(move |c| {
         let _ = tx.send(c);
     });
-    let task = StoreTask::spawn(Box::new(store), deliver, None, Some(hold), Arc::default())
-        .expect("store thread");
+    let timing = Timing {
+        hold: Some(hold),
+        ..Timing::default()
+    };
+    let task =
+        StoreTask::spawn(Box::new(store), deliver, timing, Arc::default()).expect("store thread");
     (task, view, rx)
 }
 
@@ -126,5 +130,78 @@ fn too_many_held_operations_are_written_without_waiting() {
     assert_eq!(stored(&rx).len(), HOLD_MAX_OPS);
     task.submit(ids.iter().map(|&id| StoreOp::Done(id)).collect());
     eventually("a full hold was not written", || live(&view).is_empty());
+    task.finish();
+}
+
+/// A memory store whose every flush takes `took` (a database's round trip
+/// and commit).
+struct Slow {
+    store: MemoryStore,
+    took: Duration,
+}
+
+impl Store for Slow {
+    fn replay(&mut self) -> Result<gearshift_store::Replayed, gearshift_store::StoreError> {
+        self.store.replay()
+    }
+    fn append(&mut self, ops: &[StoreOp]) {
+        self.store.append(ops);
+    }
+    fn discard(&mut self) {
+        self.store.discard();
+    }
+    fn flush(&mut self) -> Result<(), gearshift_store::StoreError> {
+        std::thread::sleep(self.took);
+        self.store.flush()
+    }
+}
+
+/// A store thread with `company` over a store whose flushes take `took`.
+fn slow_task(took: Duration, company: Duration) -> (StoreTask, mpsc::Receiver<Commit>) {
+    let (tx, rx) = mpsc::channel();
+    let deliver: Deliver = Box::new(move |c| {
+        let _ = tx.send(c);
+    });
+    let store = Slow {
+        store: MemoryStore::new(),
+        took,
+    };
+    let timing = Timing {
+        company: Some(company),
+        ..Timing::default()
+    };
+    let task =
+        StoreTask::spawn(Box::new(store), deliver, timing, Arc::default()).expect("store thread");
+    (task, rx)
+}
+
+#[test]
+fn a_smaller_group_waits_for_the_last_commits_submitters() {
+    // The last commit's time is the bound: 200 ms, far beyond the gap.
+    let (mut task, rx) = slow_task(Duration::from_millis(200), Duration::from_secs(1));
+    task.submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))]);
+    assert_eq!(stored(&rx), vec![1, 2]);
+    task.submit(vec![StoreOp::Add(job(3))]);
+    std::thread::sleep(Duration::from_millis(5));
+    task.submit(vec![StoreOp::Add(job(4))]);
+    assert_eq!(
+        stored(&rx),
+        vec![3, 4],
+        "the two were not committed together"
+    );
+    task.finish();
+}
+
+#[test]
+fn the_wait_for_company_is_bounded() {
+    let company = Duration::from_millis(50);
+    let took = Duration::from_millis(200);
+    let (mut task, rx) = slow_task(took, company);
+    task.submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))]);
+    assert_eq!(stored(&rx), vec![1, 2]);
+    let sent = Instant::now();
+    task.submit(vec![StoreOp::Add(job(3))]);
+    assert_eq!(stored(&rx), vec![3], "a lone submission was not written");
+    assert!(sent.elapsed() >= company + took, "it did not wait");
     task.finish();
 }

@@ -106,7 +106,17 @@ pub struct PgStore {
     lock_wait: Duration,
     /// What the flushes are fenced on.
     fence: Fence,
+    /// The fewest jobs stored since the flush statement was last prepared
+    /// ([`REPLAN_FROM`]).
+    planned_for: usize,
 }
+
+/// The flush's generic plan is made on the table as it is then: made on an
+/// empty `gearshift_jobs`, its deletes hash the whole table at every flush
+/// until something re-plans it. So the statement is prepared again each time
+/// the stored jobs have doubled since the fewest since the last plan, from
+/// this many on.
+const REPLAN_FROM: usize = 1024;
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -186,6 +196,7 @@ impl PgStore {
             applied,
             lock_wait: opts.lock_wait,
             fence,
+            planned_for: 0,
         })
     }
 
@@ -213,6 +224,7 @@ impl PgStore {
             }
             let statement = prepare(&mut client, &self.server, self.fence.kind())?;
             self.sets = None;
+            self.planned_for = 0;
             debug!(server = %self.server, "reconnected to PostgreSQL");
             self.conn = Some((client, statement));
         }
@@ -350,6 +362,8 @@ impl PgStore {
         flush::mark_runs(sets, &ends, &started);
         (params.run_gone, params.run_new) = flush::run_changes(&running_before, &sets.running);
         let rows = params.rows();
+        let stored = sets.live.len() + sets.dead.len();
+        let replan = stored >= REPLAN_FROM && stored >= 2 * self.planned_for;
         let server = self.server.clone();
         // A connection lost since the load (reconnect failing) is undone
         // like a failed statement.
@@ -357,6 +371,15 @@ impl PgStore {
         let written = self.conn().and_then(|(client, statement)| {
             let err =
                 |e: postgres::Error| connect::unreachable_or_refused(&e, &server, "the flush");
+            if replan {
+                *statement = client
+                    .prepare(&flush::flush_sql(fence.kind()))
+                    .map_err(err)?;
+                debug!(
+                    stored,
+                    "prepared the flush statement again for a grown queue"
+                );
+            }
             let updated = match also {
                 None => client
                     .execute(&*statement, &params.as_sql(&fence))
@@ -390,6 +413,11 @@ impl PgStore {
         });
         match written {
             Ok(_) => {
+                self.planned_for = if replan {
+                    stored
+                } else {
+                    self.planned_for.min(stored)
+                };
                 debug!(rows, "flushed a batch to PostgreSQL");
                 Ok(())
             }
