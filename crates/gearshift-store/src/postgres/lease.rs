@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use postgres::{Client, GenericClient};
 
-use super::link::Link;
+use super::session::Session;
 use super::PgOptions;
 use crate::StoreError;
 
@@ -55,9 +55,9 @@ pub struct Beat {
     pub renewed: bool,
 }
 
-/// A node's link to the cluster's tables.
+/// A node's session with the cluster's tables.
 pub struct Lease {
-    link: Link,
+    db: Session,
     me: NodeAddrs,
     timeout_ms: i64,
 }
@@ -65,7 +65,7 @@ pub struct Lease {
 impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
-            .field("server", &self.link.server())
+            .field("server", &self.db.server())
             .field("node", &self.me.name)
             .finish()
     }
@@ -81,7 +81,7 @@ impl Lease {
         timeout: Duration,
     ) -> Result<Lease, StoreError> {
         let mut lease = Lease {
-            link: Link::open(url, opts)?,
+            db: Session::open(url, opts)?,
             me,
             timeout_ms: i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX),
         };
@@ -91,7 +91,7 @@ impl Lease {
 
     /// `postgres://user@host:port/db`, without the password.
     pub fn server(&self) -> &str {
-        self.link.server()
+        self.db.server()
     }
 
     /// This node.
@@ -108,7 +108,7 @@ impl Lease {
     ) -> Result<T, StoreError> {
         let me = &self.me;
         let timeout = self.timeout_ms;
-        self.link.with(what, |c| f(c, me, timeout))
+        self.db.with(what, |c| f(c, me, timeout))
     }
 
     /// Adds or refreshes this node's row.

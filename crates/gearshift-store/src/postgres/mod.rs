@@ -17,7 +17,8 @@
 //!   error mapping; `tls`: the rustls connector and certificate checks;
 //! - `schema`: tables and versioned migrations;
 //! - `flush`: the batch statement; `replay`: reading the state back;
-//! - `lease`: the cluster's node table and leader lease;
+//! - `lease`: the cluster's node table and leader lease, on a `session`
+//!   of its own (re-opened after it was lost);
 //! - `partitions`: partitions with their own owners, leases and epochs,
 //!   and placing rows written before partitions;
 //! - `imports`: the record of gearmand queues `gearshift import` loaded.
@@ -28,10 +29,10 @@ pub use connect::{causes, describe, libpq_defaults};
 mod flush;
 mod imports;
 pub mod lease;
-mod link;
 pub mod partitions;
 mod replay;
 mod schema;
+mod session;
 mod tls;
 
 use std::time::Duration;

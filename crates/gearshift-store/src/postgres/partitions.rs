@@ -25,7 +25,7 @@ use gearshift_core::placement::{Placement, DEFAULT_PARTITIONS};
 use postgres::{GenericClient, Transaction};
 
 use super::lease::{heartbeat, register, NodeAddrs};
-use super::link::Link;
+use super::session::Session;
 use super::PgOptions;
 use crate::{StoreError, MAX_ID};
 
@@ -66,9 +66,9 @@ pub struct PartitionOwner {
     pub node: Option<NodeAddrs>,
 }
 
-/// A node's link to the partitions.
+/// A node's session with the partitions.
 pub struct PartitionLeases {
-    link: Link,
+    db: Session,
     me: NodeAddrs,
     timeout: Duration,
     count: u32,
@@ -77,7 +77,7 @@ pub struct PartitionLeases {
 impl std::fmt::Debug for PartitionLeases {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PartitionLeases")
-            .field("server", &self.link.server())
+            .field("server", &self.db.server())
             .field("node", &self.me.name)
             .field("count", &self.count)
             .finish()
@@ -129,8 +129,8 @@ impl PartitionLeases {
             .ok()
             .filter(|&c| c > 0)
             .ok_or_else(|| StoreError::InvalidRequest(format!("{count} partitions")))?;
-        let mut link = Link::open(url, opts)?;
-        let (count, placed) = link.with("setting up the partitions", |c| {
+        let mut db = Session::open(url, opts)?;
+        let (count, placed) = db.with("setting up the partitions", |c| {
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
             tx.execute(
@@ -159,7 +159,7 @@ impl PartitionLeases {
             tracing::info!(rows = placed, "placed rows written before partitions");
         }
         Ok(PartitionLeases {
-            link,
+            db,
             me,
             timeout,
             count: number(count)?,
@@ -168,7 +168,7 @@ impl PartitionLeases {
 
     /// `postgres://user@host:port/db`, without the password.
     pub fn server(&self) -> &str {
-        self.link.server()
+        self.db.server()
     }
 
     /// This node.
@@ -189,7 +189,7 @@ impl PartitionLeases {
         let me = &self.me;
         let timeout = millis(self.timeout);
         let count = self.count;
-        let (mut rows, live, share) = self.link.with("the partitions' heartbeat", |c| {
+        let (mut rows, live, share) = self.db.with("the partitions' heartbeat", |c| {
             let mut tx = c.transaction()?;
             heartbeat(&mut tx, me)?;
             let mut rows = tx.query(
@@ -255,7 +255,7 @@ impl PartitionLeases {
             .iter()
             .filter_map(|&p| i32::try_from(p).ok())
             .collect();
-        let rows = self.link.with("releasing partitions", |c| {
+        let rows = self.db.with("releasing partitions", |c| {
             c.query(
                 "UPDATE gearshift_partitions SET node = NULL, expires_at = now()
                  WHERE node = $1 AND partition = ANY($2) RETURNING partition",
@@ -274,7 +274,7 @@ impl PartitionLeases {
     /// (a graceful stop).
     pub fn leave(&mut self) -> Result<(), StoreError> {
         let me = &self.me;
-        self.link.with("leaving the cluster", |c| {
+        self.db.with("leaving the cluster", |c| {
             let mut tx = c.transaction()?;
             tx.execute(
                 "UPDATE gearshift_partitions SET node = NULL, expires_at = now()
@@ -288,7 +288,7 @@ impl PartitionLeases {
 
     /// Every partition's owner and epoch, in order.
     pub fn owners(&mut self) -> Result<Vec<PartitionOwner>, StoreError> {
-        let rows = self.link.with("listing the partitions", |c| {
+        let rows = self.db.with("listing the partitions", |c| {
             c.query(
                 "SELECT p.partition, p.epoch, p.node, n.gearman_addr, n.http_addr,
                    (p.node IS NOT NULL AND p.expires_at >= now()) IS TRUE
@@ -320,7 +320,7 @@ impl PartitionLeases {
 
     /// The functions placed by hand.
     pub fn pins(&mut self) -> Result<BTreeMap<Bytes, u32>, StoreError> {
-        let pins = self.link.with("reading the pins", read_pins)?;
+        let pins = self.db.with("reading the pins", read_pins)?;
         Ok(pins)
     }
 
@@ -329,7 +329,7 @@ impl PartitionLeases {
     /// moving a function's jobs is the owners' business.
     pub fn set_pin(&mut self, function: &[u8], partition: Option<u32>) -> Result<(), StoreError> {
         let Some(p) = partition else {
-            self.link.with("removing a pin", |c| {
+            self.db.with("removing a pin", |c| {
                 c.execute(
                     "DELETE FROM gearshift_pins WHERE function = $1",
                     &[&function],
@@ -344,7 +344,7 @@ impl PartitionLeases {
             )));
         }
         let p = p as i32;
-        self.link.with("writing a pin", |c| {
+        self.db.with("writing a pin", |c| {
             c.execute(
                 "INSERT INTO gearshift_pins (function, partition) VALUES ($1, $2)
                  ON CONFLICT (function) DO UPDATE SET partition = EXCLUDED.partition",
@@ -367,7 +367,7 @@ impl PartitionLeases {
     pub fn reserve_ids(&mut self, n: u64) -> Result<Range<u64>, StoreError> {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
         let max = MAX_ID as i64;
-        let row = self.link.with("reserving handles", |c| {
+        let row = self.db.with("reserving handles", |c| {
             c.query_opt(
                 "UPDATE gearshift_reservation SET last_reserved = last_reserved + $1
                  WHERE last_reserved <= $2::bigint - $1::bigint RETURNING last_reserved",

@@ -9,20 +9,20 @@ use super::{base_config, schema, PgOptions};
 use crate::StoreError;
 
 /// The connection and how to re-open it.
-pub(super) struct Link {
+pub(super) struct Session {
     config: Config,
     tls: connect::Tls,
     server: String,
     client: Option<Client>,
 }
 
-impl Link {
+impl Session {
     /// Connects and brings the schema up to date.
-    pub(super) fn open(url: &str, opts: &PgOptions) -> Result<Link, StoreError> {
+    pub(super) fn open(url: &str, opts: &PgOptions) -> Result<Session, StoreError> {
         let (config, tls, server) = base_config(url, opts)?;
         let mut client = connect::connect(&config, &tls, &server)?;
         schema::migrate(&mut client, &server)?;
-        Ok(Link {
+        Ok(Session {
             config,
             tls,
             server,
