@@ -296,20 +296,17 @@ impl Peers {
             return;
         };
         if !l.blocked {
-            while !l.out.is_empty() {
-                match l.stream.try_write(&l.out) {
-                    Ok(n) => l.out.advance(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        l.blocked = true;
-                        l.ctl.notify();
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::debug!(link, error = %e, "link write failed");
-                        l.stream.shutdown(Shutdown::Both);
-                        l.ctl.notify();
-                        return;
-                    }
+            match write_some(&l.stream, &mut l.out) {
+                Ok(false) => {}
+                Ok(true) => {
+                    l.blocked = true;
+                    l.ctl.notify();
+                }
+                Err(e) => {
+                    tracing::debug!(link, error = %e, "link write failed");
+                    l.stream.shutdown(Shutdown::Both);
+                    l.ctl.notify();
+                    return;
                 }
             }
         }
@@ -400,19 +397,16 @@ impl Peers {
             }
         };
         if !p.blocked {
-            while !p.out.is_empty() {
-                match stream.try_write(&p.out) {
-                    Ok(n) => p.out.advance(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        p.blocked = true;
-                        p.ctl.notify();
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::debug!(conn = id.0, error = %e, "write failed");
-                        self.cut_off(id);
-                        return;
-                    }
+            match write_some(stream, &mut p.out) {
+                Ok(false) => {}
+                Ok(true) => {
+                    p.blocked = true;
+                    p.ctl.notify();
+                }
+                Err(e) => {
+                    tracing::debug!(conn = id.0, error = %e, "write failed");
+                    self.cut_off(id);
+                    return;
                 }
             }
         }
@@ -466,4 +460,18 @@ impl Peers {
             }
         }
     }
+}
+
+/// Writes as much of `out` as `stream` takes now; `Ok(true)` when the
+/// rest would block.
+#[inline]
+fn write_some(stream: &Sock, out: &mut BytesMut) -> std::io::Result<bool> {
+    while !out.is_empty() {
+        match stream.try_write(out) {
+            Ok(n) => out.advance(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(true),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
 }

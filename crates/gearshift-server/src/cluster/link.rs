@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use super::relay::{link_preamble, watch_closely, Upstream};
+use super::relay::{accept_capped, link_preamble, watch_closely, Upstream};
 use crate::sock::StdSock;
 use crate::tls::TlsServer;
 
@@ -150,23 +150,7 @@ pub async fn link_loop(
     mut stop: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
 ) {
-    loop {
-        let permit = tokio::select! {
-            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let (client, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    while let Some((client, peer, permit)) = accept_capped(&listener, &limit, &mut stop).await {
         let _ = client.set_nodelay(true);
         let (linker, stop, tls) = (linker.clone(), stop.clone(), tls.clone());
         tokio::spawn(async move {

@@ -208,23 +208,7 @@ pub async fn relay_loop(
     wait: Duration,
     timeout: Duration,
 ) {
-    loop {
-        let permit = tokio::select! {
-            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let (client, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    while let Some((client, peer, permit)) = accept_capped(&listener, &limit, &mut stop).await {
         let upstream = upstream.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
@@ -233,6 +217,32 @@ pub async fn relay_loop(
                 tracing::info!(%peer, "relay closed: {e}");
             }
         });
+    }
+}
+
+/// The next connection, taken under the connection cap `limit`; `None`
+/// once `stop` turns true.
+pub async fn accept_capped(
+    listener: &TcpListener,
+    limit: &Arc<Semaphore>,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<(TcpStream, SocketAddr, tokio::sync::OwnedSemaphorePermit)> {
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => p.ok()?,
+            _ = stop.wait_for(|s| *s) => return None,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => return None,
+        };
+        match accepted {
+            Ok((client, peer)) => return Some((client, peer, permit)),
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
 }
 
