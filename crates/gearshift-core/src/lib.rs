@@ -71,6 +71,7 @@ pub mod retained;
 pub mod rights;
 pub mod run;
 pub mod schedule;
+pub mod split;
 pub mod submit;
 pub mod table;
 pub use gearshift_proto::timefmt;

@@ -1,0 +1,208 @@
+//! The splitter: one client connection on a partitioned node, split over
+//! the owners of the partitions its packets name (sans-IO).
+//!
+//! Each owner serves this connection's sub-connection as an ordinary
+//! Gearman connection; the splitter decides where each request goes and
+//! merges what the owners send back into the one stream the client
+//! expects. Replies (JOB_CREATED, STATUS_RES, JOB_ASSIGN, ...) reach the
+//! client in the order it sent the requests (libgearman matches
+//! JOB_CREATED to submissions by order), and each owner's packets stay in
+//! that owner's order (a JOB_CREATED before its job's WORK_COMPLETE).
+//!
+//! - `client`: requests from the client, and where each goes;
+//! - `owner`: what the owners send, held until its turn;
+//! - `packets`: reading and writing the few packets it looks into.
+
+mod client;
+mod owner;
+mod packets;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+use bytes::Bytes;
+
+/// A node slot chosen by the driver.
+pub type Owner = u32;
+
+/// Who owns what right now.
+pub trait Owners {
+    /// The owner of `function`'s partition, or None while no node owns it.
+    fn owner_of(&self, function: &[u8]) -> Option<Owner>;
+    /// Every live owner, this node's own slot included.
+    fn all(&self) -> Vec<Owner>;
+    /// This node's own slot: admin text lines and ECHO go there.
+    fn local(&self) -> Owner;
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    /// Whole packets (or admin text) for `owner`'s sub-connection, opened
+    /// by the driver on first use.
+    ToOwner(Owner, Bytes),
+    /// Bytes for the client.
+    ToClient(Bytes),
+    /// Close the client's connection, for this reason.
+    Close(String),
+}
+
+/// Requests waiting for their replies past which the client is closed
+/// (it sends without ever reading).
+const MAX_PENDING: usize = 1 << 20;
+
+/// One connection's splitting.
+pub struct Split {
+    max_packet: usize,
+    /// Requests with a reply, in the client's order; the front is `head`.
+    pending: VecDeque<Entry>,
+    head: u64,
+    /// The sub-connections.
+    owners: HashMap<Owner, OwnerState>,
+    /// Sub-connections that are gone, with output still to release in order.
+    retired: Vec<OwnerState>,
+    /// The worker's abilities: the packet that declared each, and the owner
+    /// it was sent to.
+    abilities: BTreeMap<Bytes, Ability>,
+    /// SET_CLIENT_ID and OPTION_REQ packets, sent to every new sub-connection.
+    client_id: Option<Bytes>,
+    options: Vec<Bytes>,
+    /// Jobs assigned to this worker, by handle: who assigned them
+    /// (bounded by the jobs the worker holds).
+    assigned: HashMap<Bytes, Owner>,
+    /// The worker sent PRE_SLEEP and no GRAB since; and was NOOPed since.
+    sleeping: bool,
+    woken: bool,
+    /// Owners that sent NOOP since the last GRAB round began.
+    hints: BTreeSet<Owner>,
+    /// Round robin between owners, advanced every GRAB.
+    cursor: usize,
+    /// Bytes held for the client.
+    held_bytes: usize,
+}
+
+/// A sub-connection's state.
+#[derive(Default)]
+struct OwnerState {
+    /// What its next replies answer, in order.
+    expect: VecDeque<Expect>,
+    /// Its output not yet released: behind a reply that waits its turn.
+    held: VecDeque<Held>,
+    /// Foreground jobs this client submitted there, unfinished (bounded by
+    /// the client's outstanding foreground jobs).
+    foreground: HashSet<Bytes>,
+}
+
+/// What an owner's reply answers.
+enum Expect {
+    Entry(u64),
+    /// A request re-sent to a new sub-connection (options): not the client's.
+    Swallow,
+}
+
+/// An owner's output waiting for its turn.
+enum Held {
+    /// The reply to this entry (kept in the entry).
+    Reply(u64),
+    Packet(Bytes),
+}
+
+/// A request waiting for its reply.
+struct Entry {
+    kind: Kind,
+    /// The reply to send, once known.
+    done: Option<Bytes>,
+}
+
+enum Kind {
+    /// Answered by one owner (`foreground`: a foreground submission).
+    Single { foreground: bool },
+    /// GRAB_JOB*: the candidates in the order to ask them, the next to ask.
+    Grab {
+        candidates: Vec<Owner>,
+        next: usize,
+        packet: Bytes,
+    },
+    /// Asked of several owners; the first that knows the job answers.
+    Broadcast {
+        waiting: usize,
+        known: Option<Bytes>,
+        unknown: Bytes,
+    },
+}
+
+struct Ability {
+    packet: Bytes,
+    sent_to: Option<Owner>,
+}
+
+impl Split {
+    /// A connection whose packets may carry up to `max_packet` bytes.
+    pub fn new(max_packet: usize) -> Split {
+        Split {
+            max_packet,
+            pending: VecDeque::new(),
+            head: 0,
+            owners: HashMap::new(),
+            retired: Vec::new(),
+            abilities: BTreeMap::new(),
+            client_id: None,
+            options: Vec::new(),
+            assigned: HashMap::new(),
+            sleeping: false,
+            woken: false,
+            hints: BTreeSet::new(),
+            cursor: 0,
+            held_bytes: 0,
+        }
+    }
+
+    /// Owners this connection has a sub-connection with.
+    pub fn owners_in_use(&self) -> Vec<Owner> {
+        let mut v: Vec<Owner> = self.owners.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Bytes held for the client, waiting for replies before them: the
+    /// driver stops reading the client past its output limit.
+    pub fn buffered(&self) -> usize {
+        self.held_bytes + self.pending.len() * 16
+    }
+
+    /// The sub-connection to `owner`, opened (client id and options sent
+    /// first) if there is none.
+    fn open(&mut self, owner: Owner, out: &mut Vec<Out>) -> &mut OwnerState {
+        if !self.owners.contains_key(&owner) {
+            let mut st = OwnerState::default();
+            if let Some(id) = &self.client_id {
+                out.push(Out::ToOwner(owner, id.clone()));
+            }
+            for o in &self.options {
+                st.expect.push_back(Expect::Swallow);
+                out.push(Out::ToOwner(owner, o.clone()));
+            }
+            self.owners.insert(owner, st);
+        }
+        self.owners.entry(owner).or_default()
+    }
+
+    /// Sends `packet` to `owner`, expecting a reply for entry `id`.
+    fn ask(&mut self, owner: Owner, id: u64, packet: Bytes, out: &mut Vec<Out>) {
+        self.open(owner, out).expect.push_back(Expect::Entry(id));
+        out.push(Out::ToOwner(owner, packet));
+    }
+
+    /// Queues a request with a reply; returns its id.
+    fn push(&mut self, kind: Kind, done: Option<Bytes>) -> u64 {
+        let id = self.head + self.pending.len() as u64;
+        self.pending.push_back(Entry { kind, done });
+        id
+    }
+
+    fn entry(&mut self, id: u64) -> Option<&mut Entry> {
+        let i = usize::try_from(id.checked_sub(self.head)?).ok()?;
+        self.pending.get_mut(i)
+    }
+}

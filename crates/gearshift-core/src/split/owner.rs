@@ -1,0 +1,315 @@
+//! What the owners send: replies matched to the requests they answer and
+//! released to the client in the client's order, the rest in each owner's
+//! order.
+
+use bytes::{Bytes, BytesMut};
+use gearshift_proto::frame::{decode_frame, Frame, Magic};
+use gearshift_proto::packet_type::PacketType;
+
+use super::packets::{self, bare, error, first_arg, is_reply, second_arg};
+use super::{Expect, Held, Kind, Out, Owner, Owners, Split};
+
+/// The largest packet an owner may send (a whole result).
+const MAX_OWNER_PACKET: usize = 1 << 30;
+
+impl Split {
+    /// Bytes `owner` sent on this connection's sub-connection.
+    pub fn from_owner(
+        &mut self,
+        owner: Owner,
+        buf: &mut BytesMut,
+        owners: &dyn Owners,
+        out: &mut Vec<Out>,
+    ) {
+        loop {
+            match decode_frame(buf, MAX_OWNER_PACKET.max(self.max_packet)) {
+                Ok(Some(Frame::Packet(p))) => {
+                    let bytes = packets::raw(p.magic, p.kind, &p.body);
+                    self.answer(owner, p.kind, &p.body, bytes, out);
+                }
+                Ok(Some(Frame::Text(line))) => self.emit(owner, packets::line(&line), out),
+                Ok(None) => break,
+                Err(_) => {
+                    buf.clear();
+                    self.owner_lost(owner, owners, out);
+                    return;
+                }
+            }
+        }
+        self.release(out);
+    }
+
+    /// One packet from `owner`.
+    fn answer(
+        &mut self,
+        owner: Owner,
+        kind: PacketType,
+        body: &Bytes,
+        bytes: Bytes,
+        out: &mut Vec<Out>,
+    ) {
+        let Some(st) = self.owners.get_mut(&owner) else {
+            return;
+        };
+        if kind == PacketType::Noop {
+            self.hints.insert(owner);
+            if self.sleeping && !self.woken {
+                self.woken = true;
+                out.push(Out::ToClient(bytes));
+            }
+            return;
+        }
+        if matches!(
+            kind,
+            PacketType::WorkComplete | PacketType::WorkFail | PacketType::WorkException
+        ) {
+            st.foreground.remove(&first_arg(body));
+        }
+        let expect = match is_reply(kind) {
+            true => st.expect.pop_front(),
+            false => None,
+        };
+        match expect {
+            None => self.emit(owner, bytes, out),
+            Some(Expect::Swallow) => {}
+            Some(Expect::Entry(id)) => self.settle(owner, id, kind, body, bytes, out),
+        }
+    }
+
+    /// `owner`'s reply to entry `id`.
+    fn settle(
+        &mut self,
+        owner: Owner,
+        id: u64,
+        kind: PacketType,
+        body: &Bytes,
+        bytes: Bytes,
+        out: &mut Vec<Out>,
+    ) {
+        let Some(entry) = self.entry(id) else {
+            return;
+        };
+        let mut ask_next = None;
+        let mut hold = false;
+        match &mut entry.kind {
+            Kind::Single { foreground } => {
+                let fg = *foreground && kind == PacketType::JobCreated;
+                entry.done = Some(bytes);
+                hold = true;
+                if fg {
+                    if let Some(st) = self.owners.get_mut(&owner) {
+                        st.foreground.insert(first_arg(body));
+                    }
+                }
+            }
+            Kind::Grab {
+                candidates,
+                next,
+                packet,
+            } => {
+                if kind == PacketType::NoJob && *next < candidates.len() {
+                    ask_next = Some((candidates[*next], packet.clone()));
+                    *next += 1;
+                } else {
+                    entry.done = Some(bytes);
+                    hold = true;
+                    if matches!(
+                        kind,
+                        PacketType::JobAssign
+                            | PacketType::JobAssignUniq
+                            | PacketType::JobAssignAll
+                    ) {
+                        self.assigned.insert(first_arg(body), owner);
+                    }
+                }
+            }
+            Kind::Broadcast {
+                waiting,
+                known,
+                unknown,
+            } => {
+                *waiting = waiting.saturating_sub(1);
+                let knows = match kind {
+                    PacketType::StatusRes | PacketType::StatusResUnique => second_arg(body) == b"1",
+                    _ => false,
+                };
+                if knows && known.is_none() {
+                    *known = Some(bytes);
+                } else if kind != PacketType::Error && known.is_none() {
+                    *unknown = bytes;
+                }
+                if *waiting == 0 {
+                    entry.done = Some(known.take().unwrap_or_else(|| unknown.clone()));
+                }
+            }
+        }
+        if let Some((o, packet)) = ask_next {
+            self.ask(o, id, packet, out);
+        }
+        if hold {
+            if let Some(st) = self.owners.get_mut(&owner) {
+                st.held.push_back(Held::Reply(id));
+            }
+        }
+    }
+
+    /// `owner`'s packet that answers nothing: out now unless a reply of its
+    /// own waits before it.
+    fn emit(&mut self, owner: Owner, bytes: Bytes, out: &mut Vec<Out>) {
+        match self.owners.get_mut(&owner) {
+            Some(st) if !st.held.is_empty() => {
+                self.held_bytes += bytes.len();
+                st.held.push_back(Held::Packet(bytes));
+            }
+            _ => out.push(Out::ToClient(bytes)),
+        }
+    }
+
+    /// Sends every answered request at the front, then what each owner held
+    /// behind them.
+    pub(super) fn release(&mut self, out: &mut Vec<Out>) {
+        while self.pending.front().is_some_and(|e| e.done.is_some()) {
+            if let Some(bytes) = self.pending.pop_front().and_then(|e| e.done) {
+                out.push(Out::ToClient(bytes));
+            }
+            self.head += 1;
+        }
+        let head = self.head;
+        let mut freed = 0;
+        let states = self.owners.values_mut().chain(self.retired.iter_mut());
+        for st in states {
+            while let Some(h) = st.held.front() {
+                match h {
+                    Held::Reply(id) if *id < head => {}
+                    Held::Reply(_) => break,
+                    Held::Packet(b) => {
+                        freed += b.len();
+                        out.push(Out::ToClient(b.clone()));
+                    }
+                }
+                st.held.pop_front();
+            }
+        }
+        self.held_bytes -= freed;
+        self.retired.retain(|st| !st.held.is_empty());
+    }
+
+    /// `owner`'s sub-connection is gone: what waited on it is answered as
+    /// well as can be, its unfinished foreground jobs fail, and the
+    /// abilities it held go to whoever owns them at the next
+    /// [`Split::owners_changed`].
+    pub fn owner_lost(&mut self, owner: Owner, owners: &dyn Owners, out: &mut Vec<Out>) {
+        let Some(mut st) = self.owners.remove(&owner) else {
+            return;
+        };
+        self.hints.remove(&owner);
+        self.assigned.retain(|_, o| *o != owner);
+        for a in self.abilities.values_mut() {
+            if a.sent_to == Some(owner) {
+                a.sent_to = None;
+            }
+        }
+        for handle in st.foreground.drain() {
+            let fail = packets::packet(Magic::Res, PacketType::WorkFail, &[&handle]);
+            self.held_bytes += fail.len();
+            st.held.push_back(Held::Packet(fail));
+        }
+        let waiting: Vec<u64> = st
+            .expect
+            .drain(..)
+            .filter_map(|e| match e {
+                Expect::Entry(id) => Some(id),
+                Expect::Swallow => None,
+            })
+            .collect();
+        self.retired.push(st);
+        for id in waiting {
+            self.give_up_on(owner, id, out);
+        }
+        let _ = owners;
+        self.release(out);
+    }
+
+    /// Entry `id` will get no reply from `lost`.
+    fn give_up_on(&mut self, lost: Owner, id: u64, out: &mut Vec<Out>) {
+        let Some(entry) = self.entry(id) else {
+            return;
+        };
+        let mut ask_next = None;
+        match &mut entry.kind {
+            Kind::Single { .. } => {
+                entry.done = Some(error(
+                    "QUEUE_ERROR",
+                    "the node that owns this job's partition is gone; try again",
+                ));
+            }
+            Kind::Grab {
+                candidates,
+                next,
+                packet,
+            } => {
+                while *next < candidates.len() && candidates[*next] == lost {
+                    *next += 1;
+                }
+                if *next < candidates.len() {
+                    ask_next = Some((candidates[*next], packet.clone()));
+                    *next += 1;
+                } else {
+                    entry.done = Some(bare(PacketType::NoJob));
+                }
+            }
+            Kind::Broadcast {
+                waiting,
+                known,
+                unknown,
+            } => {
+                *waiting = waiting.saturating_sub(1);
+                if *waiting == 0 {
+                    entry.done = Some(known.take().unwrap_or_else(|| unknown.clone()));
+                }
+            }
+        }
+        if let Some((o, packet)) = ask_next {
+            self.ask(o, id, packet, out);
+        }
+    }
+
+    /// Ownership changed (or a sub-connection was lost): every ability goes
+    /// to its function's owner now, with the worker's sleep.
+    pub fn owners_changed(&mut self, owners: &dyn Owners, out: &mut Vec<Out>) {
+        let mut moved = Vec::new();
+        for (function, a) in &self.abilities {
+            let now = owners.owner_of(function);
+            if now != a.sent_to {
+                moved.push((function.clone(), a.sent_to, now));
+            }
+        }
+        let mut woken_at = Vec::new();
+        for (function, old, now) in moved {
+            if let Some(o) = old.filter(|o| self.owners.contains_key(o)) {
+                let cant = packets::packet(Magic::Req, PacketType::CantDo, &[&function]);
+                out.push(Out::ToOwner(o, cant));
+            }
+            let Some(a) = self.abilities.get_mut(&function) else {
+                continue;
+            };
+            a.sent_to = now;
+            let packet = a.packet.clone();
+            if let Some(o) = now {
+                self.open(o, out);
+                out.push(Out::ToOwner(o, packet));
+                if self.sleeping && !woken_at.contains(&o) {
+                    woken_at.push(o);
+                }
+            }
+        }
+        for o in woken_at {
+            out.push(Out::ToOwner(o, bare_req(PacketType::PreSleep)));
+        }
+        self.release(out);
+    }
+}
+
+fn bare_req(kind: PacketType) -> Bytes {
+    packets::packet(Magic::Req, kind, &[])
+}
