@@ -506,7 +506,7 @@ fn the_first_node_sets_the_count_and_pins_are_kept() {
         ..PgOptions::default()
     };
     match PgStore::open(&url, both) {
-        Err(StoreError::InvalidRequest(why)) => assert!(why.contains("not both"), "{why}"),
+        Err(StoreError::InvalidRequest(why)) => assert!(why.contains("one only"), "{why}"),
         other => panic!("a leader's fence and a partition at once must be refused: {other:?}"),
     }
 }

@@ -5,9 +5,13 @@
 //! all stored or none of it. A failed statement restores the copy.
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use postgres::types::{IsNull, ToSql, Type};
+
+use gearshift_core::placement::Placement;
 
 use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets, MAX_ID};
 
@@ -22,7 +26,10 @@ use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets
 /// has committed, the statement writes nothing.
 /// A partition's store is fenced the same way on its partition's row
 /// (epoch $45, partition $46); it writes its partition into every row and
-/// deletes or updates only rows of that partition.
+/// deletes or updates only rows of that partition. A set's store is fenced
+/// on every partition of the set (partitions $46, epochs $45, arrays),
+/// writes each row's own partition ($47 jobs, $48 schedules, $49 kept),
+/// touches only rows of the set, and leaves the reservation alone.
 /// Deletes join the ids' array (an index probe per id) rather than test
 /// `id = ANY(array)`, which a generic plan may check row by row.
 pub(super) fn flush_sql(fence: FenceKind) -> String {
@@ -41,20 +48,44 @@ pub(super) fn flush_sql(fence: FenceKind) -> String {
             " WHERE EXISTS (SELECT 1 FROM fence)",
             " FROM fence",
         ),
+        // Every partition of the set at its epoch ($46, $45), all locked.
+        FenceKind::Set => (
+            "fence AS (SELECT 1 FROM (SELECT p.partition FROM gearshift_partitions p\n       \
+             JOIN UNNEST($46::int[], $45::bigint[]) AS o(partition, epoch)\n       \
+             ON p.partition = o.partition AND p.epoch = o.epoch FOR KEY SHARE OF p) held\n       \
+             HAVING count(*) = cardinality($46::int[])),\n",
+            " AND EXISTS (SELECT 1 FROM fence)",
+            " WHERE EXISTS (SELECT 1 FROM fence)",
+            " FROM fence",
+        ),
     };
-    // A partition's rows: its partition written, and only its rows touched.
-    let part = |table: &str| match fence {
+    // A partition's rows: its partition written, and only its rows touched;
+    // a set's rows carry each its own partition (an array, `arr`).
+    let part = |table: &str, arr: &str| match fence {
         FenceKind::Partition => (
             " AND t.partition = $46::int".to_string(),
             ", partition".to_string(),
             ", $46::int".to_string(),
+            String::new(),
+            format!(" WHERE {table}.partition = EXCLUDED.partition"),
+        ),
+        FenceKind::Set => (
+            " AND t.partition = ANY($46::int[])".to_string(),
+            ", partition".to_string(),
+            String::new(),
+            format!(", {arr}::int[]"),
             format!(" WHERE {table}.partition = EXCLUDED.partition"),
         ),
         _ => Default::default(),
     };
-    let (jd_part, ju_col, ju_val, ju_only) = part("gearshift_jobs");
-    let (sd_part, su_col, su_val, su_only) = part("gearshift_schedules");
-    let (kd_part, ku_col, ku_val, ku_only) = part("gearshift_kept");
+    let (jd_part, ju_col, ju_val, ju_arr, ju_only) = part("gearshift_jobs", "$47");
+    let (sd_part, su_col, su_val, su_arr, su_only) = part("gearshift_schedules", "$48");
+    let (kd_part, ku_col, ku_val, ku_arr, ku_only) = part("gearshift_kept", "$49");
+    // A set's ids were reserved ahead: the mark is not moved.
+    let reserve = match fence {
+        FenceKind::Set => " AND FALSE",
+        _ => "",
+    };
     let fence = fence_cte;
     format!(
         "WITH
@@ -64,7 +95,7 @@ ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, da
          due_ms, attempts, created_ms, died_ms, error{ju_col})
        SELECT *{ju_val} FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
          $6::smallint[], $7::bytea[], $8::bytea[], $9::bigint[], $10::bigint[], $11::bigint[],
-         $12::bigint[], $13::bytea[]){where_fence}
+         $12::bigint[], $13::bytea[]{ju_arr}){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
          unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
          reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
@@ -75,7 +106,7 @@ su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, fu
          unique_id, data, priority, next_ms, from_config{su_col})
        SELECT *{su_val} FROM UNNEST($15::bigint[], $16::bytea[], $17::bytea[], $18::boolean[],
          $19::bytea[], $20::bytea[], $21::bytea[], $22::smallint[], $23::bigint[],
-         $24::boolean[]){where_fence}
+         $24::boolean[]{su_arr}){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle,
          when_fields = EXCLUDED.when_fields, monday_zero = EXCLUDED.monday_zero,
          function = EXCLUDED.function, unique_id = EXCLUDED.unique_id, data = EXCLUDED.data,
@@ -89,7 +120,7 @@ ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, ba
        SELECT *{ku_val} FROM UNNEST($26::bigint[], $27::bytea[], $28::bytea[], $29::bytea[],
          $30::smallint[], $31::boolean[], $32::smallint[], $33::bigint[], $34::bigint[],
          $35::bigint[], $36::bigint[], $37::bigint[], $38::bytea[], $39::bytea[],
-         $40::bytea[], $41::bytea[]){where_fence}
+         $40::bytea[], $41::bytea[]{ku_arr}){where_fence}
        ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
          unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority,
          background = EXCLUDED.background, outcome = EXCLUDED.outcome,
@@ -102,14 +133,14 @@ rd AS (DELETE FROM gearshift_running t USING UNNEST($43::bigint[]) AS gone(id)
 ri AS (INSERT INTO gearshift_running (id) SELECT * FROM UNNEST($44::bigint[]){where_fence}
        ON CONFLICT (id) DO NOTHING),
 ru AS (UPDATE gearshift_reservation SET last_reserved = $42::bigint
-       WHERE last_reserved < $42::bigint{and_fence})
+       WHERE last_reserved < $42::bigint{reserve}{and_fence})
 SELECT 1{from_fence}
 "
     )
 }
 
 /// What a store's flushes are fenced on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Fence {
     /// Nothing (the store holds the database's advisory lock).
     None,
@@ -117,6 +148,20 @@ pub(super) enum Fence {
     Leader(i64),
     /// A partition (as stored: `INT`) at this epoch.
     Partition { partition: i32, epoch: i64 },
+    /// A set of partitions, each at its epoch.
+    Set(Arc<SetFence>),
+}
+
+/// A partition set as the flush statement takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SetFence {
+    /// The partitions, and each one's epoch, in the same order.
+    pub parts: Vec<i32>,
+    pub epochs: Vec<i64>,
+    /// Where each function's rows go.
+    pub placement: Placement,
+    /// The job ids this store hands out.
+    pub ids: Range<u64>,
 }
 
 /// A [`Fence`] without its values: the statement's shape.
@@ -125,6 +170,7 @@ pub(super) enum FenceKind {
     None,
     Leader,
     Partition,
+    Set,
 }
 
 impl Fence {
@@ -133,6 +179,7 @@ impl Fence {
             Fence::None => FenceKind::None,
             Fence::Leader(_) => FenceKind::Leader,
             Fence::Partition { .. } => FenceKind::Partition,
+            Fence::Set(_) => FenceKind::Set,
         }
     }
 }
@@ -308,6 +355,10 @@ pub(super) struct Params {
     kept_gone: Vec<i64>,
     kept: KeptCols,
     last_reserved: i64,
+    /// A set store's rows' partitions, by table.
+    job_part: Vec<i32>,
+    schedule_part: Vec<i32>,
+    kept_part: Vec<i32>,
     /// Running marks to drop and to add.
     pub(super) run_gone: Vec<i64>,
     pub(super) run_new: Vec<i64>,
@@ -385,8 +436,34 @@ impl Params {
                 params.push(epoch);
                 params.push(partition);
             }
+            Fence::Set(set) => {
+                params.push(&set.epochs);
+                params.push(&set.parts);
+                params.push(&self.job_part);
+                params.push(&self.schedule_part);
+                params.push(&self.kept_part);
+            }
         }
         params
+    }
+
+    /// Places every row a set store writes; the first function placed
+    /// outside the set is an error (another node owns it).
+    pub(super) fn place(&mut self, set: &SetFence) -> Result<(), Bytes> {
+        let place = |functions: &Col, out: &mut Vec<i32>| -> Result<(), Bytes> {
+            out.clear();
+            for f in functions {
+                let p = set.placement.partition_of(&f.0) as i32;
+                if !set.parts.contains(&p) {
+                    return Err(f.0.clone());
+                }
+                out.push(p);
+            }
+            Ok(())
+        };
+        place(&self.jobs.function, &mut self.job_part)?;
+        place(&self.schedules.function, &mut self.schedule_part)?;
+        place(&self.kept.function, &mut self.kept_part)
     }
 }
 

@@ -72,6 +72,10 @@ pub struct PgOptions {
     /// a flush stores nothing (failing with [`StoreError::Fenced`]) once
     /// the partition has moved past this epoch. Not with `fence`.
     pub partition: Option<(u32, i64)>,
+    /// A set of partitions, each at its epoch (a partitioned node's
+    /// store): as `partition` for each, every row written to its
+    /// function's partition, and job ids from the set's reserved block.
+    pub partitions: Option<partitions::PartitionSet>,
 }
 
 impl Default for PgOptions {
@@ -82,6 +86,7 @@ impl Default for PgOptions {
             lock_wait: Duration::from_secs(5),
             fence: None,
             partition: None,
+            partitions: None,
         }
     }
 }
@@ -164,18 +169,33 @@ impl PgStore {
     /// database for this node (`StoreError::Locked` if another Gearshift
     /// holds it), and brings the schema up to date.
     pub fn open(url: &str, opts: PgOptions) -> Result<PgStore, StoreError> {
-        let fence = match (opts.fence, opts.partition) {
-            (None, None) => Fence::None,
-            (Some(epoch), None) => Fence::Leader(epoch),
-            (None, Some((partition, epoch))) => Fence::Partition {
-                partition: i32::try_from(partition).map_err(|_| {
-                    StoreError::InvalidRequest(format!("partition {partition} is out of range"))
-                })?,
+        let number = |partition: u32| {
+            i32::try_from(partition).map_err(|_| {
+                StoreError::InvalidRequest(format!("partition {partition} is out of range"))
+            })
+        };
+        let fence = match (opts.fence, opts.partition, &opts.partitions) {
+            (None, None, None) => Fence::None,
+            (Some(epoch), None, None) => Fence::Leader(epoch),
+            (None, Some((partition, epoch)), None) => Fence::Partition {
+                partition: number(partition)?,
                 epoch,
             },
-            (Some(_), Some(_)) => {
+            (None, None, Some(set)) => Fence::Set(std::sync::Arc::new(flush::SetFence {
+                parts: set
+                    .owned
+                    .iter()
+                    .map(|&(p, _)| number(p))
+                    .collect::<Result<_, _>>()?,
+                epochs: set.owned.iter().map(|&(_, e)| e).collect(),
+                placement: set.placement.clone(),
+                ids: set.ids.clone(),
+            })),
+            _ => {
                 return Err(StoreError::InvalidRequest(
-                    "a store is fenced by the leader's lease or by a partition, not both".into(),
+                    "a store is fenced by the leader's lease, a partition or a set of them, \
+                     one only"
+                        .into(),
                 ))
             }
         };
@@ -186,7 +206,7 @@ impl PgStore {
         }
         let applied = schema::migrate(&mut client, &server)?;
         let statement = prepare(&mut client, &server, fence.kind())?;
-        debug!(%server, ?fence, sslmode = %tls.mode(), "opened the PostgreSQL store");
+        debug!(%server, fence = ?fence.kind(), sslmode = %tls.mode(), "opened the PostgreSQL store");
         Ok(PgStore {
             config,
             tls,
@@ -252,13 +272,21 @@ impl PgStore {
             return Ok(());
         }
         let server = self.server.clone();
-        let partition = match self.fence {
-            Fence::Partition { partition, .. } => Some(partition),
+        let scope = match &self.fence {
+            Fence::Partition { partition, .. } => replay::Scope::Partitions(vec![*partition]),
+            Fence::Set(set) => replay::Scope::Partitions(set.parts.clone()),
+            _ => replay::Scope::All,
+        };
+        let first_id = match &self.fence {
+            Fence::Set(set) => Some(set.ids.start),
             _ => None,
         };
         let (client, _) = self.conn()?;
-        match replay::load(client, &server, partition) {
-            Ok(sets) => {
+        match replay::load(client, &server, &scope) {
+            Ok(mut sets) => {
+                if let Some(first) = first_id {
+                    sets.high = first;
+                }
                 self.sets = Some(sets);
                 Ok(())
             }
@@ -368,7 +396,17 @@ impl PgStore {
         let server = self.server.clone();
         // A connection lost since the load (reconnect failing) is undone
         // like a failed statement.
-        let fence = self.fence;
+        let fence = self.fence.clone();
+        if let Fence::Set(set) = &fence {
+            if let Err(function) = params.place(set) {
+                undo.restore(sets);
+                sets.running = running_before;
+                return Err(StoreError::InvalidRequest(format!(
+                    "function {:?} is not in this node's partitions",
+                    String::from_utf8_lossy(&function)
+                )));
+            }
+        }
         let written = self.conn().and_then(|(client, statement)| {
             let err =
                 |e: postgres::Error| connect::unreachable_or_refused(&e, &server, "the flush");
@@ -403,10 +441,11 @@ impl PgStore {
             // The statement returns its one row unless the fence stopped
             // every part of it.
             if updated == 0 {
-                return Err(StoreError::Fenced(match fence {
+                return Err(StoreError::Fenced(match &fence {
                     Fence::Partition { partition, .. } => {
                         format!("{server} (partition {partition})")
                     }
+                    Fence::Set(set) => format!("{server} (partitions {:?})", set.parts),
                     _ => server.clone(),
                 }));
             }

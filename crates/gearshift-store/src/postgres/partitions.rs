@@ -36,6 +36,18 @@ pub const DEFAULT_COUNT: u32 = DEFAULT_PARTITIONS;
 /// the other (`gsparts!` in ASCII).
 const SETUP_LOCK: i64 = 0x6773_7061_7274_7321;
 
+/// The partitions a partitioned node's store holds ([`super::PgOptions::partitions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSet {
+    /// The partitions and their epochs.
+    pub owned: Vec<(u32, i64)>,
+    /// Where each function's rows go (with the pins).
+    pub placement: Placement,
+    /// The job ids the store's core hands out: a block from
+    /// [`PartitionLeases::reserve_ids`].
+    pub ids: Range<u64>,
+}
+
 /// What one beat found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {

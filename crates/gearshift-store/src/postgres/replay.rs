@@ -8,13 +8,15 @@ use postgres::{Client, Row};
 use super::connect::unreachable_or_refused;
 use crate::{DeadMark, JobRecord, KeptRecord, ScheduleRecord, Sets, StoreError, MAX_ID};
 
-/// The whole stored state, or one partition's, read in one
+/// Which rows a store holds.
+pub(super) enum Scope {
+    All,
+    Partitions(Vec<i32>),
+}
+
+/// The whole stored state, or some partitions', read in one
 /// repeatable-read snapshot. The reservation is the cluster's either way.
-pub(super) fn load(
-    client: &mut Client,
-    server: &str,
-    partition: Option<i32>,
-) -> Result<Sets, StoreError> {
+pub(super) fn load(client: &mut Client, server: &str, scope: &Scope) -> Result<Sets, StoreError> {
     let err = |e: postgres::Error| unreachable_or_refused(&e, server, "the replay");
     let mut tx = client
         .build_transaction()
@@ -23,9 +25,9 @@ pub(super) fn load(
         .start()
         .map_err(err)?;
     // One partition's rows, or all of them.
-    let (only, params): (&str, Vec<&(dyn postgres::types::ToSql + Sync)>) = match &partition {
-        Some(p) => (" WHERE partition = $1", vec![p]),
-        None => ("", vec![]),
+    let (only, params): (&str, Vec<&(dyn postgres::types::ToSql + Sync)>) = match scope {
+        Scope::Partitions(p) => (" WHERE partition = ANY($1)", vec![p]),
+        Scope::All => ("", vec![]),
     };
     let jobs = tx
         .query(
@@ -56,13 +58,13 @@ pub(super) fn load(
         )
         .map_err(err)?;
     // A run mark belongs to its job's partition.
-    let running = match partition {
-        Some(_) => tx.query(
+    let running = match scope {
+        Scope::Partitions(_) => tx.query(
             "SELECT r.id FROM gearshift_running r JOIN gearshift_jobs j ON j.id = r.id \
-             WHERE j.partition = $1 ORDER BY r.id",
+             WHERE j.partition = ANY($1) ORDER BY r.id",
             &params,
         ),
-        None => tx.query("SELECT id FROM gearshift_running ORDER BY id", &[]),
+        Scope::All => tx.query("SELECT id FROM gearshift_running ORDER BY id", &[]),
     }
     .map_err(err)?;
     let last_reserved: i64 = tx

@@ -1,0 +1,182 @@
+//! A partitioned node's store over a set of partitions, against a
+//! throwaway PostgreSQL: it replays its set's rows only, writes each row to
+//! its function's partition, refuses a function of another set, is fenced
+//! when any of its partitions moves, and hands out ids from its block.
+
+mod pg_cluster;
+
+use std::time::Duration;
+
+use gearshift_core::Placement;
+use gearshift_store::conformance::{job, kept};
+use gearshift_store::postgres::lease::NodeAddrs;
+use gearshift_store::postgres::partitions::{Owned, PartitionLeases, PartitionSet};
+use gearshift_store::{PgOptions, PgStore, Store, StoreError};
+use pg_cluster::shared;
+
+const TIMEOUT: Duration = Duration::from_millis(400);
+const COUNT: u32 = 4;
+
+fn leases(url: &str, name: &str) -> PartitionLeases {
+    let me = NodeAddrs {
+        name: name.into(),
+        gearman: format!("{name}.test:4730"),
+        http: None,
+    };
+    PartitionLeases::open(url, &PgOptions::default(), me, TIMEOUT, COUNT)
+        .expect("open the partition leases")
+}
+
+/// A function name that `Placement` puts in `partition`.
+fn function_in(partition: u32) -> String {
+    let placement = Placement::new(COUNT);
+    (0..)
+        .map(|i| format!("fn{i}"))
+        .find(|f| placement.partition_of(f.as_bytes()) == partition)
+        .unwrap_or_default()
+}
+
+fn set_store(url: &str, owned: &[(u32, i64)], ids: std::ops::Range<u64>) -> PgStore {
+    let opts = PgOptions {
+        partitions: Some(PartitionSet {
+            owned: owned.to_vec(),
+            placement: Placement::new(COUNT),
+            ids,
+        }),
+        ..PgOptions::default()
+    };
+    PgStore::open(url, opts).expect("open a set's store")
+}
+
+fn pick(owned: &Owned, parts: &[u32]) -> Vec<(u32, i64)> {
+    owned
+        .owned
+        .iter()
+        .filter(|(p, _)| parts.contains(p))
+        .copied()
+        .collect()
+}
+
+#[test]
+fn a_set_store_holds_its_partitions_rows_and_hands_out_its_block() {
+    let url = shared().fresh_db();
+    let mut l = leases(&url, "n1");
+    let owned = l.beat().expect("beat");
+    assert_eq!(owned.owned.len(), COUNT as usize);
+    // Id 0 is never a job's: the first blocks start past it.
+    l.reserve_ids(1).expect("reserve");
+    let block_a = l.reserve_ids(1000).expect("reserve");
+    let block_b = l.reserve_ids(1000).expect("reserve");
+    assert!(block_a.end <= block_b.start);
+    let mut a = set_store(&url, &pick(&owned, &[0, 1]), block_a.clone());
+    let mut b = set_store(&url, &pick(&owned, &[2, 3]), block_b.clone());
+    assert_eq!(a.replay().expect("replay a").next_id, block_a.start);
+    assert_eq!(b.replay().expect("replay b").next_id, block_b.start);
+    let (f0, f1, f2) = (function_in(0), function_in(1), function_in(2));
+    a.add(&job(block_a.start, &f0, "", 0, b"x"));
+    a.add(&job(block_a.start + 1, &f1, "", 0, b"y"));
+    a.kept(&kept(block_a.start + 2, 0, b"k"));
+    a.flush().expect("flush a");
+    b.add(&job(block_b.start, &f2, "", 0, b"z"));
+    b.flush().expect("flush b");
+
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let rows: Vec<(i64, Option<i32>)> = db
+        .query("SELECT id, partition FROM gearshift_jobs ORDER BY id", &[])
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let big = |id: u64| i64::try_from(id).expect("small id");
+    assert_eq!(
+        rows,
+        [
+            (big(block_a.start), Some(0)),
+            (big(block_a.start + 1), Some(1)),
+            (big(block_b.start), Some(2)),
+        ]
+    );
+    // The reservation was not moved by the flushes.
+    let reserved: i64 = db
+        .query_one("SELECT last_reserved FROM gearshift_reservation", &[])
+        .expect("mark")
+        .get(0);
+    assert_eq!(reserved, big(block_b.end - 1));
+
+    // Each replays its own set only, and a new store on a's set sees a's rows.
+    let ra = set_store(&url, &pick(&owned, &[0, 1]), 5000..6000)
+        .replay()
+        .expect("replay");
+    assert_eq!(
+        ra.jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+        [block_a.start, block_a.start + 1]
+    );
+    assert_eq!(ra.next_id, 5000);
+    let rb = b.replay().expect("replay b");
+    assert_eq!(
+        rb.jobs.iter().map(|j| j.id).collect::<Vec<_>>(),
+        [block_b.start]
+    );
+    // Ending a's job through b changes nothing.
+    b.done(block_a.start);
+    b.flush().expect("flush b");
+    let ra = a.replay().expect("replay a");
+    assert_eq!(ra.jobs.len(), 2);
+}
+
+#[test]
+fn a_set_store_refuses_another_sets_function_and_is_fenced_by_any_move() {
+    let url = shared().fresh_db();
+    let mut l = leases(&url, "n1");
+    let owned = l.beat().expect("beat");
+    let ids = l.reserve_ids(100).expect("reserve");
+    let mut a = set_store(&url, &pick(&owned, &[0, 1]), ids.clone());
+    a.replay().expect("replay");
+    a.add(&job(ids.start, &function_in(3), "", 0, b"x"));
+    let err = a.flush().expect_err("a function of partition 3");
+    assert!(matches!(err, StoreError::InvalidRequest(_)), "{err:?}");
+    // Refused means not stored, and the store goes on.
+    a.add(&job(ids.start + 1, &function_in(1), "", 0, b"y"));
+    a.flush().expect("flush");
+    assert_eq!(a.replay().expect("replay").jobs.len(), 1);
+
+    // Partition 1 is taken over (its epoch raised): nothing more is stored.
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    db.execute(
+        "UPDATE gearshift_partitions SET epoch = epoch + 1 WHERE partition = 1",
+        &[],
+    )
+    .expect("take over");
+    a.add(&job(ids.start + 2, &function_in(0), "", 0, b"z"));
+    let err = a.flush().expect_err("fenced");
+    assert!(matches!(err, StoreError::Fenced(_)), "{err:?}");
+    let n: i64 = db
+        .query_one("SELECT count(*) FROM gearshift_jobs", &[])
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn rows_of_a_single_leader_are_served_by_their_partitions_set() {
+    let url = shared().fresh_db();
+    // Written by a single node, before any partitions.
+    let mut single = PgStore::open(&url, PgOptions::default()).expect("open");
+    single.replay().expect("replay");
+    let (f0, f3) = (function_in(0), function_in(3));
+    single.add(&job(1, &f0, "", 0, b"x"));
+    single.add(&job(2, &f3, "", 0, b"y"));
+    single.flush().expect("flush");
+    drop(single);
+    let mut l = leases(&url, "n1");
+    let owned = l.beat().expect("beat");
+    let ids = l.reserve_ids(100).expect("reserve");
+    let r0 = set_store(&url, &pick(&owned, &[0]), ids.clone())
+        .replay()
+        .expect("replay");
+    assert_eq!(r0.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1]);
+    let r3 = set_store(&url, &pick(&owned, &[3]), ids)
+        .replay()
+        .expect("replay");
+    assert_eq!(r3.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [2]);
+}
