@@ -208,6 +208,31 @@ fn hand_link(
     let _ = inboxes[hub::thread_of(pick, threads)].send(ToIo::Link(link));
 }
 
+/// A running server's entrance for links another loop accepted and
+/// checked (a partitioned node's public listeners).
+#[derive(Clone)]
+pub(crate) struct LinkDoor {
+    inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
+    next_id: Arc<AtomicU64>,
+}
+
+impl LinkDoor {
+    /// The door of the server whose I/O threads these are.
+    pub(crate) fn new(
+        inboxes: Vec<tokio::sync::mpsc::UnboundedSender<ToIo>>,
+        next_id: Arc<AtomicU64>,
+    ) -> Self {
+        LinkDoor { inboxes, next_id }
+    }
+
+    /// Hands a link, its preamble read, to an I/O thread.
+    pub(crate) fn hand(&self, stream: TcpStream, from: std::net::SocketAddr, node: String) {
+        if let Some(sock) = into_std(stream, from) {
+            hand_link(sock, from, node, &self.inboxes, &self.next_id);
+        }
+    }
+}
+
 /// No Nagle delay (request/response traffic), and TCP keepalive so a worker
 /// whose link died silently is noticed and its jobs requeued.
 fn configure(stream: &TcpStream) {

@@ -119,6 +119,10 @@ pub struct Server {
     bus: Arc<events::EventBus>,
     /// Calls on the core for in-process users, live once `run` starts.
     control: Control,
+    /// Where a partitioned node's listeners hand this server links.
+    door: Option<Arc<watch::Sender<Option<accept::LinkDoor>>>>,
+    /// Where HTTP submissions go when not to this server's own listener.
+    submit_to: Option<SocketAddr>,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -216,6 +220,8 @@ impl Server {
             relays: None,
             lease: None,
             cluster: None,
+            door: None,
+            submit_to: None,
             commit_latency: Arc::default(),
             reload: (reload_tx, reload_rx),
             cfg,
@@ -224,6 +230,17 @@ impl Server {
             core,
             store,
         })
+    }
+
+    /// Publishes this server's entrance for links in `door` while it runs.
+    pub(crate) fn open_door(&mut self, door: Arc<watch::Sender<Option<accept::LinkDoor>>>) {
+        self.door = Some(door);
+    }
+
+    /// Sends the HTTP API's submissions to the Gearman listener at `addr`
+    /// (a partitioned node's, which routes them to their partition).
+    pub(crate) fn submit_through(&mut self, addr: SocketAddr) {
+        self.submit_to = Some(addr);
     }
 
     /// Accepts connections relayed by the cluster's other nodes (they
@@ -408,11 +425,12 @@ impl Server {
         let http_task = match (self.http, &self.cfg.http) {
             (Some(listener), Some(hc)) => {
                 let control = Control::new(link.clone());
-                let gearman = self
-                    .listeners
-                    .first()
-                    .and_then(|l| l.local_addr().ok())
-                    .map(http::loopback_of);
+                let gearman = self.submit_to.or_else(|| {
+                    self.listeners
+                        .first()
+                        .and_then(|l| l.local_addr().ok())
+                        .map(http::loopback_of)
+                });
                 let ctx = http::Context {
                     control,
                     bus,
@@ -431,6 +449,13 @@ impl Server {
         };
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
         let next_id = Arc::new(AtomicU64::new(0));
+        let door = self.door;
+        if let Some(d) = &door {
+            d.send_replace(Some(accept::LinkDoor::new(
+                inboxes.clone(),
+                next_id.clone(),
+            )));
+        }
         let mut tasks = Vec::new();
         let plain = self.listeners.into_iter().map(|l| (l, None));
         let tls = self
@@ -481,6 +506,9 @@ impl Server {
             let _ = t.await;
         }
         reloads.abort();
+        if let Some(d) = &door {
+            d.send_replace(None);
+        }
         let (fin_tx, fin_rx) = tokio::sync::oneshot::channel();
         link.send(ToHub::Finish(fin_tx));
         let _ = fin_rx.await;

@@ -35,12 +35,12 @@ const MAX_FRAME: usize = 1 << 30;
 const MAX_QUEUED: usize = 8 << 20;
 
 /// What a client's task tells the link.
-enum ToLink {
+pub(crate) enum ToLink {
     Open {
         vid: u32,
         peer: SocketAddr,
         identity: Option<String>,
-        to_client: mpsc::UnboundedSender<ToClient>,
+        to_client: ClientTx,
         owed: Arc<AtomicUsize>,
     },
     Data {
@@ -53,13 +53,31 @@ enum ToLink {
 }
 
 /// What the link tells a client's task.
-enum ToClient {
+pub(crate) enum ToClient {
     Data(Bytes),
-    /// The leader is done with the connection.
+    /// The far node is done with the connection.
     Close,
     /// The client is owed more than the hard limit: it does not read.
     Cut,
+    /// The link ended (or never connected): the connection is gone.
+    Lost,
 }
+
+/// Where a link hands one connection's messages: a channel, and the tag
+/// that names the connection on it (a task may read several links).
+#[derive(Clone)]
+pub(crate) struct ClientTx {
+    pub tx: mpsc::UnboundedSender<(u32, ToClient)>,
+    pub tag: u32,
+}
+
+impl ClientTx {
+    fn send(&self, m: ToClient) -> Result<(), ()> {
+        self.tx.send((self.tag, m)).map_err(|_| ())
+    }
+}
+
+type Clients = HashMap<u32, (ClientTx, Arc<AtomicUsize>)>;
 
 /// Output limits for the clients (as [`crate::ServerConfig::max_output`]).
 #[derive(Debug, Clone, Copy)]
@@ -104,24 +122,17 @@ impl Linker {
     fn link_to(&self, up: &Upstream) -> LinkTx {
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((addr, link)) = cur.as_ref() {
-            if *addr == up.addr && !link.tx.is_closed() {
+            if *addr == up.addr && !link.is_closed() {
                 return link.clone();
             }
         }
-        let (tx, rx) = mpsc::unbounded_channel();
-        let tx = LinkTx {
-            tx,
-            queued: Arc::new(AtomicUsize::new(0)),
-        };
-        tokio::spawn(run_link(
+        let tx = LinkTx::start(
             up.clone(),
-            rx,
-            tx.queued.clone(),
             self.upstream.clone(),
             self.wait,
             self.timeout,
             self.limits,
-        ));
+        );
         *cur = Some((up.addr.clone(), tx.clone()));
         tx
     }
@@ -129,14 +140,45 @@ impl Linker {
 
 /// A client's way onto a link, and the client bytes waiting for it.
 #[derive(Clone)]
-struct LinkTx {
+pub(crate) struct LinkTx {
     tx: mpsc::UnboundedSender<ToLink>,
-    queued: Arc<AtomicUsize>,
+    pub queued: Arc<AtomicUsize>,
 }
 
 impl LinkTx {
-    fn send(&self, m: ToLink) -> Result<(), &'static str> {
-        self.tx.send(m).map_err(|_| "the link to the leader ended")
+    /// Starts a link to `up`; it ends when `upstream` names another node,
+    /// when it breaks, or when every sender is gone.
+    pub(crate) fn start(
+        up: Upstream,
+        upstream: watch::Receiver<Option<Upstream>>,
+        wait: Duration,
+        timeout: Duration,
+        limits: Limits,
+    ) -> LinkTx {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let tx = LinkTx {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+        };
+        tokio::spawn(run_link(
+            up,
+            rx,
+            tx.queued.clone(),
+            upstream,
+            wait,
+            timeout,
+            limits,
+        ));
+        tx
+    }
+
+    /// Whether the link's task has ended.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    pub(crate) fn send(&self, m: ToLink) -> Result<(), &'static str> {
+        self.tx.send(m).map_err(|_| "the link ended")
     }
 }
 
@@ -201,7 +243,10 @@ async fn carry<S: AsyncRead + AsyncWrite>(
         vid,
         peer,
         identity,
-        to_client,
+        to_client: ClientTx {
+            tx: to_client,
+            tag: 0,
+        },
         owed: owed.clone(),
     };
     link.send(open)?;
@@ -234,7 +279,7 @@ async fn carry<S: AsyncRead + AsyncWrite>(
                     }
                 }
             },
-            m = from_link.recv() => match m {
+            m = from_link.recv() => match m.map(|(_, m)| m) {
                 Some(ToClient::Data(b)) => {
                     let n = b.len();
                     let wrote = w.write_all(&b).await;
@@ -252,7 +297,7 @@ async fn carry<S: AsyncRead + AsyncWrite>(
                     sent_close = true;
                     break Ok(());
                 }
-                None => break Err("the link to the leader ended".into()),
+                None | Some(ToClient::Lost) => break Err("the link to the leader ended".into()),
             },
             // Owed output drained below the limit: read again.
             _ = tokio::time::sleep(Duration::from_millis(1)), if reading && !may_read => {}
@@ -285,7 +330,13 @@ async fn run_link(
     let stream = match connect(&mut up, &mut upstream, wait).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(leader = %up.addr, "cannot link to the leader: {e}");
+            tracing::warn!(node = %up.addr, "cannot link to the node: {e}");
+            rx.close();
+            while let Ok(m) = rx.try_recv() {
+                if let ToLink::Open { to_client, .. } = m {
+                    let _ = to_client.send(ToClient::Lost);
+                }
+            }
             return;
         }
     };
@@ -293,9 +344,8 @@ async fn run_link(
     let (mut r, mut w) = stream.into_split();
     let mut out = BytesMut::from(&link_preamble(&up.secret, &up.node)[..]);
     let mut input = BytesMut::with_capacity(LINK_BATCH);
-    let mut clients: HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)> =
-        HashMap::new();
-    tracing::info!(leader = %up.addr, "linked to the leader");
+    let mut clients: Clients = HashMap::new();
+    tracing::info!(node = %up.addr, "linked to another node");
     // Reading and writing go on together: the leader is never kept waiting
     // for this node to read while a large write is under way.
     let why: String = loop {
@@ -331,16 +381,19 @@ async fn run_link(
             }
         }
     };
-    tracing::info!(leader = %up.addr, connections = clients.len(), "link to the leader closed: {why}");
+    tracing::info!(node = %up.addr, connections = clients.len(), "link closed: {why}");
+    // Every connection it carried, and every one still asking for it, is gone.
+    rx.close();
+    while let Ok(m) = rx.try_recv() {
+        add(m, &mut out, &mut clients, &queued);
+    }
+    for (tx, _) in clients.into_values() {
+        let _ = tx.send(ToClient::Lost);
+    }
 }
 
 /// Puts a client's message on the link.
-fn add(
-    m: ToLink,
-    out: &mut BytesMut,
-    clients: &mut HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)>,
-    queued: &AtomicUsize,
-) {
+fn add(m: ToLink, out: &mut BytesMut, clients: &mut Clients, queued: &AtomicUsize) {
     match m {
         ToLink::Open {
             vid,
@@ -369,7 +422,7 @@ fn add(
 /// hard limit is dropped (its task closes it) and the leader told.
 fn deliver(
     input: &mut BytesMut,
-    clients: &mut HashMap<u32, (mpsc::UnboundedSender<ToClient>, Arc<AtomicUsize>)>,
+    clients: &mut Clients,
     out: &mut BytesMut,
     limits: Limits,
 ) -> Result<(), String> {

@@ -20,6 +20,7 @@
 
 pub mod lease_thread;
 pub mod link;
+pub mod partitioned;
 pub mod relay;
 pub mod trust;
 pub mod view;
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gearshift_store::postgres::lease::{Lease, NodeAddrs};
+use gearshift_store::postgres::partitions::{PartitionLeases, DEFAULT_COUNT};
 use gearshift_store::{PgOptions, PgStore, Store};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
@@ -54,6 +56,9 @@ pub struct ClusterConfig {
     /// How long a leader may go without heartbeating before another node
     /// takes over (and how long a relay's silent peer may stay).
     pub node_timeout: Duration,
+    /// `--partitioned`: every node owns a share of the partitions
+    /// ([`partitioned`]) instead of one node leading.
+    pub partitioned: bool,
 }
 
 /// A bound cluster node, not yet running.
@@ -66,6 +71,8 @@ pub struct Node {
     secret: Arc<str>,
     /// Where the lease stood at bind.
     start: Status,
+    /// A partitioned node's partition leases.
+    partitions: Option<PartitionLeases>,
     /// Config reloads, put in force whenever this node leads.
     reload: (crate::ReloadTx, watch::Receiver<Option<Arc<crate::Reload>>>),
 }
@@ -124,11 +131,23 @@ impl Node {
             ..PgOptions::default()
         };
         let lease_url = url.clone();
-        let (lease, secret, start) = tokio::task::spawn_blocking(move || {
-            let mut lease = Lease::open(&lease_url, &opts, me, timeout)?;
+        let partitioned = cluster.partitioned;
+        let (lease, secret, start, partitions) = tokio::task::spawn_blocking(move || {
+            let mut lease = Lease::open(&lease_url, &opts, me.clone(), timeout)?;
             let secret = lease.secret()?;
-            let start = lease_thread::first(&mut lease, timeout)?;
-            Ok::<_, gearshift_store::StoreError>((lease, secret, start))
+            if !partitioned {
+                let start = lease_thread::first(&mut lease, timeout)?;
+                return Ok((lease, secret, start, None));
+            }
+            // The two ways of running a cluster do not mix on one database.
+            if let Some(l) = lease.beat(None)?.leader {
+                return Err(gearshift_store::StoreError::InvalidRequest(format!(
+                    "node {} leads this database's cluster without --partitioned",
+                    l.node.name
+                )));
+            }
+            let parts = PartitionLeases::open(&lease_url, &opts, me, timeout, DEFAULT_COUNT)?;
+            Ok::<_, gearshift_store::StoreError>((lease, secret, Status::default(), Some(parts)))
         })
         .await
         .map_err(|e| ServerError::Config(format!("joining the cluster panicked: {e}")))?
@@ -149,6 +168,7 @@ impl Node {
             lease,
             secret: secret.into(),
             start,
+            partitions,
             reload: watch::channel(None),
         })
     }
@@ -198,8 +218,23 @@ impl Node {
             lease,
             secret,
             start,
+            partitions,
             reload,
         } = self;
+        if let Some(leases) = partitions {
+            let me = lease.me().clone();
+            let sessions = partitioned::beat::Sessions {
+                leases,
+                nodes: lease,
+            };
+            let (stopping_tx, stopping) = watch::channel(false);
+            tokio::spawn(async move {
+                shutdown.await;
+                let _ = stopping_tx.send(true);
+            });
+            partitioned::run(cfg, url, timeout, bound, sessions, me, secret, stopping).await;
+            return;
+        }
         let (_reload_tx, reloads) = reload;
         let node: Arc<str> = lease.me().name.as_str().into();
         let me = lease.me().clone();

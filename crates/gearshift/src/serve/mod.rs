@@ -165,6 +165,11 @@ pub struct ServeArgs {
     /// another node takes over its jobs (e.g. `5s`, `1500ms`).
     #[arg(long, default_value = "5s", value_parser = parse_timeout)]
     node_timeout: Duration,
+    /// Experimental: every node of a PostgreSQL cluster owns a share of
+    /// the partitions (each function lives in one) instead of one node
+    /// leading them all (docs/cluster.md, "Partitioned nodes").
+    #[arg(long)]
+    partitioned: bool,
     /// Bridge GearMonkey jobs on this Redis (docs/gearmonkey.md):
     /// `redis://[user:pass@]host:port[/db]` or `rediss://...`.
     #[arg(long, value_name = "URL")]
@@ -402,10 +407,14 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if etcd.is_some() {
             return Err("--etcd is not supported on a PostgreSQL cluster node yet".into());
         }
+        if args.partitioned && (args.ssl || !args.ssl_listen.is_empty()) {
+            return Err("--ssl is not supported on partitioned nodes yet".into());
+        }
         let cluster = ClusterConfig {
             name: args.node_name.clone(),
             advertise: args.advertise.clone(),
             node_timeout: args.node_timeout,
+            partitioned: args.partitioned,
         };
         let pid_file = args.pid_file.clone();
         let result = rt.block_on(run_node(

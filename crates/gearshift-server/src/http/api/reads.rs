@@ -319,7 +319,8 @@ pub async fn schedules(State(app): State<crate::http::State>) -> Reply {
 }
 
 /// `GET /api/v1/cluster`: the nodes (from the node table, refreshed every
-/// heartbeat) with the workers connected through each.
+/// heartbeat) with the workers connected through each, and on partitioned
+/// nodes each partition's owner.
 pub async fn cluster(State(app): State<crate::http::State>) -> Reply {
     let Some(view) = app.ctx.cluster.clone() else {
         return Err(ApiError::not_found(
@@ -345,5 +346,16 @@ pub async fn cluster(State(app): State<crate::http::State>) -> Reply {
         })
         .collect();
     let total = ws.iter().filter(|w| !w.functions.is_empty()).count();
-    ok(&json!({ "node": view.me, "nodes": nodes, "workers": total }))
+    let owners = view.partitions();
+    if owners.is_empty() {
+        return ok(&json!({ "node": view.me, "mode": "leader", "nodes": nodes, "workers": total }));
+    }
+    let partitions: Vec<Value> = owners
+        .iter()
+        .map(|p| json!({ "partition": p.partition, "epoch": p.epoch, "node": p.node.as_ref().map(|n| &n.name) }))
+        .collect();
+    ok(&json!({
+        "node": view.me, "mode": "partitioned", "nodes": nodes, "workers": total,
+        "partitions": partitions,
+    }))
 }

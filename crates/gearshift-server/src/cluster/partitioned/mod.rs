@@ -1,0 +1,112 @@
+//! Partitioned nodes (`--partitioned`, experimental): every node owns a
+//! share of the cluster's partitions and serves their jobs; every function
+//! lives in one partition. A connection stays on the node it reached,
+//! which sends each packet to the owner of the partition it names.
+//!
+//! - [`beat`]: the partition leases, renewed and shared out evenly;
+//! - [`owners`]: who owns which partition;
+//! - [`owner`]: the job server over this node's partitions;
+//! - [`route`]: the listeners, and each connection's splitting.
+
+pub mod beat;
+mod owner;
+pub mod owners;
+mod route;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gearshift_store::postgres::lease::NodeAddrs;
+use tokio::sync::{watch, Semaphore};
+
+use super::link::Limits;
+use super::relay::RelayGate;
+use super::trust::LeaseTrust;
+use super::view::ClusterView;
+use super::Bound;
+use crate::ServerConfig;
+
+/// Runs a partitioned node until `stopping` turns true.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run(
+    cfg: ServerConfig,
+    url: String,
+    timeout: Duration,
+    bound: Bound,
+    sessions: beat::Sessions,
+    me: NodeAddrs,
+    secret: Arc<str>,
+    stopping: watch::Receiver<bool>,
+) {
+    let mut slots = owners::Slots::default();
+    let (own_tx, own_rx) = watch::channel(Arc::new(owners::Ownership::empty(&me, &mut slots)));
+    let (mine_tx, mine_rx) = watch::channel(None);
+    let trust = Arc::new(LeaseTrust::new(Instant::now()));
+    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+    let beat_trust = trust.clone();
+    let view = Arc::new(ClusterView::new(me.name.clone()));
+    let beat_view = view.clone();
+    let beat = std::thread::Builder::new()
+        .name("gearshift-partitions".into())
+        .spawn(move || {
+            beat::run(
+                sessions, timeout, slots, mine_tx, own_tx, beat_trust, &beat_view, cmd_rx,
+            )
+        });
+    let beat = match beat {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!("cannot start the partitions' thread: {e}");
+            return;
+        }
+    };
+    let door = Arc::new(watch::channel(None).0);
+    let limits = Limits {
+        max_output: cfg.max_output,
+        hard_output: crate::config::output_hard_limit(cfg.max_output, cfg.max_packet_size),
+    };
+    let ctx = Arc::new(route::RouteCtx {
+        ownership: own_rx.clone(),
+        links: route::Links::new(secret.clone(), me.name.as_str().into(), timeout, limits),
+        gate: RelayGate::new(secret.to_string(), timeout),
+        door: door.subscribe(),
+        max_packet: cfg.max_packet_size,
+        limits,
+        wait: timeout * 2,
+    });
+    let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
+    let mut tasks = Vec::new();
+    for l in &bound.gearman {
+        if let Some(l) = super::tokio_listener(l) {
+            tasks.push(tokio::spawn(route::accept_loop(
+                l,
+                ctx.clone(),
+                stopping.clone(),
+                limit.clone(),
+            )));
+        }
+    }
+    let owner_ctx = owner::OwnerCtx {
+        cfg,
+        url,
+        http: bound.http.as_ref().and_then(|l| l.try_clone().ok()),
+        trust,
+        view,
+        entry: bound
+            .gearman
+            .first()
+            .and_then(|l| l.local_addr().ok())
+            .map(crate::http::loopback_of),
+        door,
+        ownership: own_rx,
+        cmds: cmd_tx.clone(),
+    };
+    tracing::info!(node = %me.name, "partitioned node: serving the partitions it owns");
+    owner::manage(owner_ctx, mine_rx, stopping).await;
+    for t in tasks {
+        t.abort();
+        let _ = t.await;
+    }
+    let _ = cmd_tx.send(beat::Cmd::Stop);
+    let _ = tokio::task::spawn_blocking(move || beat.join()).await;
+}

@@ -1,0 +1,151 @@
+//! The job server for the partitions this node owns: one core and one
+//! store over the set, started again whenever the set changes (its
+//! connections are all carried over links, so only they see the restart).
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gearshift_store::postgres::partitions::PartitionSet;
+use gearshift_store::{PgOptions, PgStore, Store};
+use tokio::sync::{oneshot, watch};
+
+use super::beat::{Cmd, Mine};
+use super::owners::Ownership;
+use crate::accept::LinkDoor;
+use crate::cluster::trust::LeaseTrust;
+use crate::cluster::view::ClusterView;
+use crate::{Server, ServerConfig};
+
+/// How long a stopping owner server may take to finish.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// What the owner server needs.
+pub(super) struct OwnerCtx {
+    pub cfg: ServerConfig,
+    pub url: String,
+    pub http: Option<std::net::TcpListener>,
+    pub trust: Arc<LeaseTrust>,
+    pub view: Arc<ClusterView>,
+    /// This node's Gearman listener, for the HTTP API's submissions.
+    pub entry: Option<std::net::SocketAddr>,
+    pub door: Arc<watch::Sender<Option<LinkDoor>>>,
+    pub ownership: watch::Receiver<Arc<Ownership>>,
+    pub cmds: mpsc::Sender<Cmd>,
+}
+
+/// Job ids a core takes at a time: a new block per start of the owner
+/// server, so two nodes never hand out the same one.
+const ID_BLOCK: u64 = 1 << 32;
+
+/// A running owner server.
+struct Running {
+    serving: Vec<(u32, i64)>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let mut task = self.task;
+        if tokio::time::timeout(STOP_WAIT, &mut task).await.is_err() {
+            tracing::warn!("the owner server did not stop in time: stopped at once");
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+/// Serves what the beats say this node owns until `stopping`.
+pub(super) async fn manage(
+    ctx: OwnerCtx,
+    mut mine: watch::Receiver<Option<Mine>>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut current: Option<Running> = None;
+    loop {
+        let want = mine.borrow_and_update().clone();
+        let ended = current.as_ref().is_some_and(|r| r.task.is_finished());
+        if let Some(m) = want {
+            let differs = current.as_ref().is_none_or(|r| r.serving != m.serve);
+            if differs || ended {
+                if let Some(r) = current.take() {
+                    r.stop().await;
+                }
+                if !m.give_up.is_empty() {
+                    let _ = ctx.cmds.send(Cmd::Release(m.give_up.clone()));
+                }
+                match start(&ctx, &m.serve).await {
+                    Ok(r) => current = Some(r),
+                    Err(e) => {
+                        tracing::error!("cannot serve this node's partitions: {e}");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                }
+            }
+        }
+        let task_done = async {
+            match current.as_mut() {
+                Some(r) => {
+                    while !r.task.is_finished() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            c = mine.changed() => if c.is_err() { break },
+            _ = stopping.wait_for(|s| *s) => break,
+            () = task_done => tracing::warn!("the owner server ended: starting it again"),
+        }
+    }
+    if let Some(r) = current.take() {
+        r.stop().await;
+    }
+}
+
+/// Opens the store over `serve` and starts a server on it.
+async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> {
+    let placement = ctx.ownership.borrow().placement().clone();
+    let (tx, rx) = oneshot::channel();
+    let _ = ctx.cmds.send(Cmd::Reserve(ID_BLOCK, tx));
+    let ids = rx.await.ok().flatten().ok_or("cannot reserve job ids")?;
+    let url = ctx.url.clone();
+    let opts = PgOptions {
+        partitions: Some(PartitionSet {
+            owned: serve.to_vec(),
+            placement,
+            ids,
+        }),
+        ..PgOptions::default()
+    };
+    let store = tokio::task::spawn_blocking(move || PgStore::open(&url, opts))
+        .await
+        .map_err(|e| format!("opening the store panicked: {e}"))?
+        .map_err(|e| format!("cannot open the partitions' store: {e}"))?;
+    let store: Box<dyn Store> = Box::new(store);
+    let http = ctx.http.as_ref().and_then(super::super::tokio_listener);
+    let mut server = Server::bind_on(ctx.cfg.clone(), Some(store), Vec::new(), Vec::new(), http)
+        .await
+        .map_err(|e| e.to_string())?;
+    server.obey_lease(ctx.trust.clone());
+    server.show_cluster(ctx.view.clone());
+    if let Some(addr) = ctx.entry {
+        server.submit_through(addr);
+    }
+    server.open_door(ctx.door.clone());
+    let parts: Vec<u32> = serve.iter().map(|&(p, _)| p).collect();
+    tracing::info!(partitions = ?parts, "serving this node's partitions");
+    let (stop, stop_rx) = oneshot::channel();
+    let task = tokio::spawn(server.run(async move {
+        let _ = stop_rx.await;
+    }));
+    Ok(Running {
+        serving: serve.to_vec(),
+        stop,
+        task,
+    })
+}

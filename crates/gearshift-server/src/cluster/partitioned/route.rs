@@ -1,0 +1,286 @@
+//! A partitioned node's listeners: a link from another node goes to this
+//! node's owner server; every other connection stays here, and its packets
+//! go to the owners of the partitions they name ([`gearshift_core::split`])
+//! over one link per owner (this node's own included).
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use gearshift_core::split::{Out, Owner, Split};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use super::owners::Ownership;
+use crate::accept::LinkDoor;
+use crate::cluster::link::{ClientTx, Limits, LinkTx, ToClient, ToLink};
+use crate::cluster::relay::{accept_capped, watch_closely, Origin, RelayGate, Upstream};
+
+/// Largest read of a client's socket.
+const CLIENT_CHUNK: usize = 64 * 1024;
+/// Client bytes waiting for a link past which the client is not read.
+const MAX_QUEUED: usize = 8 << 20;
+
+/// What every connection of a partitioned node shares.
+pub(super) struct RouteCtx {
+    pub ownership: watch::Receiver<Arc<Ownership>>,
+    pub links: Links,
+    pub gate: RelayGate,
+    pub door: watch::Receiver<Option<LinkDoor>>,
+    pub max_packet: usize,
+    pub limits: Limits,
+    /// How long a link waits for this node's owner server (it restarts
+    /// when the partitions move).
+    pub wait: Duration,
+}
+
+/// A link, and the upstream its task watches (it never changes).
+type NodeLink = (LinkTx, watch::Sender<Option<Upstream>>);
+
+/// One link per node, made when a connection first needs it.
+pub(super) struct Links {
+    secret: Arc<str>,
+    node: Arc<str>,
+    timeout: Duration,
+    limits: Limits,
+    next_vid: AtomicU32,
+    /// By address, with the (never changing) upstream its task watches.
+    map: Mutex<HashMap<String, NodeLink>>,
+}
+
+impl Links {
+    pub fn new(secret: Arc<str>, node: Arc<str>, timeout: Duration, limits: Limits) -> Links {
+        Links {
+            secret,
+            node,
+            timeout,
+            limits,
+            next_vid: AtomicU32::new(0),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The link to `addr`, started if there is none (or it ended).
+    fn to(&self, addr: &str) -> LinkTx {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((link, _)) = map.get(addr) {
+            if !link.is_closed() {
+                return link.clone();
+            }
+        }
+        let up = Upstream {
+            addr: addr.to_owned(),
+            secret: self.secret.clone(),
+            node: self.node.clone(),
+        };
+        let (fixed, rx) = watch::channel(Some(up.clone()));
+        let link = LinkTx::start(up, rx, self.timeout * 2, self.timeout, self.limits);
+        map.insert(addr.to_owned(), (link.clone(), fixed));
+        link
+    }
+}
+
+/// Accepts on one listener until `stop`.
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    ctx: Arc<RouteCtx>,
+    mut stop: watch::Receiver<bool>,
+    limit: Arc<Semaphore>,
+) {
+    while let Some((sock, peer, permit)) = accept_capped(&listener, &limit, &mut stop).await {
+        let _ = sock.set_nodelay(true);
+        let (ctx, stop) = (ctx.clone(), stop.clone());
+        tokio::spawn(async move {
+            match ctx.gate.check(&sock).await {
+                Ok(Some(Origin::Link { node })) => {
+                    drop(permit);
+                    watch_closely(&sock, ctx.gate.node_timeout);
+                    let mut door = ctx.door.clone();
+                    let open = tokio::time::timeout(ctx.wait, door.wait_for(|d| d.is_some())).await;
+                    match open.ok().and_then(|d| d.ok().and_then(|d| d.clone())) {
+                        Some(d) => d.hand(sock, peer, node),
+                        None => {
+                            tracing::warn!(%peer, %node, "closing a link: this node serves no partitions now")
+                        }
+                    }
+                }
+                Ok(Some(Origin::Relayed(_))) => {
+                    tracing::warn!(%peer, "closing a relayed connection: partitioned nodes take links only");
+                }
+                Ok(None) => {
+                    let _permit = permit;
+                    if let Err(e) = route(sock, peer, &ctx, stop).await {
+                        tracing::info!(%peer, "connection closed: {e}");
+                    }
+                }
+                Err(why) => tracing::warn!(%peer, "closing connection: {why}"),
+            }
+        });
+    }
+}
+
+/// This connection's sub-connection on one owner's link.
+struct Sub {
+    link: LinkTx,
+    vid: u32,
+    owed: Arc<AtomicUsize>,
+    /// What the owner sent, not yet read whole by the splitter.
+    input: BytesMut,
+}
+
+/// Serves one client's connection until it or this node is done.
+async fn route(
+    client: TcpStream,
+    peer: SocketAddr,
+    ctx: &RouteCtx,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(u32, ToClient)>();
+    let mut split = Split::new(ctx.max_packet);
+    let mut subs: HashMap<Owner, Sub> = HashMap::new();
+    let mut own = ctx.ownership.clone();
+    let mut view = own.borrow_and_update().clone();
+    let (mut r, mut w) = client.into_split();
+    let mut buf = BytesMut::new();
+    let mut out = Vec::new();
+    let result = loop {
+        let owed: usize = subs.values().map(|s| s.owed.load(Ordering::Acquire)).sum();
+        let queued = subs
+            .values()
+            .map(|s| s.link.queued.load(Ordering::Acquire))
+            .max();
+        let may_read =
+            owed + split.buffered() <= ctx.limits.max_output && queued.unwrap_or(0) <= MAX_QUEUED;
+        if buf.capacity() - buf.len() < CLIENT_CHUNK / 4 {
+            buf.reserve(CLIENT_CHUNK);
+        }
+        tokio::select! {
+            n = r.read_buf(&mut buf), if may_read => match n {
+                Ok(0) => break Ok(()),
+                Err(e) => break Err(format!("reading: {e}")),
+                Ok(_) => split.from_client(&mut buf, &*view, &mut out),
+            },
+            m = rx.recv() => {
+                let Some((owner, m)) = m else { break Err("no link".into()) };
+                match m {
+                    ToClient::Data(bytes) => {
+                        if let Some(sub) = subs.get_mut(&owner) {
+                            sub.owed.fetch_sub(bytes.len(), Ordering::AcqRel);
+                            sub.input.extend_from_slice(&bytes);
+                            split.from_owner(owner, &mut sub.input, &*view, &mut out);
+                        }
+                    }
+                    ToClient::Close | ToClient::Cut | ToClient::Lost => {
+                        subs.remove(&owner);
+                        split.owner_lost(owner, &*view, &mut out);
+                        split.owners_changed(&*view, &mut out);
+                    }
+                }
+            }
+            c = own.changed() => {
+                if c.is_err() { break Err("the node stops".into()) }
+                view = own.borrow_and_update().clone();
+                split.owners_changed(&*view, &mut out);
+            }
+            // Owed output drained below the limit: read again.
+            _ = tokio::time::sleep(Duration::from_millis(1)), if !may_read => {}
+            _ = stop.wait_for(|s| *s) => break Err("the node stops".into()),
+        }
+        if let Err(e) = carry_out(&mut out, &mut subs, &mut w, &tx, peer, ctx, &view).await {
+            break Err(e);
+        }
+    };
+    for sub in subs.values() {
+        let _ = sub.link.send(ToLink::Close { vid: sub.vid });
+    }
+    result
+}
+
+/// Sends what the splitter produced: to owners over their links (opening
+/// this connection's sub-connection on first use), and to the client.
+async fn carry_out(
+    out: &mut Vec<Out>,
+    subs: &mut HashMap<Owner, Sub>,
+    w: &mut tokio::net::tcp::OwnedWriteHalf,
+    tx: &mpsc::UnboundedSender<(u32, ToClient)>,
+    peer: SocketAddr,
+    ctx: &RouteCtx,
+    view: &Ownership,
+) -> Result<(), String> {
+    for o in out.drain(..) {
+        match o {
+            Out::ToClient(bytes) => w
+                .write_all(&bytes)
+                .await
+                .map_err(|e| format!("writing: {e}"))?,
+            Out::Close(why) => return Err(why),
+            Out::ToOwner(owner, bytes) => {
+                let sub = match subs.entry(owner) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(v) => match open_sub(owner, tx, peer, ctx, view) {
+                        Some(sub) => v.insert(sub),
+                        // The splitter learns of the loss from the channel.
+                        None => continue,
+                    },
+                };
+                let n = bytes.len();
+                sub.link.queued.fetch_add(n, Ordering::AcqRel);
+                // A link that ended tells this connection so itself.
+                if sub
+                    .link
+                    .send(ToLink::Data {
+                        vid: sub.vid,
+                        bytes,
+                    })
+                    .is_err()
+                {
+                    sub.link.queued.fetch_sub(n, Ordering::AcqRel);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens this connection's sub-connection on `owner`'s link; None (and a
+/// loss on `tx`) when the owner is unknown or its link ended.
+fn open_sub(
+    owner: Owner,
+    tx: &mpsc::UnboundedSender<(u32, ToClient)>,
+    peer: SocketAddr,
+    ctx: &RouteCtx,
+    view: &Ownership,
+) -> Option<Sub> {
+    let Some(node) = view.node(owner) else {
+        let _ = tx.send((owner, ToClient::Lost));
+        return None;
+    };
+    let link = ctx.links.to(&node.addr);
+    let vid = ctx.links.next_vid.fetch_add(1, Ordering::Relaxed);
+    let owed = Arc::new(AtomicUsize::new(0));
+    let open = ToLink::Open {
+        vid,
+        peer,
+        identity: None,
+        to_client: ClientTx {
+            tx: tx.clone(),
+            tag: owner,
+        },
+        owed: owed.clone(),
+    };
+    if link.send(open).is_err() {
+        let _ = tx.send((owner, ToClient::Lost));
+        return None;
+    }
+    Some(Sub {
+        link,
+        vid,
+        owed,
+        input: BytesMut::new(),
+    })
+}
