@@ -135,17 +135,14 @@ impl Node {
         let (lease, secret, start, partitions) = tokio::task::spawn_blocking(move || {
             let mut lease = Lease::open(&lease_url, &opts, me.clone(), timeout)?;
             let secret = lease.secret()?;
+            // The two ways of running a cluster do not mix on one database.
+            let mode = partitioned::check_mode(&mut lease, partitioned);
             if !partitioned {
+                mode?;
                 let start = lease_thread::first(&mut lease, timeout)?;
                 return Ok((lease, secret, start, None));
             }
-            // The two ways of running a cluster do not mix on one database.
-            if let Some(l) = lease.beat(None)?.leader {
-                return Err(gearshift_store::StoreError::InvalidRequest(format!(
-                    "node {} leads this database's cluster without --partitioned",
-                    l.node.name
-                )));
-            }
+            mode?;
             let parts = PartitionLeases::open(&lease_url, &opts, me, timeout, DEFAULT_COUNT)?;
             Ok::<_, gearshift_store::StoreError>((lease, secret, Status::default(), Some(parts)))
         })

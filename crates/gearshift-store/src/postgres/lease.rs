@@ -192,6 +192,21 @@ impl Lease {
         Ok(())
     }
 
+    /// The live nodes that own partitions (partitioned nodes: a leader
+    /// must not run beside them).
+    pub fn partition_owners(&mut self) -> Result<Vec<String>, StoreError> {
+        self.with("listing the partitions' owners", |c, _, _| {
+            c.query(
+                "SELECT DISTINCT node FROM gearshift_partitions
+                 WHERE node IS NOT NULL AND expires_at >= now() ORDER BY node",
+                &[],
+            )?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect()
+        })
+    }
+
     /// Every registered node, by name.
     pub fn nodes(&mut self) -> Result<Vec<NodeRow>, StoreError> {
         self.with("listing the nodes", |c, _, _| {

@@ -16,7 +16,8 @@ mod route;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gearshift_store::postgres::lease::NodeAddrs;
+use gearshift_store::postgres::lease::{Lease, NodeAddrs};
+use gearshift_store::StoreError;
 use tokio::sync::{watch, Semaphore};
 
 use super::link::Limits;
@@ -25,6 +26,24 @@ use super::trust::LeaseTrust;
 use super::view::ClusterView;
 use super::Bound;
 use crate::ServerConfig;
+
+/// Refuses a partitioned node beside a leader-mode one, and the reverse.
+pub(super) fn check_mode(lease: &mut Lease, partitioned: bool) -> Result<(), StoreError> {
+    let refuse = |why: String| Err(StoreError::InvalidRequest(why));
+    if partitioned {
+        if let Some(l) = lease.beat(None)?.leader {
+            return refuse(format!(
+                "node {} leads this database's cluster without --partitioned",
+                l.node.name
+            ));
+        }
+    } else if let Some(node) = lease.partition_owners()?.first() {
+        return refuse(format!(
+            "node {node} serves this database's partitions: start this node with --partitioned too"
+        ));
+    }
+    Ok(())
+}
 
 /// Runs a partitioned node until `stopping` turns true.
 #[allow(clippy::too_many_arguments)]

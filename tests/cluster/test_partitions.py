@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""The cluster suite's tests of partitioned nodes (`--partitioned`): every
+node owns a share of the partitions, each function lives in one, and a
+connection stays on the node it reached while its packets go to their
+partition's owner. Run by test_cluster.py, whose cluster helpers they use.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+
+import harness as h  # noqa: E402
+from harness import check, check_eq  # noqa: E402
+from test_cluster import CLIENTS, grab, http_get, raw_worker, with_cluster  # noqa: E402
+
+PARTS = 64
+MASK = (1 << 64) - 1
+
+
+def partition_of(func):
+    """The partition a function lives in (gearshift_core::placement)."""
+    x = 0xcbf29ce484222325
+    for b in func.encode():
+        x = ((x ^ b) * 0x100000001b3) & MASK
+    x ^= x >> 33
+    x = (x * 0xff51afd7ed558ccd) & MASK
+    x ^= x >> 33
+    x = (x * 0xc4ceb9fe1a85ec53) & MASK
+    x ^= x >> 33
+    return x % PARTS
+
+
+def owners(cl):
+    """Live partition -> owning node, from the database."""
+    rows = cl.pg.sql("SELECT partition, node FROM gearshift_partitions "
+                     "WHERE node IS NOT NULL AND expires_at >= now()")
+    return {int(r[0]): r[1] for r in rows if r and r[1]}
+
+
+def start(cl, names):
+    """Starts partitioned nodes and waits until they share every partition."""
+    for n in names:
+        cl.start(n, extra="--partitioned")
+    shared_by(cl, sorted(cl.nodes))
+
+
+def shared_by(cl, names, timeout=30):
+    """Waits until `names` share every partition evenly, and every node's
+    own view (refreshed by its beats) says so."""
+    def even():
+        got = owners(cl)
+        counts = [sum(1 for o in got.values() if o == n) for n in names]
+        return len(got) == PARTS and set(got.values()) == set(names) \
+            and max(counts) - min(counts) <= 1
+    h.wait_for(even, timeout, "the partitions shared by %s" % names)
+    want = owners(cl)
+
+    def seen_everywhere():
+        for n in names:
+            try:
+                view = http_get(cl.http_port(n), "/api/v1/cluster").get("partitions", [])
+            except OSError:  # its job server is starting again
+                return False
+            if {p["partition"]: p["node"] for p in view} != want:
+                return False
+        return True
+    h.wait_for(seen_everywhere, timeout, "every node's view of the partitions")
+
+
+def functions_on(cl, per_node, prefix="f"):
+    """`per_node` function names owned by each node, by node."""
+    own = owners(cl)
+    out = {n: [] for n in cl.nodes}
+    i = 0
+    while any(len(v) < per_node for v in out.values()):
+        f = "%s%d" % (prefix, i)
+        i += 1
+        node = own.get(partition_of(f))
+        if node in out and len(out[node]) < per_node:
+            out[node].append(f)
+    return out
+
+
+@with_cluster
+def test_partitions_spread(cl):
+    start(cl, ["a", "b", "c"])
+    got = owners(cl)
+    counts = sorted(sum(1 for o in got.values() if o == n) for n in "abc")
+    check_eq(counts, [21, 21, 22], "partitions per node")
+    view = http_get(cl.http_port("b"), "/api/v1/cluster")
+    check_eq(view.get("mode"), "partitioned", "cluster mode")
+    check_eq(len(view.get("partitions", [])), PARTS, "partitions in the cluster view")
+    check(all(p["node"] in ("a", "b", "c") for p in view["partitions"]),
+          "every partition has an owner: %r" % view["partitions"][:5])
+
+
+@with_cluster
+def test_worker_gets_every_partition_in_priority_order(cl):
+    start(cl, ["a", "b", "c"])
+    funcs = [f for fs in functions_on(cl, 4).values() for f in fs]
+    a, b = cl.nodes["a"], cl.nodes["b"]
+    c = h.Conn(a.port)
+    kinds = ((h.SUBMIT_JOB_LOW_BG, "low"), (h.SUBMIT_JOB_BG, "normal"),
+             (h.SUBMIT_JOB_HIGH_BG, "high"))
+    for f in funcs:
+        for kind, name in kinds:
+            c.send_pkt(kind, f, "%s-%s" % (f, name), name)
+            c.expect_pkt(h.JOB_CREATED)
+    c.close()
+    w = raw_worker(b.port, *funcs)
+    got = {}
+    for _ in range(len(funcs) * 3):
+        job = grab(w)
+        check(job is not None, "a job for every submission (got %d)" % sum(map(len, got.values())))
+        got.setdefault(job[1].decode(), []).append(job[2].decode())
+        w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check_eq(grab(w), None, "nothing more")
+    w.close()
+    check_eq(sorted(got), sorted(funcs), "functions served")
+    for f, order in got.items():
+        check_eq(order, ["high", "normal", "low"], "priority order within %s" % f)
+
+
+@with_cluster
+def test_foreground_across_nodes(cl):
+    start(cl, ["a", "b", "c"])
+    by_node = functions_on(cl, 1, prefix="fg")
+    fa, fb = by_node["a"][0], by_node["b"][0]
+    stop = threading.Event()
+
+    def work():
+        w = raw_worker(cl.nodes["a"].port, fa, fb)
+        while not stop.is_set():
+            try:
+                job = grab(w, timeout=2)
+            except h.TestFailure:
+                break
+            if job is None:
+                time.sleep(0.01)
+                continue
+            handle, _, data = job
+            w.send_pkt(h.WORK_DATA, handle, b"part-" + data)
+            w.send_pkt(h.WORK_STATUS, handle, "1", "2")
+            w.send_pkt(h.WORK_COMPLETE, handle, b"done-" + data)
+        w.close()
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        h.wait_workers(cl.nodes["a"].port, fa)
+        h.wait_workers(cl.nodes["b"].port, fb)
+        c = h.Conn(cl.nodes["c"].port)
+        # Pipelined to two owners: JOB_CREATED in submission order.
+        jobs = [(fa, "x1"), (fb, "x2"), (fa, "x3"), (fb, "x4")]
+        for f, data in jobs:
+            c.send_pkt(h.SUBMIT_JOB, f, "", data)
+        handles, seen = [], {}
+
+        def complete():
+            return len(handles) == len(jobs) and all(
+                any(e[0] == h.WORK_COMPLETE for e in seen.get(hd, [])) for hd in handles)
+        while not complete():
+            _, t_, body = c.read_pkt(timeout=10)
+            if t_ == h.JOB_CREATED:
+                handles.append(body)
+                continue
+            handle = body.split(b"\0", 1)[0]
+            check(handle in handles, "an event for a created job: %r" % body)
+            seen.setdefault(handle, []).append((t_, body))
+        for (f, data), handle in zip(jobs, handles):
+            kinds = [e[0] for e in seen[handle]]
+            check_eq(kinds, [h.WORK_DATA, h.WORK_STATUS, h.WORK_COMPLETE],
+                     "events of %s" % data)
+            check_eq(seen[handle][-1][1], handle + b"\0done-" + data.encode(),
+                     "the result of %s reached its submitter" % data)
+        c.close()
+    finally:
+        stop.set()
+        t.join(timeout=10)
+
+
+@with_cluster
+def test_sleeping_worker_woken_from_another_node(cl):
+    start(cl, ["a", "b", "c"])
+    f = functions_on(cl, 1, prefix="wake")["b"][0]
+    w = raw_worker(cl.nodes["a"].port, f)
+    check_eq(grab(w), None, "nothing queued yet")
+    w.send_pkt(h.PRE_SLEEP)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    c = h.Conn(cl.nodes["c"].port)
+    c.send_pkt(h.SUBMIT_JOB_BG, f, "", "wake")
+    c.expect_pkt(h.JOB_CREATED)
+    w.expect_pkt(h.NOOP, timeout=2)
+    check(time.monotonic() - t0 < 2, "woken within 2 s")
+    job = grab(w)
+    check(job is not None and job[2] == b"wake", "the job after the NOOP: %r" % (job,))
+    w.close()
+    c.close()
+
+
+class Load:
+    """Background jobs with unique ids through every live node, and workers
+    on every node, until stopped; every acknowledged id must be done."""
+
+    def __init__(self, cl, funcs):
+        self.cl, self.funcs = cl, funcs
+        self.acked, self.done, self.lock = set(), {}, threading.Lock()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self.submit, args=(i,), daemon=True)
+                        for i in range(2)]
+        self.threads += [threading.Thread(target=self.work, args=(i,), daemon=True)
+                         for i in range(3)]
+
+    def ports(self):
+        return [n.port for n in list(self.cl.nodes.values())]
+
+    def submit(self, k):
+        i = 0
+        while not self.stop.is_set():
+            try:
+                c = h.Conn(self.ports()[(k + i) % len(self.ports())], timeout=5)
+            except (OSError, ZeroDivisionError):
+                time.sleep(0.05)
+                continue
+            try:
+                while not self.stop.is_set():
+                    i += 1
+                    unique = "s%d-%d" % (k, i)
+                    c.send_pkt(h.SUBMIT_JOB_BG, self.funcs[i % len(self.funcs)], unique, unique)
+                    _, t, _ = c.read_pkt(timeout=5)
+                    if t == h.JOB_CREATED:
+                        with self.lock:
+                            self.acked.add(unique)
+                    time.sleep(0.002)
+            except (OSError, h.TestFailure):
+                time.sleep(0.05)
+            finally:
+                c.close()
+
+    def work(self, k):
+        while not self.stop.is_set() or self.missing():
+            try:
+                ports = self.ports()
+                w = raw_worker(ports[k % len(ports)], *self.funcs)
+            except (OSError, h.TestFailure, ZeroDivisionError):
+                time.sleep(0.05)
+                continue
+            try:
+                while not self.stop.is_set() or self.missing():
+                    job = grab(w, timeout=5)
+                    if job is None:
+                        w.send_pkt(h.PRE_SLEEP)
+                        try:
+                            w.expect_pkt(h.NOOP, timeout=0.3)
+                        except h.TestFailure as e:
+                            if "closed" in str(e):
+                                raise
+                        continue
+                    with self.lock:
+                        u = job[2].decode()
+                        self.done[u] = self.done.get(u, 0) + 1
+                    w.send_pkt(h.WORK_COMPLETE, job[0], "")
+            except (OSError, h.TestFailure):
+                pass
+            finally:
+                w.close()
+
+    def missing(self):
+        with self.lock:
+            return self.acked - set(self.done)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def finish(self, timeout):
+        self.stop.set()
+        try:
+            h.wait_for(lambda: not self.missing(), timeout, "every acknowledged job done")
+        except h.TestFailure:
+            gone = sorted(self.missing())[:5]
+            rows = self.cl.pg.sql("SELECT id, function, unique_id, partition FROM gearshift_jobs "
+                                  "WHERE convert_from(unique_id, 'UTF8') IN (%s)"
+                                  % ",".join("'%s'" % u for u in gone))
+            raise h.TestFailure("acknowledged jobs never done: %s; stored as %r" % (gone, rows))
+        with self.lock:
+            return len(self.acked), sum(1 for n in self.done.values() if n > 1)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=15)
+
+
+@with_cluster
+def test_kill_an_owner_under_load(cl):
+    start(cl, ["a", "b", "c"])
+    funcs = [f for fs in functions_on(cl, 2, prefix="kill").values() for f in fs]
+    with Load(cl, funcs) as load:
+        h.wait_for(lambda: len(load.done) > 100, 30, "jobs flowing")
+        cl.kill("c")
+        shared_by(cl, ["a", "b"], timeout=20)
+        before = len(load.acked)
+        h.wait_for(lambda: len(load.acked) > before + 100, 30, "jobs flowing after the kill")
+        acked, twice = load.finish(60)
+    print("   %d acknowledged, %d run more than once" % (acked, twice), flush=True)
+    # A second run only for jobs whose first was cut off with its node.
+    check(twice <= 10, "few jobs run twice: %d" % twice)
+
+
+@with_cluster
+def test_join_takes_a_share(cl):
+    start(cl, ["a", "b"])
+    funcs = [f for fs in functions_on(cl, 3, prefix="join").values() for f in fs]
+    with Load(cl, funcs) as load:
+        h.wait_for(lambda: len(load.done) > 100, 30, "jobs flowing")
+        cl.start("c", extra="--partitioned")
+        shared_by(cl, ["a", "b", "c"], timeout=30)
+        before = len(load.done)
+        h.wait_for(lambda: len(load.done) > before + 100, 30, "jobs flowing after the join")
+        acked, twice = load.finish(60)
+    print("   %d acknowledged, %d run more than once" % (acked, twice), flush=True)
+
+
+@with_cluster
+def test_stopping_node_hands_over(cl):
+    start(cl, ["a", "b", "c"])
+    funcs = [f for fs in functions_on(cl, 2, prefix="term").values() for f in fs]
+    with Load(cl, funcs) as load:
+        h.wait_for(lambda: len(load.done) > 100, 30, "jobs flowing")
+        t0 = time.monotonic()
+        cl.nodes["c"].stop()
+        del cl.nodes["c"]
+        shared_by(cl, ["a", "b"], timeout=20)
+        took = time.monotonic() - t0
+        acked, twice = load.finish(60)
+    print("   handed over in %.1f s; %d acknowledged, %d run more than once"
+          % (took, acked, twice), flush=True)
+
+
+@with_cluster
+def test_php_and_perl_across_partitioned_nodes(cl):
+    start(cl, ["a", "b", "c"])
+    for lang, worker, client in (("perl", "worker.pl", "client.php"),
+                                 ("php", "worker.php", "client.pl")):
+        # A function owned by a, a worker on c, a client on b.
+        func = next("rev_%s%d" % (lang, i) for i in range(1000)
+                    if owners(cl).get(partition_of("rev_%s%d" % (lang, i))) == "a")
+        wcmd = (["perl"] if worker.endswith(".pl") else ["php"]) + [
+            os.path.join(CLIENTS, worker), str(cl.nodes["c"].port), "rev", func, "0"]
+        wp = subprocess.Popen(wcmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+        try:
+            h.wait_workers(cl.nodes["a"].port, func)
+            if client.endswith(".pl"):
+                ccmd = ["perl", os.path.join(CLIENTS, client), str(cl.nodes["b"].port), "do",
+                        func, "cluster"]
+            else:
+                ccmd = ["php", os.path.join(CLIENTS, client), str(cl.nodes["b"].port), "do",
+                        "normal", func, "cluster"]
+            r = h.run(ccmd, timeout=30)
+            check(r.returncode == 0 and "RESULT:retsulc" in r.stdout,
+                  "%s via b, %s worker on c, owner a: %r %r"
+                  % (client, worker, r.stdout, r.stderr))
+        finally:
+            os.killpg(wp.pid, signal.SIGKILL)
+            wp.wait(timeout=10)
+
+
+@with_cluster
+def test_the_two_modes_do_not_mix(cl):
+    start(cl, ["a"])
+    r = h.run([GEARSHIFT_BIN(), "serve", "-L", "127.0.0.1", "-p", "0", "--store", cl.url,
+               "--node-name", "x", "--node-timeout", "%dms" % cl.timeout_ms], timeout=30)
+    check(r.returncode != 0 and "--partitioned" in r.stderr + r.stdout,
+          "a leader-mode node refused beside partitioned ones: %r %r" % (r.stdout, r.stderr))
+
+
+def GEARSHIFT_BIN():
+    import test_cluster
+    return test_cluster.GEARSHIFT
+
+
+TESTS = [test_the_two_modes_do_not_mix, test_partitions_spread, test_worker_gets_every_partition_in_priority_order,
+         test_foreground_across_nodes, test_sleeping_worker_woken_from_another_node,
+         test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
+         test_php_and_perl_across_partitioned_nodes]
