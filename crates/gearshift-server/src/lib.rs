@@ -123,6 +123,8 @@ pub struct Server {
     door: Option<Arc<watch::Sender<Option<accept::LinkDoor>>>>,
     /// Where HTTP submissions go when not to this server's own listener.
     submit_to: Option<SocketAddr>,
+    /// The functions a partitioned node's job server takes submissions for.
+    owns: Option<hub::Owns>,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -222,6 +224,7 @@ impl Server {
             cluster: None,
             door: None,
             submit_to: None,
+            owns: None,
             commit_latency: Arc::default(),
             reload: (reload_tx, reload_rx),
             cfg,
@@ -235,6 +238,11 @@ impl Server {
     /// Publishes this server's entrance for links in `door` while it runs.
     pub(crate) fn open_door(&mut self, door: Arc<watch::Sender<Option<accept::LinkDoor>>>) {
         self.door = Some(door);
+    }
+
+    /// Takes submissions only for the functions `owns` says.
+    pub(crate) fn only_functions(&mut self, owns: hub::Owns) {
+        self.owns = Some(owns);
     }
 
     /// Sends the HTTP API's submissions to the Gearman listener at `addr`
@@ -315,6 +323,9 @@ impl Server {
         let mut hub = Hub::new(self.core, signals);
         if let Some(lease) = self.lease.clone() {
             hub.set_lease(lease);
+        }
+        if let Some(owns) = self.owns.clone() {
+            hub.set_owned(owns);
         }
         hub.set_events(self.bus.clone());
         let bus = self.bus.clone();

@@ -56,6 +56,9 @@ pub enum ToHub {
     Call(Call),
 }
 
+/// Whether a function is served here.
+pub type Owns = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
 /// A finished hub's last duties: the store, to be flushed and ended, and
 /// whoever waits to hear that the server is done.
 pub struct Finished {
@@ -149,6 +152,8 @@ pub struct Hub {
     event_batch: Vec<LiveEvent>,
     /// A cluster leader's lease: once it is no longer trusted, nothing
     /// the core does leaves the hub.
+    /// A partitioned node's test of the functions it serves.
+    owns: Option<Owns>,
     lease: Option<Arc<LeaseTrust>>,
     fenced: bool,
 }
@@ -171,6 +176,7 @@ impl Hub {
             events_on: 0,
             event_batch: Vec::new(),
             lease: None,
+            owns: None,
             fenced: false,
         }
     }
@@ -178,6 +184,12 @@ impl Hub {
     /// Acts only while `lease` is trusted (a cluster's leader).
     pub fn set_lease(&mut self, lease: Arc<LeaseTrust>) {
         self.lease = Some(lease);
+    }
+
+    /// Takes submissions only for the functions `owns` says (a partitioned
+    /// node's job server, which must not write another node's partition).
+    pub fn set_owned(&mut self, owns: Owns) {
+        self.owns = Some(owns);
     }
 
     /// Publishes live events on `bus` while it has subscribers.
@@ -299,7 +311,7 @@ impl Hub {
     /// the core's rule without being copied into an argument on the way.
     #[inline(always)]
     fn run_input(&mut self, id: ConnId, input: Input, now: Millis) {
-        if self.draining.is_some() || matches!(input, Input::Invalid(_)) {
+        if self.draining.is_some() || self.owns.is_some() || matches!(input, Input::Invalid(_)) {
             return self.run_unusual_input(id, input, now);
         }
         self.core.handle(id, input, now);
@@ -310,6 +322,20 @@ impl Hub {
     fn run_unusual_input(&mut self, id: ConnId, input: Input, now: Millis) {
         if self.draining.is_some() && self.refused_while_draining(id, &input) {
             return;
+        }
+        if let Some(owns) = &self.owns {
+            let function = match &input {
+                Input::Request(Request::Submit(s)) => Some(s.function()),
+                Input::Request(Request::SubmitSched(s)) => Some(&s.function[..]),
+                _ => None,
+            };
+            if function.is_some_and(|f| !owns(f)) {
+                let refusal = Response::error(
+                    "QUEUE_ERROR",
+                    "this node no longer owns the function's partition; try again",
+                );
+                return self.core.reply(id, refusal);
+            }
         }
         if let Input::Invalid(e) = &input {
             tracing::debug!(conn = id.0, error = %e, "refused packet");

@@ -165,3 +165,36 @@ fn a_connection_opened_during_a_hard_stop_is_closed() {
     let (_hub, sink, late) = opened_while_stopping(false);
     assert!(matches!(&sink.0[..], [Out::Close(c)] if *c == late));
 }
+
+/// A partitioned node's job server takes submissions only for its own
+/// functions: another's is refused before it reaches the store.
+#[test]
+fn submissions_for_functions_owned_elsewhere_are_refused() {
+    let mut hub = hub();
+    hub.set_owned(Arc::new(|f: &[u8]| f == b"fn"));
+    let mut sink = Collect(Vec::new());
+    let a = ConnId(1);
+    open(&mut hub, a, &mut sink);
+    hub.request(a, background_submit(0), &mut sink);
+    let other = Packet {
+        magic: Magic::Req,
+        kind: PacketType::SubmitJobBg,
+        body: Bytes::from_static(b"elsewhere\0\0x"),
+    };
+    let other = Request::from_packet(other).expect("a submission");
+    hub.request(a, Input::Request(other), &mut sink);
+    hub.request(
+        a,
+        Input::Request(Request::Echo(Bytes::from_static(b"x"))),
+        &mut sink,
+    );
+    assert_eq!(created_for(&sink.0, a), 1);
+    let refused = sink.0.iter().any(|o| {
+        matches!(o, Out::Send(c, Response::Error { code, .. }) if *c == a && code == "QUEUE_ERROR")
+    });
+    assert!(
+        refused,
+        "the other function's submission is refused: {:?}",
+        sink.0
+    );
+}

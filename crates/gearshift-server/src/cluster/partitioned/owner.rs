@@ -114,6 +114,11 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
     let _ = ctx.cmds.send(Cmd::Reserve(ID_BLOCK, tx));
     let ids = rx.await.ok().flatten().ok_or("cannot reserve job ids")?;
     let url = ctx.url.clone();
+    let parts: Vec<u32> = serve.iter().map(|&(p, _)| p).collect();
+    let owns = {
+        let (placement, parts) = (placement.clone(), parts.clone());
+        Arc::new(move |f: &[u8]| parts.contains(&placement.partition_of(f)))
+    };
     let opts = PgOptions {
         partitions: Some(PartitionSet {
             owned: serve.to_vec(),
@@ -132,12 +137,12 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
         .await
         .map_err(|e| e.to_string())?;
     server.obey_lease(ctx.trust.clone());
+    server.only_functions(owns);
     server.show_cluster(ctx.view.clone());
     if let Some(addr) = ctx.entry {
         server.submit_through(addr);
     }
     server.open_door(ctx.door.clone());
-    let parts: Vec<u32> = serve.iter().map(|&(p, _)| p).collect();
     tracing::info!(partitions = ?parts, "serving this node's partitions");
     let (stop, stop_rx) = oneshot::channel();
     let task = tokio::spawn(server.run(async move {
