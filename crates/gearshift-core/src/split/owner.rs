@@ -65,7 +65,10 @@ impl Split {
         ) {
             st.foreground.remove(&first_arg(body));
         }
-        let expect = match is_reply(kind) {
+        // JOB_NOT_FOUND answers a worker's WORK_* packet, which has no reply
+        // of its own: it is the owner's own packet, not an answer.
+        let own_error = kind == PacketType::Error && first_arg(body).as_ref() == b"JOB_NOT_FOUND";
+        let expect = match is_reply(kind) && !own_error {
             true => st.expect.pop_front(),
             false => None,
         };

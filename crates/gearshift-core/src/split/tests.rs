@@ -496,3 +496,34 @@ fn replies_keep_the_clients_order_under_any_interleaving() {
         assert_eq!(s.buffered(), 0);
     }
 }
+
+/// A work result for a job no owner assigned here goes to this node, whose
+/// JOB_NOT_FOUND is not taken for the answer to a GRAB waiting there.
+#[test]
+fn job_not_found_is_not_a_grabs_answer() {
+    let own = Fake::new(2);
+    let mut s = Split::new(1 << 20);
+    let mut out = Vec::new();
+    client(&mut s, &own, req(T::CanDo, &[b"f@0"]), &mut out);
+    let mut two = req(T::WorkComplete, &[b"H:old", b"r"]);
+    two.extend_from_slice(&req(T::GrabJob, &[]));
+    client(&mut s, &own, two, &mut out);
+    assert_eq!(
+        seen(&mut out),
+        vec![
+            (Some(0), T::CanDo, b("f@0")),
+            (Some(0), T::WorkComplete, b("H:old")),
+            (Some(0), T::GrabJob, b("")),
+        ]
+    );
+    let mut answers = res(T::Error, &[b"JOB_NOT_FOUND", b"no such job"]);
+    answers.extend_from_slice(&res(T::NoJob, &[]));
+    owner(&mut s, &own, 0, answers, &mut out);
+    assert_eq!(
+        seen(&mut out),
+        vec![
+            (None, T::Error, b("JOB_NOT_FOUND")),
+            (None, T::NoJob, b(""))
+        ]
+    );
+}
