@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Partitioned nodes on one PostgreSQL (`--partitioned`, issue 33): does a
+second and third node add capacity? Measured by the share of the work each
+node does, as the many-core work was, because this machine's cores are few.
+
+Starts a throwaway PostgreSQL (fsync and synchronous_commit on) and, in
+each round, node `a` alone (it owns every partition), then three nodes
+(`b` and `c` join; each owns a third): the harness's load tools
+(../shared/bench: gearload bg, rt; rawload fg) over F functions (one
+loader per function, each a 1/F share of the load), every loader's
+clients and workers on one node:
+  one node        all loaders on `a` alone;
+  three nodes     loaders spread over a, b, c in turn.
+Reports rates and each node's CPU (user + system, from /proc) per job: the
+busiest node's and the cluster's total, as ratios to one node.
+
+usage: perf/partition-bench.py
+  GEARSHIFT  binary (default target/release/gearshift; build it first)
+  BENCH      the harness (default ../shared/bench)
+  REPS       rounds (default 2)   F  functions (default 12)
+"""
+
+import importlib.util
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import json
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+spec = importlib.util.spec_from_file_location("cluster_bench", os.path.join(HERE, "cluster-bench.py"))
+cb = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cb)
+h, Postgres, Cluster = cb.h, cb.Postgres, cb.Cluster
+
+REPS = int(os.environ.get("REPS", "2"))
+F = int(os.environ.get("F", "12"))
+NODES = ["a", "b", "c"]
+
+
+def load(port, tag, k):
+    """Workload k (0 A, 1 B, 2 R) for one loader: a 1/F share, one function."""
+    gl, rl = os.path.join(cb.BENCH, "gearload"), os.path.join(cb.BENCH, "rawload")
+    return [
+        [gl, "bg", "-p", str(port), "-n", str(24000 // F), "-c", "1", "-w", "1", "-f", "bg_" + tag],
+        [gl, "rt", "-p", str(port), "-c", "1", "-w", "1", "-d", "4", "-f", "rt_" + tag],
+        [rl, "fg", "-p", str(port), "-n", str(60000 // F), "-m", "1", "-k", "1",
+         "-f", "fg_" + tag, "-L", "R_fg"],
+    ][k]
+
+
+def serving(cl, names):
+    """Waits until exactly `names` own every partition, evenly, and every
+    node's view says so."""
+    import test_partitions
+    test_partitions.shared_by(cl, names, timeout=60)
+
+
+def round_of(cl, targets, rep):
+    """Runs the three workloads; returns rates and CPU µs per job by node."""
+    rates, cpu = {}, {}
+    for k, w in enumerate(("A", "B_rt", "R_fg")):
+        before = {n: cb.cpu_secs(cl.nodes[n].pid) for n in cl.nodes}
+        procs = [subprocess.Popen(load(cl.nodes[targets[i % len(targets)]].port,
+                                       "r%d_%d" % (rep, i), k),
+                                  stdout=subprocess.PIPE, text=True) for i in range(F)]
+        jobs = {}
+        for p in procs:
+            out, _ = p.communicate(timeout=300)
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    d = json.loads(line)
+                    if d.get("ok") is False:
+                        print("   note: %s did not finish: %s" % (d["scenario"], line[:160]))
+                    rates[d["scenario"]] = rates.get(d["scenario"], 0) + d["rate"]
+                    jobs[d["scenario"]] = jobs.get(d["scenario"], 0) + d["ops"]
+        n = max(jobs.values()) if jobs else 0
+        if n:
+            cpu[w] = {m: (cb.cpu_secs(cl.nodes[m].pid) - before[m]) / n * 1e6 for m in cl.nodes}
+    return rates, cpu
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="gs-partition-bench-")
+    pg = Postgres(tmp).start(durable=True)
+    cl = Cluster(pg, timeout_ms=5000)
+    import test_cluster
+    test_cluster.GEARSHIFT = cb.GEARSHIFT
+    results = {"one node": [], "three nodes": []}
+    try:
+        print("machine: %s, %d cores; PostgreSQL at its default durability; %s; %d functions"
+              % (socket.gethostname(), os.cpu_count(), cb.GEARSHIFT, F))
+        cl.start("a", extra="--partitioned")
+        for rep in range(REPS):
+            for n in ("b", "c"):
+                if n in cl.nodes:
+                    cl.nodes[n].stop()
+                    del cl.nodes[n]
+            serving(cl, ["a"])
+            results["one node"].append(round_of(cl, ["a"], rep))
+            for n in ("b", "c"):
+                cl.start(n, extra="--partitioned")
+            serving(cl, NODES)
+            results["three nodes"].append(round_of(cl, NODES, rep))
+            for name in results:
+                print("rep %d %-12s %s" % (rep + 1, name,
+                                            {k: round(v) for k, v in results[name][-1][0].items()}),
+                      flush=True)
+    finally:
+        cl.stop_all()
+        pg.stop()
+    base = results["one node"]
+    print("\n## rates (jobs/s, median of %d rounds; ratio to one node)" % REPS)
+    print("| setup | A_submit | A_drain | B_rt | R_fg |")
+    print("|---|---:|---:|---:|---:|")
+    for name, rs in results.items():
+        cells = []
+        for w in ("A_submit", "A_drain", "B_rt", "R_fg"):
+            xs = [r[0].get(w, 0) for r in rs]
+            ratio = statistics.median(r[0].get(w, 0) / b[0][w] for r, b in zip(rs, base)
+                                      if b[0].get(w))
+            cells.append("%d (%.2f)" % (statistics.median(xs), ratio))
+        print("| %s | %s |" % (name, " | ".join(cells)))
+    print("\n## node CPU per job (µs; median of %d rounds): busiest node / all nodes, "
+          "and their ratio to one node" % REPS)
+    print("| setup | A (bg submit + drain) | B_rt | R_fg |")
+    print("|---|---:|---:|---:|")
+    for name, rs in results.items():
+        cells = []
+        for w in ("A", "B_rt", "R_fg"):
+            xs = [r[1][w] for r in rs if w in r[1]]
+            bs = [b[1][w] for b in base if w in b[1]]
+            if not xs or not bs:
+                cells.append("-")
+                continue
+            busy = statistics.median(max(x.values()) for x in xs)
+            tot = statistics.median(sum(x.values()) for x in xs)
+            one = statistics.median(sum(b.values()) for b in bs)
+            cells.append("%.1f / %.1f (%.2f / %.2f)" % (busy, tot, busy / one, tot / one))
+        print("| %s | %s |" % (name, " | ".join(cells)))
+
+
+if __name__ == "__main__":
+    main()
