@@ -235,39 +235,6 @@ impl Server {
         })
     }
 
-    /// Publishes this server's entrance for links in `door` while it runs.
-    pub(crate) fn open_door(&mut self, door: Arc<watch::Sender<Option<accept::LinkDoor>>>) {
-        self.door = Some(door);
-    }
-
-    /// Takes submissions only for the functions `owns` says.
-    pub(crate) fn only_functions(&mut self, owns: hub::Owns) {
-        self.owns = Some(owns);
-    }
-
-    /// Sends the HTTP API's submissions to the Gearman listener at `addr`
-    /// (a partitioned node's, which routes them to their partition).
-    pub(crate) fn submit_through(&mut self, addr: SocketAddr) {
-        self.submit_to = Some(addr);
-    }
-
-    /// Accepts connections relayed by the cluster's other nodes (they
-    /// start with a preamble naming the client: [`cluster::relay`]).
-    pub fn accept_relays(&mut self, gate: Arc<cluster::relay::RelayGate>) {
-        self.relays = Some(gate);
-    }
-
-    /// Acts only while `lease` is trusted: past it, nothing the core does
-    /// leaves the hub (a deposed cluster leader).
-    pub fn obey_lease(&mut self, lease: Arc<cluster::trust::LeaseTrust>) {
-        self.lease = Some(lease);
-    }
-
-    /// Shows the cluster's members in the HTTP API (`/api/v1/cluster`).
-    pub fn show_cluster(&mut self, view: Arc<cluster::view::ClusterView>) {
-        self.cluster = Some(view);
-    }
-
     /// The live event bus: a subscriber in the same process (a bridge)
     /// gets the kinds it asks for from the time it subscribes.
     pub fn events(&self) -> Arc<events::EventBus> {

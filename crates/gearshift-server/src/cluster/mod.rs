@@ -15,13 +15,15 @@
 //!   over one socket;
 //! - [`relay`]: the followers' relaying of HTTP and the leader's check of
 //!   relays and links;
-//! - [`trust`]: the lease deadline the leader's hub obeys;
+//! - [`trust`]: the lease deadline the leader's hub obeys (`role`: what
+//!   each role sets on its server);
 //! - [`view`]: the node table as the HTTP API shows it.
 
 pub mod lease_thread;
 pub mod link;
 pub mod partitioned;
 pub mod relay;
+mod role;
 pub mod trust;
 pub mod view;
 
