@@ -186,6 +186,48 @@ def test_foreground_across_nodes(cl):
 
 
 @with_cluster
+def test_admin_answers_for_the_whole_cluster(cl):
+    start(cl, ["a", "b", "c"])
+    by_node = functions_on(cl, 1, prefix="adm")
+    fa, fb, fc = by_node["a"][0], by_node["b"][0], by_node["c"][0]
+    port = {n: cl.nodes[n].port for n in "abc"}
+    c = h.Conn(port["c"])
+    handles = {}
+    for f in (fa, fb, fc):
+        c.send_pkt(h.SUBMIT_JOB_BG, f, "u-" + f, "x")
+        handles[f] = c.expect_pkt(h.JOB_CREATED).decode()
+    c.close()
+    w = raw_worker(port["b"], fa)
+    for n in "abc":
+        st = h.parse_status(h.admin(port[n], "status"))
+        check_eq({f: st.get(f) for f in (fa, fb, fc)},
+                 {fa: (1, 0, 1), fb: (1, 0, 0), fc: (1, 0, 0)}, "status on %s" % n)
+        jobs = h.admin(port[n], "show jobs")
+        check(all(handles[f] in jobs for f in handles), "show jobs on %s: %r" % (n, jobs))
+        check(jobs.endswith("\n.\n") and jobs.count(".\n") == 1, "one list end: %r" % jobs)
+        workers = h.admin(port[n], "workers")
+        check(any(line.endswith(" : " + fa) for line in workers.split("\n")),
+              "the worker on b in workers on %s: %r" % (n, workers))
+        job = h.admin(port[n], "show job " + handles[fb])
+        check(not job.startswith("ERR") and handles[fb] in job, "show job on %s: %r" % (n, job))
+    # A pause sent to any node holds where the function lives.
+    check_eq(h.admin(port["c"], "pause " + fa), "OK\r\n", "pause through c")
+    check_eq(grab(w), None, "a paused function hands out nothing")
+    check_eq(h.admin(port["b"], "resume " + fa), "OK\r\n", "resume through b")
+    job = grab(w)
+    check(job is not None and job[1].decode() == fa, "the job after resume: %r" % (job,))
+    w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    w.close()
+    # A handle finds its owner from any node; unknown ones stay unknown.
+    check_eq(h.admin(port["a"], "cancel job " + handles[fc]), "OK\r\n", "cancel through a")
+    check_eq(h.admin(port["a"], "cancel job H:nowhere:1"), "ERR UNKNOWN_JOB\r\n",
+             "cancel of an unknown handle")
+    check_eq(h.admin(port["b"], "maxqueue %s 5" % fc), "OK\r\n", "maxqueue through b")
+    h.wait_for(lambda: h.parse_status(h.admin(port["b"], "status")).get(fc, (0,))[0] == 0,
+               10, "the cancelled job gone from status")
+
+
+@with_cluster
 def test_sleeping_worker_woken_from_another_node(cl):
     start(cl, ["a", "b", "c"])
     f = functions_on(cl, 1, prefix="wake")["b"][0]
@@ -390,6 +432,7 @@ def GEARSHIFT_BIN():
 
 
 TESTS = [test_the_two_modes_do_not_mix, test_partitions_spread, test_worker_gets_every_partition_in_priority_order,
-         test_foreground_across_nodes, test_sleeping_worker_woken_from_another_node,
+         test_foreground_across_nodes, test_admin_answers_for_the_whole_cluster,
+         test_sleeping_worker_woken_from_another_node,
          test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
          test_php_and_perl_across_partitioned_nodes]

@@ -22,7 +22,7 @@ impl Split {
                 }
             };
             match frame {
-                Frame::Text(line) => out.push(Out::ToOwner(owners.local(), packets::line(&line))),
+                Frame::Text(line) => self.admin(line, owners, out),
                 Frame::Packet(p) => self.request(p, owners, out),
             }
             if self.pending.len() > MAX_PENDING {

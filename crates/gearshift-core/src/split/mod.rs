@@ -10,18 +10,22 @@
 //! that owner's order (a JOB_CREATED before its job's WORK_COMPLETE).
 //!
 //! - `client`: requests from the client, and where each goes;
+//! - `admin`: admin text lines, asked of the owners and merged;
 //! - `owner`: what the owners send, held until its turn;
 //! - `packets`: reading and writing the few packets it looks into.
 
+mod admin;
 mod client;
 mod owner;
 mod packets;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_admin;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 /// A node slot chosen by the driver.
 pub type Owner = u32;
@@ -92,6 +96,10 @@ struct OwnerState {
     /// Foreground jobs this client submitted there, unfinished (bounded by
     /// the client's outstanding foreground jobs).
     foreground: HashSet<Bytes>,
+    /// The admin lines it was asked, in order, and the part of the
+    /// current answer read so far.
+    text: VecDeque<u64>,
+    partial: BytesMut,
 }
 
 /// What an owner's reply answers.
@@ -130,6 +138,8 @@ enum Kind {
         known: Option<Bytes>,
         unknown: Bytes,
     },
+    /// An admin line, asked of one owner or several.
+    Text(admin::TextAsk),
 }
 
 struct Ability {

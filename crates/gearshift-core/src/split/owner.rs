@@ -22,12 +22,28 @@ impl Split {
         out: &mut Vec<Out>,
     ) {
         loop {
+            // Text is read whole, its line ends kept as the owner wrote them.
+            if buf.first().is_some_and(|&b| b != 0) {
+                match buf.iter().position(|&b| b == b'\n') {
+                    Some(nl) => {
+                        let line = buf.split_to(nl + 1).freeze();
+                        self.owner_text(owner, line, out);
+                        continue;
+                    }
+                    None if buf.len() <= MAX_OWNER_PACKET => break,
+                    None => {
+                        buf.clear();
+                        self.owner_lost(owner, owners, out);
+                        return;
+                    }
+                }
+            }
             match decode_frame(buf, MAX_OWNER_PACKET.max(self.max_packet)) {
                 Ok(Some(Frame::Packet(p))) => {
                     let bytes = packets::raw(p.magic, p.kind, &p.body);
                     self.answer(owner, p.kind, &p.body, bytes, out);
                 }
-                Ok(Some(Frame::Text(line))) => self.emit(owner, packets::line(&line), out),
+                Ok(Some(Frame::Text(line))) => self.owner_text(owner, packets::line(&line), out),
                 Ok(None) => break,
                 Err(_) => {
                     buf.clear();
@@ -126,6 +142,8 @@ impl Split {
                     }
                 }
             }
+            // Text is answered by text (`owner_text`).
+            Kind::Text(_) => {}
             Kind::Broadcast {
                 waiting,
                 known,
@@ -158,7 +176,7 @@ impl Split {
 
     /// `owner`'s packet that answers nothing: out now unless a reply of its
     /// own waits before it.
-    fn emit(&mut self, owner: Owner, bytes: Bytes, out: &mut Vec<Out>) {
+    pub(super) fn emit(&mut self, owner: Owner, bytes: Bytes, out: &mut Vec<Out>) {
         match self.owners.get_mut(&owner) {
             Some(st) if !st.held.is_empty() => {
                 self.held_bytes += bytes.len();
@@ -225,9 +243,14 @@ impl Split {
                 Expect::Swallow => None,
             })
             .collect();
+        let asked: Vec<u64> = st.text.drain(..).collect();
+        st.partial.clear();
         self.retired.push(st);
         for id in waiting {
             self.give_up_on(owner, id, out);
+        }
+        for id in asked {
+            self.text_answered(id, owner, None);
         }
         let _ = owners;
         self.release(out);
@@ -240,6 +263,7 @@ impl Split {
         };
         let mut ask_next = None;
         match &mut entry.kind {
+            Kind::Text(_) => {}
             Kind::Single { .. } => {
                 entry.done = Some(error(
                     "QUEUE_ERROR",

@@ -8,13 +8,13 @@ use super::packets::packet;
 use super::*;
 
 /// Functions named `fN@K` belong to owner K; owner 0 is local.
-struct Fake {
+pub(super) struct Fake {
     all: Vec<Owner>,
     moved: HashMap<&'static [u8], Option<Owner>>,
 }
 
 impl Fake {
-    fn new(n: u32) -> Fake {
+    pub(super) fn new(n: u32) -> Fake {
         Fake {
             all: (0..n).collect(),
             moved: HashMap::new(),
@@ -72,12 +72,12 @@ fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
-fn client(s: &mut Split, own: &Fake, mut bytes: BytesMut, out: &mut Vec<Out>) {
+pub(super) fn client(s: &mut Split, own: &Fake, mut bytes: BytesMut, out: &mut Vec<Out>) {
     s.from_client(&mut bytes, own, out);
     assert!(bytes.is_empty());
 }
 
-fn owner(s: &mut Split, own: &Fake, k: Owner, mut bytes: BytesMut, out: &mut Vec<Out>) {
+pub(super) fn owner(s: &mut Split, own: &Fake, k: Owner, mut bytes: BytesMut, out: &mut Vec<Out>) {
     s.from_owner(k, &mut bytes, own, out);
 }
 
@@ -438,15 +438,6 @@ fn a_malformed_packet_closes_the_client() {
         &mut out,
     );
     assert!(matches!(out.last(), Some(Out::Close(_))));
-}
-
-#[test]
-fn admin_lines_go_to_this_node() {
-    let own = Fake::new(2);
-    let mut s = Split::new(1 << 20);
-    let mut out = Vec::new();
-    client(&mut s, &own, BytesMut::from(&b"status\n"[..]), &mut out);
-    assert_eq!(out, vec![Out::ToOwner(0, Bytes::from_static(b"status\n"))]);
 }
 
 /// Random interleavings of the owners' replies never change the order the
