@@ -231,6 +231,18 @@ impl LinkDoor {
             hand_link(sock, from, node, &self.inboxes, &self.next_id);
         }
     }
+
+    /// Hands this node's own link (one end of a socket pair) to an I/O thread.
+    pub(crate) fn hand_local(&self, stream: std::os::unix::net::UnixStream, node: String) {
+        let from = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        hand_link(
+            StdSock::Unix(stream),
+            from,
+            node,
+            &self.inboxes,
+            &self.next_id,
+        );
+    }
 }
 
 /// No Nagle delay (request/response traffic), and TCP keepalive so a worker

@@ -172,6 +172,23 @@ impl LinkTx {
         tx
     }
 
+    /// Starts a link to this node's own job server over a socket pair,
+    /// handed through `door` once it is open (it waits up to `wait`).
+    pub(crate) fn start_local(
+        up: Upstream,
+        door: watch::Receiver<Option<crate::accept::LinkDoor>>,
+        wait: Duration,
+        limits: Limits,
+    ) -> LinkTx {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let tx = LinkTx {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+        };
+        tokio::spawn(run_local(up, door, rx, tx.queued.clone(), wait, limits));
+        tx
+    }
+
     /// Whether the link's task has ended.
     pub(crate) fn is_closed(&self) -> bool {
         self.tx.is_closed()
@@ -319,7 +336,7 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 /// until the leader changes, the link breaks or every sender is gone.
 async fn run_link(
     up: Upstream,
-    mut rx: mpsc::UnboundedReceiver<ToLink>,
+    rx: mpsc::UnboundedReceiver<ToLink>,
     queued: Arc<AtomicUsize>,
     mut upstream: watch::Receiver<Option<Upstream>>,
     wait: Duration,
@@ -331,21 +348,92 @@ async fn run_link(
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(node = %up.addr, "cannot link to the node: {e}");
-            rx.close();
-            while let Ok(m) = rx.try_recv() {
-                if let ToLink::Open { to_client, .. } = m {
-                    let _ = to_client.send(ToClient::Lost);
-                }
-            }
-            return;
+            return refuse_all(rx);
         }
     };
     watch_closely(&stream, timeout);
-    let (mut r, mut w) = stream.into_split();
-    let mut out = BytesMut::from(&link_preamble(&up.secret, &up.node)[..]);
+    let (r, w) = stream.into_split();
+    let out = BytesMut::from(&link_preamble(&up.secret, &up.node)[..]);
+    let up_addr = up.addr.clone();
+    let changed = async move {
+        let _ = upstream
+            .wait_for(|u| u.as_ref().map(|u| &u.addr) != Some(&up_addr))
+            .await;
+    };
+    pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
+}
+
+/// A link to this node's own job server: a socket pair, one end handed to
+/// its I/O threads (no preamble: nothing else can reach that end).
+async fn run_local(
+    up: Upstream,
+    mut door: watch::Receiver<Option<crate::accept::LinkDoor>>,
+    rx: mpsc::UnboundedReceiver<ToLink>,
+    queued: Arc<AtomicUsize>,
+    wait: Duration,
+    limits: Limits,
+) {
+    let open = tokio::time::timeout(wait, door.wait_for(|d| d.is_some())).await;
+    let Some(door) = open.ok().and_then(|d| d.ok().and_then(|d| d.clone())) else {
+        tracing::warn!("cannot link to this node's job server: it serves no partitions now");
+        return refuse_all(rx);
+    };
+    let pair = std::os::unix::net::UnixStream::pair().and_then(|(mine, theirs)| {
+        mine.set_nonblocking(true)?;
+        Ok((UnixStream::from_std(mine)?, theirs))
+    });
+    let (mine, theirs) = match pair {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("cannot link to this node's job server: {e}");
+            return refuse_all(rx);
+        }
+    };
+    door.hand_local(theirs, up.node.to_string());
+    let (r, w) = mine.into_split();
+    pump(
+        &up.addr,
+        r,
+        w,
+        BytesMut::new(),
+        rx,
+        &queued,
+        std::future::pending(),
+        limits,
+    )
+    .await;
+}
+
+/// The link never came up: every connection asking for it is gone.
+fn refuse_all(mut rx: mpsc::UnboundedReceiver<ToLink>) {
+    rx.close();
+    while let Ok(m) = rx.try_recv() {
+        if let ToLink::Open { to_client, .. } = m {
+            let _ = to_client.send(ToClient::Lost);
+        }
+    }
+}
+
+/// Moves frames both ways until `ends` resolves, the link breaks or every
+/// sender is gone.
+#[allow(clippy::too_many_arguments)]
+async fn pump<R, W>(
+    addr: &str,
+    mut r: R,
+    mut w: W,
+    mut out: BytesMut,
+    mut rx: mpsc::UnboundedReceiver<ToLink>,
+    queued: &AtomicUsize,
+    ends: impl std::future::Future<Output = ()>,
+    limits: Limits,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    tokio::pin!(ends);
     let mut input = BytesMut::with_capacity(LINK_BATCH);
     let mut clients: Clients = HashMap::new();
-    tracing::info!(node = %up.addr, "linked to another node");
+    tracing::info!(node = %addr, "linked to a node");
     // Reading and writing go on together: the leader is never kept waiting
     // for this node to read while a large write is under way.
     let why: String = loop {
@@ -376,12 +464,10 @@ async fn run_link(
                     }
                 }
             },
-            _ = upstream.wait_for(|u| u.as_ref().map(|u| &u.addr) != Some(&up.addr)) => {
-                break "the cluster has a new leader".into();
-            }
+            _ = &mut ends => break "the cluster has a new leader".into(),
         }
     };
-    tracing::info!(node = %up.addr, connections = clients.len(), "link closed: {why}");
+    tracing::info!(node = %addr, connections = clients.len(), "link closed: {why}");
     // Every connection it carried, and every one still asking for it, is gone.
     rx.close();
     while let Ok(m) = rx.try_recv() {

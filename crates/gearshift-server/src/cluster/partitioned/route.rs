@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use gearshift_core::split::{Out, Owner, Split};
+use gearshift_core::split::{Out, Owner, Owners, Split};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -25,6 +25,8 @@ use crate::cluster::relay::{accept_capped, watch_closely, Origin, RelayGate, Ups
 const CLIENT_CHUNK: usize = 64 * 1024;
 /// Client bytes waiting for a link past which the client is not read.
 const MAX_QUEUED: usize = 8 << 20;
+/// Most owners' messages taken before writing to the client.
+const MAX_BATCH: usize = 64;
 
 /// What every connection of a partitioned node shares.
 pub(super) struct RouteCtx {
@@ -65,8 +67,9 @@ impl Links {
         }
     }
 
-    /// The link to `addr`, started if there is none (or it ended).
-    fn to(&self, addr: &str) -> LinkTx {
+    /// The link to `addr`, started if there is none (or it ended); this
+    /// node's own (`local`) goes over a socket pair through `door`.
+    fn to(&self, addr: &str, local: Option<&watch::Receiver<Option<LinkDoor>>>) -> LinkTx {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((link, _)) = map.get(addr) {
             if !link.is_closed() {
@@ -79,7 +82,10 @@ impl Links {
             node: self.node.clone(),
         };
         let (fixed, rx) = watch::channel(Some(up.clone()));
-        let link = LinkTx::start(up, rx, self.timeout * 2, self.timeout, self.limits);
+        let link = match local {
+            Some(door) => LinkTx::start_local(up, door.clone(), self.timeout * 2, self.limits),
+            None => LinkTx::start(up, rx, self.timeout * 2, self.timeout, self.limits),
+        };
         map.insert(addr.to_owned(), (link.clone(), fixed));
         link
     }
@@ -131,6 +137,8 @@ struct Sub {
     owed: Arc<AtomicUsize>,
     /// What the owner sent, not yet read whole by the splitter.
     input: BytesMut,
+    /// What the splitter made for the owner in this round.
+    output: BytesMut,
 }
 
 /// Serves one client's connection until it or this node is done.
@@ -166,19 +174,14 @@ async fn route(
                 Ok(_) => split.from_client(&mut buf, &*view, &mut out),
             },
             m = rx.recv() => {
-                let Some((owner, m)) = m else { break Err("no link".into()) };
-                match m {
-                    ToClient::Data(bytes) => {
-                        if let Some(sub) = subs.get_mut(&owner) {
-                            sub.owed.fetch_sub(bytes.len(), Ordering::AcqRel);
-                            sub.input.extend_from_slice(&bytes);
-                            split.from_owner(owner, &mut sub.input, &*view, &mut out);
-                        }
-                    }
-                    ToClient::Close | ToClient::Cut | ToClient::Lost => {
-                        subs.remove(&owner);
-                        split.owner_lost(owner, &*view, &mut out);
-                        split.owners_changed(&*view, &mut out);
+                let Some(mut m) = m else { break Err("no link".into()) };
+                // Whatever else the owners sent meanwhile goes out in the
+                // same write to the client.
+                for _ in 0..MAX_BATCH {
+                    from_owner(m, &mut split, &mut subs, &view, &mut out);
+                    match rx.try_recv() {
+                        Ok(next) => m = next,
+                        Err(_) => break,
                     }
                 }
             }
@@ -201,8 +204,33 @@ async fn route(
     result
 }
 
+/// One message from an owner's link.
+fn from_owner(
+    (owner, m): (u32, ToClient),
+    split: &mut Split,
+    subs: &mut HashMap<Owner, Sub>,
+    view: &Ownership,
+    out: &mut Vec<Out>,
+) {
+    match m {
+        ToClient::Data(bytes) => {
+            if let Some(sub) = subs.get_mut(&owner) {
+                sub.owed.fetch_sub(bytes.len(), Ordering::AcqRel);
+                sub.input.extend_from_slice(&bytes);
+                split.from_owner(owner, &mut sub.input, view, out);
+            }
+        }
+        ToClient::Close | ToClient::Cut | ToClient::Lost => {
+            subs.remove(&owner);
+            split.owner_lost(owner, view, out);
+            split.owners_changed(view, out);
+        }
+    }
+}
+
 /// Sends what the splitter produced: to owners over their links (opening
-/// this connection's sub-connection on first use), and to the client.
+/// this connection's sub-connection on first use; one message per owner),
+/// and to the client (one write).
 async fn carry_out(
     out: &mut Vec<Out>,
     subs: &mut HashMap<Owner, Sub>,
@@ -212,13 +240,15 @@ async fn carry_out(
     ctx: &RouteCtx,
     view: &Ownership,
 ) -> Result<(), String> {
+    let mut to_client = BytesMut::new();
+    let mut closing = None;
     for o in out.drain(..) {
         match o {
-            Out::ToClient(bytes) => w
-                .write_all(&bytes)
-                .await
-                .map_err(|e| format!("writing: {e}"))?,
-            Out::Close(why) => return Err(why),
+            Out::ToClient(bytes) => to_client.extend_from_slice(&bytes),
+            Out::Close(why) => {
+                closing = Some(why);
+                break;
+            }
             Out::ToOwner(owner, bytes) => {
                 let sub = match subs.entry(owner) {
                     Entry::Occupied(e) => e.into_mut(),
@@ -228,23 +258,36 @@ async fn carry_out(
                         None => continue,
                     },
                 };
-                let n = bytes.len();
-                sub.link.queued.fetch_add(n, Ordering::AcqRel);
-                // A link that ended tells this connection so itself.
-                if sub
-                    .link
-                    .send(ToLink::Data {
-                        vid: sub.vid,
-                        bytes,
-                    })
-                    .is_err()
-                {
-                    sub.link.queued.fetch_sub(n, Ordering::AcqRel);
-                }
+                sub.output.extend_from_slice(&bytes);
             }
         }
     }
-    Ok(())
+    out.clear();
+    for sub in subs.values_mut() {
+        if sub.output.is_empty() {
+            continue;
+        }
+        let bytes = sub.output.split().freeze();
+        let n = bytes.len();
+        sub.link.queued.fetch_add(n, Ordering::AcqRel);
+        // A link that ended tells this connection so itself.
+        if sub
+            .link
+            .send(ToLink::Data {
+                vid: sub.vid,
+                bytes,
+            })
+            .is_err()
+        {
+            sub.link.queued.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+    if !to_client.is_empty() {
+        w.write_all(&to_client)
+            .await
+            .map_err(|e| format!("writing: {e}"))?;
+    }
+    closing.map_or(Ok(()), Err)
 }
 
 /// Opens this connection's sub-connection on `owner`'s link; None (and a
@@ -260,7 +303,8 @@ fn open_sub(
         let _ = tx.send((owner, ToClient::Lost));
         return None;
     };
-    let link = ctx.links.to(&node.addr);
+    let local = (owner == view.local()).then_some(&ctx.door);
+    let link = ctx.links.to(&node.addr, local);
     let vid = ctx.links.next_vid.fetch_add(1, Ordering::Relaxed);
     let owed = Arc::new(AtomicUsize::new(0));
     let open = ToLink::Open {
@@ -282,5 +326,6 @@ fn open_sub(
         vid,
         owed,
         input: BytesMut::new(),
+        output: BytesMut::new(),
     })
 }
