@@ -447,10 +447,10 @@ async fn pump<R, W>(
             },
             m = rx.recv(), if out.len() < LINK_BATCH => {
                 let Some(m) = m else { break "no connection needs it".into() };
-                add(m, &mut out, &mut clients, &queued);
+                add(m, &mut out, &mut clients, queued);
                 while out.len() < LINK_BATCH {
                     match rx.try_recv() {
-                        Ok(m) => add(m, &mut out, &mut clients, &queued),
+                        Ok(m) => add(m, &mut out, &mut clients, queued),
                         Err(_) => break,
                     }
                 }
@@ -471,7 +471,7 @@ async fn pump<R, W>(
     // Every connection it carried, and every one still asking for it, is gone.
     rx.close();
     while let Ok(m) = rx.try_recv() {
-        add(m, &mut out, &mut clients, &queued);
+        add(m, &mut out, &mut clients, queued);
     }
     for (tx, _) in clients.into_values() {
         let _ = tx.send(ToClient::Lost);
