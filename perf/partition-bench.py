@@ -11,8 +11,10 @@ loader per function, each a 1/F share of the load), every loader's
 clients and workers on one node:
   one node        all loaders on `a` alone;
   three nodes     loaders spread over a, b, c in turn.
-Reports rates and each node's CPU (user + system, from /proc) per job: the
-busiest node's and the cluster's total, as ratios to one node.
+Each round also runs today's single node (no `--partitioned`, a database
+of its own). Reports rates and each node's CPU (user + system, from /proc)
+per job: the busiest node's and the cluster's total, as ratios to one
+partitioned node and to the plain node.
 
 usage: perf/partition-bench.py
   GEARSHIFT  binary (default target/release/gearshift; build it first)
@@ -89,7 +91,12 @@ def main():
     cl = Cluster(pg, timeout_ms=5000)
     import test_cluster
     test_cluster.GEARSHIFT = cb.GEARSHIFT
-    results = {"one node": [], "three nodes": []}
+    # Today's single node (no --partitioned) on a database of its own:
+    # the two modes do not share one.
+    pg.sql("CREATE DATABASE plain")
+    plain = Cluster(pg, timeout_ms=5000)
+    plain.url = pg.store_url("plain")
+    results = {"plain node": [], "one node": [], "three nodes": []}
     try:
         print("machine: %s, %d cores; PostgreSQL at its default durability; %s; %d functions"
               % (socket.gethostname(), os.cpu_count(), cb.GEARSHIFT, F))
@@ -99,6 +106,9 @@ def main():
                 if n in cl.nodes:
                     cl.nodes[n].stop()
                     del cl.nodes[n]
+            plain.start("p")
+            results["plain node"].append(round_of(plain, ["p"], rep))
+            plain.stop_all()
             serving(cl, ["a"])
             results["one node"].append(round_of(cl, ["a"], rep))
             for n in ("b", "c"):
@@ -109,11 +119,38 @@ def main():
                 print("rep %d %-12s %s" % (rep + 1, name,
                                             {k: round(v) for k, v in results[name][-1][0].items()}),
                       flush=True)
+        latency(cl)
     finally:
+        plain.stop_all()
         cl.stop_all()
         pg.stop()
-    base = results["one node"]
-    print("\n## rates (jobs/s, median of %d rounds; ratio to one node)" % REPS)
+    for base_name in ("one node", "plain node"):
+        report(results, base_name)
+
+
+def latency(cl):
+    """Start latency (submission to JOB_ASSIGN of a sleeping worker) on
+    three nodes, with the function's owner, the client's node and the
+    worker's node the same or different."""
+    import test_partitions
+    f = test_partitions.functions_on(cl, 1, prefix="lat")["a"][0]
+    cases = [("all on the owner", "a", "a"), ("client elsewhere", "b", "a"),
+             ("worker elsewhere", "a", "b"), ("all apart", "b", "c")]
+    print("\n## start latency (ms), %d jobs per case, one at a time; `a` owns the function"
+          % cb.N)
+    print("| case | submit on | worker on | p50 | p90 | p99 | max |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for name, s, w in cases:
+        xs = cb.latency_case(cl.nodes[s].port, cl.nodes[w].port, f)
+        print("| %s | %s | %s | %.2f | %.2f | %.2f | %.2f |"
+              % (name, s, w, cb.pct(xs, 50), cb.pct(xs, 90), cb.pct(xs, 99), max(xs)),
+              flush=True)
+
+
+def report(results, base_name):
+    """The rates and CPU tables, as ratios to `base_name`'s."""
+    base = results[base_name]
+    print("\n## rates (jobs/s, median of %d rounds; ratio to %s)" % (REPS, base_name))
     print("| setup | A_submit | A_drain | B_rt | R_fg |")
     print("|---|---:|---:|---:|---:|")
     for name, rs in results.items():
@@ -125,7 +162,7 @@ def main():
             cells.append("%d (%.2f)" % (statistics.median(xs), ratio))
         print("| %s | %s |" % (name, " | ".join(cells)))
     print("\n## node CPU per job (µs; median of %d rounds): busiest node / all nodes, "
-          "and their ratio to one node" % REPS)
+          "and their ratio to %s" % (REPS, base_name))
     print("| setup | A (bg submit + drain) | B_rt | R_fg |")
     print("|---|---:|---:|---:|")
     for name, rs in results.items():
