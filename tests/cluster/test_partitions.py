@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+import json
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -228,6 +230,41 @@ def test_admin_answers_for_the_whole_cluster(cl):
 
 
 @with_cluster
+def test_http_api_answers_for_the_whole_cluster(cl):
+    start(cl, ["a", "b", "c"])
+    by_node = functions_on(cl, 1, prefix="api")
+    fa, fb, fc = by_node["a"][0], by_node["b"][0], by_node["c"][0]
+    c = h.Conn(cl.nodes["c"].port)
+    handles = {}
+    for f in (fa, fb, fc):
+        c.send_pkt(h.SUBMIT_JOB_BG, f, "u-" + f, "x")
+        handles[f] = c.expect_pkt(h.JOB_CREATED).decode()
+    c.close()
+    w = raw_worker(cl.nodes["b"].port, fa)
+    for n in "abc":
+        port = cl.http_port(n)
+        names = {f["name"] for f in http_get(port, "/api/v1/functions")["functions"]}
+        check({fa, fb, fc} <= names, "functions on %s: %r" % (n, names))
+        over = http_get(port, "/api/v1/overview")
+        check_eq(over["totals"]["queued"], 3, "queued jobs in the overview on %s" % n)
+        check_eq(over["unreachable"], [], "every node answered on %s" % n)
+        workers = http_get(port, "/api/v1/workers")["workers"]
+        check(any(fa in wk["functions"] for wk in workers), "the worker on %s: %r" % (n, workers))
+        job = http_get(port, "/api/v1/jobs/" + handles[fb])
+        check_eq(job.get("handle"), handles[fb], "a job on another node, asked on %s" % n)
+    req = urllib.request.Request("http://127.0.0.1:%d/api/v1/functions/%s/pause"
+                                 % (cl.http_port("a"), fc), data=b"", method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        body = json.loads(r.read().decode())
+    check_eq(body.get("paused"), True, "a pause through a of c's function")
+    check(fc in h.admin(cl.nodes["c"].port, "status"), "c's status lists its function")
+    paused = [f for f in http_get(cl.http_port("c"), "/api/v1/functions")["functions"]
+              if f["name"] == fc]
+    check(paused and paused[0].get("paused") is True, "paused where it lives: %r" % paused)
+    w.close()
+
+
+@with_cluster
 def test_sleeping_worker_woken_from_another_node(cl):
     start(cl, ["a", "b", "c"])
     f = functions_on(cl, 1, prefix="wake")["b"][0]
@@ -433,6 +470,7 @@ def GEARSHIFT_BIN():
 
 TESTS = [test_the_two_modes_do_not_mix, test_partitions_spread, test_worker_gets_every_partition_in_priority_order,
          test_foreground_across_nodes, test_admin_answers_for_the_whole_cluster,
+         test_http_api_answers_for_the_whole_cluster,
          test_sleeping_worker_woken_from_another_node,
          test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
          test_php_and_perl_across_partitioned_nodes]

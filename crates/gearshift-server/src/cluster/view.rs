@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 
+use gearshift_core::placement::Placement;
 use gearshift_store::postgres::lease::NodeRow;
 use gearshift_store::postgres::partitions::PartitionOwner;
 
@@ -15,6 +16,8 @@ pub struct ClusterView {
     nodes: Mutex<Vec<NodeRow>>,
     /// Every partition's owner, on partitioned nodes.
     partitions: Mutex<Vec<PartitionOwner>>,
+    /// Which partition each function lives in, on partitioned nodes.
+    placement: Mutex<Option<Placement>>,
 }
 
 impl ClusterView {
@@ -24,6 +27,7 @@ impl ClusterView {
             me,
             nodes: Mutex::new(Vec::new()),
             partitions: Mutex::new(Vec::new()),
+            placement: Mutex::new(None),
         }
     }
 
@@ -34,11 +38,34 @@ impl ClusterView {
         }
     }
 
-    /// Replaces the partitions' owners.
-    pub fn set_partitions(&self, owners: Vec<PartitionOwner>) {
+    /// Replaces the partitions' owners and the functions' placement.
+    pub fn set_partitions(&self, owners: Vec<PartitionOwner>, placement: Placement) {
         if let Ok(mut p) = self.partitions.lock() {
             *p = owners;
         }
+        if let Ok(mut p) = self.placement.lock() {
+            *p = Some(placement);
+        }
+    }
+
+    /// The HTTP address of the node serving `function`, when that is
+    /// another node (None: this node, or nobody known).
+    pub fn function_peer(&self, function: &[u8]) -> Option<String> {
+        let partition = self.placement.lock().ok()?.as_ref()?.partition_of(function);
+        let owner = self
+            .partitions()
+            .into_iter()
+            .find(|p| p.partition == partition)?
+            .node?
+            .name;
+        if owner == self.me {
+            return None;
+        }
+        self.nodes()
+            .into_iter()
+            .find(|n| n.node.name == owner)?
+            .node
+            .http
     }
 
     /// The partitions' owners as last read (empty unless partitioned).
@@ -47,6 +74,20 @@ impl ClusterView {
             .lock()
             .map(|p| p.clone())
             .unwrap_or_default()
+    }
+
+    /// The HTTP addresses of the other nodes that own partitions now.
+    pub fn partition_peers(&self) -> Vec<String> {
+        let owners: std::collections::BTreeSet<String> = self
+            .partitions()
+            .into_iter()
+            .filter_map(|p| p.node.map(|n| n.name))
+            .collect();
+        self.nodes()
+            .into_iter()
+            .filter(|n| n.node.name != self.me && owners.contains(&n.node.name))
+            .filter_map(|n| n.node.http)
+            .collect()
     }
 
     /// The node rows as last read.

@@ -8,6 +8,7 @@ pub mod assets;
 pub mod auth;
 pub mod events;
 pub mod extra_metrics;
+pub mod fanout;
 pub mod gearmand;
 pub mod listener;
 pub mod metrics;
@@ -173,6 +174,10 @@ pub fn router(app: State) -> Router {
         .route("/assets/app.css", get(assets::app_css));
     api.fallback(gearmand::fallback)
         .method_not_allowed_fallback(not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            fanout::middleware,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             auth::middleware,

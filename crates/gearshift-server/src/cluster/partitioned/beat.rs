@@ -118,7 +118,7 @@ pub fn run(
         });
         match beat {
             Ok((owned, owners, placement)) => {
-                view.set_partitions(owners.clone());
+                view.set_partitions(owners.clone(), placement.clone());
                 if let Ok(rows) = node_table.nodes() {
                     view.set(rows);
                 }
