@@ -389,11 +389,19 @@ fn run(args: ServeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot write pid file {path}: {e}"))?;
     }
     // This runtime only accepts connections and waits for signals; the
-    // server starts its own I/O threads.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    // server starts its own I/O threads. A partitioned node also splits
+    // its connections' packets here, so it gets a thread per I/O thread.
+    let rt = match args.partitioned {
+        false => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        true => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.resolved_io_threads())
+            .thread_name("gearshift-route")
+            .enable_all()
+            .build(),
+    }
+    .map_err(|e| format!("cannot start runtime: {e}"))?;
     let cfg_store = cfg.store.clone();
     let cfg_threads = cfg.resolved_io_threads();
     let pid_file = args.pid_file.clone();
