@@ -1,5 +1,6 @@
-//! Any interleaving of client bytes, owner bytes, lost owners and ownership
-//! changes through the landing node's splitter: no panic, and what it holds
+//! Any interleaving of client bytes, owner bytes, lost or closed owners,
+//! ownership changes and parked submissions' retries through the landing
+//! node's splitter: no panic, and what it holds
 //! for the client stays within what it was fed.
 #![no_main]
 
@@ -47,11 +48,18 @@ fuzz_target!(|data: &[u8]| {
                 from[k].extend_from_slice(chunk);
                 split.from_owner(k as Owner, &mut from[k], &owners, &mut out);
             }
-            6 => split.owner_lost(u32::from(*len % 3), &owners, &mut out),
-            _ => {
-                owners.0 = owners.0.wrapping_add(1);
-                split.owners_changed(&owners, &mut out);
-            }
+            6 => match *len % 4 {
+                3 => split.owner_closed(u32::from(*len / 4 % 3), &owners, &mut out),
+                k => split.owner_lost(u32::from(k), &owners, &mut out),
+            },
+            _ => match *len % 4 {
+                0 => split.retry_parked(&owners, &mut out),
+                1 => split.give_up_parked(&mut out),
+                _ => {
+                    owners.0 = owners.0.wrapping_add(1);
+                    split.owners_changed(&owners, &mut out);
+                }
+            },
         }
         if out.iter().any(|o| matches!(o, Out::Close(_))) {
             return;

@@ -291,6 +291,7 @@ class Load:
     def __init__(self, cl, funcs):
         self.cl, self.funcs = cl, funcs
         self.acked, self.done, self.lock = set(), {}, threading.Lock()
+        self.refused = []
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self.submit, args=(i,), daemon=True)
                         for i in range(2)]
@@ -313,10 +314,12 @@ class Load:
                     i += 1
                     unique = "s%d-%d" % (k, i)
                     c.send_pkt(h.SUBMIT_JOB_BG, self.funcs[i % len(self.funcs)], unique, unique)
-                    _, t, _ = c.read_pkt(timeout=5)
-                    if t == h.JOB_CREATED:
-                        with self.lock:
+                    _, t, body = c.read_pkt(timeout=5)
+                    with self.lock:
+                        if t == h.JOB_CREATED:
                             self.acked.add(unique)
+                        else:
+                            self.refused.append(body)
                     time.sleep(0.002)
             except (OSError, h.TestFailure):
                 time.sleep(0.05)
@@ -390,7 +393,8 @@ def test_kill_an_owner_under_load(cl):
         before = len(load.acked)
         h.wait_for(lambda: len(load.acked) > before + 100, 30, "jobs flowing after the kill")
         acked, twice = load.finish(60)
-    print("   %d acknowledged, %d run more than once" % (acked, twice), flush=True)
+    print("   %d acknowledged, %d run more than once, %d refused %r"
+          % (acked, twice, len(load.refused), load.refused[:3]), flush=True)
     # A second run only for jobs whose first was cut off with its node.
     check(twice <= 10, "few jobs run twice: %d" % twice)
 
@@ -406,7 +410,8 @@ def test_join_takes_a_share(cl):
         before = len(load.done)
         h.wait_for(lambda: len(load.done) > before + 100, 30, "jobs flowing after the join")
         acked, twice = load.finish(60)
-    print("   %d acknowledged, %d run more than once" % (acked, twice), flush=True)
+    print("   %d acknowledged, %d run more than once, %d refused %r"
+          % (acked, twice, len(load.refused), load.refused[:3]), flush=True)
 
 
 @with_cluster
@@ -421,8 +426,8 @@ def test_stopping_node_hands_over(cl):
         shared_by(cl, ["a", "b"], timeout=20)
         took = time.monotonic() - t0
         acked, twice = load.finish(60)
-    print("   handed over in %.1f s; %d acknowledged, %d run more than once"
-          % (took, acked, twice), flush=True)
+    print("   handed over in %.1f s; %d acknowledged, %d run more than once, %d refused %r"
+          % (took, acked, twice, len(load.refused), load.refused[:3]), flush=True)
 
 
 @with_cluster

@@ -333,6 +333,20 @@ impl Peers {
 
     /// Closes every socket at once (the thread ends).
     pub fn shut_all(&mut self) {
+        // A link's connections end in order: the node at the other end
+        // learns that all they sent and this server took was answered.
+        for p in self.map.values() {
+            if let Wire::Link { link, vid } = &p.wire {
+                if let Some(l) = self.links.get_mut(link) {
+                    gearshift_proto::link::LinkFrame::Close { vid: *vid }.encode(&mut l.out);
+                    if !l.listed {
+                        l.listed = true;
+                        self.dirty_links.push(*link);
+                    }
+                }
+            }
+        }
+        self.write_links();
         for (_, p) in self.map.drain() {
             if let Wire::Sock(s) = &p.wire {
                 s.shutdown(Shutdown::Both);

@@ -4,7 +4,7 @@ use bytes::{Bytes, BytesMut};
 use gearshift_proto::frame::{decode_frame, Frame, Magic, Packet};
 use gearshift_proto::packet_type::PacketType;
 
-use super::packets::{self, bare, error, first_arg, foreground};
+use super::packets::{self, bare, first_arg, foreground};
 use super::{Ability, Kind, Out, Owner, Owners, Split, MAX_PENDING};
 
 impl Split {
@@ -57,15 +57,12 @@ impl Split {
                 let kind = Kind::Single {
                     foreground: foreground(p.kind),
                 };
-                match owners.owner_of(&function) {
-                    Some(owner) => {
-                        let id = self.push(kind, None);
-                        self.ask(owner, id, bytes, out);
-                    }
-                    None => {
-                        let e = error("QUEUE_ERROR", "no node owns this function's partition now");
-                        self.push(kind, Some(e));
-                    }
+                let id = self.push(kind, None);
+                let owner = owners.owner_of(&function);
+                self.keep(id, function, bytes.clone());
+                match owner {
+                    Some(owner) => self.ask(owner, id, bytes, out),
+                    None => self.park_unowned(id),
                 }
             }
             GetStatus => {

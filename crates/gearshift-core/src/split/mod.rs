@@ -12,12 +12,15 @@
 //! - `client`: requests from the client, and where each goes;
 //! - `admin`: admin text lines, asked of the owners and merged;
 //! - `owner`: what the owners send, held until its turn;
+//! - `park`: submissions waiting for their partition's owner;
 //! - `packets`: reading and writing the few packets it looks into.
 
 mod admin;
 mod client;
+pub use park::{NOT_OWNER, SHUTTING_DOWN};
 mod owner;
 mod packets;
+mod park;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -84,6 +87,12 @@ pub struct Split {
     cursor: usize,
     /// Bytes held for the client.
     held_bytes: usize,
+    /// Submissions in flight, kept to be sent again; their bytes.
+    retries: HashMap<u64, park::Retry>,
+    kept_bytes: usize,
+    /// Submissions waiting for an owner, with the refusal to give if none
+    /// comes.
+    parked: BTreeMap<u64, Bytes>,
 }
 
 /// A sub-connection's state.
@@ -165,6 +174,9 @@ impl Split {
             hints: BTreeSet::new(),
             cursor: 0,
             held_bytes: 0,
+            retries: HashMap::new(),
+            kept_bytes: 0,
+            parked: BTreeMap::new(),
         }
     }
 
@@ -178,7 +190,7 @@ impl Split {
     /// Bytes held for the client, waiting for replies before them: the
     /// driver stops reading the client past its output limit.
     pub fn buffered(&self) -> usize {
-        self.held_bytes + self.pending.len() * 16
+        self.held_bytes + self.kept_bytes + self.pending.len() * 16
     }
 
     /// The sub-connection to `owner`, opened (client id and options sent

@@ -105,6 +105,10 @@ impl Split {
         bytes: Bytes,
         out: &mut Vec<Out>,
     ) {
+        if kind == PacketType::Error && self.parks(id, body, &bytes) {
+            return;
+        }
+        self.answered(id);
         let Some(entry) = self.entry(id) else {
             return;
         };
@@ -220,6 +224,17 @@ impl Split {
     /// abilities it held go to whoever owns them at the next
     /// [`Split::owners_changed`].
     pub fn owner_lost(&mut self, owner: Owner, owners: &dyn Owners, out: &mut Vec<Out>) {
+        self.owner_gone(owner, false, owners, out);
+    }
+
+    /// `owner` closed the sub-connection in order, after answering all it
+    /// read: as [`Split::owner_lost`], but the submissions it never
+    /// answered were never taken, so they wait for an owner again.
+    pub fn owner_closed(&mut self, owner: Owner, owners: &dyn Owners, out: &mut Vec<Out>) {
+        self.owner_gone(owner, true, owners, out);
+    }
+
+    fn owner_gone(&mut self, owner: Owner, orderly: bool, owners: &dyn Owners, out: &mut Vec<Out>) {
         let Some(mut st) = self.owners.remove(&owner) else {
             return;
         };
@@ -247,7 +262,9 @@ impl Split {
         st.partial.clear();
         self.retired.push(st);
         for id in waiting {
-            self.give_up_on(owner, id, out);
+            if !(orderly && self.park_untaken(id)) {
+                self.give_up_on(owner, id, out);
+            }
         }
         for id in asked {
             self.text_answered(id, owner, None);
@@ -258,6 +275,8 @@ impl Split {
 
     /// Entry `id` will get no reply from `lost`.
     fn give_up_on(&mut self, lost: Owner, id: u64, out: &mut Vec<Out>) {
+        // It may have been stored: not sent again.
+        self.answered(id);
         let Some(entry) = self.entry(id) else {
             return;
         };
@@ -333,6 +352,7 @@ impl Split {
         for o in woken_at {
             out.push(Out::ToOwner(o, bare_req(PacketType::PreSleep)));
         }
+        self.retry_parked(owners, out);
         self.release(out);
     }
 }

@@ -330,10 +330,7 @@ impl Hub {
                 _ => None,
             };
             if function.is_some_and(|f| !owns(f)) {
-                let refusal = Response::error(
-                    "QUEUE_ERROR",
-                    "this node no longer owns the function's partition; try again",
-                );
+                let refusal = Response::error("QUEUE_ERROR", gearshift_core::split::NOT_OWNER);
                 return self.core.reply(id, refusal);
             }
         }
@@ -490,7 +487,7 @@ impl Hub {
             Input::Request(Request::PreSleep) => true,
             Input::Request(Request::Submit(_)) => {
                 // Jobs live in memory: one accepted now would be lost at exit.
-                let refusal = Response::error("QUEUE_ERROR", "Server is shutting down");
+                let refusal = Response::error("QUEUE_ERROR", gearshift_core::split::SHUTTING_DOWN);
                 self.core.reply(id, refusal);
                 true
             }

@@ -27,6 +27,10 @@ const CLIENT_CHUNK: usize = 64 * 1024;
 const MAX_QUEUED: usize = 8 << 20;
 /// Most owners' messages taken before writing to the client.
 const MAX_BATCH: usize = 64;
+/// How often submissions waiting for an owner are sent again.
+const PARK_RETRY: Duration = Duration::from_millis(100);
+/// How long they wait at least (a move drains its old server up to 10 s).
+const PARK_LIMIT: Duration = Duration::from_secs(15);
 
 /// What every connection of a partitioned node shares.
 pub(super) struct RouteCtx {
@@ -156,6 +160,8 @@ async fn route(
     let (mut r, mut w) = client.into_split();
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
+    let mut parked_since = None;
+    let park_limit = ctx.wait.max(PARK_LIMIT);
     let result = loop {
         let owed: usize = subs.values().map(|s| s.owed.load(Ordering::Acquire)).sum();
         let queued = subs
@@ -192,7 +198,18 @@ async fn route(
             }
             // Owed output drained below the limit: read again.
             _ = tokio::time::sleep(Duration::from_millis(1)), if !may_read => {}
+            // Submissions wait for their partition's owner (it moves).
+            _ = tokio::time::sleep(PARK_RETRY), if split.parked() => {
+                let since = *parked_since.get_or_insert_with(tokio::time::Instant::now);
+                match since.elapsed() > park_limit {
+                    true => split.give_up_parked(&mut out),
+                    false => split.retry_parked(&*view, &mut out),
+                }
+            }
             _ = stop.wait_for(|s| *s) => break Err("the node stops".into()),
+        }
+        if !split.parked() {
+            parked_since = None;
         }
         if let Err(e) = carry_out(&mut out, &mut subs, &mut w, &tx, peer, ctx, &view).await {
             break Err(e);
@@ -220,7 +237,13 @@ fn from_owner(
                 split.from_owner(owner, &mut sub.input, view, out);
             }
         }
-        ToClient::Close | ToClient::Cut | ToClient::Lost => {
+        // The owner closed it after answering all it read.
+        ToClient::Close => {
+            subs.remove(&owner);
+            split.owner_closed(owner, view, out);
+            split.owners_changed(view, out);
+        }
+        ToClient::Cut | ToClient::Lost => {
             subs.remove(&owner);
             split.owner_lost(owner, view, out);
             split.owners_changed(view, out);
