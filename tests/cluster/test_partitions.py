@@ -252,6 +252,16 @@ def test_http_api_answers_for_the_whole_cluster(cl):
         check(any(fa in wk["functions"] for wk in workers), "the worker on %s: %r" % (n, workers))
         job = http_get(port, "/api/v1/jobs/" + handles[fb])
         check_eq(job.get("handle"), handles[fb], "a job on another node, asked on %s" % n)
+        # Pages of two, cursor to cursor, list every node's jobs once.
+        seen, cursor = [], None
+        for _ in range(10):
+            page = http_get(port, "/api/v1/jobs?limit=2" + ("&cursor=" + cursor if cursor else ""))
+            check(len(page["jobs"]) <= 2, "a page of at most two: %r" % page)
+            seen += [j["handle"] for j in page["jobs"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        check_eq(sorted(seen), sorted(handles.values()), "every job once, paged on %s" % n)
     req = urllib.request.Request("http://127.0.0.1:%d/api/v1/functions/%s/pause"
                                  % (cl.http_port("a"), fc), data=b"", method="POST")
     with urllib.request.urlopen(req, timeout=10) as r:

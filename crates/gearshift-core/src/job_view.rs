@@ -52,6 +52,8 @@ pub struct JobQuery {
 /// One job in a page.
 #[derive(Debug, Clone)]
 pub struct JobSummary {
+    /// Handle number (pages go by it).
+    pub id: u64,
     /// Full handle.
     pub handle: Bytes,
     /// Function name.
@@ -174,6 +176,7 @@ impl Core {
         let mut handle = Vec::new();
         self.handles.write(&mut handle, job.id);
         JobSummary {
+            id: job.id,
             handle: handle.into(),
             function: self
                 .table
@@ -279,6 +282,7 @@ pub(crate) fn start_after(after: Option<u64>) -> Option<JobId> {
 /// A kept or dead job as a page shows it.
 fn finished_summary(f: &Finished) -> JobSummary {
     JobSummary {
+        id: f.id,
         handle: f.handle.clone(),
         function: f.function.clone(),
         unique: f.unique.clone(),

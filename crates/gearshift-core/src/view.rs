@@ -77,6 +77,8 @@ pub struct WorkerView {
 /// One dead job in a page.
 #[derive(Debug, Clone)]
 pub struct DeadView {
+    /// Handle number (pages go by it).
+    pub id: u64,
     /// Full handle.
     pub handle: Bytes,
     /// Function name.
@@ -264,6 +266,7 @@ impl Core {
                 continue;
             }
             page.dead.push(DeadView {
+                id,
                 handle: f.handle.clone(),
                 function: f.function.clone(),
                 unique: f.unique.clone(),

@@ -579,10 +579,18 @@ fn an_owner_that_closes_in_order_hands_untaken_submissions_on() {
     let mut own = Fake::new(3);
     let mut s = Split::new(1 << 20);
     let mut out = Vec::new();
-    client(&mut s, &own, req(T::SubmitJobBg, &[b"c@1", b"u", b"x"]), &mut out);
+    client(
+        &mut s,
+        &own,
+        req(T::SubmitJobBg, &[b"c@1", b"u", b"x"]),
+        &mut out,
+    );
     out.clear();
     s.owner_closed(1, &own, &mut out);
-    assert!(out.is_empty() && s.parked(), "closed in order: it never took the job");
+    assert!(
+        out.is_empty() && s.parked(),
+        "closed in order: it never took the job"
+    );
     own.moved.insert(b"c@1", Some(2));
     s.owners_changed(&own, &mut out);
     assert_eq!(seen(&mut out), vec![(Some(2), T::SubmitJobBg, b("c@1"))]);

@@ -30,6 +30,8 @@ enum Rule {
     Lists(&'static str),
     /// These numbers are added up.
     Sum(&'static [&'static str]),
+    /// Pages of this list by id, merged into one page.
+    Page(&'static str),
 }
 
 fn rule_for(method: &Method, path: &str) -> Option<Rule> {
@@ -37,6 +39,8 @@ fn rule_for(method: &Method, path: &str) -> Option<Rule> {
     let get = method == Method::GET;
     match parts.as_slice() {
         ["overview"] if get => Some(Rule::Sum(&["totals", "connections"])),
+        ["jobs"] if get => Some(Rule::Page("jobs")),
+        ["dead"] if get => Some(Rule::Page("dead")),
         ["functions"] if get => Some(Rule::Lists("functions")),
         ["workers"] if get => Some(Rule::Lists("workers")),
         ["schedules"] if get => Some(Rule::Lists("schedules")),
@@ -115,7 +119,7 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
             }
             local
         }
-        Rule::Lists(_) | Rule::Sum(_) => {
+        Rule::Lists(_) | Rule::Sum(_) | Rule::Page(_) => {
             let (status, local_bytes) = split_response(local).await;
             let Some(mut merged) = status
                 .is_success()
@@ -126,14 +130,19 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
             };
             let answers = futures_util::future::join_all(peers.iter().map(|p| ask.of(p))).await;
             let mut missing = Vec::new();
+            let mut parts = Vec::new();
             for (peer, answer) in peers.iter().zip(answers) {
                 let part = answer
                     .filter(|(s, _)| s.is_success())
                     .and_then(|(_, b)| serde_json::from_slice::<Value>(&b).ok());
                 match part {
-                    Some(part) => join(rule, &mut merged, part),
+                    Some(part) => parts.push(part),
                     None => missing.push(Value::String(peer.clone())),
                 }
+            }
+            match rule {
+                Rule::Page(key) => merge_pages(key, page_limit(&ask.path), &mut merged, parts),
+                _ => parts.into_iter().for_each(|p| join(rule, &mut merged, p)),
             }
             if let Value::Object(m) = &mut merged {
                 m.insert("unreachable".into(), Value::Array(missing));
@@ -225,8 +234,55 @@ fn join(rule: Rule, merged: &mut Value, part: Value) {
                 }
             }
         }
-        Rule::Holder | Rule::Owner(_) => {}
+        Rule::Holder | Rule::Owner(_) | Rule::Page(_) => {}
     }
+}
+
+/// The page size a list request asks for (as the handlers read it).
+fn page_limit(path_and_query: &str) -> usize {
+    let query = path_and_query.split_once('?').map(|(_, q)| q);
+    let limit = crate::http::api::query_pairs(query)
+        .into_iter()
+        .find(|(k, _)| k == "limit")
+        .and_then(|(_, v)| std::str::from_utf8(&v).ok()?.parse::<usize>().ok());
+    limit
+        .unwrap_or(100)
+        .clamp(1, gearshift_core::view::MAX_PAGE)
+}
+
+/// Merges every node's page after the same cursor (ids are unique across
+/// nodes) into one: the items up to the first point some node has not
+/// looked past yet, by id, `limit` at most; `next_cursor` goes on from there.
+fn merge_pages(key: &str, limit: usize, merged: &mut Value, parts: Vec<Value>) {
+    let mut pages = vec![std::mem::take(merged)];
+    pages.extend(parts);
+    let mut items: Vec<Value> = Vec::new();
+    // How far every node has looked: the least of their next cursors.
+    let mut bound: Option<u64> = None;
+    for page in &mut pages {
+        if let Some(Value::Array(list)) = page.get_mut(key) {
+            items.append(list);
+        }
+        let next = page
+            .get("next_cursor")
+            .and_then(Value::as_str)
+            .and_then(|c| c.parse::<u64>().ok());
+        if let Some(n) = next {
+            bound = Some(bound.map_or(n, |b| b.min(n)));
+        }
+    }
+    let id = |v: &Value| v.get("id").and_then(Value::as_u64).unwrap_or(u64::MAX);
+    items.retain(|v| bound.is_none_or(|b| id(v) <= b));
+    items.sort_by_key(id);
+    let mut next = bound;
+    if items.len() > limit {
+        items.truncate(limit);
+        next = items.last().map(id);
+    }
+    let mut out = std::mem::take(&mut pages[0]);
+    out[key] = Value::Array(items);
+    out["next_cursor"] = next.map_or(Value::Null, |n| Value::String(n.to_string()));
+    *merged = out;
 }
 
 /// `a += b` for numbers, field by field for objects of numbers.
@@ -261,7 +317,10 @@ mod tests {
             Some(Rule::Holder)
         );
         assert_eq!(rule_for(&Method::POST, "/api/v1/jobs"), None);
-        assert_eq!(rule_for(&Method::GET, "/api/v1/jobs"), None);
+        assert_eq!(
+            rule_for(&Method::GET, "/api/v1/jobs"),
+            Some(Rule::Page("jobs"))
+        );
         assert_eq!(
             rule_for(&Method::DELETE, "/api/v1/dead"),
             Some(Rule::Sum(&["dropped"]))
@@ -272,6 +331,35 @@ mod tests {
             Some(Rule::Owner(1))
         );
         assert_eq!(rule_for(&Method::GET, "/metrics"), None);
+    }
+
+    #[test]
+    fn pages_merge_by_id_up_to_what_every_node_has_seen() {
+        let mut a = json!({"jobs": [{"id": 1}, {"id": 9}], "next_cursor": null});
+        let b = json!({"jobs": [{"id": 4}, {"id": 6}], "next_cursor": "6"});
+        let c = json!({"jobs": [{"id": 2}], "next_cursor": null});
+        merge_pages("jobs", 10, &mut a, vec![b.clone(), c.clone()]);
+        // 9 waits: node b has not looked past 6 yet.
+        assert_eq!(
+            a,
+            json!({"jobs": [{"id": 1}, {"id": 2}, {"id": 4}, {"id": 6}], "next_cursor": "6"})
+        );
+        let mut a = json!({"jobs": [{"id": 1}, {"id": 9}], "next_cursor": null});
+        merge_pages("jobs", 2, &mut a, vec![b, c]);
+        assert_eq!(
+            a,
+            json!({"jobs": [{"id": 1}, {"id": 2}], "next_cursor": "2"})
+        );
+        let mut end = json!({"dead": [], "next_cursor": null});
+        merge_pages(
+            "dead",
+            5,
+            &mut end,
+            vec![json!({"dead": [{"id": 3}], "next_cursor": null})],
+        );
+        assert_eq!(end, json!({"dead": [{"id": 3}], "next_cursor": null}));
+        assert_eq!(page_limit("/api/v1/jobs?limit=3&cursor=9"), 3);
+        assert_eq!(page_limit("/api/v1/jobs"), 100);
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub async fn functions(State(app): State<crate::http::State>) -> Reply {
 
 fn summary_json(j: &JobSummary) -> Map<String, Value> {
     let v = json!({
+        "id": j.id,
         "handle": lossy(&j.handle),
         "function": lossy(&j.function),
         "unique": lossy(&j.unique),
@@ -153,6 +154,7 @@ struct PageOut<'a> {
 /// One job of a page; the same fields as [`summary_json`].
 #[derive(serde::Serialize)]
 struct SummaryOut<'a> {
+    id: u64,
     handle: std::borrow::Cow<'a, str>,
     function: std::borrow::Cow<'a, str>,
     unique: std::borrow::Cow<'a, str>,
@@ -168,6 +170,7 @@ struct SummaryOut<'a> {
 impl<'a> SummaryOut<'a> {
     fn of(j: &'a JobSummary) -> Self {
         SummaryOut {
+            id: j.id,
             handle: String::from_utf8_lossy(&j.handle),
             function: String::from_utf8_lossy(&j.function),
             unique: String::from_utf8_lossy(&j.unique),
@@ -281,7 +284,7 @@ pub async fn workers(State(app): State<crate::http::State>) -> Reply {
 
 fn dead_json(d: &DeadView) -> Value {
     json!({
-        "handle": lossy(&d.handle), "function": lossy(&d.function), "unique": lossy(&d.unique),
+        "id": d.id, "handle": lossy(&d.handle), "function": lossy(&d.function), "unique": lossy(&d.unique),
         "attempts": d.attempts, "died_ms": d.died, "error": opt_lossy(d.error.as_ref()),
         "size": d.size,
     })
