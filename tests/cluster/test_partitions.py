@@ -262,6 +262,27 @@ def test_http_api_answers_for_the_whole_cluster(cl):
             if cursor is None:
                 break
         check_eq(sorted(seen), sorted(handles.values()), "every job once, paged on %s" % n)
+    # Node a's event stream carries c's events too.
+    stream = urllib.request.urlopen("http://127.0.0.1:%d/api/v1/events?kinds=created,stats"
+                                    % cl.http_port("a"), timeout=10)
+    got, deadline = None, time.monotonic() + 10
+    sub = h.Conn(cl.nodes["b"].port)
+    event = None
+    while got is None and time.monotonic() < deadline:
+        sub.send_pkt(h.SUBMIT_JOB_BG, fc, "", "ev")
+        handle = sub.expect_pkt(h.JOB_CREATED).decode()
+        t_end = time.monotonic() + 0.5
+        while time.monotonic() < t_end:
+            line = stream.readline().decode().strip()
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and event == "created" and fc in line:
+                got = json.loads(line[5:])
+                break
+    sub.close()
+    stream.close()
+    check(got is not None, "a created event of c's function on a's stream")
+    check_eq(got["function"], fc, "the event's function")
     req = urllib.request.Request("http://127.0.0.1:%d/api/v1/functions/%s/pause"
                                  % (cl.http_port("a"), fc), data=b"", method="POST")
     with urllib.request.urlopen(req, timeout=10) as r:

@@ -17,7 +17,9 @@ use gearshift_core::lifecycle::{LastFailure, Step};
 use gearshift_core::policy::Reason;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+
+use super::fanout_events::Remote;
 
 use super::api::{lossy, query_pairs, step_detail};
 use crate::events::Subscription;
@@ -139,6 +141,8 @@ struct Reader {
     pending: VecDeque<Event>,
     stop: watch::Receiver<bool>,
     ended: bool,
+    /// Other nodes' events, on a partitioned node.
+    remote: Option<(super::fanout_events::Follow, mpsc::Receiver<Remote>)>,
 }
 
 fn sse_event(kind: &str, v: &Value) -> Event {
@@ -163,8 +167,17 @@ impl Reader {
                     None => std::future::pending().await,
                 }
             };
+            let remote = async {
+                match &mut self.remote {
+                    Some((_, rx)) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             let got = tokio::select! {
                 r = self.sub.rx.recv() => r,
+                Some((kind, data)) = remote => {
+                    return Some(Event::default().event(kind).data(data));
+                }
                 _ = stats_tick => {
                     if let Some((at, t)) = self.stats.as_ref().and_then(|(_, s)| s.latest()) {
                         let (totals, connections) = super::api::totals_json(&t);
@@ -221,7 +234,11 @@ pub fn parse_kinds(values: &[String]) -> Result<(u16, bool), String> {
 }
 
 /// `GET /api/v1/events?function=F&kinds=K,...`.
-pub async fn stream(State(app): State<super::State>, RawQuery(raw): RawQuery) -> Response {
+pub async fn stream(
+    State(app): State<super::State>,
+    headers: axum::http::HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
     let pairs = query_pairs(raw.as_deref());
     let functions = pairs
         .iter()
@@ -250,6 +267,19 @@ pub async fn stream(State(app): State<super::State>, RawQuery(raw): RawQuery) ->
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         (tick, app.series.clone())
     });
+    let remote = app
+        .ctx
+        .cluster
+        .clone()
+        .filter(|v| !headers.contains_key(super::fanout::LOCAL) && !v.partition_peers().is_empty())
+        .map(|view| {
+            let auth = headers.get(axum::http::header::AUTHORIZATION).cloned();
+            super::fanout_events::follow(
+                view,
+                super::fanout_events::peer_query(raw.as_deref()),
+                auth,
+            )
+        });
     let reader = Reader {
         sub,
         filter: Filter(functions),
@@ -257,6 +287,7 @@ pub async fn stream(State(app): State<super::State>, RawQuery(raw): RawQuery) ->
         pending: VecDeque::new(),
         stop: app.stop.clone(),
         ended: false,
+        remote,
     };
     let events = futures_util::stream::unfold(reader, |mut r| async move {
         r.next().await.map(|e| (Ok::<_, Infallible>(e), r))

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod events;
 pub mod extra_metrics;
 pub mod fanout;
+pub mod fanout_events;
 pub mod gearmand;
 pub mod listener;
 pub mod metrics;
