@@ -288,7 +288,8 @@ impl Server {
             timer: Arc::new(Notify::new()),
         };
         let mut hub = Hub::new(self.core, signals);
-        if let Some(lease) = self.lease.clone() {
+        let lease = self.lease.clone();
+        if let Some(lease) = lease.clone() {
             hub.set_lease(lease);
         }
         if let Some(owns) = self.owns.clone() {
@@ -490,8 +491,10 @@ impl Server {
         let (fin_tx, fin_rx) = tokio::sync::oneshot::channel();
         link.send(ToHub::Finish(fin_tx));
         let _ = fin_rx.await;
+        // A fenced hub dropped its answers: the connections end unanswered.
+        let orderly = lease.as_ref().is_none_or(|l| l.trusted());
         for tx in &inboxes {
-            let _ = tx.send(ToIo::Stop);
+            let _ = tx.send(ToIo::Stop { orderly });
         }
         let mut guard = guard;
         guard.armed = false;
@@ -579,6 +582,6 @@ fn stop_all(inboxes: &[tokio::sync::mpsc::UnboundedSender<ToIo>], core: Option<&
         let _ = core.post(ToCore::Stop);
     }
     for tx in inboxes {
-        let _ = tx.send(ToIo::Stop);
+        let _ = tx.send(ToIo::Stop { orderly: false });
     }
 }

@@ -331,11 +331,12 @@ impl Peers {
         }
     }
 
-    /// Closes every socket at once (the thread ends).
-    pub fn shut_all(&mut self) {
+    /// Closes every socket at once (the thread ends); `orderly`: every
+    /// answer went out, and a link's connections are told they end.
+    pub fn shut_all(&mut self, orderly: bool) {
         // A link's connections end in order: the node at the other end
         // learns that all they sent and this server took was answered.
-        for p in self.map.values() {
+        for p in self.map.values().filter(|_| orderly) {
             if let Wire::Link { link, vid } = &p.wire {
                 if let Some(l) = self.links.get_mut(link) {
                     gearshift_proto::link::LinkFrame::Close { vid: *vid }.encode(&mut l.out);

@@ -448,8 +448,10 @@ impl Hub {
         self.events_round();
         if let Some(graceful) = self.draining {
             // A graceful stop also waits for the store's answer on
-            // submissions it holds, so no stored job goes unacknowledged.
-            if !graceful || (self.core.running_jobs() == 0 && self.core.awaiting_store() == 0) {
+            // submissions it holds, so no stored job goes unacknowledged;
+            // a fenced hub sends nothing more, so it waits for nothing.
+            let settled = self.core.running_jobs() == 0 && self.core.awaiting_store() == 0;
+            if !graceful || self.fenced || settled {
                 self.signals.done.notify_one();
             }
         }

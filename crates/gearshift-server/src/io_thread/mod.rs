@@ -61,7 +61,11 @@ pub enum ToIo {
     /// For the hub (only when it runs on this, the only I/O thread).
     Hub(ToHub),
     /// Close every socket and end the thread.
-    Stop,
+    Stop {
+        /// Every answer the hub made went out (it was not fenced), so a
+        /// link's connections may be told they end in order.
+        orderly: bool,
+    },
 }
 
 /// What a connection task should do next.
@@ -201,11 +205,13 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
     // The inbox has a task of its own: the future `block_on` runs is polled
     // on every wake-up of the thread, so it only checks a flag.
     let stopped = Rc::new(Signal::new());
+    let orderly = Rc::new(std::cell::Cell::new(false));
     helpers.push(tokio::task::spawn_local({
-        let (io, stopped) = (io.clone(), stopped.clone());
+        let (io, stopped, orderly) = (io.clone(), stopped.clone(), orderly.clone());
         async move {
             while let Some(msg) = inbox.recv().await {
-                if !control(&io, msg) {
+                if let Some(o) = control(&io, msg) {
+                    orderly.set(o);
                     break;
                 }
             }
@@ -213,18 +219,19 @@ async fn main(settings: IoSettings, sink: Sink, mut inbox: tmpsc::UnboundedRecei
         }
     }));
     stopped.wait().await;
-    stop(&io, helpers);
+    stop(&io, helpers, orderly.get());
 }
 
-/// Carries out a control message; false when the thread must stop.
-fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> bool {
+/// Carries out a control message; Some (whether orderly) when the thread
+/// must stop.
+fn control(io: &Rc<RefCell<IoThread>>, msg: ToIo) -> Option<bool> {
     match msg {
         ToIo::Accept(a) => accept(io, a),
         ToIo::Link(a) => link::accept(io, a),
         ToIo::Hub(msg) => hub_message(io, msg),
-        ToIo::Stop => return false,
+        ToIo::Stop { orderly } => return Some(orderly),
     }
-    true
+    None
 }
 
 /// Carries out a message for the hub that runs on this thread.
@@ -250,14 +257,14 @@ fn hub_message(io: &Rc<RefCell<IoThread>>, msg: ToHub) {
     }
 }
 
-fn stop(io: &Rc<RefCell<IoThread>>, helpers: Vec<tokio::task::JoinHandle<()>>) {
+fn stop(io: &Rc<RefCell<IoThread>>, helpers: Vec<tokio::task::JoinHandle<()>>, orderly: bool) {
     for h in helpers {
         h.abort();
     }
     let mut t = io.borrow_mut();
     t.take_outputs();
     t.peers.write_dirty();
-    t.peers.shut_all();
+    t.peers.shut_all(orderly);
 }
 
 /// Registers a new connection and starts its task.
