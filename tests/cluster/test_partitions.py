@@ -701,8 +701,11 @@ def test_frozen_owner_woken_with_a_submission_pending(cl):
     on it; but a graceful stop waits for the store's answer on held
     submissions (hub/mod.rs), which never comes: the old server hangs
     until STOP_WAIT (10 s, owner.rs) aborts it. Meanwhile b owns a share
-    it does not serve (submissions to it get ERROR or wait), and the
-    client waiting on b gets no answer at all.
+    it does not serve (submissions to it get ERROR, a job of it is done
+    only ~9.5 s after b rejoined), and the client waiting on b gets its
+    ERROR only when the old server is aborted, ~10 s after b woke
+    (observed with the binary built before 6313cc8; the hub's code is
+    unchanged on main since).
 
     What should hold, and is asserted: the waiting client gets an answer
     (ERROR, JOB_CREATED, or the connection closed) within two timeouts of
@@ -724,23 +727,9 @@ def test_frozen_owner_woken_with_a_submission_pending(cl):
         os.kill(b.pid, signal.SIGCONT)
     woke = time.monotonic()
     bound = 2 * cl.timeout_ms / 1000
-    answer = None
-    try:
-        _, t, body = late.read_pkt(timeout=bound)
-        answer = h.PACKET_NAMES.get(t, t)
-        if t == h.JOB_CREATED:
-            acked.add("late")
-        else:
-            check(t == h.ERROR, "the late submission's answer: %s %r" % (answer, body))
-    except OSError:
-        answer = "reset"
-    except h.TestFailure as e:
-        check("closed" in str(e), "the submission waiting in b's socket: no answer within "
-              "%.1f s of b waking (%s)" % (bound, e))
-        answer = "closed"
-    late.close()
-    mine.close()
+    # b takes its share again, and is asked to serve it at once.
     shared_by(cl, ["a", "b", "c"], timeout=20)
+    rejoined = time.monotonic() - woke
     fresh = functions_on(cl, 1, prefix="back")["b"][0]
     back = Workers(cl, ["c"], [fresh])
     t0 = time.monotonic()
@@ -750,15 +739,36 @@ def test_frozen_owner_woken_with_a_submission_pending(cl):
     finally:
         back.close()
     served = time.monotonic() - t0
-    check(served < bound, "b served its new share %.1f s after rejoining" % served)
+    # The waiting client's answer: waits well past the bound, to report
+    # what happens instead.
+    try:
+        _, t, body = late.read_pkt(timeout=15)
+        answer = h.PACKET_NAMES.get(t, t)
+        if t == h.JOB_CREATED:
+            acked.add("late")
+    except OSError:
+        answer = "reset"
+    except h.TestFailure as e:
+        answer = "closed" if "closed" in str(e) else "nothing"
+    answered = time.monotonic() - woke
+    late.close()
+    mine.close()
     rest = Workers(cl, ["a", "c"], [held_f])
     try:
         h.wait_for(lambda: acked <= busy.done() | rest.done(), 30, "every acknowledged job done")
     finally:
         busy.close()
         rest.close()
-    print("   late submission: %s %.1f s after waking" % (answer, time.monotonic() - woke),
-          flush=True)
+    said = [line for line in b.log_text().splitlines()
+            if "did not stop in time" in line or "no longer trusted" in line]
+    print("   late submission: %s %.1f s after b woke; b rejoined %.1f s after waking and "
+          "served its new share %.1f s later; b logged %r"
+          % (answer, answered, rejoined, served, said), flush=True)
+    check(answer in ("ERROR", "JOB_CREATED", "closed", "reset") and answered < bound,
+          "the submission waiting in b's socket: %s %.1f s after b woke (bound %.1f s)"
+          % (answer, answered, bound))
+    check(served < bound, "b served its new share %.1f s after rejoining (bound %.1f s)"
+          % (served, bound))
 
 
 @with_cluster
