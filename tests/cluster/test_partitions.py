@@ -777,7 +777,9 @@ def test_seeded_chaos_partitioned(cl):
     a seeded sequence (CHAOS_SEED, default random and printed; CHAOS_SECONDS,
     default 40) kills nodes with SIGKILL, stops them with SIGTERM, and
     restarts them under their old name or joins new ones (at most four
-    live), never leaving fewer than one live node. After each move it
+    live), never leaving fewer than one live node; or kills one with
+    SIGKILL and starts it again at once under the same name (its leases
+    not yet expired: the new process renews them at the same epochs). After each move it
     waits until every partition is owned by a live node.
     Afterwards: every acknowledged job was done (none lost), a job ran
     again only when its earlier run was cut off by one of those moves (its
@@ -807,6 +809,7 @@ def test_seeded_chaos_partitioned(cl):
             kinds = []
             if len(live) >= 2:
                 kinds += ["kill", "kill", "term"]
+            kinds.append("bounce")  # kill -9 and start again at once, same name
             if len(live) < 4:
                 kinds += ["start", "start"]
             kind = rng.choice(kinds)
@@ -820,12 +823,16 @@ def test_seeded_chaos_partitioned(cl):
             else:
                 victim = rng.choice(live)
                 moves.append((time.monotonic(), "%s %s" % (kind, victim)))
-                if kind == "kill":
+                if kind in ("kill", "bounce"):
                     cl.kill(victim)
                 else:
                     node = cl.nodes.pop(victim)
                     node.stop()
-                gone.append(victim)
+                if kind == "bounce":
+                    # Its leases have not expired: it renews them, same epochs.
+                    cl.start(victim, extra="--partitioned")
+                else:
+                    gone.append(victim)
             print("   %5.1f s: %s" % (seconds - (end - time.monotonic()), moves[-1][1]),
                   flush=True)
             # Every partition owned again by a live node within a timeout
