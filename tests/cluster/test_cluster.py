@@ -19,7 +19,12 @@ usage: python3 tests/cluster/test_cluster.py [name-substring ...]
   GEARSHIFT  the gearshift binary (default: target/debug/gearshift)
   PG_BIN     PostgreSQL's server programs (default: the newest
              /usr/lib/postgresql/*/bin)
-  CHAOS_SEED the chaos test's seed (default: 19); CHAOS_ROUNDS (default 4)
+  CHAOS_SEED the chaos tests' seed (default: 19 for the leader-mode one,
+             random and printed for test_seeded_chaos_partitioned);
+             CHAOS_ROUNDS (default 4); CHAOS_SECONDS, the partitioned chaos
+             run's length (default 40)
+Tests in test_partitions.KNOWN_FAILING (server bugs they reproduce) run only
+when named.
 """
 
 import json

@@ -496,6 +496,8 @@ class Workers:
 
     def work(self, node):
         while not self.stop.is_set():
+            if not self.cl.nodes:  # the cluster was stopped (a failed test)
+                return
             try:
                 w = raw_worker(self.cl.nodes[node].port, *self.funcs)
             except (OSError, h.TestFailure, KeyError):
