@@ -19,7 +19,10 @@ usage: python3 tests/cluster/test_cluster.py [name-substring ...]
   GEARSHIFT  the gearshift binary (default: target/debug/gearshift)
   PG_BIN     PostgreSQL's server programs (default: the newest
              /usr/lib/postgresql/*/bin)
-  CHAOS_SEED the chaos test's seed (default: 19); CHAOS_ROUNDS (default 4)
+  CHAOS_SEED the chaos tests' seed (default: 19 for the leader-mode one,
+             random and printed for test_seeded_chaos_partitioned);
+             CHAOS_ROUNDS (default 4); CHAOS_SECONDS, the partitioned chaos
+             run's length (default 40)
 """
 
 import json
@@ -521,8 +524,9 @@ TESTS = [test_jobs_cross_nodes, test_php_and_perl_across_nodes, test_takeover_af
 def main():
     import test_links  # their tests use this module's helpers
     import test_partitions
+    import test_partition_moves
     wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
-    tests = [t for t in TESTS + test_links.TESTS + test_partitions.TESTS
+    tests = [t for t in TESTS + test_links.TESTS + test_partitions.TESTS + test_partition_moves.TESTS
              if not wanted or any(w in t.__name__ for w in wanted)]
     if not os.access(GEARSHIFT, os.X_OK):
         print("!! %s is not an executable (cargo build -p gearshift)" % GEARSHIFT)

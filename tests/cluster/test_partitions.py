@@ -270,7 +270,7 @@ def test_http_api_answers_for_the_whole_cluster(cl):
     event = None
     while got is None and time.monotonic() < deadline:
         sub.send_pkt(h.SUBMIT_JOB_BG, fc, "", "ev")
-        handle = sub.expect_pkt(h.JOB_CREATED).decode()
+        sub.expect_pkt(h.JOB_CREATED)
         t_end = time.monotonic() + 0.5
         while time.monotonic() < t_end:
             line = stream.readline().decode().strip()
@@ -315,152 +315,6 @@ def test_sleeping_worker_woken_from_another_node(cl):
     c.close()
 
 
-class Load:
-    """Background jobs with unique ids through every live node, and workers
-    on every node, until stopped; every acknowledged id must be done."""
-
-    def __init__(self, cl, funcs):
-        self.cl, self.funcs = cl, funcs
-        self.acked, self.done, self.lock = set(), {}, threading.Lock()
-        self.refused = []
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self.submit, args=(i,), daemon=True)
-                        for i in range(2)]
-        self.threads += [threading.Thread(target=self.work, args=(i,), daemon=True)
-                         for i in range(3)]
-
-    def ports(self):
-        return [n.port for n in list(self.cl.nodes.values())]
-
-    def submit(self, k):
-        i = 0
-        while not self.stop.is_set():
-            try:
-                c = h.Conn(self.ports()[(k + i) % len(self.ports())], timeout=5)
-            except (OSError, ZeroDivisionError):
-                time.sleep(0.05)
-                continue
-            try:
-                while not self.stop.is_set():
-                    i += 1
-                    unique = "s%d-%d" % (k, i)
-                    c.send_pkt(h.SUBMIT_JOB_BG, self.funcs[i % len(self.funcs)], unique, unique)
-                    _, t, body = c.read_pkt(timeout=5)
-                    with self.lock:
-                        if t == h.JOB_CREATED:
-                            self.acked.add(unique)
-                        else:
-                            self.refused.append(body)
-                    time.sleep(0.002)
-            except (OSError, h.TestFailure):
-                time.sleep(0.05)
-            finally:
-                c.close()
-
-    def work(self, k):
-        while not self.stop.is_set() or self.missing():
-            try:
-                ports = self.ports()
-                w = raw_worker(ports[k % len(ports)], *self.funcs)
-            except (OSError, h.TestFailure, ZeroDivisionError):
-                time.sleep(0.05)
-                continue
-            try:
-                while not self.stop.is_set() or self.missing():
-                    job = grab(w, timeout=5)
-                    if job is None:
-                        w.send_pkt(h.PRE_SLEEP)
-                        try:
-                            w.expect_pkt(h.NOOP, timeout=0.3)
-                        except h.TestFailure as e:
-                            if "closed" in str(e):
-                                raise
-                        continue
-                    with self.lock:
-                        u = job[2].decode()
-                        self.done[u] = self.done.get(u, 0) + 1
-                    w.send_pkt(h.WORK_COMPLETE, job[0], "")
-            except (OSError, h.TestFailure):
-                pass
-            finally:
-                w.close()
-
-    def missing(self):
-        with self.lock:
-            return self.acked - set(self.done)
-
-    def __enter__(self):
-        for t in self.threads:
-            t.start()
-        return self
-
-    def finish(self, timeout):
-        self.stop.set()
-        try:
-            h.wait_for(lambda: not self.missing(), timeout, "every acknowledged job done")
-        except h.TestFailure:
-            gone = sorted(self.missing())[:5]
-            rows = self.cl.pg.sql("SELECT id, function, unique_id, partition FROM gearshift_jobs "
-                                  "WHERE convert_from(unique_id, 'UTF8') IN (%s)"
-                                  % ",".join("'%s'" % u for u in gone))
-            raise h.TestFailure("acknowledged jobs never done: %s; stored as %r" % (gone, rows))
-        with self.lock:
-            return len(self.acked), sum(1 for n in self.done.values() if n > 1)
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=15)
-
-
-@with_cluster
-def test_kill_an_owner_under_load(cl):
-    start(cl, ["a", "b", "c"])
-    funcs = [f for fs in functions_on(cl, 2, prefix="kill").values() for f in fs]
-    with Load(cl, funcs) as load:
-        h.wait_for(lambda: len(load.done) > 100, 30, "jobs flowing")
-        cl.kill("c")
-        shared_by(cl, ["a", "b"], timeout=20)
-        before = len(load.acked)
-        h.wait_for(lambda: len(load.acked) > before + 100, 30, "jobs flowing after the kill")
-        acked, twice = load.finish(60)
-    print("   %d acknowledged, %d run more than once, %d refused %r"
-          % (acked, twice, len(load.refused), load.refused[:3]), flush=True)
-    # A second run only for jobs whose first was cut off with its node.
-    check(twice <= 10, "few jobs run twice: %d" % twice)
-
-
-@with_cluster
-def test_join_takes_a_share(cl):
-    start(cl, ["a", "b"])
-    funcs = [f for fs in functions_on(cl, 3, prefix="join").values() for f in fs]
-    with Load(cl, funcs) as load:
-        h.wait_for(lambda: len(load.done) > 100, 30, "jobs flowing")
-        cl.start("c", extra="--partitioned")
-        shared_by(cl, ["a", "b", "c"], timeout=30)
-        before = len(load.done)
-        h.wait_for(lambda: len(load.done) > before + 100, 30, "jobs flowing after the join")
-        acked, twice = load.finish(60)
-    print("   %d acknowledged, %d run more than once, %d refused %r"
-          % (acked, twice, len(load.refused), load.refused[:3]), flush=True)
-
-
-@with_cluster
-def test_stopping_node_hands_over(cl):
-    start(cl, ["a", "b", "c"])
-    funcs = [f for fs in functions_on(cl, 2, prefix="term").values() for f in fs]
-    with Load(cl, funcs) as load:
-        h.wait_for(lambda: len(load.done) > 100, 30, "jobs flowing")
-        t0 = time.monotonic()
-        cl.nodes["c"].stop()
-        del cl.nodes["c"]
-        shared_by(cl, ["a", "b"], timeout=20)
-        took = time.monotonic() - t0
-        acked, twice = load.finish(60)
-    print("   handed over in %.1f s; %d acknowledged, %d run more than once, %d refused %r"
-          % (took, acked, twice, len(load.refused), load.refused[:3]), flush=True)
-
-
 @with_cluster
 def test_php_and_perl_across_partitioned_nodes(cl):
     start(cl, ["a", "b", "c"])
@@ -490,6 +344,64 @@ def test_php_and_perl_across_partitioned_nodes(cl):
             wp.wait(timeout=10)
 
 
+def lang_cmd(script):
+    return ["perl" if script.endswith(".pl") else "php", os.path.join(CLIENTS, script)]
+
+
+@with_cluster
+def test_five_nodes_php_perl(cl):
+    names = ["a", "b", "c", "d", "e"]
+    start(cl, names)
+    got = owners(cl)
+    counts = {n: sum(1 for o in got.values() if o == n) for n in names}
+    check_eq(sorted(counts.values()), [12, 13, 13, 13, 13], "partitions per node: %r" % counts)
+    by_node = functions_on(cl, 2, prefix="pp")
+    # A Perl worker on a for functions owned by b, c, d and e; a PHP worker
+    # on e for functions owned by a, b, c and d.
+    perl_funcs = [by_node[n][0] for n in "bcde"]
+    php_funcs = [by_node[n][1] for n in "abcd"]
+    workers = [subprocess.Popen(lang_cmd("worker.pl") + [str(cl.nodes["a"].port), "rev",
+                                                        ",".join(perl_funcs), "0"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True),
+               subprocess.Popen(lang_cmd("worker.php") + [str(cl.nodes["e"].port), "rev",
+                                                         ",".join(php_funcs), "0"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)]
+    try:
+        for f in perl_funcs + php_funcs:
+            h.wait_workers(cl.nodes[got[partition_of(f)]].port, f)
+        # Each function's client on a node that is neither its worker's
+        # nor its owner's; Perl and PHP clients by turns, all at once.
+        runs = []
+        for i, f in enumerate(perl_funcs + php_funcs):
+            owner = got[partition_of(f)]
+            wnode = "a" if f in perl_funcs else "e"
+            cnode = [n for n in names if n not in (owner, wnode)][i % 3]
+            data = ["%s-%d" % (f, k) for k in range(6)]
+            if i % 2:
+                cmd = lang_cmd("client.pl") + [str(cl.nodes[cnode].port), "taskset", f] + data
+            else:
+                cmd = lang_cmd("client.php") + [str(cl.nodes[cnode].port), "tasks", f] + data
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, start_new_session=True)
+            runs.append((f, owner, wnode, cnode, cmd[0], data, p))
+        for f, owner, wnode, cnode, lang, data, p in runs:
+            try:
+                out, err = p.communicate(timeout=40)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                out, err = p.communicate()
+            want = "".join("%s=%s\n" % (d, d[::-1]) for d in data)
+            check(p.returncode == 0 and out == want,
+                  "%s client on %s, %s owned by %s, worker on %s: rc %s %r %r"
+                  % (lang, cnode, f, owner, wnode, p.returncode, out, err))
+    finally:
+        for wp in workers:
+            os.killpg(wp.pid, signal.SIGKILL)
+            wp.wait(timeout=10)
+
+
 @with_cluster
 def test_the_two_modes_do_not_mix(cl):
     start(cl, ["a"])
@@ -508,5 +420,4 @@ TESTS = [test_the_two_modes_do_not_mix, test_partitions_spread, test_worker_gets
          test_foreground_across_nodes, test_admin_answers_for_the_whole_cluster,
          test_http_api_answers_for_the_whole_cluster,
          test_sleeping_worker_woken_from_another_node,
-         test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
-         test_php_and_perl_across_partitioned_nodes]
+         test_php_and_perl_across_partitioned_nodes, test_five_nodes_php_perl]
