@@ -198,11 +198,11 @@ stage "import suite: real gearmand libsqlite3 and Postgres queues through gearsh
 GEARSHIFT="$PWD/target/debug/gearshift" suite "import" /tmp/gearshift-import.log \
   timeout -k 10 300 python3 tests/import/test_import.py
 
-stage "cluster suite: three nodes on one PostgreSQL, takeover, fencing, chaos"
+stage "cluster suite: nodes on one PostgreSQL, leader and partitioned, takeover, fencing, chaos"
 # A throwaway PostgreSQL cluster of its own (postgresql), PHP and Perl
-# clients; the chaos test's seed is printed (CHAOS_SEED to replay one).
+# clients; the chaos tests' seeds are printed (CHAOS_SEED to replay one).
 GEARSHIFT="$PWD/target/debug/gearshift" suite "cluster" /tmp/gearshift-cluster.log \
-  timeout -k 10 300 python3 tests/cluster/test_cluster.py
+  timeout -k 10 600 python3 tests/cluster/test_cluster.py
 
 stage "TLS suite: TLS listeners, client certificates, access rules, a socat sidecar"
 # Certificates from openssl; libgearman's gearman tool through socat;
