@@ -390,13 +390,15 @@ fn run(args: ServeArgs) -> Result<(), String> {
     }
     // This runtime only accepts connections and waits for signals; the
     // server starts its own I/O threads. A partitioned node also splits
-    // its connections' packets here, so it gets a thread per I/O thread.
-    let rt = match args.partitioned {
+    // its connections' packets here: past two I/O threads it gets a thread
+    // per I/O thread (on fewer cores one thread costs less per job).
+    let routes = cfg.resolved_io_threads();
+    let rt = match args.partitioned && routes > 2 {
         false => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
         true => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cfg.resolved_io_threads())
+            .worker_threads(routes)
             .thread_name("gearshift-route")
             .enable_all()
             .build(),

@@ -29,7 +29,8 @@ const MAX_QUEUED: usize = 8 << 20;
 const MAX_BATCH: usize = 64;
 /// How often submissions waiting for an owner are sent again.
 const PARK_RETRY: Duration = Duration::from_millis(100);
-/// How long they wait at least (a move drains its old server up to 10 s).
+/// How long they may wait, or twice the node timeout if longer (a move
+/// drains its old server up to 10 s).
 const PARK_LIMIT: Duration = Duration::from_secs(15);
 
 /// What every connection of a partitioned node shares.
@@ -161,6 +162,7 @@ async fn route(
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
     let mut parked_since = None;
+    let mut next_retry = tokio::time::Instant::now();
     let park_limit = ctx.wait.max(PARK_LIMIT);
     let result = loop {
         let owed: usize = subs.values().map(|s| s.owed.load(Ordering::Acquire)).sum();
@@ -199,7 +201,8 @@ async fn route(
             // Owed output drained below the limit: read again.
             _ = tokio::time::sleep(Duration::from_millis(1)), if !may_read => {}
             // Submissions wait for their partition's owner (it moves).
-            _ = tokio::time::sleep(PARK_RETRY), if split.parked() => {
+            _ = tokio::time::sleep_until(next_retry), if split.parked() => {
+                next_retry = tokio::time::Instant::now() + PARK_RETRY;
                 let since = *parked_since.get_or_insert_with(tokio::time::Instant::now);
                 match since.elapsed() > park_limit {
                     true => split.give_up_parked(&mut out),
