@@ -25,6 +25,8 @@ mod park;
 mod tests;
 #[cfg(test)]
 mod tests_admin;
+#[cfg(test)]
+mod tests_park;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 

@@ -10,7 +10,7 @@ use super::*;
 /// Functions named `fN@K` belong to owner K; owner 0 is local.
 pub(super) struct Fake {
     all: Vec<Owner>,
-    moved: HashMap<&'static [u8], Option<Owner>>,
+    pub(super) moved: HashMap<&'static [u8], Option<Owner>>,
 }
 
 impl Fake {
@@ -38,16 +38,16 @@ impl Owners for Fake {
     }
 }
 
-fn req(kind: T, parts: &[&[u8]]) -> BytesMut {
+pub(super) fn req(kind: T, parts: &[&[u8]]) -> BytesMut {
     BytesMut::from(&packet(Magic::Req, kind, parts)[..])
 }
 
-fn res(kind: T, parts: &[&[u8]]) -> BytesMut {
+pub(super) fn res(kind: T, parts: &[&[u8]]) -> BytesMut {
     BytesMut::from(&packet(Magic::Res, kind, parts)[..])
 }
 
 /// The packets in `out`: (destination, type, first argument); None is the client.
-fn seen(out: &mut Vec<Out>) -> Vec<(Option<Owner>, T, Bytes)> {
+pub(super) fn seen(out: &mut Vec<Out>) -> Vec<(Option<Owner>, T, Bytes)> {
     let mut v = Vec::new();
     for o in out.drain(..) {
         let (to, bytes) = match o {
@@ -68,7 +68,7 @@ fn seen(out: &mut Vec<Out>) -> Vec<(Option<Owner>, T, Bytes)> {
     v
 }
 
-fn b(s: &str) -> Bytes {
+pub(super) fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
@@ -113,80 +113,6 @@ fn replies_follow_the_clients_order_and_each_owners_order() {
     // Nothing held now: an asynchronous packet goes straight out.
     owner(&mut s, &own, 1, res(T::WorkData, &[b"H:1", b"d"]), &mut out);
     assert_eq!(seen(&mut out), vec![(None, T::WorkData, b("H:1"))]);
-}
-
-#[test]
-fn a_submission_nobody_owns_waits_in_its_place_then_is_refused() {
-    let own = Fake::new(2);
-    let mut s = Split::new(1 << 20);
-    let mut out = Vec::new();
-    let mut two = req(T::SubmitJobBg, &[b"a@1", b"", b"x"]);
-    two.extend_from_slice(&req(T::SubmitJobBg, &[b"nowhere", b"", b"y"]));
-    client(&mut s, &own, two, &mut out);
-    assert_eq!(seen(&mut out), vec![(Some(1), T::SubmitJobBg, b("a@1"))]);
-    owner(&mut s, &own, 1, res(T::JobCreated, &[b"H:1"]), &mut out);
-    assert_eq!(seen(&mut out), vec![(None, T::JobCreated, b("H:1"))]);
-    assert!(s.parked());
-    s.retry_parked(&own, &mut out);
-    assert!(out.is_empty() && s.parked(), "still nobody owns it");
-    s.give_up_parked(&mut out);
-    assert_eq!(seen(&mut out), vec![(None, T::Error, b("QUEUE_ERROR"))]);
-    assert!(!s.parked());
-    assert_eq!(s.buffered(), 0, "nothing kept once answered");
-}
-
-#[test]
-fn a_submission_refused_by_a_moving_owner_goes_to_the_new_one() {
-    let mut own = Fake::new(3);
-    let mut s = Split::new(1 << 20);
-    let mut out = Vec::new();
-    let mut two = req(T::SubmitJob, &[b"m@1", b"", b"x"]);
-    two.extend_from_slice(&req(T::EchoReq, &[b"after"]));
-    client(&mut s, &own, two, &mut out);
-    out.clear();
-    let refusal = [&b"QUEUE_ERROR"[..], NOT_OWNER.as_bytes()];
-    owner(&mut s, &own, 1, res(T::Error, &refusal), &mut out);
-    owner(&mut s, &own, 0, res(T::EchoRes, &[b"after"]), &mut out);
-    assert!(
-        seen(&mut out).is_empty(),
-        "the echo waits behind the parked submission"
-    );
-    own.moved.insert(b"m@1", Some(2));
-    s.owners_changed(&own, &mut out);
-    assert_eq!(seen(&mut out), vec![(Some(2), T::SubmitJob, b("m@1"))]);
-    owner(&mut s, &own, 2, res(T::JobCreated, &[b"H:2"]), &mut out);
-    owner(
-        &mut s,
-        &own,
-        2,
-        res(T::WorkComplete, &[b"H:2", b"r"]),
-        &mut out,
-    );
-    assert_eq!(
-        seen(&mut out),
-        vec![
-            (None, T::JobCreated, b("H:2")),
-            (None, T::EchoRes, b("after")),
-            (None, T::WorkComplete, b("H:2")),
-        ]
-    );
-    // Another error is the answer, not a reason to wait.
-    client(
-        &mut s,
-        &own,
-        req(T::SubmitJobBg, &[b"m@1", b"", b"y"]),
-        &mut out,
-    );
-    out.clear();
-    owner(
-        &mut s,
-        &own,
-        2,
-        res(T::Error, &[b"QUEUE_ERROR", b"queue full"]),
-        &mut out,
-    );
-    assert_eq!(seen(&mut out), vec![(None, T::Error, b("QUEUE_ERROR"))]);
-    assert!(!s.parked());
 }
 
 fn worker(s: &mut Split, own: &Fake, out: &mut Vec<Out>) {
@@ -572,30 +498,4 @@ fn job_not_found_is_not_a_grabs_answer() {
             (None, T::NoJob, b(""))
         ]
     );
-}
-
-#[test]
-fn an_owner_that_closes_in_order_hands_untaken_submissions_on() {
-    let mut own = Fake::new(3);
-    let mut s = Split::new(1 << 20);
-    let mut out = Vec::new();
-    client(
-        &mut s,
-        &own,
-        req(T::SubmitJobBg, &[b"c@1", b"u", b"x"]),
-        &mut out,
-    );
-    out.clear();
-    s.owner_closed(1, &own, &mut out);
-    assert!(
-        out.is_empty() && s.parked(),
-        "closed in order: it never took the job"
-    );
-    own.moved.insert(b"c@1", Some(2));
-    s.owners_changed(&own, &mut out);
-    assert_eq!(seen(&mut out), vec![(Some(2), T::SubmitJobBg, b("c@1"))]);
-    // A link that broke may have stored it: the client is told instead.
-    s.owner_lost(2, &own, &mut out);
-    assert_eq!(seen(&mut out), vec![(None, T::Error, b("QUEUE_ERROR"))]);
-    assert!(!s.parked());
 }

@@ -4,8 +4,8 @@
 //! job server on the shared store (fenced by the lease's epoch), and is
 //! what every client and worker of the cluster talks to. The other nodes
 //! carry the connections they accept to it over one link each (HTTP
-//! connections are relayed byte for byte). When the
-//! leader stops heartbeating for longer than the node timeout, another
+//! connections are relayed byte for byte). When the leader stops
+//! heartbeating for longer than the node timeout, another
 //! node takes the lease, replays the store and leads; a deposed leader
 //! stops before that (its lease is trusted for less than the timeout) and
 //! its writes are refused once the epoch moved on.
@@ -16,8 +16,8 @@
 //! - [`relay`]: the followers' relaying of HTTP and the leader's check of
 //!   relays and links;
 //! - [`trust`]: the lease deadline the leader's hub obeys (`role`: what
-//!   each role sets on its server);
-//! - [`view`]: the node table as the HTTP API shows it.
+//!   each role sets on its server); [`view`]: the node table for HTTP;
+//! - [`partitioned`]: nodes that each own a share of the partitions.
 
 pub mod lease_thread;
 pub mod link;
