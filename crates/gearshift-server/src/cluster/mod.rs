@@ -11,8 +11,7 @@
 //! its writes are refused once the epoch moved on.
 //!
 //! - `lease_thread`: heartbeats, taking and renewing the lease;
-//! - [`link`]: a follower's Gearman connections, carried to the leader
-//!   over one socket;
+//! - [`link`]: a follower's Gearman connections, carried over one socket;
 //! - [`relay`]: the followers' relaying of HTTP and the leader's check of
 //!   relays and links;
 //! - [`trust`]: the lease deadline the leader's hub obeys (`role`: what
