@@ -1,5 +1,5 @@
 //! Any interleaving of client bytes, owner bytes, lost or closed owners,
-//! ownership changes and parked submissions' retries through the landing
+//! ownership changes, parked submissions' retries and a drain through the landing
 //! node's splitter: no panic, and what it holds
 //! for the client stays within what it was fed.
 #![no_main]
@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
             _ => match *len % 4 {
                 0 => split.retry_parked(&owners, &mut out),
                 1 => split.give_up_parked(&mut out),
+                2 => split.drain(),
                 _ => {
                     owners.0 = owners.0.wrapping_add(1);
                     split.owners_changed(&owners, &mut out);

@@ -156,6 +156,16 @@ def test_join_takes_a_share(cl):
         acked, twice = load.finish(60)
     print("   %d acknowledged, %d run more than once, %d refused %r"
           % (acked, twice, len(load.refused), load.refused[:3]), flush=True)
+    planned_move_checks(load, twice)
+
+
+def planned_move_checks(load, twice):
+    """A move on purpose runs nothing twice, and a submission meanwhile
+    waits for the new owner; only one in flight on a link that broke may
+    be refused."""
+    check_eq(twice, 0, "jobs run twice after a planned move")
+    waited_out = [r for r in load.refused if b"is gone" not in r]
+    check_eq(waited_out, [], "refusals a submission should have waited out")
 
 
 @with_cluster
@@ -172,6 +182,7 @@ def test_stopping_node_hands_over(cl):
         acked, twice = load.finish(60)
     print("   handed over in %.1f s; %d acknowledged, %d run more than once, %d refused %r"
           % (took, acked, twice, len(load.refused), load.refused[:3]), flush=True)
+    planned_move_checks(load, twice)
 
 
 class Workers:

@@ -146,7 +146,11 @@ impl Split {
                 }
                 self.abilities.clear();
             }
+            GrabJob | GrabJobUniq | GrabJobAll if self.draining => {
+                self.push(Kind::Single { foreground: false }, Some(bare(NoJob)));
+            }
             GrabJob | GrabJobUniq | GrabJobAll => self.grab(bytes, out),
+            PreSleep if self.draining => {}
             PreSleep => {
                 if !self.hints.is_empty() {
                     // An owner said it has work since the last round.

@@ -83,6 +83,8 @@ pub struct Split {
     /// The worker sent PRE_SLEEP and no GRAB since; and was NOOPed since.
     sleeping: bool,
     woken: bool,
+    /// The node stops: no job is handed out any more ([`Split::drain`]).
+    draining: bool,
     /// Owners that sent NOOP since the last GRAB round began.
     hints: BTreeSet<Owner>,
     /// Round robin between owners, advanced every GRAB.
@@ -173,6 +175,7 @@ impl Split {
             assigned: HashMap::new(),
             sleeping: false,
             woken: false,
+            draining: false,
             hints: BTreeSet::new(),
             cursor: 0,
             held_bytes: 0,
@@ -180,6 +183,21 @@ impl Split {
             kept_bytes: 0,
             parked: BTreeMap::new(),
         }
+    }
+
+    /// The node stops: GRAB gets NO_JOB and sleep is not passed on, while
+    /// what runs and waits finishes ([`Split::drained`]).
+    pub fn drain(&mut self) {
+        self.draining = true;
+    }
+
+    /// Nothing is left to finish: no reply waits, no job this worker holds
+    /// and no foreground job this client waits on.
+    pub fn drained(&self) -> bool {
+        self.pending.is_empty()
+            && self.assigned.is_empty()
+            && self.parked.is_empty()
+            && self.owners.values().all(|st| st.foreground.is_empty())
     }
 
     /// Owners this connection has a sub-connection with.

@@ -115,7 +115,7 @@ fn replies_follow_the_clients_order_and_each_owners_order() {
     assert_eq!(seen(&mut out), vec![(None, T::WorkData, b("H:1"))]);
 }
 
-fn worker(s: &mut Split, own: &Fake, out: &mut Vec<Out>) {
+pub(super) fn worker(s: &mut Split, own: &Fake, out: &mut Vec<Out>) {
     let mut abilities = req(T::CanDo, &[b"f@0"]);
     abilities.extend_from_slice(&req(T::CanDo, &[b"g@1"]));
     abilities.extend_from_slice(&req(T::CanDo, &[b"h@2"]));

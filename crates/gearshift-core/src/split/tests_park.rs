@@ -1,4 +1,5 @@
-//! Submissions that wait for their partition's owner.
+//! Submissions that wait for their partition's owner, and a stopping
+//! node's connections finishing what they hold.
 
 use super::park::NOT_OWNER;
 use super::tests::{b, client, owner, req, res, seen, Fake};
@@ -103,4 +104,25 @@ fn an_owner_that_closes_in_order_hands_untaken_submissions_on() {
     s.owner_lost(2, &own, &mut out);
     assert_eq!(seen(&mut out), vec![(None, T::Error, b("QUEUE_ERROR"))]);
     assert!(!s.parked());
+}
+
+#[test]
+fn a_stopping_node_lets_its_worker_finish_and_hands_out_no_more() {
+    let own = Fake::new(3);
+    let mut s = Split::new(1 << 20);
+    let mut out = Vec::new();
+    super::tests::worker(&mut s, &own, &mut out);
+    out.clear();
+    client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
+    let asked = seen(&mut out)[0].0.expect("an owner is asked");
+    owner(&mut s, &own, asked, res(T::JobAssign, &[b"H:1", b"f", b"x"]), &mut out);
+    assert_eq!(seen(&mut out), vec![(None, T::JobAssign, b("H:1"))]);
+    s.drain();
+    assert!(!s.drained(), "the worker holds a job");
+    client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
+    client(&mut s, &own, req(T::PreSleep, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(None, T::NoJob, b(""))], "no owner asked, no sleep passed on");
+    client(&mut s, &own, req(T::WorkComplete, &[b"H:1", b"r"]), &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(asked), T::WorkComplete, b("H:1"))]);
+    assert!(s.drained());
 }

@@ -92,6 +92,7 @@ pub(super) async fn run(
         max_packet: cfg.max_packet_size,
         limits,
         wait: timeout * 2,
+        active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
     });
     let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
     let mut tasks = Vec::new();
@@ -122,6 +123,11 @@ pub(super) async fn run(
     };
     tracing::info!(node = %me.name, "partitioned node: serving the partitions it owns");
     owner::manage(owner_ctx, mine_rx, stopping).await;
+    // Connections finish what their workers run and clients wait for.
+    let until = Instant::now() + owner::STOP_WAIT;
+    while ctx.active.load(std::sync::atomic::Ordering::Acquire) > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for t in tasks {
         t.abort();
         let _ = t.await;

@@ -18,7 +18,7 @@ use crate::cluster::view::ClusterView;
 use crate::{Server, ServerConfig};
 
 /// How long a stopping owner server may take to finish.
-const STOP_WAIT: Duration = Duration::from_secs(10);
+pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// What the owner server needs.
 pub(super) struct OwnerCtx {

@@ -32,6 +32,9 @@ const PARK_RETRY: Duration = Duration::from_millis(100);
 /// How long they may wait, or twice the node timeout if longer (a move
 /// drains its old server up to 10 s).
 const PARK_LIMIT: Duration = Duration::from_secs(15);
+/// How long a connection may go on finishing what runs once the node
+/// stops (as long as its job server's drain).
+const DRAIN_WAIT: Duration = super::owner::STOP_WAIT;
 
 /// What every connection of a partitioned node shares.
 pub(super) struct RouteCtx {
@@ -44,6 +47,8 @@ pub(super) struct RouteCtx {
     /// How long a link waits for this node's owner server (it restarts
     /// when the partitions move).
     pub wait: Duration,
+    /// Connections being served, so the node can wait for them to finish.
+    pub active: Arc<AtomicUsize>,
 }
 
 /// A link, and the upstream its task watches (it never changes).
@@ -125,9 +130,11 @@ pub(super) async fn accept_loop(
                 }
                 Ok(None) => {
                     let _permit = permit;
+                    ctx.active.fetch_add(1, Ordering::AcqRel);
                     if let Err(e) = route(sock, peer, &ctx, stop).await {
                         tracing::info!(%peer, "connection closed: {e}");
                     }
+                    ctx.active.fetch_sub(1, Ordering::AcqRel);
                 }
                 Err(why) => tracing::warn!(%peer, "closing connection: {why}"),
             }
@@ -163,6 +170,7 @@ async fn route(
     let mut out = Vec::new();
     let mut parked_since = None;
     let mut next_retry = tokio::time::Instant::now();
+    let mut drain_by: Option<tokio::time::Instant> = None;
     let park_limit = ctx.wait.max(PARK_LIMIT);
     let result = loop {
         let owed: usize = subs.values().map(|s| s.owed.load(Ordering::Acquire)).sum();
@@ -209,13 +217,24 @@ async fn route(
                     false => split.retry_parked(&*view, &mut out),
                 }
             }
-            _ = stop.wait_for(|s| *s) => break Err("the node stops".into()),
+            // The node stops: what runs and waits here may finish first.
+            _ = stop.wait_for(|s| *s), if drain_by.is_none() => {
+                split.drain();
+                drain_by = Some(tokio::time::Instant::now() + DRAIN_WAIT);
+            }
+            _ = tokio::time::sleep_until(drain_by.unwrap_or_else(tokio::time::Instant::now)),
+                if drain_by.is_some() => {
+                break Err("the node stops: what this connection waited for did not finish".into());
+            }
         }
         if !split.parked() {
             parked_since = None;
         }
         if let Err(e) = carry_out(&mut out, &mut subs, &mut w, &tx, peer, ctx, &view).await {
             break Err(e);
+        }
+        if drain_by.is_some() && split.drained() {
+            break Ok(());
         }
     };
     for sub in subs.values() {
