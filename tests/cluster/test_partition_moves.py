@@ -116,7 +116,16 @@ class Load:
             rows = self.cl.pg.sql("SELECT id, function, unique_id, partition FROM gearshift_jobs "
                                   "WHERE convert_from(unique_id, 'UTF8') IN (%s)"
                                   % ",".join("'%s'" % u for u in gone))
-            raise h.TestFailure("acknowledged jobs never done: %s; stored as %r" % (gone, rows))
+            # What the cluster says of them, and of its workers.
+            said = []
+            for n, node in list(self.cl.nodes.items()):
+                try:
+                    said.append("%s status: %r" % (n, h.admin(node.port, "status")))
+                    said.append("%s workers: %r" % (n, h.admin(node.port, "workers")))
+                except (OSError, h.TestFailure) as e:
+                    said.append("%s: %s" % (n, e))
+            raise h.TestFailure("acknowledged jobs never done: %s; stored as %r\n%s"
+                                % (gone, rows, "\n".join(said)))
         with self.lock:
             return len(self.acked), sum(1 for n in self.done.values() if n > 1)
 
