@@ -115,14 +115,32 @@ fn a_stopping_node_lets_its_worker_finish_and_hands_out_no_more() {
     out.clear();
     client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
     let asked = seen(&mut out)[0].0.expect("an owner is asked");
-    owner(&mut s, &own, asked, res(T::JobAssign, &[b"H:1", b"f", b"x"]), &mut out);
+    owner(
+        &mut s,
+        &own,
+        asked,
+        res(T::JobAssign, &[b"H:1", b"f", b"x"]),
+        &mut out,
+    );
     assert_eq!(seen(&mut out), vec![(None, T::JobAssign, b("H:1"))]);
     s.drain();
     assert!(!s.drained(), "the worker holds a job");
     client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
     client(&mut s, &own, req(T::PreSleep, &[]), &mut out);
-    assert_eq!(seen(&mut out), vec![(None, T::NoJob, b(""))], "no owner asked, no sleep passed on");
-    client(&mut s, &own, req(T::WorkComplete, &[b"H:1", b"r"]), &mut out);
-    assert_eq!(seen(&mut out), vec![(Some(asked), T::WorkComplete, b("H:1"))]);
+    assert_eq!(
+        seen(&mut out),
+        vec![(None, T::NoJob, b(""))],
+        "no owner asked, no sleep passed on"
+    );
+    client(
+        &mut s,
+        &own,
+        req(T::WorkComplete, &[b"H:1", b"r"]),
+        &mut out,
+    );
+    assert_eq!(
+        seen(&mut out),
+        vec![(Some(asked), T::WorkComplete, b("H:1"))]
+    );
     assert!(s.drained());
 }
