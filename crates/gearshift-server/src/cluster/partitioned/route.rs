@@ -171,6 +171,8 @@ async fn route(
     let mut parked_since = None;
     let mut next_retry = tokio::time::Instant::now();
     let mut drain_by: Option<tokio::time::Instant> = None;
+    let mut reopen_at: Option<tokio::time::Instant> = None;
+    let mut failed = Vec::new();
     let park_limit = ctx.wait.max(PARK_LIMIT);
     let result = loop {
         let owed: usize = subs.values().map(|s| s.owed.load(Ordering::Acquire)).sum();
@@ -208,6 +210,12 @@ async fn route(
             }
             // Owed output drained below the limit: read again.
             _ = tokio::time::sleep(Duration::from_millis(1)), if !may_read => {}
+            // Abilities an unreachable owner held go to their owners again.
+            _ = tokio::time::sleep_until(reopen_at.unwrap_or_else(tokio::time::Instant::now)),
+                if reopen_at.is_some() => {
+                reopen_at = None;
+                split.owners_changed(&*view, &mut out);
+            }
             // Submissions wait for their partition's owner (it moves).
             _ = tokio::time::sleep_until(next_retry), if split.parked() => {
                 next_retry = tokio::time::Instant::now() + PARK_RETRY;
@@ -230,7 +238,29 @@ async fn route(
         if !split.parked() {
             parked_since = None;
         }
-        if let Err(e) = carry_out(&mut out, &mut subs, &mut w, &tx, peer, ctx, &view).await {
+        let carried = loop {
+            let c = carry_out(
+                &mut out,
+                &mut subs,
+                &mut w,
+                &tx,
+                peer,
+                ctx,
+                &view,
+                &mut failed,
+            )
+            .await;
+            if c.is_err() || failed.is_empty() {
+                break c;
+            }
+            // An owner that could not be reached is lost at once, before
+            // anything else goes to it; its abilities go back a bit later.
+            for o in failed.drain(..) {
+                split.owner_lost(o, &*view, &mut out);
+            }
+            reopen_at.get_or_insert_with(|| tokio::time::Instant::now() + PARK_RETRY);
+        };
+        if let Err(e) = carried {
             break Err(e);
         }
         if drain_by.is_some() && split.drained() {
@@ -243,14 +273,18 @@ async fn route(
     result
 }
 
-/// One message from an owner's link.
+/// One message from an owner's link, for the sub-connection `vid`; one
+/// for a sub-connection this connection no longer has is stale.
 fn from_owner(
-    (owner, m): (u32, ToClient),
+    (vid, m): (u32, ToClient),
     split: &mut Split,
     subs: &mut HashMap<Owner, Sub>,
     view: &Ownership,
     out: &mut Vec<Out>,
 ) {
+    let Some(owner) = subs.iter().find(|(_, s)| s.vid == vid).map(|(o, _)| *o) else {
+        return;
+    };
     match m {
         ToClient::Data(bytes) => {
             if let Some(sub) = subs.get_mut(&owner) {
@@ -275,7 +309,8 @@ fn from_owner(
 
 /// Sends what the splitter produced: to owners over their links (opening
 /// this connection's sub-connection on first use; one message per owner),
-/// and to the client (one write).
+/// and to the client (one write). Owners it could not reach go in `failed`.
+#[allow(clippy::too_many_arguments)]
 async fn carry_out(
     out: &mut Vec<Out>,
     subs: &mut HashMap<Owner, Sub>,
@@ -284,6 +319,7 @@ async fn carry_out(
     peer: SocketAddr,
     ctx: &RouteCtx,
     view: &Ownership,
+    failed: &mut Vec<Owner>,
 ) -> Result<(), String> {
     let mut to_client = BytesMut::new();
     let mut closing = None;
@@ -294,13 +330,18 @@ async fn carry_out(
                 closing = Some(why);
                 break;
             }
+            // What follows for an owner that could not be reached is
+            // dropped too: the splitter is told it is lost.
+            Out::ToOwner(owner, _) if failed.contains(&owner) => {}
             Out::ToOwner(owner, bytes) => {
                 let sub = match subs.entry(owner) {
                     Entry::Occupied(e) => e.into_mut(),
                     Entry::Vacant(v) => match open_sub(owner, tx, peer, ctx, view) {
                         Some(sub) => v.insert(sub),
-                        // The splitter learns of the loss from the channel.
-                        None => continue,
+                        None => {
+                            failed.push(owner);
+                            continue;
+                        }
                     },
                 };
                 sub.output.extend_from_slice(&bytes);
@@ -335,8 +376,8 @@ async fn carry_out(
     closing.map_or(Ok(()), Err)
 }
 
-/// Opens this connection's sub-connection on `owner`'s link; None (and a
-/// loss on `tx`) when the owner is unknown or its link ended.
+/// Opens this connection's sub-connection on `owner`'s link; None when the
+/// owner is unknown or its link ended.
 fn open_sub(
     owner: Owner,
     tx: &mpsc::UnboundedSender<(u32, ToClient)>,
@@ -344,10 +385,7 @@ fn open_sub(
     ctx: &RouteCtx,
     view: &Ownership,
 ) -> Option<Sub> {
-    let Some(node) = view.node(owner) else {
-        let _ = tx.send((owner, ToClient::Lost));
-        return None;
-    };
+    let node = view.node(owner)?;
     let local = (owner == view.local()).then_some(&ctx.door);
     let link = ctx.links.to(&node.addr, local);
     let vid = ctx.links.next_vid.fetch_add(1, Ordering::Relaxed);
@@ -358,14 +396,11 @@ fn open_sub(
         identity: None,
         to_client: ClientTx {
             tx: tx.clone(),
-            tag: owner,
+            tag: vid,
         },
         owed: owed.clone(),
     };
-    if link.send(open).is_err() {
-        let _ = tx.send((owner, ToClient::Lost));
-        return None;
-    }
+    link.send(open).ok()?;
     Some(Sub {
         link,
         vid,
