@@ -34,10 +34,14 @@ class Load:
         # Every run: [unique, started, completion sent (None if cut off)].
         self.runs = []
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self.submit, args=(i,), daemon=True)
-                        for i in range(2)]
-        self.threads += [threading.Thread(target=self.work, args=(i,), daemon=True)
-                         for i in range(3)]
+        # Set once the submitters are done: no acknowledgement comes after
+        # it (a submission may wait for its owner up to 15 s), so workers
+        # may stop when nothing acknowledged is missing.
+        self.submitted = threading.Event()
+        self.submitters = [threading.Thread(target=self.submit, args=(i,), daemon=True)
+                           for i in range(2)]
+        self.threads = self.submitters + [threading.Thread(target=self.work, args=(i,),
+                                                           daemon=True) for i in range(3)]
 
     def ports(self):
         return [n.port for n in list(self.cl.nodes.values())]
@@ -68,7 +72,7 @@ class Load:
                 c.close()
 
     def work(self, k):
-        while not self.stop.is_set() or self.missing():
+        while not self.submitted.is_set() or self.missing():
             try:
                 ports = self.ports()
                 w = raw_worker(ports[k % len(ports)], *self.funcs)
@@ -76,7 +80,7 @@ class Load:
                 time.sleep(0.05)
                 continue
             try:
-                while not self.stop.is_set() or self.missing():
+                while not self.submitted.is_set() or self.missing():
                     job = grab(w, timeout=5)
                     if job is None:
                         w.send_pkt(h.PRE_SLEEP)
@@ -109,6 +113,9 @@ class Load:
 
     def finish(self, timeout):
         self.stop.set()
+        for t in self.submitters:
+            t.join(timeout=30)
+        self.submitted.set()
         try:
             h.wait_for(lambda: not self.missing(), timeout, "every acknowledged job done")
         except h.TestFailure:
@@ -131,6 +138,7 @@ class Load:
 
     def __exit__(self, *exc):
         self.stop.set()
+        self.submitted.set()
         for t in self.threads:
             t.join(timeout=15)
 
