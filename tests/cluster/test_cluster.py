@@ -135,6 +135,23 @@ def grab(w, timeout=5.0):
         return handle, func, data
 
 
+def work_jobs(w, go_on, on_job, nap=0.3):
+    """While go_on(): grabs a job on worker connection `w` and hands it to
+    on_job (which completes it); with none, PRE_SLEEP and up to `nap` s for
+    the NOOP. A closed connection raises."""
+    while go_on():
+        job = grab(w, timeout=5)
+        if job is None:
+            w.send_pkt(h.PRE_SLEEP)
+            try:
+                w.expect_pkt(h.NOOP, timeout=nap)
+            except h.TestFailure as e:
+                if "closed" in str(e):
+                    raise
+            continue
+        on_job(job)
+
+
 def submit_bg(port, func, unique, data):
     c = h.Conn(port)
     try:
@@ -389,23 +406,15 @@ class ChaosWorker(threading.Thread):
             except (OSError, h.TestFailure, IndexError):
                 time.sleep(0.05)
                 continue
+            def one(job):
+                run = [job[2].decode(), time.monotonic(), None]
+                with self.lock:
+                    self.runs.append(run)
+                time.sleep(self.rng.uniform(0, 0.01))
+                w.send_pkt(h.WORK_COMPLETE, job[0], "")
+                run[2] = time.monotonic()
             try:
-                while not self.stop.is_set():
-                    job = grab(w, timeout=5)
-                    if job is None:
-                        w.send_pkt(h.PRE_SLEEP)
-                        try:
-                            w.expect_pkt(h.NOOP, timeout=0.3)
-                        except h.TestFailure as e:
-                            if "closed" in str(e):
-                                raise
-                        continue
-                    run = [job[2].decode(), time.monotonic(), None]
-                    with self.lock:
-                        self.runs.append(run)
-                    time.sleep(self.rng.uniform(0, 0.01))
-                    w.send_pkt(h.WORK_COMPLETE, job[0], "")
-                    run[2] = time.monotonic()
+                work_jobs(w, lambda: not self.stop.is_set(), one)
             except (OSError, h.TestFailure):
                 pass
             finally:

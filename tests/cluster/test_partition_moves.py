@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
-from test_cluster import grab, raw_worker, submit_bg, with_cluster  # noqa: E402
+from test_cluster import grab, raw_worker, submit_bg, with_cluster, work_jobs  # noqa: E402
 from test_partitions import PARTS, functions_on, owners, shared_by, start  # noqa: E402
 
 
@@ -79,24 +79,16 @@ class Load:
             except (OSError, h.TestFailure, ZeroDivisionError):
                 time.sleep(0.05)
                 continue
+            def one(job):
+                run = [job[2].decode(), time.monotonic(), None]
+                with self.lock:
+                    u = run[0]
+                    self.done[u] = self.done.get(u, 0) + 1
+                    self.runs.append(run)
+                w.send_pkt(h.WORK_COMPLETE, job[0], "")
+                run[2] = time.monotonic()
             try:
-                while not self.submitted.is_set() or self.missing():
-                    job = grab(w, timeout=5)
-                    if job is None:
-                        w.send_pkt(h.PRE_SLEEP)
-                        try:
-                            w.expect_pkt(h.NOOP, timeout=0.3)
-                        except h.TestFailure as e:
-                            if "closed" in str(e):
-                                raise
-                        continue
-                    run = [job[2].decode(), time.monotonic(), None]
-                    with self.lock:
-                        u = run[0]
-                        self.done[u] = self.done.get(u, 0) + 1
-                        self.runs.append(run)
-                    w.send_pkt(h.WORK_COMPLETE, job[0], "")
-                    run[2] = time.monotonic()
+                work_jobs(w, lambda: not self.submitted.is_set() or self.missing(), one)
             except (OSError, h.TestFailure):
                 pass
             finally:
@@ -224,23 +216,15 @@ class Workers:
             except (OSError, h.TestFailure, KeyError):
                 time.sleep(0.05)
                 continue
+            def one(job):
+                run = [job[2].decode(), node, time.monotonic(), None]
+                with self.lock:
+                    self.runs.append(run)
+                time.sleep(self.pause)
+                w.send_pkt(h.WORK_COMPLETE, job[0], "")
+                run[3] = time.monotonic()
             try:
-                while not self.stop.is_set():
-                    job = grab(w, timeout=5)
-                    if job is None:
-                        w.send_pkt(h.PRE_SLEEP)
-                        try:
-                            w.expect_pkt(h.NOOP, timeout=0.2)
-                        except h.TestFailure as e:
-                            if "closed" in str(e):
-                                raise
-                        continue
-                    run = [job[2].decode(), node, time.monotonic(), None]
-                    with self.lock:
-                        self.runs.append(run)
-                    time.sleep(self.pause)
-                    w.send_pkt(h.WORK_COMPLETE, job[0], "")
-                    run[3] = time.monotonic()
+                work_jobs(w, lambda: not self.stop.is_set(), one, nap=0.2)
             except (OSError, h.TestFailure):
                 pass
             finally:

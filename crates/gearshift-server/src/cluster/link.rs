@@ -155,21 +155,7 @@ impl LinkTx {
         timeout: Duration,
         limits: Limits,
     ) -> LinkTx {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let tx = LinkTx {
-            tx,
-            queued: Arc::new(AtomicUsize::new(0)),
-        };
-        tokio::spawn(run_link(
-            up,
-            rx,
-            tx.queued.clone(),
-            upstream,
-            wait,
-            timeout,
-            limits,
-        ));
-        tx
+        LinkTx::spawn(|rx, queued| run_link(up, rx, queued, upstream, wait, timeout, limits))
     }
 
     /// Starts a link to this node's own job server over a socket pair,
@@ -180,13 +166,18 @@ impl LinkTx {
         wait: Duration,
         limits: Limits,
     ) -> LinkTx {
+        LinkTx::spawn(|rx, queued| run_local(up, door, rx, queued, wait, limits))
+    }
+
+    /// A link's channel and counter, with `task` reading the channel.
+    fn spawn<F>(task: impl FnOnce(mpsc::UnboundedReceiver<ToLink>, Arc<AtomicUsize>) -> F) -> LinkTx
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
         let (tx, rx) = mpsc::unbounded_channel();
-        let tx = LinkTx {
-            tx,
-            queued: Arc::new(AtomicUsize::new(0)),
-        };
-        tokio::spawn(run_local(up, door, rx, tx.queued.clone(), wait, limits));
-        tx
+        let queued = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(task(rx, queued.clone()));
+        LinkTx { tx, queued }
     }
 
     /// Whether the link's task has ended.
