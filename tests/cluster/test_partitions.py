@@ -229,6 +229,11 @@ def test_admin_answers_for_the_whole_cluster(cl):
                10, "the cancelled job gone from status")
 
 
+def http_text(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as r:
+        return r.read().decode()
+
+
 @with_cluster
 def test_http_api_answers_for_the_whole_cluster(cl):
     start(cl, ["a", "b", "c"])
@@ -240,7 +245,7 @@ def test_http_api_answers_for_the_whole_cluster(cl):
         c.send_pkt(h.SUBMIT_JOB_BG, f, "u-" + f, "x")
         handles[f] = c.expect_pkt(h.JOB_CREATED).decode()
     c.close()
-    w = raw_worker(cl.nodes["b"].port, fa)
+    w = raw_worker(cl.nodes["b"].port, fa, fb, fc)
     for n in "abc":
         port = cl.http_port(n)
         names = {f["name"] for f in http_get(port, "/api/v1/functions")["functions"]}
@@ -248,8 +253,25 @@ def test_http_api_answers_for_the_whole_cluster(cl):
         over = http_get(port, "/api/v1/overview")
         check_eq(over["totals"]["queued"], 3, "queued jobs in the overview on %s" % n)
         check_eq(over["unreachable"], [], "every node answered on %s" % n)
-        workers = http_get(port, "/api/v1/workers")["workers"]
-        check(any(fa in wk["functions"] for wk in workers), "the worker on %s: %r" % (n, workers))
+        # The worker has a sub-connection on each owner: listed once.
+        workers = [wk for wk in http_get(port, "/api/v1/workers")["workers"]
+                   if set(wk["functions"]) & {fa, fb, fc}]
+        check_eq(len(workers), 1, "entries of the worker on %s: %r" % (n, workers))
+        check_eq(sorted(workers[0]["functions"]), sorted([fa, fb, fc]),
+                 "the worker's functions on %s" % n)
+        metrics = http_text(port, "/metrics")
+        for f in (fa, fb, fc):
+            line = 'gearshift_jobs_queued{function="%s",priority="normal"} 1\n' % f
+            check(line in metrics, "%s's queue in %s's /metrics" % (f, n))
+        check('gearshift_cluster_scrape_nodes{state="answered"} 3\n' in metrics,
+              "three nodes in %s's /metrics" % n)
+        own = http_text(port, "/metrics?scope=node")
+        others = [f for f in (fa, fb, fc) if f != by_node[n][0]]
+        check(all('function="%s"' % f not in own for f in others),
+              "only %s's own functions with scope=node" % n)
+        h.wait_for(lambda: sum(s["submitted"] for s in
+                               http_get(port, "/api/v1/overview")["series"]) >= 3,
+                   5, "every node's submissions in %s's chart" % n)
         job = http_get(port, "/api/v1/jobs/" + handles[fb])
         check_eq(job.get("handle"), handles[fb], "a job on another node, asked on %s" % n)
         # Pages of two, cursor to cursor, list every node's jobs once.

@@ -30,6 +30,7 @@ fn info(fd: i64) -> ConnInfo {
     ConnInfo {
         fd,
         ip: "127.0.0.1".into(),
+        port: 0,
         loopback: true,
         rights: Rights::ALL,
         node: None,

@@ -30,6 +30,9 @@ pub struct ConnInfo {
     pub fd: i64,
     /// Peer address as text, shown by `workers`.
     pub ip: String,
+    /// Peer port: with `node` and `ip`, names one client across the
+    /// sub-connections a partitioned node opens for it.
+    pub port: u16,
     /// Peer is on a loopback address.
     pub loopback: bool,
     /// What the peer may do (the config file's `[access]`, `--admin-allow`).

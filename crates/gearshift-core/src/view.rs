@@ -52,6 +52,8 @@ pub struct WorkerView {
     pub fd: i64,
     /// Peer address.
     pub address: String,
+    /// Peer port.
+    pub port: u16,
     /// The cluster node it is connected to, when another node relayed it.
     pub node: Option<String>,
     /// SET_CLIENT_ID, if any.
@@ -230,6 +232,7 @@ impl Core {
                 id: id.0,
                 fd: c.info().fd,
                 address: c.info().ip.clone(),
+                port: c.info().port,
                 node: c.info().node.clone(),
                 client_id: c.client_id().clone(),
                 identity: c.info().identity.clone(),

@@ -51,6 +51,7 @@ fn changes_only_from_loopback_or_allowed_peers() {
     let info = ConnInfo {
         fd: 3,
         ip: "10.1.2.4".to_owned(),
+        port: 0,
         loopback: false,
         rights: Rights::ALL,
         node: None,
@@ -113,6 +114,7 @@ fn conn_with(w: &mut World, n: u64, rights: Rights, identity: Option<&str>) {
     let info = ConnInfo {
         fd: n as i64,
         ip: format!("10.9.0.{n}"),
+        port: 0,
         loopback: false,
         rights,
         node: None,

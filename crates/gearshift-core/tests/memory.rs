@@ -34,6 +34,7 @@ fn core() -> Core {
         let info = ConnInfo {
             fd,
             ip: "127.0.0.1".into(),
+            port: 0,
             loopback: true,
             rights: gearshift_core::Rights::ALL,
             node: None,

@@ -5,6 +5,7 @@ fn info() -> ConnInfo {
     ConnInfo {
         fd: 3,
         ip: "127.0.0.1".into(),
+        port: 0,
         loopback: true,
         rights: Rights::NO_CHANGES,
         node: None,

@@ -56,6 +56,7 @@ fn worker(core: &mut Core, w: ConnId) {
     let info = ConnInfo {
         fd: 1,
         ip: "127.0.0.1".into(),
+        port: 0,
         loopback: true,
         rights: Rights::ALL,
         node: None,

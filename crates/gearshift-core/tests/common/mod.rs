@@ -167,6 +167,7 @@ impl World {
         let info = ConnInfo {
             fd: n as i64,
             ip: ip.to_owned(),
+            port: 0,
             loopback,
             rights: if loopback {
                 Rights::ALL

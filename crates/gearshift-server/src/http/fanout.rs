@@ -14,6 +14,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::fanout_merge::{join_lists, join_sums, merge_pages, merge_workers, page_limit};
+
 /// Asks a node for its own part only.
 pub const LOCAL: &str = "x-gearshift-node-local";
 /// How long a node waits for another's part.
@@ -32,9 +34,16 @@ enum Rule {
     Sum(&'static [&'static str]),
     /// Pages of this list by id, merged into one page.
     Page(&'static str),
+    /// Prometheus expositions, joined ([`super::fanout_metrics`]).
+    Metrics,
+    /// Workers, one entry per connection ([`merge_workers`]).
+    Workers,
 }
 
 fn rule_for(method: &Method, path: &str) -> Option<Rule> {
+    if path == "/metrics" {
+        return (method == Method::GET).then_some(Rule::Metrics);
+    }
     let parts: Vec<&str> = path.trim_start_matches("/api/v1/").split('/').collect();
     let get = method == Method::GET;
     match parts.as_slice() {
@@ -42,7 +51,7 @@ fn rule_for(method: &Method, path: &str) -> Option<Rule> {
         ["jobs"] if get => Some(Rule::Page("jobs")),
         ["dead"] if get => Some(Rule::Page("dead")),
         ["functions"] if get => Some(Rule::Lists("functions")),
-        ["workers"] if get => Some(Rule::Lists("workers")),
+        ["workers"] if get => Some(Rule::Workers),
         ["schedules"] if get => Some(Rule::Lists("schedules")),
         ["jobs", _] if get => Some(Rule::Holder),
         ["jobs", _, "cancel"] | ["dead", _, "retry"] => Some(Rule::Holder),
@@ -62,7 +71,8 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
         return next.run(req).await;
     };
     let rule = rule_for(req.method(), req.uri().path());
-    let (Some(rule), false) = (rule, req.headers().contains_key(LOCAL)) else {
+    let local_only = req.headers().contains_key(LOCAL) || asks_node_scope(req.uri().query());
+    let (Some(rule), false) = (rule, local_only) else {
         return next.run(req).await;
     };
     let peers = view.partition_peers();
@@ -119,7 +129,28 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
             }
             local
         }
-        Rule::Lists(_) | Rule::Sum(_) | Rule::Page(_) => {
+        Rule::Metrics => {
+            let (status, local_bytes) = split_response(local).await;
+            if !status.is_success() {
+                return (status, local_bytes).into_response();
+            }
+            let mut all =
+                super::fanout_metrics::Exposition::parse(&String::from_utf8_lossy(&local_bytes));
+            let (parts, missing) = ask.of_all(&peers).await;
+            let answered = parts.len() + 1;
+            for (_, b) in parts {
+                all.add(super::fanout_metrics::Exposition::parse(
+                    &String::from_utf8_lossy(&b),
+                ));
+            }
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+                all.render(answered, missing.len()),
+            )
+                .into_response()
+        }
+        Rule::Lists(_) | Rule::Sum(_) | Rule::Page(_) | Rule::Workers => {
             let (status, local_bytes) = split_response(local).await;
             let Some(mut merged) = status
                 .is_success()
@@ -128,28 +159,39 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
             else {
                 return json_response(status, local_bytes);
             };
-            let answers = futures_util::future::join_all(peers.iter().map(|p| ask.of(p))).await;
-            let mut missing = Vec::new();
+            let (answers, mut missing) = ask.of_all(&peers).await;
             let mut parts = Vec::new();
-            for (peer, answer) in peers.iter().zip(answers) {
-                let part = answer
-                    .filter(|(s, _)| s.is_success())
-                    .and_then(|(_, b)| serde_json::from_slice::<Value>(&b).ok());
-                match part {
-                    Some(part) => parts.push(part),
-                    None => missing.push(Value::String(peer.clone())),
+            for (peer, bytes) in answers {
+                match serde_json::from_slice::<Value>(&bytes) {
+                    Ok(part) => parts.push(part),
+                    Err(_) => missing.push(peer),
                 }
             }
             match rule {
                 Rule::Page(key) => merge_pages(key, page_limit(&ask.path), &mut merged, parts),
-                _ => parts.into_iter().for_each(|p| join(rule, &mut merged, p)),
+                Rule::Workers => merge_workers(&mut merged, parts),
+                Rule::Lists(key) => parts
+                    .into_iter()
+                    .for_each(|p| join_lists(key, &mut merged, &p)),
+                Rule::Sum(keys) => parts
+                    .into_iter()
+                    .for_each(|p| join_sums(keys, &mut merged, &p)),
+                _ => {}
             }
             if let Value::Object(m) = &mut merged {
+                let missing = missing.into_iter().map(Value::String).collect();
                 m.insert("unreachable".into(), Value::Array(missing));
             }
             super::json_reply(status, &merged)
         }
     }
+}
+
+/// Whether a query asks for this node's own part (`scope=node`).
+fn asks_node_scope(query: Option<&str>) -> bool {
+    crate::http::api::query_pairs(query)
+        .iter()
+        .any(|(k, v)| k == "scope" && v[..] == b"node"[..])
 }
 
 /// The request as another node is asked it.
@@ -192,6 +234,20 @@ impl Ask {
         let status = resp.status();
         resp.bytes().await.ok().map(|b| (status, b))
     }
+
+    /// Every peer's successful answer, and the peers that gave none.
+    async fn of_all(&self, peers: &[String]) -> (Vec<(String, Bytes)>, Vec<String>) {
+        let answers = futures_util::future::join_all(peers.iter().map(|p| self.of(p))).await;
+        let mut parts = Vec::new();
+        let mut missing = Vec::new();
+        for (peer, answer) in peers.iter().zip(answers) {
+            match answer {
+                Some((s, b)) if s.is_success() => parts.push((peer.clone(), b)),
+                _ => missing.push(peer.clone()),
+            }
+        }
+        (parts, missing)
+    }
 }
 
 pub(super) fn client() -> &'static reqwest::Client {
@@ -211,100 +267,9 @@ fn json_response(status: StatusCode, body: Bytes) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Adds another node's part to `merged`.
-fn join(rule: Rule, merged: &mut Value, part: Value) {
-    match rule {
-        Rule::Lists(key) => {
-            if let (Some(Value::Array(all)), Some(Value::Array(more))) =
-                (merged.get_mut(key), part.get(key))
-            {
-                all.extend(more.iter().cloned());
-            }
-            if let (Some(Value::Number(a)), Some(Value::Number(b))) =
-                (merged.get("epoch_total"), part.get("epoch_total"))
-            {
-                let n = a.as_u64().unwrap_or(0) + b.as_u64().unwrap_or(0);
-                merged["epoch_total"] = Value::from(n);
-            }
-        }
-        Rule::Sum(keys) => {
-            for key in keys {
-                if let Some(b) = part.get(*key) {
-                    add(&mut merged[*key], b);
-                }
-            }
-        }
-        Rule::Holder | Rule::Owner(_) | Rule::Page(_) => {}
-    }
-}
-
-/// The page size a list request asks for (as the handlers read it).
-fn page_limit(path_and_query: &str) -> usize {
-    let query = path_and_query.split_once('?').map(|(_, q)| q);
-    let limit = crate::http::api::query_pairs(query)
-        .into_iter()
-        .find(|(k, _)| k == "limit")
-        .and_then(|(_, v)| std::str::from_utf8(&v).ok()?.parse::<usize>().ok());
-    limit
-        .unwrap_or(100)
-        .clamp(1, gearshift_core::view::MAX_PAGE)
-}
-
-/// Merges every node's page after the same cursor (ids are unique across
-/// nodes) into one: the items up to the first point some node has not
-/// looked past yet, by id, `limit` at most; `next_cursor` goes on from there.
-fn merge_pages(key: &str, limit: usize, merged: &mut Value, parts: Vec<Value>) {
-    let mut pages = vec![std::mem::take(merged)];
-    pages.extend(parts);
-    let mut items: Vec<Value> = Vec::new();
-    // How far every node has looked: the least of their next cursors.
-    let mut bound: Option<u64> = None;
-    for page in &mut pages {
-        if let Some(Value::Array(list)) = page.get_mut(key) {
-            items.append(list);
-        }
-        let next = page
-            .get("next_cursor")
-            .and_then(Value::as_str)
-            .and_then(|c| c.parse::<u64>().ok());
-        if let Some(n) = next {
-            bound = Some(bound.map_or(n, |b| b.min(n)));
-        }
-    }
-    let id = |v: &Value| v.get("id").and_then(Value::as_u64).unwrap_or(u64::MAX);
-    items.retain(|v| bound.is_none_or(|b| id(v) <= b));
-    items.sort_by_key(id);
-    let mut next = bound;
-    if items.len() > limit {
-        items.truncate(limit);
-        next = items.last().map(id);
-    }
-    let mut out = std::mem::take(&mut pages[0]);
-    out[key] = Value::Array(items);
-    out["next_cursor"] = next.map_or(Value::Null, |n| Value::String(n.to_string()));
-    *merged = out;
-}
-
-/// `a += b` for numbers, field by field for objects of numbers.
-fn add(a: &mut Value, b: &Value) {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                add(a.entry(k.clone()).or_insert(Value::from(0)), v);
-            }
-        }
-        (a @ Value::Number(_), Value::Number(b)) => {
-            let n = a.as_u64().unwrap_or(0) + b.as_u64().unwrap_or(0);
-            *a = Value::from(n);
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn routes_get_their_rule() {
@@ -330,59 +295,13 @@ mod tests {
             rule_for(&Method::POST, "/api/v1/functions/f/pause"),
             Some(Rule::Owner(1))
         );
-        assert_eq!(rule_for(&Method::GET, "/metrics"), None);
-    }
-
-    #[test]
-    fn pages_merge_by_id_up_to_what_every_node_has_seen() {
-        let mut a = json!({"jobs": [{"id": 1}, {"id": 9}], "next_cursor": null});
-        let b = json!({"jobs": [{"id": 4}, {"id": 6}], "next_cursor": "6"});
-        let c = json!({"jobs": [{"id": 2}], "next_cursor": null});
-        merge_pages("jobs", 10, &mut a, vec![b.clone(), c.clone()]);
-        // 9 waits: node b has not looked past 6 yet.
+        assert_eq!(rule_for(&Method::GET, "/metrics"), Some(Rule::Metrics));
+        assert_eq!(rule_for(&Method::POST, "/metrics"), None);
         assert_eq!(
-            a,
-            json!({"jobs": [{"id": 1}, {"id": 2}, {"id": 4}, {"id": 6}], "next_cursor": "6"})
+            rule_for(&Method::GET, "/api/v1/workers"),
+            Some(Rule::Workers)
         );
-        let mut a = json!({"jobs": [{"id": 1}, {"id": 9}], "next_cursor": null});
-        merge_pages("jobs", 2, &mut a, vec![b, c]);
-        assert_eq!(
-            a,
-            json!({"jobs": [{"id": 1}, {"id": 2}], "next_cursor": "2"})
-        );
-        let mut end = json!({"dead": [], "next_cursor": null});
-        merge_pages(
-            "dead",
-            5,
-            &mut end,
-            vec![json!({"dead": [{"id": 3}], "next_cursor": null})],
-        );
-        assert_eq!(end, json!({"dead": [{"id": 3}], "next_cursor": null}));
-        assert_eq!(page_limit("/api/v1/jobs?limit=3&cursor=9"), 3);
-        assert_eq!(page_limit("/api/v1/jobs"), 100);
-    }
-
-    #[test]
-    fn parts_are_joined_and_summed() {
-        let mut a = json!({"functions": [{"name": "a"}], "x": 1});
-        join(
-            Rule::Lists("functions"),
-            &mut a,
-            json!({"functions": [{"name": "b"}], "x": 5}),
-        );
-        assert_eq!(
-            a,
-            json!({"functions": [{"name": "a"}, {"name": "b"}], "x": 1})
-        );
-        let mut o = json!({"totals": {"queued": 2, "dead": 1}, "version": "v"});
-        join(
-            Rule::Sum(&["totals"]),
-            &mut o,
-            json!({"totals": {"queued": 3, "dead": 0}, "version": "w"}),
-        );
-        assert_eq!(
-            o,
-            json!({"totals": {"queued": 5, "dead": 1}, "version": "v"})
-        );
+        assert!(asks_node_scope(Some("limit=3&scope=node")));
+        assert!(!asks_node_scope(Some("scope=cluster")));
     }
 }

@@ -13,6 +13,9 @@ use gearshift_core::view::{FunctionView, Totals};
 use super::ApiError;
 use crate::histogram::{HistogramSnapshot, COMMIT_BUCKETS};
 
+/// The exposition's media type.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
 /// A label value escaped as the format wants (backslash, quote, newline).
 pub fn escape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
@@ -384,15 +387,7 @@ pub async fn scrape(State(app): State<super::State>) -> Result<Response, ApiErro
     let conns = app.ctx.counters.snapshot();
     let mut body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), conns);
     super::extra_metrics::append(&mut body);
-    Ok((
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        body,
-    )
-        .into_response())
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response())
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ pub mod events;
 pub mod extra_metrics;
 pub mod fanout;
 pub mod fanout_events;
+mod fanout_merge;
+mod fanout_metrics;
 pub mod gearmand;
 pub mod listener;
 pub mod metrics;

@@ -29,6 +29,7 @@ fn open(hub: &mut Hub, id: ConnId, sink: &mut Collect) {
     let info = ConnInfo {
         fd: 3,
         ip: "127.0.0.1".into(),
+        port: 0,
         loopback: true,
         rights: Rights::ALL,
         node: None,

@@ -184,6 +184,7 @@ fn on_frame(
             let info = ConnInfo {
                 fd: i64::try_from(id.0).unwrap_or(i64::MAX),
                 ip: ip.to_string(),
+                port: peer.port(),
                 loopback: ip.is_loopback(),
                 rights: t.access.get().rights(peer.ip(), identity.as_deref()),
                 node: Some(a.node.clone()),

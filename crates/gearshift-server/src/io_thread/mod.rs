@@ -287,6 +287,7 @@ fn accept(io: &Rc<RefCell<IoThread>>, a: Accepted) {
     let info = ConnInfo {
         fd: i64::from(stream.raw_fd()),
         ip: peer.ip().to_canonical().to_string(),
+        port: peer.port(),
         loopback: peer.ip().to_canonical().is_loopback(),
         rights: io
             .borrow()

@@ -266,7 +266,7 @@ fn worker_json(w: &WorkerView) -> Value {
     let running: Vec<Value> = w.running.iter().map(|h| lossy(h)).collect();
     let functions: Vec<Value> = w.functions.iter().map(|f| lossy(f)).collect();
     json!({
-        "id": w.id, "fd": w.fd, "address": w.address, "node": w.node,
+        "id": w.id, "fd": w.fd, "address": w.address, "port": w.port, "node": w.node,
         "client_id": lossy(&w.client_id), "identity": w.identity,
         "connected_ms": w.connected, "last_seen_ms": w.last_seen,
         "jobs_done": w.jobs_done, "jobs_failed": w.jobs_failed,
