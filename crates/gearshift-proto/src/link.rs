@@ -1,7 +1,11 @@
 //! The link between two cluster nodes: many client connections multiplexed
 //! over one socket. Each frame names a connection by a number the sending
 //! node chose (`vid`) and says what happened to it: it opened, it sent
-//! bytes, or it is done sending.
+//! bytes, or it is done sending. Two frames (vid 0, no bytes) speak for
+//! the whole link: `Ready`, the job server's first, says it reads the link
+//! from now on (a link that ends before it carried nothing anywhere), and
+//! `Bye` ends the link in order: the sender read nothing more, so whatever
+//! it did not answer or close it never took.
 //!
 //! A frame is `kind: u8`, `vid: u32`, `len: u32` (big-endian), then `len`
 //! bytes. An `Open` frame's bytes are the client's address, a space and the
@@ -36,11 +40,17 @@ pub enum LinkFrame {
         /// The connection's number on this link.
         vid: u32,
     },
+    /// The sender closes the link in order and reads no more.
+    Bye,
+    /// The job server took the link: it reads it from now on.
+    Ready,
 }
 
 const OPEN: u8 = 1;
 const DATA: u8 = 2;
 const CLOSE: u8 = 3;
+const BYE: u8 = 4;
+const READY: u8 = 5;
 
 /// Why a link's bytes cannot be read: the link is broken and must close.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +69,7 @@ pub enum LinkError {
     /// An `Open` frame whose payload is not an address and an identity.
     #[error("malformed link open frame")]
     Open,
-    /// A `Close` frame with a payload.
+    /// A `Close`, `Bye` or `Ready` frame with a payload.
     #[error("link close frame with a payload")]
     Close,
 }
@@ -81,6 +91,8 @@ impl LinkFrame {
             }
             LinkFrame::Data { vid, bytes } => encode_data(out, *vid, bytes),
             LinkFrame::Close { vid } => header(out, CLOSE, *vid, 0),
+            LinkFrame::Bye => header(out, BYE, 0, 0),
+            LinkFrame::Ready => header(out, READY, 0, 0),
         }
     }
 }
@@ -108,7 +120,7 @@ pub fn decode_link(buf: &mut BytesMut, max: usize) -> Result<Option<LinkFrame>, 
     let kind = buf[0];
     let vid = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]);
     let len = u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) as usize;
-    if !(OPEN..=CLOSE).contains(&kind) {
+    if !(OPEN..=READY).contains(&kind) {
         return Err(LinkError::Kind(kind));
     }
     if len > max {
@@ -131,8 +143,10 @@ pub fn decode_link(buf: &mut BytesMut, max: usize) -> Result<Option<LinkFrame>, 
             }
         }
         DATA => LinkFrame::Data { vid, bytes: body },
-        _ if body.is_empty() => LinkFrame::Close { vid },
-        _ => return Err(LinkError::Close),
+        _ if !body.is_empty() => return Err(LinkError::Close),
+        CLOSE => LinkFrame::Close { vid },
+        BYE => LinkFrame::Bye,
+        _ => LinkFrame::Ready,
     }))
 }
 
@@ -180,6 +194,8 @@ mod tests {
                 bytes: Bytes::new(),
             },
             LinkFrame::Close { vid: 7 },
+            LinkFrame::Bye,
+            LinkFrame::Ready,
         ];
         assert_eq!(round_trip(&frames), frames);
     }
@@ -197,6 +213,8 @@ mod tests {
         let mut b = BytesMut::from(&[OPEN, 0, 0, 0, 1, 0, 0, 0, 2, b'a', b'b'][..]);
         assert_eq!(decode_link(&mut b, 10), Err(LinkError::Open));
         let mut b = BytesMut::from(&[CLOSE, 0, 0, 0, 1, 0, 0, 0, 1, b'x'][..]);
+        assert_eq!(decode_link(&mut b, 10), Err(LinkError::Close));
+        let mut b = BytesMut::from(&[BYE, 0, 0, 0, 0, 0, 0, 0, 1, b'x'][..]);
         assert_eq!(decode_link(&mut b, 10), Err(LinkError::Close));
     }
 }

@@ -174,9 +174,13 @@ impl Peers {
 
     /// Adds a link to another node whose task waits on `ctl`.
     pub fn insert_link(&mut self, link: u64, stream: Rc<Sock>, ctl: Rc<Signal>) {
+        // Said before anything is read: a link that ends without it
+        // carried nothing to this server.
+        let mut out = BytesMut::new();
+        gearshift_proto::link::LinkFrame::Ready.encode(&mut out);
         let l = LinkOut {
             stream,
-            out: BytesMut::new(),
+            out,
             listed: false,
             blocked: false,
             paused: false,
@@ -184,6 +188,7 @@ impl Peers {
             ctl,
         };
         self.links.insert(link, l);
+        self.write_link(link);
     }
 
     /// Link `link`, while it is open.
@@ -335,15 +340,21 @@ impl Peers {
     /// answer went out, and a link's connections are told they end.
     pub fn shut_all(&mut self, orderly: bool) {
         // A link's connections end in order: the node at the other end
-        // learns that all they sent and this server took was answered.
-        for p in self.map.values().filter(|_| orderly) {
-            if let Wire::Link { link, vid } = &p.wire {
-                if let Some(l) = self.links.get_mut(link) {
-                    gearshift_proto::link::LinkFrame::Close { vid: *vid }.encode(&mut l.out);
-                    if !l.listed {
-                        l.listed = true;
-                        self.dirty_links.push(*link);
+        // learns that all they sent and this server took was answered,
+        // and, by the goodbye, that nothing else it sent was taken.
+        if orderly {
+            for p in self.map.values() {
+                if let Wire::Link { link, vid } = &p.wire {
+                    if let Some(l) = self.links.get_mut(link) {
+                        gearshift_proto::link::LinkFrame::Close { vid: *vid }.encode(&mut l.out);
                     }
+                }
+            }
+            for (id, l) in &mut self.links {
+                gearshift_proto::link::LinkFrame::Bye.encode(&mut l.out);
+                if !l.listed {
+                    l.listed = true;
+                    self.dirty_links.push(*id);
                 }
             }
         }

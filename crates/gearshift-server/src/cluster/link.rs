@@ -15,12 +15,12 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use gearshift_proto::link::{decode_link, encode_data, LinkFrame};
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
+use super::pump::{pump, refuse_all};
 use super::relay::{accept_capped, link_preamble, watch_closely, Upstream};
 use crate::sock::StdSock;
 use crate::tls::TlsServer;
@@ -28,9 +28,9 @@ use crate::tls::TlsServer;
 /// Largest read of a client's socket.
 const CLIENT_CHUNK: usize = 64 * 1024;
 /// Output collected from clients before the link writes it.
-const LINK_BATCH: usize = 256 * 1024;
+pub(super) const LINK_BATCH: usize = 256 * 1024;
 /// The largest frame the leader sends (a client's output, whole packets).
-const MAX_FRAME: usize = 1 << 30;
+pub(super) const MAX_FRAME: usize = 1 << 30;
 /// Client bytes waiting for the link past which its clients are not read.
 const MAX_QUEUED: usize = 8 << 20;
 
@@ -53,6 +53,7 @@ pub(crate) enum ToLink {
 }
 
 /// What the link tells a client's task.
+#[derive(Clone)]
 pub(crate) enum ToClient {
     Data(Bytes),
     /// The far node is done with the connection.
@@ -72,12 +73,12 @@ pub(crate) struct ClientTx {
 }
 
 impl ClientTx {
-    fn send(&self, m: ToClient) -> Result<(), ()> {
+    pub(super) fn send(&self, m: ToClient) -> Result<(), ()> {
         self.tx.send((self.tag, m)).map_err(|_| ())
     }
 }
 
-type Clients = HashMap<u32, (ClientTx, Arc<AtomicUsize>)>;
+pub(super) type Clients = HashMap<u32, (ClientTx, Arc<AtomicUsize>)>;
 
 /// Output limits for the clients (as [`crate::ServerConfig::max_output`]).
 #[derive(Debug, Clone, Copy)]
@@ -393,152 +394,6 @@ async fn run_local(
         limits,
     )
     .await;
-}
-
-/// The link never came up: every connection asking for it is gone.
-fn refuse_all(mut rx: mpsc::UnboundedReceiver<ToLink>) {
-    rx.close();
-    while let Ok(m) = rx.try_recv() {
-        if let ToLink::Open { to_client, .. } = m {
-            let _ = to_client.send(ToClient::Lost);
-        }
-    }
-}
-
-/// Moves frames both ways until `ends` resolves, the link breaks or every
-/// sender is gone.
-#[allow(clippy::too_many_arguments)]
-async fn pump<R, W>(
-    addr: &str,
-    mut r: R,
-    mut w: W,
-    mut out: BytesMut,
-    mut rx: mpsc::UnboundedReceiver<ToLink>,
-    queued: &AtomicUsize,
-    ends: impl std::future::Future<Output = ()>,
-    limits: Limits,
-) where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    tokio::pin!(ends);
-    let mut input = BytesMut::with_capacity(LINK_BATCH);
-    let mut clients: Clients = HashMap::new();
-    tracing::info!(node = %addr, "linked to a node");
-    // Reading and writing go on together: the leader is never kept waiting
-    // for this node to read while a large write is under way.
-    let why: String = loop {
-        if input.capacity() - input.len() < LINK_BATCH / 4 {
-            input.reserve(LINK_BATCH);
-        }
-        tokio::select! {
-            n = w.write(&out), if !out.is_empty() => match n {
-                Ok(n) => out.advance(n),
-                Err(e) => break format!("writing to the leader: {e}"),
-            },
-            m = rx.recv(), if out.len() < LINK_BATCH => {
-                let Some(m) = m else { break "no connection needs it".into() };
-                add(m, &mut out, &mut clients, queued);
-                while out.len() < LINK_BATCH {
-                    match rx.try_recv() {
-                        Ok(m) => add(m, &mut out, &mut clients, queued),
-                        Err(_) => break,
-                    }
-                }
-            }
-            n = r.read_buf(&mut input) => match n {
-                Ok(0) => break "the leader closed it".into(),
-                Err(e) => break format!("reading from the leader: {e}"),
-                Ok(_) => {
-                    if let Err(e) = deliver(&mut input, &mut clients, &mut out, limits) {
-                        break e;
-                    }
-                }
-            },
-            _ = &mut ends => break "the cluster has a new leader".into(),
-        }
-    };
-    tracing::info!(node = %addr, connections = clients.len(), "link closed: {why}");
-    // Every connection it carried, and every one still asking for it, is gone.
-    rx.close();
-    while let Ok(m) = rx.try_recv() {
-        add(m, &mut out, &mut clients, queued);
-    }
-    for (tx, _) in clients.into_values() {
-        let _ = tx.send(ToClient::Lost);
-    }
-}
-
-/// Puts a client's message on the link.
-fn add(m: ToLink, out: &mut BytesMut, clients: &mut Clients, queued: &AtomicUsize) {
-    match m {
-        ToLink::Open {
-            vid,
-            peer,
-            identity,
-            to_client,
-            owed,
-        } => {
-            clients.insert(vid, (to_client, owed));
-            LinkFrame::Open {
-                vid,
-                peer: peer.to_string(),
-                identity,
-            }
-            .encode(out);
-        }
-        ToLink::Data { vid, bytes } => {
-            queued.fetch_sub(bytes.len(), Ordering::AcqRel);
-            encode_data(out, vid, &bytes);
-        }
-        ToLink::Close { vid } => LinkFrame::Close { vid }.encode(out),
-    }
-}
-
-/// Hands each client what the leader sent it; a client owed more than the
-/// hard limit is dropped (its task closes it) and the leader told.
-fn deliver(
-    input: &mut BytesMut,
-    clients: &mut Clients,
-    out: &mut BytesMut,
-    limits: Limits,
-) -> Result<(), String> {
-    loop {
-        let frame = match decode_link(input, MAX_FRAME) {
-            Ok(Some(f)) => f,
-            Ok(None) => return Ok(()),
-            Err(e) => return Err(format!("the leader sent a bad frame: {e}")),
-        };
-        match frame {
-            LinkFrame::Data { vid, bytes } => {
-                let Some((tx, owed)) = clients.get(&vid) else {
-                    continue;
-                };
-                let now = owed.fetch_add(bytes.len(), Ordering::AcqRel) + bytes.len();
-                let cut = now > limits.hard_output;
-                let sent = if cut {
-                    tracing::warn!(
-                        vid,
-                        owed = now,
-                        "closing connection: its peer does not read what it is sent"
-                    );
-                    tx.send(ToClient::Cut)
-                } else {
-                    tx.send(ToClient::Data(bytes))
-                };
-                if cut || sent.is_err() {
-                    clients.remove(&vid);
-                    LinkFrame::Close { vid }.encode(out);
-                }
-            }
-            LinkFrame::Close { vid } => {
-                if let Some((tx, _)) = clients.remove(&vid) {
-                    let _ = tx.send(ToClient::Close);
-                }
-            }
-            LinkFrame::Open { .. } => return Err("the leader opened a connection".into()),
-        }
-    }
 }
 
 /// Connects to the leader, retrying a refused connection until `wait` is

@@ -21,6 +21,7 @@
 pub mod lease_thread;
 pub mod link;
 pub mod partitioned;
+mod pump;
 pub mod relay;
 mod role;
 pub mod trust;

@@ -226,6 +226,8 @@ fn on_frame(
                 t.feed(c.id, Item::Closed, 0);
             }
         }
+        // Only a job server says these (and the end of file follows a bye).
+        LinkFrame::Bye | LinkFrame::Ready => {}
     }
 }
 

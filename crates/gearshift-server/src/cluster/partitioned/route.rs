@@ -117,11 +117,26 @@ pub(super) async fn accept_loop(
                     drop(permit);
                     watch_closely(&sock, ctx.gate.node_timeout);
                     let mut door = ctx.door.clone();
-                    let open = tokio::time::timeout(ctx.wait, door.wait_for(|d| d.is_some())).await;
-                    match open.ok().and_then(|d| d.ok().and_then(|d| d.clone())) {
+                    let mut stop = stop;
+                    // A stopping node with no job server left will not get one.
+                    let open = tokio::select! {
+                        biased;
+                        d = tokio::time::timeout(ctx.wait, door.wait_for(|d| d.is_some())) => {
+                            d.ok().and_then(|d| d.ok().and_then(|d| d.clone()))
+                        }
+                        _ = stop.wait_for(|s| *s) => None,
+                    };
+                    match open {
                         Some(d) => d.hand(sock, peer, node),
                         None => {
-                            tracing::warn!(%peer, %node, "closing a link: this node serves no partitions now")
+                            tracing::info!(%peer, %node, "closing a link: this node serves no partitions now");
+                            // Nothing it sent was taken: the node may send it again.
+                            let mut sock = sock;
+                            let mut bye = BytesMut::new();
+                            gearshift_proto::link::LinkFrame::Bye.encode(&mut bye);
+                            let _ =
+                                tokio::time::timeout(Duration::from_secs(1), sock.write_all(&bye))
+                                    .await;
                         }
                     }
                 }
@@ -253,10 +268,12 @@ async fn route(
             if c.is_err() || failed.is_empty() {
                 break c;
             }
-            // An owner that could not be reached is lost at once, before
-            // anything else goes to it; its abilities go back a bit later.
+            // An owner that could not be reached is gone at once, before
+            // anything else goes to it; nothing reached it, so what waits
+            // on it waits for an owner again; its abilities go back a bit
+            // later.
             for o in failed.drain(..) {
-                split.owner_lost(o, &*view, &mut out);
+                split.owner_closed(o, &*view, &mut out);
             }
             reopen_at.get_or_insert_with(|| tokio::time::Instant::now() + PARK_RETRY);
         };
