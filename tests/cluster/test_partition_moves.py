@@ -40,6 +40,11 @@ class Load:
         self.submitted = threading.Event()
         self.submitters = [threading.Thread(target=self.submit, args=(i,), daemon=True)
                            for i in range(2)]
+        # Foreground jobs, one at a time per client: each created one must
+        # end in WORK_COMPLETE.
+        self.fg_done, self.fg_failed = 0, []
+        self.submitters += [threading.Thread(target=self.submit_fg, args=(i,), daemon=True)
+                            for i in range(2)]
         self.threads = self.submitters + [threading.Thread(target=self.work, args=(i,),
                                                            daemon=True) for i in range(3)]
 
@@ -66,6 +71,39 @@ class Load:
                         else:
                             self.refused.append(body)
                     time.sleep(0.002)
+            except (OSError, h.TestFailure):
+                time.sleep(0.05)
+            finally:
+                c.close()
+
+    def submit_fg(self, k):
+        i = 0
+        while not self.stop.is_set():
+            try:
+                c = h.Conn(self.ports()[(k + i) % len(self.ports())], timeout=5)
+            except (OSError, ZeroDivisionError):
+                time.sleep(0.05)
+                continue
+            try:
+                while not self.stop.is_set():
+                    i += 1
+                    unique = "fg%d-%d" % (k, i)
+                    c.send_pkt(h.SUBMIT_JOB, self.funcs[i % len(self.funcs)], unique, unique)
+                    _, t, body = c.read_pkt(timeout=5)
+                    if t != h.JOB_CREATED:
+                        with self.lock:
+                            self.refused.append(body)
+                        continue
+                    handle = body
+                    while True:
+                        _, t, body = c.read_pkt(timeout=30)
+                        if t in (h.WORK_COMPLETE, h.WORK_FAIL, h.WORK_EXCEPTION):
+                            break
+                    with self.lock:
+                        if t == h.WORK_COMPLETE and body.split(b"\0")[0] == handle:
+                            self.fg_done += 1
+                        else:
+                            self.fg_failed.append((unique, t, body))
             except (OSError, h.TestFailure):
                 time.sleep(0.05)
             finally:
@@ -163,8 +201,8 @@ def test_join_takes_a_share(cl):
         before = len(load.done)
         h.wait_for(lambda: len(load.done) > before + 100, 30, "jobs flowing after the join")
         acked, twice = load.finish(60)
-    print("   %d acknowledged, %d run more than once, %d refused %r"
-          % (acked, twice, len(load.refused), load.refused[:3]), flush=True)
+    print("   %d acknowledged, %d run more than once, %d refused %r, %d foreground done"
+          % (acked, twice, len(load.refused), load.refused[:3], load.fg_done), flush=True)
     planned_move_checks(load, twice)
 
 
@@ -173,6 +211,8 @@ def planned_move_checks(load, twice):
     waits for the new owner: none is refused."""
     check_eq(twice, 0, "jobs run twice after a planned move")
     check_eq(load.refused, [], "submissions refused during a planned move")
+    check_eq(load.fg_failed, [], "foreground jobs failed by a planned move")
+    check(load.fg_done > 0, "foreground jobs done")
 
 
 @with_cluster
@@ -187,8 +227,9 @@ def test_stopping_node_hands_over(cl):
         shared_by(cl, ["a", "b"], timeout=20)
         took = time.monotonic() - t0
         acked, twice = load.finish(60)
-    print("   handed over in %.1f s; %d acknowledged, %d run more than once, %d refused %r"
-          % (took, acked, twice, len(load.refused), load.refused[:3]), flush=True)
+    print("   handed over in %.1f s; %d acknowledged, %d run more than once, %d refused %r, "
+          "%d foreground done" % (took, acked, twice, len(load.refused), load.refused[:3],
+                                  load.fg_done), flush=True)
     planned_move_checks(load, twice)
 
 

@@ -72,6 +72,9 @@ pub enum LinkError {
     /// A `Close`, `Bye` or `Ready` frame with a payload.
     #[error("link close frame with a payload")]
     Close,
+    /// A `Bye` or `Ready` frame that names a connection.
+    #[error("a frame for the whole link names connection {0}")]
+    LinkWide(u32),
 }
 
 impl LinkFrame {
@@ -145,6 +148,7 @@ pub fn decode_link(buf: &mut BytesMut, max: usize) -> Result<Option<LinkFrame>, 
         DATA => LinkFrame::Data { vid, bytes: body },
         _ if !body.is_empty() => return Err(LinkError::Close),
         CLOSE => LinkFrame::Close { vid },
+        _ if vid != 0 => return Err(LinkError::LinkWide(vid)),
         BYE => LinkFrame::Bye,
         _ => LinkFrame::Ready,
     }))
@@ -216,5 +220,7 @@ mod tests {
         assert_eq!(decode_link(&mut b, 10), Err(LinkError::Close));
         let mut b = BytesMut::from(&[BYE, 0, 0, 0, 0, 0, 0, 0, 1, b'x'][..]);
         assert_eq!(decode_link(&mut b, 10), Err(LinkError::Close));
+        let mut b = BytesMut::from(&[READY, 0, 0, 0, 3, 0, 0, 0, 0][..]);
+        assert_eq!(decode_link(&mut b, 10), Err(LinkError::LinkWide(3)));
     }
 }

@@ -67,10 +67,15 @@ impl Split {
             }
             GetStatus => {
                 let handle = first_arg(&p.body);
-                let known = self.assigned.get(&handle).copied().or_else(|| {
+                // A job submitted again is asked about by its owner's handle.
+                let (theirs, bytes) = match self.owner_handle(&handle) {
+                    Some(h) => (h.clone(), packets::packet(Magic::Req, GetStatus, &[h])),
+                    None => (handle.clone(), bytes),
+                };
+                let known = self.assigned.get(&theirs).copied().or_else(|| {
                     self.owners
                         .iter()
-                        .find(|(_, st)| st.foreground.contains(&handle))
+                        .find(|(_, st)| st.foreground.contains(&theirs))
                         .map(|(o, _)| *o)
                 });
                 match known {

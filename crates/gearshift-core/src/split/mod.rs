@@ -13,6 +13,7 @@
 //! - `admin`: admin text lines, asked of the owners and merged;
 //! - `owner`: what the owners send, held until its turn;
 //! - `park`: submissions waiting for their partition's owner;
+//! - `resubmit`: foreground jobs submitted again after a move;
 //! - `packets`: reading and writing the few packets it looks into.
 
 mod admin;
@@ -21,12 +22,15 @@ pub use park::{NOT_OWNER, SHUTTING_DOWN};
 mod owner;
 mod packets;
 mod park;
+mod resubmit;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_admin;
 #[cfg(test)]
 mod tests_park;
+#[cfg(test)]
+mod tests_resubmit;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -97,6 +101,12 @@ pub struct Split {
     /// Submissions waiting for an owner, with the refusal to give if none
     /// comes.
     parked: BTreeMap<u64, Bytes>,
+    /// Foreground jobs the client waits on, by the client's handle (bytes
+    /// counted in `kept_bytes`).
+    foreground: HashMap<Bytes, resubmit::Foreground>,
+    /// Jobs submitted again: the owner's handle to the client's, and back.
+    aliases: HashMap<Bytes, Bytes>,
+    renamed: HashMap<Bytes, Bytes>,
 }
 
 /// A sub-connection's state.
@@ -153,6 +163,9 @@ enum Kind {
     },
     /// An admin line, asked of one owner or several.
     Text(admin::TextAsk),
+    /// A foreground job submitted again after a move, known to the client
+    /// as `handle` (its reply is not the client's).
+    Resubmit { handle: Bytes },
 }
 
 struct Ability {
@@ -182,6 +195,9 @@ impl Split {
             retries: HashMap::new(),
             kept_bytes: 0,
             parked: BTreeMap::new(),
+            foreground: HashMap::new(),
+            aliases: HashMap::new(),
+            renamed: HashMap::new(),
         }
     }
 

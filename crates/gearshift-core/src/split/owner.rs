@@ -64,9 +64,9 @@ impl Split {
         bytes: Bytes,
         out: &mut Vec<Out>,
     ) {
-        let Some(st) = self.owners.get_mut(&owner) else {
+        if !self.owners.contains_key(&owner) {
             return;
-        };
+        }
         if kind == PacketType::Noop {
             self.hints.insert(owner);
             if self.sleeping && !self.woken {
@@ -75,12 +75,21 @@ impl Split {
             }
             return;
         }
-        if matches!(
+        let ends = matches!(
             kind,
             PacketType::WorkComplete | PacketType::WorkFail | PacketType::WorkException
-        ) {
-            st.foreground.remove(&first_arg(body));
+        );
+        let bytes = self.rename(kind, body, bytes);
+        let Some(st) = self.owners.get_mut(&owner) else {
+            return;
+        };
+        if ends && st.foreground.remove(&first_arg(body)) {
+            let handle = self.client_handle(&first_arg(body));
+            self.foreground_ended(&handle);
         }
+        let Some(st) = self.owners.get_mut(&owner) else {
+            return;
+        };
         // JOB_NOT_FOUND answers a worker's WORK_* packet, which has no reply
         // of its own: it is the owner's own packet, not an answer.
         let own_error = kind == PacketType::Error && first_arg(body).as_ref() == b"JOB_NOT_FOUND";
@@ -108,10 +117,18 @@ impl Split {
         if kind == PacketType::Error && self.parks(id, body, &bytes) {
             return;
         }
+        let kept = match kind {
+            PacketType::JobCreated => self.kept(id),
+            _ => None,
+        };
         self.answered(id);
         let Some(entry) = self.entry(id) else {
             return;
         };
+        if let Kind::Resubmit { handle } = &entry.kind {
+            let handle = handle.clone();
+            return self.resubmitted(owner, id, handle, kind, body);
+        }
         let mut ask_next = None;
         let mut hold = false;
         match &mut entry.kind {
@@ -120,8 +137,12 @@ impl Split {
                 entry.done = Some(bytes);
                 hold = true;
                 if fg {
+                    let handle = first_arg(body);
                     if let Some(st) = self.owners.get_mut(&owner) {
-                        st.foreground.insert(first_arg(body));
+                        st.foreground.insert(handle.clone());
+                    }
+                    if let Some((function, packet)) = kept {
+                        self.keep_foreground(handle, function, packet);
                     }
                 }
             }
@@ -146,8 +167,9 @@ impl Split {
                     }
                 }
             }
-            // Text is answered by text (`owner_text`).
-            Kind::Text(_) => {}
+            // Text is answered by text (`owner_text`); a job submitted
+            // again was answered above.
+            Kind::Text(_) | Kind::Resubmit { .. } => {}
             Kind::Broadcast {
                 waiting,
                 known,
@@ -245,8 +267,15 @@ impl Split {
                 a.sent_to = None;
             }
         }
-        for handle in st.foreground.drain() {
-            let fail = packets::packet(Magic::Res, PacketType::WorkFail, &[&handle]);
+        // A foreground job dies with its owner: it is submitted again after
+        // an orderly close (it never ran), else it fails.
+        for theirs in std::mem::take(&mut st.foreground) {
+            if orderly && self.resubmit(&theirs) {
+                continue;
+            }
+            let handle = self.client_handle(&theirs);
+            self.foreground_ended(&handle);
+            let fail = super::resubmit::work_fail(&handle);
             self.held_bytes += fail.len();
             st.held.push_back(Held::Packet(fail));
         }
@@ -281,6 +310,7 @@ impl Split {
             return;
         };
         let mut ask_next = None;
+        let mut ended = None;
         match &mut entry.kind {
             Kind::Text(_) => {}
             Kind::Single { .. } => {
@@ -288,6 +318,10 @@ impl Split {
                     "QUEUE_ERROR",
                     "the node that owns this job's partition is gone; try again",
                 ));
+            }
+            Kind::Resubmit { handle } => {
+                entry.done = Some(super::resubmit::work_fail(handle));
+                ended = Some(handle.clone());
             }
             Kind::Grab {
                 candidates,
@@ -317,6 +351,9 @@ impl Split {
         }
         if let Some((o, packet)) = ask_next {
             self.ask(o, id, packet, out);
+        }
+        if let Some(handle) = ended {
+            self.foreground_ended(&handle);
         }
     }
 

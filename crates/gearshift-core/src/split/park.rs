@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use super::packets::error;
-use super::{Out, Owners, Split};
+use super::{Kind, Out, Owners, Split};
 
 /// An owner's refusal of a submission for a partition it no longer owns.
 pub const NOT_OWNER: &str = "this node no longer owns the function's partition; try again";
@@ -26,6 +26,13 @@ impl Split {
     pub(super) fn keep(&mut self, id: u64, function: Bytes, packet: Bytes) {
         self.kept_bytes += packet.len();
         self.retries.insert(id, Retry { function, packet });
+    }
+
+    /// Submission `id`'s function and packet, while kept.
+    pub(super) fn kept(&self, id: u64) -> Option<(Bytes, Bytes)> {
+        self.retries
+            .get(&id)
+            .map(|r| (r.function.clone(), r.packet.clone()))
     }
 
     /// Submission `id` is answered: it is not kept any longer.
@@ -95,8 +102,20 @@ impl Split {
     pub fn give_up_parked(&mut self, out: &mut Vec<Out>) {
         for (id, refusal) in std::mem::take(&mut self.parked) {
             self.answered(id);
+            let mut ended = None;
             if let Some(e) = self.entry(id) {
+                // A job submitted again fails as a job, not as a submission.
+                let refusal = match &e.kind {
+                    Kind::Resubmit { handle } => {
+                        ended = Some(handle.clone());
+                        super::resubmit::work_fail(handle)
+                    }
+                    _ => refusal,
+                };
                 e.done = Some(refusal);
+            }
+            if let Some(handle) = ended {
+                self.foreground_ended(&handle);
             }
         }
         self.release(out);
