@@ -207,6 +207,53 @@ def test_gearmand_style_ssl_cluster(cl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@with_cluster
+def test_tls_on_partitioned_nodes(cl):
+    """Partitioned nodes with TLS listeners: a TLS worker of `b` takes the
+    job a TLS client of `a` submitted to a function `c` owns, and `c` knows
+    the worker by its certificate's subject; with `--ssl` (every port TLS)
+    nodes still link to each other, in plaintext."""
+    from test_partitions import functions_on, shared_by  # noqa: E402
+    tmp = tempfile.mkdtemp(prefix="gs-partitions-tls-")
+    try:
+        pki = test_tls.Pki(tmp)
+        flags = "--partitioned " + test_tls.tls_flags(pki, "--ssl-ca-file %s" % pki.ca)
+        for n in "abc":
+            cl.start(n, extra=flags)
+        shared_by(cl, ["a", "b", "c"])
+        func = functions_on(cl, 1, prefix="tls")["c"][0].encode()
+        cert = pki.issue("w1", "/O=Acme/CN=worker-on-b")
+        worker = test_tls.Tls(tls_port(cl.nodes["b"]), pki.ca, cert=cert)
+        client = test_tls.Tls(tls_port(cl.nodes["a"]), pki.ca)
+        test_tls.job_round(client, worker, func=func)
+        workers = h.admin(cl.nodes["c"].port, "workers")
+        check(re.search(r"^\d+ 127\.0\.0\.1 O=Acme,CN=worker-on-b : %s$" % func.decode(),
+                        workers, re.M), "workers on the owner: %r" % workers)
+        worker.close()
+        client.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for n in list(cl.nodes):
+        cl.nodes[n].stop()
+        del cl.nodes[n]
+    tmp = tempfile.mkdtemp(prefix="gs-partitions-ssl-")
+    try:
+        pki = test_tls.Pki(tmp)
+        cert, key = pki.server
+        for n in "de":
+            cl.start(n, extra="--partitioned --ssl --ssl-certificate %s --ssl-key %s"
+                     % (cert, key))
+        shared_by(cl, ["d", "e"])
+        func = functions_on(cl, 1, prefix="ssl")["e"][0].encode()
+        worker = test_tls.Tls(cl.nodes["e"].port, pki.ca)
+        client = test_tls.Tls(cl.nodes["d"].port, pki.ca)
+        test_tls.job_round(client, worker, func=func)
+        worker.close()
+        client.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 TESTS = [test_followers_carry_connections_over_links,
          test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
-         test_gearmand_style_ssl_cluster]
+         test_gearmand_style_ssl_cluster, test_tls_on_partitioned_nodes]

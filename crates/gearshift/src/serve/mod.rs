@@ -417,9 +417,6 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if etcd.is_some() {
             return Err("--etcd is not supported on a PostgreSQL cluster node yet".into());
         }
-        if args.partitioned && (args.ssl || !args.ssl_listen.is_empty()) {
-            return Err("--ssl is not supported on partitioned nodes yet".into());
-        }
         let cluster = ClusterConfig {
             name: args.node_name.clone(),
             advertise: args.advertise.clone(),

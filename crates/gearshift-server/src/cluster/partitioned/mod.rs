@@ -96,13 +96,16 @@ pub(super) async fn run(
     });
     let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
     let mut tasks = Vec::new();
-    for l in &bound.gearman {
+    let plain = bound.gearman.iter().map(|l| (l, None));
+    let tls = bound.tls.iter().map(|l| (l, cfg.tls.clone()));
+    for (l, tls) in plain.chain(tls) {
         if let Some(l) = super::tokio_listener(l) {
             tasks.push(tokio::spawn(route::accept_loop(
                 l,
                 ctx.clone(),
                 stopping.clone(),
                 limit.clone(),
+                tls,
             )));
         }
     }

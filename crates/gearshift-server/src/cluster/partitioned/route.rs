@@ -12,14 +12,16 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use gearshift_core::split::{Out, Owner, Owners, Split};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::owners::Ownership;
 use crate::accept::LinkDoor;
 use crate::cluster::link::{ClientTx, Limits, LinkTx, ToClient, ToLink};
 use crate::cluster::relay::{accept_capped, watch_closely, Origin, RelayGate, Upstream};
+use crate::sock::StdSock;
+use crate::tls::TlsServer;
 
 /// Largest read of a client's socket.
 const CLIENT_CHUNK: usize = 64 * 1024;
@@ -107,11 +109,13 @@ pub(super) async fn accept_loop(
     ctx: Arc<RouteCtx>,
     mut stop: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
+    tls: Option<TlsServer>,
 ) {
     while let Some((sock, peer, permit)) = accept_capped(&listener, &limit, &mut stop).await {
         let _ = sock.set_nodelay(true);
-        let (ctx, stop) = (ctx.clone(), stop.clone());
+        let (ctx, stop, tls) = (ctx.clone(), stop.clone(), tls.clone());
         tokio::spawn(async move {
+            // Nodes link in plaintext, on a TLS port too (`--ssl`).
             match ctx.gate.check(&sock).await {
                 Ok(Some(Origin::Link { node })) => {
                     drop(permit);
@@ -145,11 +149,13 @@ pub(super) async fn accept_loop(
                 }
                 Ok(None) => {
                     let _permit = permit;
-                    ctx.active.fetch_add(1, Ordering::AcqRel);
-                    if let Err(e) = route(sock, peer, &ctx, stop).await {
-                        tracing::info!(%peer, "connection closed: {e}");
+                    match tls {
+                        None => {
+                            let (r, w) = sock.into_split();
+                            serve(r, w, peer, None, &ctx, stop).await;
+                        }
+                        Some(tls) => serve_tls(&tls, sock, peer, &ctx, stop).await,
                     }
-                    ctx.active.fetch_sub(1, Ordering::AcqRel);
                 }
                 Err(why) => tracing::warn!(%peer, "closing connection: {why}"),
             }
@@ -168,19 +174,72 @@ struct Sub {
     output: BytesMut,
 }
 
-/// Serves one client's connection until it or this node is done.
-async fn route(
-    client: TcpStream,
+/// Routes a TLS client's connection once its handshake is done, with its
+/// certificate's subject.
+async fn serve_tls(
+    tls: &TlsServer,
+    sock: tokio::net::TcpStream,
     peer: SocketAddr,
     ctx: &RouteCtx,
+    stop: watch::Receiver<bool>,
+) {
+    let client = match tls.accept(sock, peer).await {
+        Some((StdSock::Unix(s), identity)) => s
+            .set_nonblocking(true)
+            .and_then(|()| UnixStream::from_std(s))
+            .map(|s| (s, identity)),
+        Some((StdSock::Tcp(_), _)) => {
+            Err(std::io::Error::other("TLS session without its socket pair"))
+        }
+        None => return,
+    };
+    match client {
+        Ok((s, identity)) => {
+            let (r, w) = s.into_split();
+            serve(r, w, peer, identity, ctx, stop).await;
+        }
+        Err(e) => tracing::warn!(%peer, "cannot register its TLS session: {e}"),
+    }
+}
+
+/// Routes one client's connection, counted among the node's active ones.
+async fn serve<R, W>(
+    r: R,
+    w: W,
+    peer: SocketAddr,
+    identity: Option<String>,
+    ctx: &RouteCtx,
+    stop: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    ctx.active.fetch_add(1, Ordering::AcqRel);
+    if let Err(e) = route(r, w, peer, identity, ctx, stop).await {
+        tracing::info!(%peer, "connection closed: {e}");
+    }
+    ctx.active.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Serves one client's connection (its TLS identity, if any) until it or
+/// this node is done.
+async fn route<R, W>(
+    mut r: R,
+    mut w: W,
+    peer: SocketAddr,
+    identity: Option<String>,
+    ctx: &RouteCtx,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), String> {
+) -> Result<(), String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let (tx, mut rx) = mpsc::unbounded_channel::<(u32, ToClient)>();
     let mut split = Split::new(ctx.max_packet);
     let mut subs: HashMap<Owner, Sub> = HashMap::new();
     let mut own = ctx.ownership.clone();
     let mut view = own.borrow_and_update().clone();
-    let (mut r, mut w) = client.into_split();
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
     let mut parked_since = None;
@@ -259,7 +318,7 @@ async fn route(
                 &mut subs,
                 &mut w,
                 &tx,
-                peer,
+                (peer, identity.as_deref()),
                 ctx,
                 &view,
                 &mut failed,
@@ -328,12 +387,12 @@ fn from_owner(
 /// this connection's sub-connection on first use; one message per owner),
 /// and to the client (one write). Owners it could not reach go in `failed`.
 #[allow(clippy::too_many_arguments)]
-async fn carry_out(
+async fn carry_out<W: AsyncWrite + Unpin>(
     out: &mut Vec<Out>,
     subs: &mut HashMap<Owner, Sub>,
-    w: &mut tokio::net::tcp::OwnedWriteHalf,
+    w: &mut W,
     tx: &mpsc::UnboundedSender<(u32, ToClient)>,
-    peer: SocketAddr,
+    client: (SocketAddr, Option<&str>),
     ctx: &RouteCtx,
     view: &Ownership,
     failed: &mut Vec<Owner>,
@@ -353,7 +412,7 @@ async fn carry_out(
             Out::ToOwner(owner, bytes) => {
                 let sub = match subs.entry(owner) {
                     Entry::Occupied(e) => e.into_mut(),
-                    Entry::Vacant(v) => match open_sub(owner, tx, peer, ctx, view) {
+                    Entry::Vacant(v) => match open_sub(owner, tx, client, ctx, view) {
                         Some(sub) => v.insert(sub),
                         None => {
                             failed.push(owner);
@@ -398,7 +457,7 @@ async fn carry_out(
 fn open_sub(
     owner: Owner,
     tx: &mpsc::UnboundedSender<(u32, ToClient)>,
-    peer: SocketAddr,
+    (peer, identity): (SocketAddr, Option<&str>),
     ctx: &RouteCtx,
     view: &Ownership,
 ) -> Option<Sub> {
@@ -410,7 +469,7 @@ fn open_sub(
     let open = ToLink::Open {
         vid,
         peer,
-        identity: None,
+        identity: identity.map(str::to_owned),
         to_client: ClientTx {
             tx: tx.clone(),
             tag: vid,
