@@ -8,7 +8,8 @@
 pub mod record;
 
 pub use record::{
-    DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, FORMAT_VERSION, KEPT_LAST_OUTCOME, MAX_ID,
+    DeadMark, FunctionRecord, JobRecord, KeptRecord, Op, ScheduleRecord, FORMAT_VERSION,
+    KEPT_LAST_OUTCOME, MAX_ID,
 };
 
 /// Bytes that do not decode as ops: a damaged frame payload.

@@ -34,7 +34,9 @@ pub use error::StoreError;
 pub use log::{Durability, LogOptions, LogStore};
 pub use memory::MemoryStore;
 pub use postgres::{PgOptions, PgStore, SCHEMA_VERSION};
-pub use record::{DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, FORMAT_VERSION, MAX_ID};
+pub use record::{
+    DeadMark, FunctionRecord, JobRecord, KeptRecord, Op, ScheduleRecord, FORMAT_VERSION, MAX_ID,
+};
 
 /// What a store holds at startup.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +59,9 @@ pub struct Replayed {
     /// backend that records starts, [`Store::started`]): their run was
     /// cut off. Empty for the others.
     pub running: Vec<u64>,
+    /// Functions' admin settings (pause, queue limits) in name order, each
+    /// as its latest Function op left it (none at their defaults).
+    pub functions: Vec<FunctionRecord>,
 }
 
 /// A durable set of jobs: what a backend implements is [`Store::replay`],
@@ -185,7 +190,7 @@ impl Refusal {
             Op::Done(id) | Op::Update { id, .. } | Op::Unschedule(id) | Op::Forget(id) => {
                 return *id <= MAX_ID;
             }
-            Op::Reserve(_) | Op::Started(_) => {}
+            Op::Reserve(_) | Op::Started(_) | Op::Function(_) => {}
         }
         true
     }
@@ -240,6 +245,8 @@ pub(crate) struct Sets {
     /// Live jobs whose run started and has not ended (a backend that
     /// records starts).
     pub(crate) running: std::collections::BTreeSet<u64>,
+    /// Functions' settings by name (none at their defaults).
+    pub(crate) functions: BTreeMap<bytes::Bytes, FunctionRecord>,
 }
 
 impl Sets {
@@ -258,6 +265,7 @@ impl Sets {
             .copied()
             .filter(|id| self.live.contains_key(id))
             .collect();
+        r.functions = self.functions.values().cloned().collect();
         r
     }
 }
@@ -275,6 +283,7 @@ pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
         kept,
         high,
         running,
+        functions,
     } = sets;
     for op in ops {
         // Whatever else it does, an op on a job ends the run it was in.
@@ -339,6 +348,12 @@ pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
             Op::Reserve(upto) => *high = (*high).max(upto),
             // Runs are recorded by the backend that keeps them.
             Op::Started(_) => {}
+            Op::Function(f) if f.is_default() => {
+                functions.remove(&f.name);
+            }
+            Op::Function(f) => {
+                functions.insert(f.name.clone(), f);
+            }
         }
     }
 }
@@ -367,5 +382,6 @@ pub(crate) fn replayed(
         kept,
         next_id,
         running: Vec::new(),
+        functions: Vec::new(),
     }
 }

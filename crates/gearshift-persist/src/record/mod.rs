@@ -18,6 +18,9 @@
 //!   file as newer instead of calling it corrupt. Compaction writes v2.
 //!   (Ops 7 to 10 joined v2 before it was released, so no v2 file lacks
 //!   them.)
+//! - v2 -> v3: v3 only adds [`Op::Function`] (code 11), a function's admin
+//!   settings; as before, an older file is read as it is and its header
+//!   raised to 3 just before the first v3 op is appended.
 //!
 //! # Layout
 //! - this file: [`Op`], the op codes, the version rules and the decoder's
@@ -25,8 +28,10 @@
 //! - `job`: [`JobRecord`], [`DeadMark`] and the Add and Dead ops;
 //! - `schedule`: [`ScheduleRecord`] and its op;
 //! - `kept`: [`KeptRecord`] and its op;
+//! - `function`: [`FunctionRecord`] and its op;
 //! - `raw`: [`RawOp`] and [`scan_ops`], reading ops without decoding them.
 
+mod function;
 mod job;
 mod kept;
 mod raw;
@@ -38,6 +43,7 @@ mod fixtures;
 use bytes::Bytes;
 
 use crate::Corrupt;
+pub use function::{encode_function, FunctionRecord};
 pub use job::{encode_add, encode_dead, DeadMark, JobRecord};
 pub use kept::KEPT_LAST_OUTCOME;
 pub use kept::{encode_kept, KeptRecord};
@@ -45,7 +51,7 @@ pub use raw::{scan_ops, scan_ops_in, RawOp, ADD_ATTEMPTS_AT, ADD_DUE_AT};
 pub use schedule::{encode_schedule, ScheduleRecord};
 
 /// Version written into every log header.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The largest job id a store keeps: what a signed 64-bit integer holds
 /// (an SQL `BIGINT`), and far beyond any counter that starts at 1. A log
@@ -108,6 +114,10 @@ pub enum Op {
     /// takes over counts the cut-off run. Not written to the log (a
     /// restarted single node requeues its running jobs, as gearmand does).
     Started(u64),
+    /// A function's admin settings, replacing the stored ones; settings at
+    /// their defaults ([`FunctionRecord::is_default`]) remove them.
+    /// (Format version 3.)
+    Function(FunctionRecord),
 }
 
 const OP_ADD: u8 = 1;
@@ -120,21 +130,22 @@ const OP_SCHEDULE: u8 = 7;
 const OP_UNSCHEDULE: u8 = 8;
 const OP_KEPT: u8 = 9;
 const OP_FORGET: u8 = 10;
+const OP_FUNCTION: u8 = 11;
 const NO_DUE: u64 = u64::MAX;
 
 /// The highest op code a file of format `version` may hold: decoding a v1
 /// file refuses the v2 ops, which no v1 writer could have put there.
 fn last_op(version: u32) -> u8 {
-    if version >= 2 {
-        OP_FORGET
-    } else {
-        OP_RESERVE
+    match version {
+        0 | 1 => OP_RESERVE,
+        2 => OP_FORGET,
+        _ => OP_FUNCTION,
     }
 }
 
 /// The error for an op code outside what the file's version holds.
 fn unknown_op(code: u8, version: u32) -> Corrupt {
-    if (OP_ADD..=OP_FORGET).contains(&code) {
+    if (OP_ADD..=OP_FUNCTION).contains(&code) {
         Corrupt(format!(
             "op code {code} in a file of format version {version}, which has no such op"
         ))
@@ -202,22 +213,26 @@ impl Op {
                 out.push(OP_FORGET);
                 out.extend_from_slice(&id.to_le_bytes());
             }
+            Op::Function(f) => {
+                encode_function(f, out);
+            }
             Op::Started(_) => {}
         }
         out.len() - start
     }
 
-    /// Whether a file must be of format version 2 or later to hold this op.
-    pub fn needs_v2(&self) -> bool {
-        matches!(
-            self,
+    /// The oldest format version a file that holds this op may have.
+    pub fn min_version(&self) -> u32 {
+        match self {
+            Op::Add(_) | Op::Done(_) | Op::Update { .. } | Op::Reserve(_) | Op::Started(_) => 1,
             Op::Retry { .. }
-                | Op::Dead { .. }
-                | Op::Schedule(_)
-                | Op::Unschedule(_)
-                | Op::Kept(_)
-                | Op::Forget(_)
-        )
+            | Op::Dead { .. }
+            | Op::Schedule(_)
+            | Op::Unschedule(_)
+            | Op::Kept(_)
+            | Op::Forget(_) => 2,
+            Op::Function(_) => 3,
+        }
     }
 
     /// Decodes every op of a frame payload.
@@ -330,6 +345,7 @@ impl Reader<'_> {
             OP_UNSCHEDULE => Ok(Op::Unschedule(self.id()?)),
             OP_KEPT => self.kept(),
             OP_FORGET => Ok(Op::Forget(self.id()?)),
+            OP_FUNCTION => self.function(),
             other => Err(unknown_op(other, self.version)),
         }
     }

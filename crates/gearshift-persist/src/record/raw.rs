@@ -3,8 +3,8 @@
 
 use super::kept::{KEPT_ERROR, KEPT_STARTED};
 use super::{
-    last_op, unknown_op, FORMAT_VERSION, OP_ADD, OP_DEAD, OP_DONE, OP_FORGET, OP_KEPT, OP_RESERVE,
-    OP_RETRY, OP_SCHEDULE, OP_UNSCHEDULE, OP_UPDATE,
+    last_op, unknown_op, FORMAT_VERSION, OP_ADD, OP_DEAD, OP_DONE, OP_FORGET, OP_FUNCTION, OP_KEPT,
+    OP_RESERVE, OP_RETRY, OP_SCHEDULE, OP_UNSCHEDULE, OP_UPDATE,
 };
 use crate::Corrupt;
 
@@ -69,6 +69,16 @@ pub enum RawOp<'a> {
     },
     /// A kept record dropped.
     Forget(u64),
+    /// A function's settings: its name, whether they are all at their
+    /// defaults (the record then goes), and the whole encoded op.
+    Function {
+        /// The function's name (borrowed from the frame).
+        name: &'a [u8],
+        /// Nothing set ([`super::FunctionRecord::is_default`]).
+        default: bool,
+        /// The op's bytes, tag included.
+        bytes: &'a [u8],
+    },
 }
 
 /// Where the due time (u64, little-endian, `u64::MAX` for none) sits in an
@@ -198,6 +208,20 @@ pub fn scan_ops_in<'a>(
                 });
             }
             OP_FORGET => f(RawOp::Forget(u64_at(&mut pos)?)),
+            OP_FUNCTION => {
+                let paused = take(&mut pos, 1)?[0] & 1 != 0;
+                let mut limited = false;
+                for _ in 0..3 {
+                    limited |= (u64_at(&mut pos)? as i64) > 0;
+                }
+                let n = u32_at(&mut pos)? as usize;
+                let name = take(&mut pos, n)?;
+                f(RawOp::Function {
+                    name,
+                    default: !paused && !limited,
+                    bytes: &payload[start..pos],
+                });
+            }
             other => return Err(unknown_op(other, version)),
         }
     }
@@ -243,6 +267,16 @@ mod tests {
             Op::Kept(Box::new(kept(1, 1, None, Some(b"it broke"), false))),
             Op::Kept(Box::new(kept(4, 2, Some(u64::MAX), Some(b""), true))),
             Op::Forget(1),
+            Op::Function(FunctionRecord {
+                name: Bytes::from_static(b"f"),
+                paused: true,
+                max_queue: [0, 0, 0],
+            }),
+            Op::Function(FunctionRecord {
+                name: Bytes::from_static(b"g"),
+                paused: false,
+                max_queue: [0, -1, 0],
+            }),
         ];
         let mut payload = Vec::new();
         for op in &ops {
@@ -315,6 +349,18 @@ mod tests {
                     assert_eq!(decoded, vec![Op::Kept(k.clone())]);
                 }
                 (RawOp::Forget(a), Op::Forget(b)) => assert_eq!(a, b),
+                (
+                    RawOp::Function {
+                        name,
+                        default,
+                        bytes,
+                    },
+                    Op::Function(f),
+                ) => {
+                    assert_eq!((*name, *default), (&f.name[..], f.is_default()));
+                    let decoded = Op::decode_all(&Bytes::copy_from_slice(bytes)).expect("decode");
+                    assert_eq!(decoded, vec![Op::Function(f.clone())]);
+                }
                 (RawOp::Done(a), Op::Done(b)) => assert_eq!(a, b),
                 (RawOp::Update { id, attempts }, Op::Update { id: i, attempts: a }) => {
                     assert_eq!((id, attempts), (i, a));
@@ -351,12 +397,12 @@ mod tests {
         let Ok(ops) = Op::decode_all(&Bytes::copy_from_slice(payload)) else {
             return;
         };
-        if version < 2 {
-            assert_eq!(
-                decoded.is_ok(),
-                !ops.iter().any(Op::needs_v2),
-                "a v1 file holds exactly the v1 ops"
-            );
+        assert_eq!(
+            decoded.is_ok(),
+            ops.iter().all(|op| op.min_version() <= version),
+            "a file holds exactly its version's ops"
+        );
+        if decoded.is_err() {
             return;
         }
         assert!(scanned.is_ok(), "decoded but not scanned: {ops:?}");
@@ -386,6 +432,11 @@ mod tests {
             }
             Op::Forget(id) => (10, *id, 0, 0, Vec::new()),
             Op::Started(id) => (11, *id, 0, 0, Vec::new()),
+            Op::Function(f) => {
+                let mut bytes = Vec::new();
+                encode_function(f, &mut bytes);
+                (12, 0, 0, 0, bytes)
+            }
         };
         let raw_ids = |op: &RawOp<'_>| match op {
             RawOp::Add { id, .. } => (1, *id, 0, 0, Vec::new()),
@@ -407,6 +458,7 @@ mod tests {
             RawOp::Unschedule(id) => (8, *id, 0, 0, Vec::new()),
             RawOp::Kept { id, bytes } => (9, *id, 0, 0, bytes.to_vec()),
             RawOp::Forget(id) => (10, *id, 0, 0, Vec::new()),
+            RawOp::Function { bytes, .. } => (12, 0, 0, 0, bytes.to_vec()),
         };
         let a: Vec<_> = ops.iter().map(ids).collect();
         let b: Vec<_> = raw.iter().map(raw_ids).collect();
@@ -465,7 +517,7 @@ mod tests {
             version in 1u32..=FORMAT_VERSION,
             payload in proptest::collection::vec(
                 proptest::prop_oneof![
-                    4 => 0u8..=11,
+                    4 => 0u8..=12,
                     1 => proptest::prelude::any::<u8>(),
                 ],
                 0..160,

@@ -10,10 +10,12 @@
 //! - `dead`: retries and dead jobs;
 //! - `schedules`: schedules;
 //! - `kept`: kept records;
+//! - `functions`: functions' admin settings;
 //! - `ids`: what schedules and kept records share with each other (by-id
 //!   records apart from jobs) and ids past the largest a store keeps.
 
 mod dead;
+mod functions;
 mod ids;
 mod jobs;
 mod kept;
@@ -24,9 +26,12 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use crate::{
-    DeadMark, JobRecord, KeptRecord, Op, Replayed, ScheduleRecord, Store, StoreError, MAX_ID,
+    DeadMark, FunctionRecord, JobRecord, KeptRecord, Op, Replayed, ScheduleRecord, Store,
+    StoreError, MAX_ID,
 };
 use dead::*;
+pub use functions::func;
+use functions::*;
 use ids::*;
 use jobs::*;
 use kept::*;
@@ -128,6 +133,8 @@ pub fn run<S: Store, O: FnMut() -> S>(mut fresh: impl FnMut() -> O) {
     ids_past_the_largest_are_refused(fresh(), Kind::Kept);
     kept_records_with_unknown_outcomes_are_refused(fresh());
     kept_records_survive_churn(fresh());
+    function_settings_are_replayed(fresh());
+    function_settings_survive_churn(fresh());
 }
 
 /// A test dead mark.

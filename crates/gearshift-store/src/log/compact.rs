@@ -128,7 +128,8 @@ pub(super) fn frames(log: &Path, end: u64) -> Result<FrameReader<impl Read>, Sto
 }
 
 /// Writes the compacted log to `tmp`: the handle reservation `high`, the
-/// latest Schedule op of every schedule stored at `end`, then every job
+/// latest Schedule op of every schedule stored at `end` and the latest
+/// Function op of every function with settings, then every job
 /// stored there with its latest attempt count and due time, a dead one
 /// followed by its Dead op, and the latest Kept op of every kept record
 /// stored there (jobs and kept records in the order they lie). Two
@@ -163,6 +164,8 @@ pub(super) fn compact(
     // those.
     let mut kept: ById<u64> = HashMap::default();
     let mut kept_ops = 0u64;
+    // Each function's latest settings op, encoded (none at the defaults).
+    let mut functions: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut reader = frames(log, end)?;
     let version = reader.version();
     while let Some(payload) = reader.next_payload()? {
@@ -231,6 +234,16 @@ pub(super) fn compact(
                 kept.remove(&id);
             }
             RawOp::Reserve(_) => {}
+            RawOp::Function {
+                name,
+                default: true,
+                ..
+            } => {
+                functions.remove(name);
+            }
+            RawOp::Function { name, bytes, .. } => {
+                functions.insert(name.to_vec(), bytes.to_vec());
+            }
         })?;
     }
     let f = OpenOptions::new()
@@ -243,10 +256,11 @@ pub(super) fn compact(
     let mut total = frame::HEADER_LEN as u64;
     let mut buf = vec![0; frame::FRAME_HEADER];
     Op::Reserve(high).encode(&mut buf);
-    for op in schedules.values() {
+    for op in schedules.values().chain(functions.values()) {
         buf.extend_from_slice(op);
     }
     drop(schedules);
+    drop(functions);
     let mut reader = frames(log, end)?;
     let mut kept_ops = 0u64;
     while let Some(payload) = reader.next_payload()? {

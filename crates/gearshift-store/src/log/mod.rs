@@ -22,7 +22,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{encode_add, encode_dead, encode_kept, encode_schedule, Op, FORMAT_VERSION};
+use crate::record::{
+    encode_add, encode_dead, encode_function, encode_kept, encode_schedule, FunctionRecord, Op,
+    FORMAT_VERSION,
+};
 use crate::{
     apply_ops, capped, replayed, DeadMark, JobRecord, KeptRecord, Refusal, Replayed,
     ScheduleRecord, Sets, Store, StoreError,
@@ -78,6 +81,7 @@ struct Stored {
     dead: Vec<(JobRecord, DeadMark)>,
     schedules: Vec<ScheduleRecord>,
     kept: Vec<KeptRecord>,
+    functions: Vec<FunctionRecord>,
 }
 
 /// Zeros written ahead of the frames at a time with `fsync` durability.
@@ -96,8 +100,8 @@ pub struct LogStore {
     pending: Vec<u8>,
     /// Ops buffered since the last flush, for the size bookkeeping.
     pending_ops: Vec<Sizing>,
-    /// An op buffered since the last flush needs format version 2.
-    pending_v2: bool,
+    /// The newest format version an op buffered since the last flush needs.
+    pending_version: u32,
     /// Format version in the file's header: 1 for an old file until a
     /// version 2 op is first appended to it (or it is compacted).
     version: u32,
@@ -184,6 +188,7 @@ impl LogStore {
             dead,
             schedules,
             kept,
+            functions,
             sizes: live_sizes,
             dead_sizes,
             schedule_sizes,
@@ -218,7 +223,7 @@ impl LogStore {
             opts,
             pending: vec![0; frame::FRAME_HEADER],
             pending_ops: Vec::new(),
-            pending_v2: false,
+            pending_version: 1,
             version,
             len: valid_len as u64,
             allocated: valid_len as u64,
@@ -234,6 +239,7 @@ impl LogStore {
                 dead,
                 schedules,
                 kept,
+                functions,
             }),
             broken: None,
             refused: Refusal::default(),
@@ -411,7 +417,7 @@ impl LogStore {
         if !self.refused.admit(op) {
             return;
         }
-        self.pending_v2 |= op.needs_v2();
+        self.pending_version = self.pending_version.max(op.min_version());
         let sizing = match op {
             Op::Add(job) => Sizing::Add(job.id, encode_add(job, &mut self.pending) as u64),
             Op::Dead { id, attempts, mark } => Sizing::Dead(
@@ -448,6 +454,11 @@ impl LogStore {
             }
             // A restarted single node requeues its running jobs: no record.
             Op::Started(_) => return,
+            // A few bytes per function: not counted for compaction.
+            Op::Function(f) => {
+                encode_function(f, &mut self.pending);
+                return;
+            }
         };
         self.pending_ops.push(sizing);
     }
@@ -470,16 +481,17 @@ impl Store for LogStore {
                         .map(ScheduleRecord::detached)
                         .collect(),
                     kept: sets.kept.into_values().map(KeptRecord::detached).collect(),
+                    functions: sets
+                        .functions
+                        .into_values()
+                        .map(FunctionRecord::detached)
+                        .collect(),
                 }
             }
         };
-        Ok(replayed(
-            read.jobs,
-            read.dead,
-            read.schedules,
-            read.kept,
-            self.high,
-        ))
+        let mut r = replayed(read.jobs, read.dead, read.schedules, read.kept, self.high);
+        r.functions = read.functions;
+        Ok(r)
     }
 
     fn append(&mut self, ops: &[Op]) {
@@ -491,7 +503,7 @@ impl Store for LogStore {
     fn discard(&mut self) {
         self.pending.truncate(frame::FRAME_HEADER);
         self.pending_ops.clear();
-        self.pending_v2 = false;
+        self.pending_version = 1;
         self.refused.clear();
     }
 
@@ -507,7 +519,7 @@ impl Store for LogStore {
         if self.pending.len() == frame::FRAME_HEADER {
             return Ok(());
         }
-        if self.pending_v2 && self.version < FORMAT_VERSION {
+        if self.pending_version > self.version {
             if let Err(e) = self.raise_version() {
                 self.discard();
                 return Err(e.into());
@@ -528,7 +540,7 @@ impl Store for LogStore {
         }
         self.len += self.pending.len() as u64;
         self.pending.truncate(frame::FRAME_HEADER);
-        self.pending_v2 = false;
+        self.pending_version = 1;
         // Taken out and put back, so its allocation is reused.
         let mut ops = std::mem::take(&mut self.pending_ops);
         for op in ops.drain(..) {

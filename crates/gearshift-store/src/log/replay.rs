@@ -19,7 +19,7 @@ use std::hash::BuildHasherDefault;
 use bytes::Bytes;
 
 use super::{frame, IdHash, LiveSizes};
-use crate::{DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, StoreError};
+use crate::{DeadMark, FunctionRecord, JobRecord, KeptRecord, Op, ScheduleRecord, StoreError};
 
 /// What a log holds.
 pub(super) struct Replay {
@@ -31,6 +31,8 @@ pub(super) struct Replay {
     pub schedules: Vec<ScheduleRecord>,
     /// Kept records in id order, each its latest version.
     pub kept: Vec<KeptRecord>,
+    /// Functions' settings in name order, each its latest version.
+    pub functions: Vec<FunctionRecord>,
     /// Encoded size of each live or dead job's Add.
     pub sizes: LiveSizes,
     /// Encoded size of each dead job's last Dead op.
@@ -60,6 +62,7 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
     let mut schedule_sizes = LiveSizes::default();
     let mut kept: BTreeMap<u64, KeptRecord> = BTreeMap::new();
     let mut kept_sizes = LiveSizes::default();
+    let mut functions: BTreeMap<Bytes, FunctionRecord> = BTreeMap::new();
     let mut high = 1;
     let valid_len = frame::scan(raw, |op, size| match op {
         Op::Add(r) => {
@@ -136,6 +139,12 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
         Op::Reserve(upto) => high = high.max(upto),
         // Never written to the log.
         Op::Started(_) => {}
+        Op::Function(f) if f.is_default() => {
+            functions.remove(&f.name);
+        }
+        Op::Function(f) => {
+            functions.insert(f.name.clone(), f);
+        }
     })?;
     // Dead jobs leave their slots for the dead list, in id order.
     let mut marks: Vec<(u64, DeadMark)> = marks.into_iter().collect();
@@ -166,6 +175,10 @@ pub(super) fn read(raw: &Bytes) -> Result<Replay, StoreError> {
             .map(ScheduleRecord::detached)
             .collect(),
         kept: kept.into_values().map(KeptRecord::detached).collect(),
+        functions: functions
+            .into_values()
+            .map(FunctionRecord::detached)
+            .collect(),
         sizes,
         dead_sizes,
         schedule_sizes,

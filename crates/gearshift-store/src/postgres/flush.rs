@@ -205,7 +205,7 @@ impl Touched {
                 Op::Unschedule(id) => (&mut t.schedules, *id),
                 Op::Kept(k) => (&mut t.kept, k.id),
                 Op::Forget(id) => (&mut t.kept, *id),
-                Op::Reserve(_) | Op::Started(_) => continue,
+                Op::Reserve(_) | Op::Started(_) | Op::Function(_) => continue,
             };
             if id <= MAX_ID {
                 set.insert(id);
