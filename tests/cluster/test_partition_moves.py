@@ -625,6 +625,26 @@ def test_seeded_chaos_partitioned(cl):
     print("   %d moves; %d acknowledged, %d runs, %d run again after a move, %d unacknowledged "
           "done at the end" % (len(moves), acked, len(runs), again, extra), flush=True)
 
+@with_cluster
+def test_a_pause_moves_with_its_function(cl):
+    """A pause is stored with its function's partition: after the owner
+    stops (SIGTERM) and the partition moves, the new owner keeps the
+    function paused until it is resumed."""
+    start(cl, ["a", "b"])
+    f = functions_on(cl, 1, prefix="paused")["b"][0]
+    check_eq(h.admin(cl.nodes["a"].port, "pause %s" % f), "OK\r\n", "pause through a")
+    handle = submit_bg(cl.nodes["a"].port, f, "", "held")
+    cl.nodes["b"].stop()
+    del cl.nodes["b"]
+    shared_by(cl, ["a"])
+    w = raw_worker(cl.nodes["a"].port, f)
+    check(grab(w, timeout=2) is None, "the function is still paused on its new owner")
+    check_eq(h.admin(cl.nodes["a"].port, "resume %s" % f), "OK\r\n", "resume")
+    got = grab(w, timeout=5)
+    check(got is not None and got[0] == handle, "the held job after the resume: %r" % (got,))
+    w.close()
+
+
 TESTS = [test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
          test_frozen_owner_fenced_per_partition, test_frozen_owner_woken_with_a_submission_pending,
-         test_seeded_chaos_partitioned]
+         test_seeded_chaos_partitioned, test_a_pause_moves_with_its_function]

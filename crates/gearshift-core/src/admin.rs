@@ -48,11 +48,8 @@ impl Core {
             }
             AdminCommand::DropFunction(name) => self.drop_function_word(&name).to_vec(),
             AdminCommand::MaxQueue { function, limits } => {
-                if let Some(f) = self.table.func_named(&function) {
-                    if let Some(f) = self.table.func_mut(f) {
-                        f.max_queue = limits;
-                    }
-                }
+                // gearmand says OK for a function it does not know.
+                let _ = self.set_max_queue(&function, limits);
                 text::OK_CRLF.to_vec()
             }
             AdminCommand::GetPid => format!("OK {}\n", self.cfg.pid).into_bytes(),

@@ -148,6 +148,7 @@ impl Core {
         if was && !paused && f.has_queued() {
             self.wake_sleepers(id);
         }
+        self.store_settings(name);
         tracing::info!(function = ?String::from_utf8_lossy(name), paused, "function paused or resumed by admin");
         Ok(())
     }
@@ -190,6 +191,7 @@ impl Core {
             return Err(FunctionError::Queued);
         }
         if let Some(f) = self.table.drop_function(id) {
+            self.store_settings(&f.name);
             tracing::info!(function = ?String::from_utf8_lossy(&f.name), "function dropped by admin");
         }
         Ok(())
@@ -201,6 +203,7 @@ impl Core {
         let id = self.table.func_named(name).ok_or(FunctionError::NotFound)?;
         let f = self.table.func_mut(id).ok_or(FunctionError::NotFound)?;
         f.max_queue = limits;
+        self.store_settings(name);
         tracing::info!(function = ?String::from_utf8_lossy(name), ?limits, "queue limits set by admin");
         Ok(())
     }

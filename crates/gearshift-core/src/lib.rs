@@ -71,6 +71,7 @@ pub mod retained;
 pub mod rights;
 pub mod run;
 pub mod schedule;
+mod settings;
 pub mod split;
 pub mod submit;
 pub mod table;

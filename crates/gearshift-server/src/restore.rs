@@ -42,6 +42,7 @@ pub(crate) fn restore(
         core.set_config_schedules(cfg.schedules.clone())
             .map_err(ServerError::Config)?;
         core.restore_kept(replayed.kept);
+        core.restore_functions(replayed.functions);
         if !cut_off.is_empty() {
             tracing::warn!(
                 jobs = cut_off.len(),

@@ -529,3 +529,42 @@ async fn completed_job_does_not_come_back_after_a_restart() {
         server.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_and_queue_limits_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = log_config(dir.path(), Durability::Fsync);
+    let mut server = TestServer::start(cfg.clone()).await;
+    let mut admin = server.connect().await;
+    assert_eq!(admin.admin_line("pause held").await, "OK\r\n");
+    assert_eq!(admin.admin_line("pause resumed").await, "OK\r\n");
+    assert_eq!(admin.admin_line("resume resumed").await, "OK\r\n");
+    assert_eq!(admin.admin_line("create function capped").await, "OK\r\n");
+    assert_eq!(admin.admin_line("maxqueue capped 1").await, "OK\r\n");
+    let mut client = server.connect().await;
+    client.send(&submit_bg("held", "", b"waits")).await;
+    let held = client.expect_created().await;
+    server.stop().await;
+
+    let server = TestServer::start(cfg).await;
+    let mut worker = server.connect().await;
+    worker.send(&can_do("held")).await;
+    assert_eq!(
+        grab(&mut worker).await,
+        None,
+        "still paused after the restart"
+    );
+    let mut client = server.connect().await;
+    client.send(&submit_bg("capped", "", b"one")).await;
+    client.expect_created().await;
+    client.send(&submit_bg("capped", "", b"two")).await;
+    client.expect_error("QUEUE_ERROR").await;
+    let mut admin = server.connect().await;
+    assert_eq!(admin.admin_line("resume held").await, "OK\r\n");
+    assert_eq!(grab(&mut worker).await, Some((held, b("waits"))));
+    // A function resumed before the restart is not brought back paused.
+    worker.send(&can_do("resumed")).await;
+    client.send(&submit_bg("resumed", "", b"runs")).await;
+    let runs = client.expect_created().await;
+    assert_eq!(grab(&mut worker).await, Some((runs, b("runs"))));
+}
