@@ -199,19 +199,24 @@ def test_admin_answers_for_the_whole_cluster(cl):
         c.send_pkt(h.SUBMIT_JOB_BG, f, "u-" + f, "x")
         handles[f] = c.expect_pkt(h.JOB_CREATED).decode()
     c.close()
-    w = raw_worker(port["b"], fa)
+    w3 = raw_worker(port["b"], fa, fb, fc)
     for n in "abc":
         st = h.parse_status(h.admin(port[n], "status"))
         check_eq({f: st.get(f) for f in (fa, fb, fc)},
-                 {fa: (1, 0, 1), fb: (1, 0, 0), fc: (1, 0, 0)}, "status on %s" % n)
+                 {fa: (1, 0, 1), fb: (1, 0, 1), fc: (1, 0, 1)}, "status on %s" % n)
         jobs = h.admin(port[n], "show jobs")
         check(all(handles[f] in jobs for f in handles), "show jobs on %s: %r" % (n, jobs))
         check(jobs.endswith("\n.\n") and jobs.count(".\n") == 1, "one list end: %r" % jobs)
+        # One line for the worker, though each owner has a sub-connection.
         workers = h.admin(port[n], "workers")
-        check(any(line.endswith(" : " + fa) for line in workers.split("\n")),
+        mine = [line for line in workers.split("\n") if " : " in line
+                and set(line.split(" : ", 1)[1].split()) & {fa, fb, fc}]
+        check(len(mine) == 1 and set(mine[0].split(" : ", 1)[1].split()) == {fa, fb, fc},
               "the worker on b in workers on %s: %r" % (n, workers))
         job = h.admin(port[n], "show job " + handles[fb])
         check(not job.startswith("ERR") and handles[fb] in job, "show job on %s: %r" % (n, job))
+    w3.close()
+    w = raw_worker(port["b"], fa)
     # A pause sent to any node holds where the function lives.
     check_eq(h.admin(port["c"], "pause " + fa), "OK\r\n", "pause through c")
     check_eq(grab(w), None, "a paused function hands out nothing")

@@ -26,7 +26,8 @@ pub struct Ability {
 /// Facts about a connection the server supplies when it opens.
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
-    /// File descriptor number, shown by `workers`.
+    /// File descriptor number, shown by `workers` (for a connection
+    /// another node carries, the client's port).
     pub fd: i64,
     /// Peer address as text, shown by `workers`.
     pub ip: String,

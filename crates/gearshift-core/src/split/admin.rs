@@ -27,6 +27,8 @@ pub(super) enum Merge {
     Known(&'static [u8]),
     /// `OK n` answers: one `OK` with their sum.
     Sum,
+    /// `workers` lists: a client's line on each owner made one.
+    Workers,
 }
 
 /// An admin line asked of several owners.
@@ -61,8 +63,9 @@ fn route(cmd: &AdminCommand, owners: &dyn Owners) -> Route {
         merge: Merge::One,
     };
     match cmd {
-        Status | PriorityStatus | Workers | ShowJobs | ShowUniqueJobs | ShowWorkers
-        | ShowSchedules | ShowDead(None) => every(true, Merge::Lists),
+        Status | PriorityStatus | ShowJobs | ShowUniqueJobs | ShowWorkers | ShowSchedules
+        | ShowDead(None) => every(true, Merge::Lists),
+        Workers => every(true, Merge::Workers),
         ShowJob(_) => every(true, Merge::Known(b"ERR UNKNOWN_JOB")),
         CancelJob(_) => every(false, Merge::Known(b"ERR UNKNOWN_JOB")),
         DropSchedule(_) => every(false, Merge::Known(b"ERR UNKNOWN_SCHEDULE")),
@@ -97,7 +100,7 @@ impl Split {
             got: Vec::new(),
         };
         let done = to.is_empty().then(|| match merge {
-            Merge::Lists => merged(merge, Vec::new()),
+            Merge::Lists | Merge::Workers => merged(merge, Vec::new()),
             _ => Bytes::from_static(ERR_NO_OWNER),
         });
         let id = self.push(Kind::Text(ask), done);
@@ -176,6 +179,13 @@ pub(super) fn merged(merge: Merge, mut got: Vec<(Owner, Bytes)>) -> Bytes {
             out.extend_from_slice(LIST_END);
             out.freeze()
         }
+        Merge::Workers => {
+            let answers: Vec<Bytes> = answers.collect();
+            if let Some(e) = answers.iter().find(|a| is_error(a)) {
+                return e.clone();
+            }
+            merge_workers(&answers)
+        }
         Merge::Known(unknown) => {
             let answers: Vec<Bytes> = answers.collect();
             let known = answers.iter().find(|a| !a.starts_with(unknown));
@@ -204,4 +214,50 @@ pub(super) fn merged(merge: Merge, mut got: Vec<(Owner, Bytes)>) -> Bytes {
             Bytes::from(format!("OK {sum}\r\n"))
         }
     }
+}
+
+/// Joins the owners' `workers` lines: a client's sub-connections (named
+/// alike on every owner: its port, address and client id, fields that
+/// hold no space) become one line with all their functions.
+fn merge_workers(answers: &[Bytes]) -> Bytes {
+    let mut lines: Vec<(&[u8], Vec<&[u8]>)> = Vec::new();
+    for a in answers {
+        let body = a.strip_suffix(LIST_END).unwrap_or(a);
+        for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let at = line
+                .windows(2)
+                .position(|w| w == b" :")
+                .unwrap_or(line.len());
+            let (who, rest) = line.split_at(at);
+            let functions = rest
+                .get(2..)
+                .unwrap_or_default()
+                .split(|&b| b == b' ')
+                .filter(|f| !f.is_empty());
+            let i = match lines.iter().position(|(w, _)| *w == who) {
+                Some(i) => i,
+                None => {
+                    lines.push((who, Vec::new()));
+                    lines.len() - 1
+                }
+            };
+            for f in functions {
+                if !lines[i].1.contains(&f) {
+                    lines[i].1.push(f);
+                }
+            }
+        }
+    }
+    let mut out = BytesMut::new();
+    for (who, functions) in lines {
+        out.extend_from_slice(who);
+        out.extend_from_slice(b" :");
+        for f in functions {
+            out.extend_from_slice(b" ");
+            out.extend_from_slice(f);
+        }
+        out.extend_from_slice(b"\n");
+    }
+    out.extend_from_slice(LIST_END);
+    out.freeze()
 }

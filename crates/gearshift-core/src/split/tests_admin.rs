@@ -174,3 +174,30 @@ fn too_many_words_close_the_connection() {
     client(&mut s, &own, text("a b c d e f\n"), &mut out);
     assert!(matches!(out.last(), Some(Out::Close(_))));
 }
+
+#[test]
+fn a_client_on_several_owners_is_one_workers_line() {
+    let own = Fake::new(2);
+    let mut s = Split::new(1 << 20);
+    let mut out = Vec::new();
+    client(&mut s, &own, text("workers\n"), &mut out);
+    out.clear();
+    owner(
+        &mut s,
+        &own,
+        0,
+        text("5001 127.0.0.1 w1 : a@0 c@0\n5003 127.0.0.1 - :\n.\n"),
+        &mut out,
+    );
+    owner(
+        &mut s,
+        &own,
+        1,
+        text("5001 127.0.0.1 w1 : b@1\n5002 10.0.0.2 - : b@1\n5003 127.0.0.1 - :\n.\n"),
+        &mut out,
+    );
+    assert_eq!(
+        to_client(&mut out),
+        b"5001 127.0.0.1 w1 : a@0 c@0 b@1\n5003 127.0.0.1 - :\n5002 10.0.0.2 - : b@1\n.\n".to_vec()
+    );
+}

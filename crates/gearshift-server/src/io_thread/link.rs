@@ -182,7 +182,9 @@ fn on_frame(
             let id = id_for(&a.next_id, a.threads, index);
             let ip = peer.ip().to_canonical();
             let info = ConnInfo {
-                fd: i64::try_from(id.0).unwrap_or(i64::MAX),
+                // What `workers` shows: the client's port, the same on every
+                // node its connection reaches (a partitioned node's owners).
+                fd: i64::from(peer.port()),
                 ip: ip.to_string(),
                 port: peer.port(),
                 loopback: ip.is_loopback(),
