@@ -19,6 +19,7 @@ fuzz_target!(|data: &[u8]| {
         let info = ConnInfo {
             fd: c,
             ip: "127.0.0.1".into(),
+            port: 0,
             loopback: true,
             // The last connection may do nothing: refusals are fuzzed too.
             rights: if c == 3 {

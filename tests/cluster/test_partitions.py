@@ -257,6 +257,8 @@ def test_http_api_answers_for_the_whole_cluster(cl):
         check({fa, fb, fc} <= names, "functions on %s: %r" % (n, names))
         over = http_get(port, "/api/v1/overview")
         check_eq(over["totals"]["queued"], 3, "queued jobs in the overview on %s" % n)
+        # One worker connection, though it has a sub-connection on each owner.
+        check_eq(over["connections"]["worker"], 1, "worker connections on %s" % n)
         check_eq(over["unreachable"], [], "every node answered on %s" % n)
         # The worker has a sub-connection on each owner: listed once.
         workers = [wk for wk in http_get(port, "/api/v1/workers")["workers"]

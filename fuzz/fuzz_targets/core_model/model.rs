@@ -93,6 +93,7 @@ fn info(fd: u64) -> ConnInfo {
     ConnInfo {
         fd: fd as i64,
         ip: "127.0.0.1".into(),
+        port: 0,
         loopback: true,
         rights: gearshift_core::Rights::ALL,
         node: None,

@@ -22,8 +22,14 @@ impl Split {
                 }
             };
             match frame {
-                Frame::Text(line) => self.admin(line, owners, out),
-                Frame::Packet(p) => self.request(p, owners, out),
+                Frame::Text(line) => {
+                    self.sent_text = true;
+                    self.admin(line, owners, out)
+                }
+                Frame::Packet(p) => {
+                    self.sent_packet = true;
+                    self.request(p, owners, out)
+                }
             }
             if self.pending.len() > MAX_PENDING {
                 out.push(Out::Close(

@@ -61,6 +61,19 @@ pub enum Out {
     Close(String),
 }
 
+/// What a connection is, as the server's connection counts say: a worker
+/// registered a function or holds a job; an admin connection sent only
+/// admin text; any other is a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Submits jobs, asks statuses, or has done nothing yet.
+    Client,
+    /// Registered a function or holds a job.
+    Worker,
+    /// Sent admin text only.
+    Admin,
+}
+
 /// Requests waiting for their replies past which the client is closed
 /// (it sends without ever reading).
 const MAX_PENDING: usize = 1 << 20;
@@ -107,6 +120,9 @@ pub struct Split {
     /// Jobs submitted again: the owner's handle to the client's, and back.
     aliases: HashMap<Bytes, Bytes>,
     renamed: HashMap<Bytes, Bytes>,
+    /// The client sent admin text; a binary packet.
+    sent_text: bool,
+    sent_packet: bool,
 }
 
 /// A sub-connection's state.
@@ -198,6 +214,19 @@ impl Split {
             foreground: HashMap::new(),
             aliases: HashMap::new(),
             renamed: HashMap::new(),
+            sent_text: false,
+            sent_packet: false,
+        }
+    }
+
+    /// What the connection is now ([`Role`]).
+    pub fn role(&self) -> Role {
+        if !self.abilities.is_empty() || !self.assigned.is_empty() {
+            Role::Worker
+        } else if self.sent_text && !self.sent_packet {
+            Role::Admin
+        } else {
+            Role::Client
         }
     }
 

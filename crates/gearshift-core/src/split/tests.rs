@@ -499,3 +499,19 @@ fn job_not_found_is_not_a_grabs_answer() {
         ]
     );
 }
+
+#[test]
+fn a_connection_counts_as_what_it_did() {
+    let own = Fake::new(2);
+    let mut out = Vec::new();
+    let mut s = Split::new(1 << 20);
+    assert_eq!(s.role(), Role::Client);
+    client(&mut s, &own, BytesMut::from(&b"status\n"[..]), &mut out);
+    assert_eq!(s.role(), Role::Admin);
+    client(&mut s, &own, req(T::EchoReq, &[b"x"]), &mut out);
+    assert_eq!(s.role(), Role::Client, "admin text and packets: a client");
+    client(&mut s, &own, req(T::CanDo, &[b"f@1"]), &mut out);
+    assert_eq!(s.role(), Role::Worker);
+    client(&mut s, &own, req(T::CantDo, &[b"f@1"]), &mut out);
+    assert_eq!(s.role(), Role::Client);
+}

@@ -2,9 +2,11 @@
 //! partitioned nodes who owns each partition) as last read, once per
 //! beat, and this node's name.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use gearshift_core::placement::Placement;
+use gearshift_core::split::Role;
 use gearshift_store::postgres::lease::NodeRow;
 use gearshift_store::postgres::partitions::PartitionOwner;
 
@@ -18,6 +20,39 @@ pub struct ClusterView {
     partitions: Mutex<Vec<PartitionOwner>>,
     /// Which partition each function lives in, on partitioned nodes.
     placement: Mutex<Option<Placement>>,
+    /// The connections a partitioned node accepted, by role (its job
+    /// server sees each once per owner it talks to).
+    entry: OnceLock<EntryRoles>,
+}
+
+/// Connections by role: clients, workers, admin.
+#[derive(Debug, Default)]
+pub struct EntryRoles([AtomicU64; 3]);
+
+impl EntryRoles {
+    /// A connection's role changed (None: it opened, or closed).
+    pub fn moved(&self, from: Option<Role>, to: Option<Role>) {
+        let slot = |r: Role| match r {
+            Role::Client => 0,
+            Role::Worker => 1,
+            Role::Admin => 2,
+        };
+        if from == to {
+            return;
+        }
+        if let Some(r) = from {
+            self.0[slot(r)].fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(r) = to {
+            self.0[slot(r)].fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// (clients, workers, admin).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let n = |i: usize| self.0[i].load(Ordering::Acquire);
+        (n(0), n(1), n(2))
+    }
 }
 
 impl ClusterView {
@@ -28,7 +63,20 @@ impl ClusterView {
             nodes: Mutex::new(Vec::new()),
             partitions: Mutex::new(Vec::new()),
             placement: Mutex::new(None),
+            entry: OnceLock::new(),
         }
+    }
+
+    /// Counts the connections this partitioned node accepts (from now on
+    /// they are what its connection counts show).
+    pub fn entry_roles(&self) -> &EntryRoles {
+        self.entry.get_or_init(EntryRoles::default)
+    }
+
+    /// The connections this node accepted, by role, if it counts them
+    /// (clients, workers, admin).
+    pub fn entry_counts(&self) -> Option<(u64, u64, u64)> {
+        self.entry.get().map(EntryRoles::counts)
     }
 
     /// Replaces the node rows.

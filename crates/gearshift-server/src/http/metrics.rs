@@ -384,6 +384,7 @@ pub async fn scrape(State(app): State<super::State>) -> Result<Response, ApiErro
         .control
         .call(|c| (c.functions_view(), c.totals()))
         .await?;
+    let t = app.ctx.node_totals(t);
     let conns = app.ctx.counters.snapshot();
     let mut body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), conns);
     super::extra_metrics::append(&mut body);

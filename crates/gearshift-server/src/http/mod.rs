@@ -27,6 +27,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
+use gearshift_core::view::Totals;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -56,6 +57,23 @@ pub struct Context {
     pub relays: Option<Arc<crate::cluster::relay::RelayGate>>,
     /// The cluster's members (a node on PostgreSQL).
     pub cluster: Option<Arc<crate::cluster::view::ClusterView>>,
+}
+
+impl Context {
+    /// The core's totals as this node shows them ([`node_totals`]).
+    pub fn node_totals(&self, t: Totals) -> Totals {
+        node_totals(self.cluster.as_deref(), t)
+    }
+}
+
+/// The core's totals as a node shows them: a partitioned node's
+/// connections are those it accepted, by role (its job server sees each
+/// once per owner the connection talks to).
+pub fn node_totals(cluster: Option<&crate::cluster::view::ClusterView>, mut t: Totals) -> Totals {
+    if let Some((clients, workers, admin)) = cluster.and_then(|c| c.entry_counts()) {
+        (t.client_conns, t.worker_conns, t.admin_conns) = (clients, workers, admin);
+    }
+    t
 }
 
 /// Shared state of every handler.
@@ -199,7 +217,12 @@ async fn not_allowed() -> ApiError {
 /// Serves HTTP on `listener` until `stop` turns true.
 pub async fn serve(listener: TcpListener, ctx: Context, mut stop: watch::Receiver<bool>) {
     let series = Arc::new(series::Series::default());
-    let sampler = tokio::spawn(series::sample_loop(ctx.control.clone(), series.clone()));
+    let node = ctx.cluster.clone();
+    let sampler = tokio::spawn(series::sample_loop(
+        ctx.control.clone(),
+        series.clone(),
+        node,
+    ));
     let app = Arc::new(App {
         submitter: submit::Submitter::new(ctx.gearman),
         ctx,

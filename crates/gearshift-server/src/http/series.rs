@@ -75,8 +75,13 @@ pub fn sample(at_ms: u64, prev: &Totals, now: &Totals) -> Sample {
     }
 }
 
-/// Samples once a second until the server stops.
-pub async fn sample_loop(control: Control, series: std::sync::Arc<Series>) {
+/// Samples once a second until the server stops (a partitioned node's
+/// connection counts as [`super::node_totals`] gives them).
+pub async fn sample_loop(
+    control: Control,
+    series: std::sync::Arc<Series>,
+    cluster: Option<std::sync::Arc<crate::cluster::view::ClusterView>>,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // The counters start at zero with the server: the first sample counts
@@ -87,6 +92,7 @@ pub async fn sample_loop(control: Control, series: std::sync::Arc<Series>) {
         let Ok(now) = control.call(|c| c.totals()).await else {
             return;
         };
+        let now = super::node_totals(cluster.as_deref(), now);
         let at = super::now_ms();
         series.push(sample(at, &prev, &now));
         series.set_latest(at, now);

@@ -93,7 +93,9 @@ pub(super) async fn run(
         limits,
         wait: timeout * 2,
         active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        view: view.clone(),
     });
+    view.entry_roles();
     let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
     let mut tasks = Vec::new();
     let plain = bound.gearman.iter().map(|l| (l, None));

@@ -51,6 +51,8 @@ pub(super) struct RouteCtx {
     pub wait: Duration,
     /// Connections being served, so the node can wait for them to finish.
     pub active: Arc<AtomicUsize>,
+    /// Where their roles are counted.
+    pub view: Arc<crate::cluster::view::ClusterView>,
 }
 
 /// A link, and the upstream its task watches (it never changes).
@@ -248,6 +250,9 @@ where
     let mut reopen_at: Option<tokio::time::Instant> = None;
     let mut failed = Vec::new();
     let park_limit = ctx.wait.max(PARK_LIMIT);
+    let roles = ctx.view.entry_roles();
+    let mut role = split.role();
+    roles.moved(None, Some(role));
     let result = loop {
         let owed: usize = subs.values().map(|s| s.owed.load(Ordering::Acquire)).sum();
         let queued = subs
@@ -339,10 +344,14 @@ where
         if let Err(e) = carried {
             break Err(e);
         }
+        let now = split.role();
+        roles.moved(Some(role), Some(now));
+        role = now;
         if drain_by.is_some() && split.drained() {
             break Ok(());
         }
     };
+    roles.moved(Some(role), None);
     for sub in subs.values() {
         let _ = sub.link.send(ToLink::Close { vid: sub.vid });
     }

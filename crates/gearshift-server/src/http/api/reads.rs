@@ -5,7 +5,9 @@ use super::*;
 
 /// `GET /api/v1/overview`.
 pub async fn overview(State(app): State<crate::http::State>) -> Reply {
-    let t = app.ctx.control.call(|c| c.totals()).await?;
+    let t = app
+        .ctx
+        .node_totals(app.ctx.control.call(|c| c.totals()).await?);
     let (totals, connections) = totals_json(&t);
     ok(&json!({
         "version": env!("CARGO_PKG_VERSION"),
