@@ -8,10 +8,10 @@ mod pg_cluster;
 use std::time::Duration;
 
 use gearshift_core::Placement;
-use gearshift_store::conformance::{job, kept};
+use gearshift_store::conformance::{func, job, kept};
 use gearshift_store::postgres::lease::NodeAddrs;
 use gearshift_store::postgres::partitions::{Owned, PartitionLeases, PartitionSet};
-use gearshift_store::{PgOptions, PgStore, Store, StoreError};
+use gearshift_store::{FunctionRecord, Op, PgOptions, PgStore, Store, StoreError};
 use pg_cluster::shared;
 
 const TIMEOUT: Duration = Duration::from_millis(400);
@@ -37,15 +37,48 @@ fn function_in(partition: u32) -> String {
 }
 
 fn set_store(url: &str, owned: &[(u32, i64)], ids: std::ops::Range<u64>) -> PgStore {
+    placed_store(url, owned, ids, Placement::new(COUNT))
+}
+
+fn placed_store(
+    url: &str,
+    owned: &[(u32, i64)],
+    ids: std::ops::Range<u64>,
+    placement: Placement,
+) -> PgStore {
     let opts = PgOptions {
         partitions: Some(PartitionSet {
             owned: owned.to_vec(),
-            placement: Placement::new(COUNT),
+            placement,
             ids,
         }),
         ..PgOptions::default()
     };
     PgStore::open(url, opts).expect("open a set's store")
+}
+
+/// `name`'s settings: paused, at most `normal` of normal priority.
+fn setting(name: &str, normal: i64) -> FunctionRecord {
+    func(name.as_bytes(), true, [0, normal, 0])
+}
+
+/// The stored settings' rows: name, partition, normal limit.
+fn setting_rows(db: &mut postgres::Client) -> Vec<(String, Option<i32>, i64)> {
+    db.query(
+        "SELECT function, partition, max_normal FROM gearshift_functions ORDER BY 1",
+        &[],
+    )
+    .expect("settings")
+    .iter()
+    .map(|r| {
+        let name: Vec<u8> = r.get(0);
+        (
+            String::from_utf8_lossy(&name).into_owned(),
+            r.get(1),
+            r.get(2),
+        )
+    })
+    .collect()
 }
 
 fn pick(owned: &Owned, parts: &[u32]) -> Vec<(u32, i64)> {
@@ -76,8 +109,10 @@ fn a_set_store_holds_its_partitions_rows_and_hands_out_its_block() {
     a.add(&job(block_a.start, &f0, "", 0, b"x"));
     a.add(&job(block_a.start + 1, &f1, "", 0, b"y"));
     a.kept(&kept(block_a.start + 2, 0, b"k"));
+    a.append(&[Op::Function(setting(&f0, 1)), Op::Function(setting(&f1, 2))]);
     a.flush().expect("flush a");
     b.add(&job(block_b.start, &f2, "", 0, b"z"));
+    b.append(&[Op::Function(setting(&f2, 3))]);
     b.flush().expect("flush b");
 
     let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
@@ -122,6 +157,34 @@ fn a_set_store_holds_its_partitions_rows_and_hands_out_its_block() {
     b.flush().expect("flush b");
     let ra = a.replay().expect("replay a");
     assert_eq!(ra.jobs.len(), 2);
+
+    // Settings too: each set replays its own, and b's reset of a's
+    // function (a delete) leaves a's row alone.
+    b.append(&[Op::Function(func(f0.as_bytes(), false, [0; 3]))]);
+    b.flush().expect("flush b");
+    let mut mine = vec![setting(&f0, 1), setting(&f1, 2)];
+    mine.sort_by(|x, y| x.name.cmp(&y.name));
+    assert_eq!(
+        a.replay().expect("replay a").functions,
+        mine,
+        "in name order"
+    );
+    assert_eq!(b.replay().expect("replay b").functions, [setting(&f2, 3)]);
+    let mut want = vec![(f0.clone(), Some(0), 1), (f1.clone(), Some(1), 2)];
+    want.push((f2.clone(), Some(2), 3));
+    want.sort();
+    assert_eq!(setting_rows(&mut db), want);
+    // A function pinned elsewhere in the set: its row moves with it.
+    let mut pinned = Placement::new(COUNT);
+    pinned.pins.insert(bytes::Bytes::from(f1.clone()), 0);
+    let mut a2 = placed_store(&url, &pick(&owned, &[0, 1]), 6000..7000, pinned);
+    a2.replay().expect("replay");
+    a2.append(&[Op::Function(setting(&f1, 4))]);
+    a2.flush().expect("flush");
+    for row in want.iter_mut().filter(|r| r.0 == f1) {
+        *row = (f1.clone(), Some(0), 4);
+    }
+    assert_eq!(setting_rows(&mut db), want);
 }
 
 #[test]
@@ -135,6 +198,14 @@ fn a_set_store_refuses_another_sets_function_and_is_fenced_by_any_move() {
     a.add(&job(ids.start, &function_in(3), "", 0, b"x"));
     let err = a.flush().expect_err("a function of partition 3");
     assert!(matches!(err, StoreError::InvalidRequest(_)), "{err:?}");
+    // So are its settings, with the rest of their batch.
+    a.add(&job(ids.start + 3, &function_in(0), "", 0, b"w"));
+    a.append(&[Op::Function(setting(&function_in(3), 1))]);
+    let err = a
+        .flush()
+        .expect_err("settings of a function of partition 3");
+    assert!(matches!(err, StoreError::InvalidRequest(_)), "{err:?}");
+    assert!(a.replay().expect("replay").functions.is_empty());
     // Refused means not stored, and the store goes on.
     a.add(&job(ids.start + 1, &function_in(1), "", 0, b"y"));
     a.flush().expect("flush");

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use gearshift_core::Placement;
-use gearshift_store::conformance::{self, job, kept, mark, sched};
+use gearshift_store::conformance::{self, func, job, kept, mark, sched};
 use gearshift_store::postgres::lease::NodeAddrs;
 use gearshift_store::postgres::partitions::{check_partition_epoch, Owned, PartitionLeases};
-use gearshift_store::{PgOptions, PgStore, Store, StoreError};
+use gearshift_store::{Op, PgOptions, PgStore, Store, StoreError};
 use pg_cluster::shared;
 
 const TIMEOUT: Duration = Duration::from_millis(400);
@@ -94,12 +94,14 @@ fn partition_stores_see_and_touch_only_their_own_rows() {
     a.add(&job(2, "fa", "", 0, b"a2"));
     a.schedule(&sched(3, "* * * * *", Some(1)));
     a.kept(&kept(4, 0, b"ka"));
+    a.append(&[Op::Function(func(b"fa", true, [0, 3, 0]))]);
     a.started(1);
     a.flush().expect("flush a");
     a.dead(2, 3, &mark(1_700_000_000_000, "boom"));
     a.flush().expect("flush a");
     b.add(&job(10, "fb", "", 0, b"b10"));
     b.kept(&kept(11, 0, b"kb"));
+    b.append(&[Op::Function(func(b"fb", false, [1, 0, 0]))]);
     // Ends of a's ids through b change nothing of a's.
     b.done(1);
     b.unschedule(3);
@@ -108,6 +110,11 @@ fn partition_stores_see_and_touch_only_their_own_rows() {
     // Nor does writing one of a's ids (ids are unique; this must not steal).
     b.kept(&kept(4, 1, b"stolen"));
     b.flush().expect("flush b");
+    // Nor do b's settings for a's function: reset (a delete), then set.
+    b.append(&[Op::Function(func(b"fa", false, [0; 3]))]);
+    b.flush().expect("flush b");
+    b.append(&[Op::Function(func(b"fa", false, [9, 9, 9]))]);
+    b.flush().expect("flush b");
 
     let ra = a.replay().expect("replay a");
     assert_eq!(ra.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1]);
@@ -115,10 +122,12 @@ fn partition_stores_see_and_touch_only_their_own_rows() {
     assert_eq!(ra.schedules.iter().map(|s| s.id).collect::<Vec<_>>(), [3]);
     assert_eq!(ra.kept, [kept(4, 0, b"ka")]);
     assert_eq!(ra.running, [1]);
+    assert_eq!(ra.functions, [func(b"fa", true, [0, 3, 0])]);
     let rb = b.replay().expect("replay b");
     assert_eq!(rb.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [10]);
     assert!(rb.dead.is_empty() && rb.schedules.is_empty() && rb.running.is_empty());
     assert_eq!(rb.kept.iter().map(|k| k.id).collect::<Vec<_>>(), [11]);
+    assert_eq!(rb.functions, [func(b"fb", false, [1, 0, 0])]);
 
     let mut db = sql(&url);
     let rows: Vec<(i64, Option<i32>)> = db
@@ -143,6 +152,20 @@ fn partition_stores_see_and_touch_only_their_own_rows() {
             (11, Some(2))
         ],
         "every row carries its store's partition"
+    );
+    let settings: Vec<(Vec<u8>, Option<i32>, i64)> = db
+        .query(
+            "SELECT function, partition, max_high FROM gearshift_functions ORDER BY 1",
+            &[],
+        )
+        .expect("settings")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        settings,
+        [(b"fa".to_vec(), Some(1), 0), (b"fb".to_vec(), Some(2), 1)],
+        "each store's settings in its partition, a's untouched by b"
     );
 }
 
@@ -397,6 +420,7 @@ fn rows_written_before_partitions_are_placed_once() {
         s.add(&job(3, "gamma", "", 0, b"3"));
         s.schedule(&sched(4, "* * * * *", None));
         s.kept(&kept(5, 0, b"k"));
+        s.append(&[Op::Function(func(b"gamma", true, [0; 3]))]);
         s.flush().expect("flush");
     }
     let mut db = sql(&url);
@@ -413,14 +437,15 @@ fn rows_written_before_partitions_are_placed_once() {
         .query(
             "SELECT function, partition FROM gearshift_jobs UNION ALL \
              SELECT function, partition FROM gearshift_schedules UNION ALL \
-             SELECT function, partition FROM gearshift_kept",
+             SELECT function, partition FROM gearshift_kept UNION ALL \
+             SELECT function, partition FROM gearshift_functions",
             &[],
         )
         .expect("rows")
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(rows.len(), 5);
+    assert_eq!(rows.len(), 6);
     for (f, p) in &rows {
         assert_eq!(
             *p as u32,
@@ -445,6 +470,11 @@ fn rows_written_before_partitions_are_placed_once() {
         .jobs
         .iter()
         .all(|j| placement.partition_of(&j.function) == p));
+    let p = placement.partition_of(b"gamma");
+    let got = part_store(&url, p, epoch_of(&owned, p))
+        .replay()
+        .expect("replay");
+    assert_eq!(got.functions, [func(b"gamma", true, [0; 3])]);
 
     // Rows that appear unplaced later (a single leader) are placed at the
     // next open, and their partition is taken from its owner so that it is

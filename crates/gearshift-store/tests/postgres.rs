@@ -5,8 +5,8 @@
 mod pg_cluster;
 
 use bytes::Bytes;
-use gearshift_store::conformance::{self, job, kept, mark, sched};
-use gearshift_store::{PgOptions, PgStore, Store, StoreError, SCHEMA_VERSION};
+use gearshift_store::conformance::{self, func, job, kept, mark, sched};
+use gearshift_store::{Op, PgOptions, PgStore, Store, StoreError, SCHEMA_VERSION};
 use pg_cluster::{shared, Cluster};
 
 fn open(url: &str) -> PgStore {
@@ -133,6 +133,7 @@ fn a_refused_batch_is_rolled_back_as_a_whole() {
     s.add(&job(2, "f", "", 1, b"two"));
     s.done(1);
     s.kept(&kept(1, 0, b"done"));
+    s.append(&[Op::Function(func(b"f", true, [0; 3]))]);
     match s.flush() {
         Err(e @ StoreError::Database { .. }) => {
             assert!(e.to_string().contains("kept refused by test"), "{e}")
@@ -153,11 +154,17 @@ fn a_refused_batch_is_rolled_back_as_a_whole() {
         .expect("count kept")
         .get(0);
     assert_eq!(kept, 0);
+    let settings: i64 = db
+        .query_one("SELECT count(*) FROM gearshift_functions", &[])
+        .expect("count settings")
+        .get(0);
+    assert_eq!(settings, 0, "nor the batch's settings");
     // The store's own copy was put back too: the next batch builds on it.
     s.add(&job(3, "f", "", 1, b"three"));
     s.flush().expect("the next batch is stored");
     let r = s.replay().expect("replay");
     assert_eq!(r.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1, 3]);
+    assert!(r.functions.is_empty(), "{:?}", r.functions);
 }
 
 #[test]
@@ -200,7 +207,8 @@ fn schema_version_is_recorded_and_migrations_run_once() {
         .query(
             "SELECT table_name::text, is_nullable::text FROM information_schema.columns \
              WHERE column_name = 'partition' AND table_name IN \
-             ('gearshift_jobs', 'gearshift_schedules', 'gearshift_kept') ORDER BY 1",
+             ('gearshift_jobs', 'gearshift_schedules', 'gearshift_kept', \
+             'gearshift_functions') ORDER BY 1",
             &[],
         )
         .expect("columns")
@@ -210,6 +218,7 @@ fn schema_version_is_recorded_and_migrations_run_once() {
     assert_eq!(
         columns,
         [
+            ("gearshift_functions".into(), "YES".into()),
             ("gearshift_jobs".into(), "YES".into()),
             ("gearshift_kept".into(), "YES".into()),
             ("gearshift_schedules".into(), "YES".into()),
@@ -228,11 +237,49 @@ fn schema_version_is_recorded_and_migrations_run_once() {
     assert_eq!(
         indexes,
         [
+            "gearshift_functions_partition",
             "gearshift_jobs_partition",
             "gearshift_kept_partition",
             "gearshift_schedules_partition"
         ]
     );
+}
+
+/// A database of schema version 5 (before functions' settings) gains
+/// their table at the next open, and keeps what it held.
+#[test]
+fn a_version_5_database_gains_the_functions_table() {
+    let url = shared().fresh_db();
+    let mut s = open(&url);
+    s.replay().expect("replay");
+    s.add(&job(1, "f", "", 0, b"kept across"));
+    s.flush().expect("flush");
+    drop(s);
+    // Back to version 5: the table and its record gone.
+    sql(&url)
+        .batch_execute(
+            "DROP TABLE gearshift_functions; DELETE FROM gearshift_schema WHERE version >= 6",
+        )
+        .expect("make the database version 5");
+    let mut s = open(&url);
+    assert_eq!(s.applied_migrations(), [6], "only version 6 is applied");
+    let r = s.replay().expect("replay");
+    assert_eq!(r.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1]);
+    assert!(r.functions.is_empty());
+    s.append(&[Op::Function(func(b"f", true, [0, 2, 0]))]);
+    s.flush().expect("flush settings");
+    drop(s);
+    let r = open(&url).replay().expect("replay after reopen");
+    assert_eq!(r.functions, [func(b"f", true, [0, 2, 0])]);
+    let row: (Vec<u8>, bool, i64, i64, i64, Option<i32>) = sql(&url)
+        .query_one(
+            "SELECT function, paused, max_high, max_normal, max_low, partition \
+             FROM gearshift_functions",
+            &[],
+        )
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+        .expect("the function's row");
+    assert_eq!(row, (b"f".to_vec(), true, 0, 2, 0, None));
 }
 
 #[test]
@@ -277,6 +324,7 @@ fn a_flush_is_one_transaction() {
     }
     s.schedule(&sched(101, "* * * * *", Some(1)));
     s.kept(&kept(102, 0, b"r"));
+    s.append(&[Op::Function(func(b"f", false, [5, 0, 0]))]);
     s.reserve(200);
     s.flush().expect("flush");
     // Every row written by the batch carries the same inserting transaction.
@@ -285,6 +333,7 @@ fn a_flush_is_one_transaction() {
             "SELECT DISTINCT xmin::text FROM (SELECT xmin FROM gearshift_jobs \
              UNION ALL SELECT xmin FROM gearshift_schedules \
              UNION ALL SELECT xmin FROM gearshift_kept \
+             UNION ALL SELECT xmin FROM gearshift_functions \
              UNION ALL SELECT xmin FROM gearshift_reservation) t",
             &[],
         )
@@ -368,11 +417,16 @@ fn a_fenced_store_writes_nothing_once_the_lease_moved_on() {
     .expect("open");
     s.replay().expect("replay");
     s.add(&job(1, "f", "", 0, b"x"));
+    s.append(&[Op::Function(func(b"f", true, [0; 3]))]);
     s.flush().expect("the lease is at epoch 0");
     db.execute("UPDATE gearshift_leader SET epoch = epoch + 1", &[])
         .expect("takeover");
     s.add(&job(2, "f", "", 0, b"y"));
     s.done(1);
+    s.append(&[
+        Op::Function(func(b"f", false, [0; 3])),
+        Op::Function(func(b"g", true, [0; 3])),
+    ]);
     match s.flush() {
         Err(StoreError::Fenced(server)) => assert!(server.starts_with("postgres://"), "{server}"),
         other => panic!("expected Fenced, got {other:?}"),
@@ -384,6 +438,13 @@ fn a_fenced_store_writes_nothing_once_the_lease_moved_on() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(ids, vec![1], "the fenced batch stored nothing");
+    let paused: Vec<(Vec<u8>, bool)> = db
+        .query("SELECT function, paused FROM gearshift_functions", &[])
+        .expect("settings")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(paused, [(b"f".to_vec(), true)], "nor its settings");
 }
 
 /// A queue that grows past the re-planning points (1,024 and 2,048 jobs)

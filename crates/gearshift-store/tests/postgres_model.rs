@@ -4,8 +4,8 @@
 
 mod pg_cluster;
 
-use gearshift_store::conformance::{job, kept, mark, sched};
-use gearshift_store::{MemoryStore, PgOptions, PgStore, Store};
+use gearshift_store::conformance::{func, job, kept, mark, sched};
+use gearshift_store::{MemoryStore, Op, PgOptions, PgStore, Store};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -20,6 +20,8 @@ enum Action {
     Kept(u64, u8),
     Forget(u64),
     Reserve(u64),
+    /// Settings of one of a few functions (often back at their defaults).
+    Function(usize, bool, i64),
     Flush,
     Discard,
     Reopen,
@@ -40,6 +42,7 @@ fn action() -> impl Strategy<Value = Action> {
         1 => (id.clone(), 0..3u8).prop_map(|(i, o)| Action::Kept(i, o)),
         1 => id.prop_map(Action::Forget),
         1 => (0..40u64).prop_map(Action::Reserve),
+        2 => (0..3usize, any::<bool>(), -1..3i64).prop_map(|(f, p, m)| Action::Function(f, p, m)),
         3 => Just(Action::Flush),
         1 => Just(Action::Discard),
         1 => Just(Action::Reopen),
@@ -59,6 +62,10 @@ fn apply(s: &mut impl Store, a: &Action) {
         Action::Kept(id, o) => s.kept(&kept(id, o, b"result")),
         Action::Forget(id) => s.forget(id),
         Action::Reserve(upto) => s.reserve(upto),
+        Action::Function(f, paused, normal) => {
+            let name: &[u8] = [&b"a"[..], b"b\x00\xff", b"c"][f];
+            s.append(&[Op::Function(func(name, paused, [0, normal, 0]))]);
+        }
         Action::Flush | Action::Discard | Action::Reopen => {}
     }
 }

@@ -1,19 +1,23 @@
 //! Writing a batch: the buffered ops are applied to the in-memory copy of
-//! the state, and every id they touched is written as it now stands
-//! (upserted, or deleted if gone) by ONE statement: its data-modifying
-//! CTEs run in one implicit transaction, in one round trip, so a batch is
-//! all stored or none of it. A failed statement restores the copy.
+//! the state, and every id (or function's settings) they touched is
+//! written as it now stands (upserted, or deleted if gone) by ONE
+//! statement: its data-modifying CTEs run in one implicit transaction, in
+//! one round trip, so a batch is all stored or none of it. A failed
+//! statement restores the copy.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use postgres::types::{IsNull, ToSql, Type};
+use bytes::Bytes;
+use postgres::types::ToSql;
 
 use gearshift_core::placement::Placement;
 
-use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets, MAX_ID};
+use super::cols::{big, Bin, Col, FunctionCols, JobCols, KeptCols, ScheduleCols};
+use crate::{
+    apply_ops, DeadMark, FunctionRecord, JobRecord, KeptRecord, Op, ScheduleRecord, Sets, MAX_ID,
+};
 
 /// The flush statement: deletes, then upserts from parallel arrays, for
 /// jobs ($1; $2-$13), schedules ($14; $15-$24) and kept records ($25;
@@ -30,9 +34,17 @@ use crate::{apply_ops, DeadMark, JobRecord, KeptRecord, Op, ScheduleRecord, Sets
 /// on every partition of the set (partitions $46, epochs $45, arrays),
 /// writes each row's own partition ($47 jobs, $48 schedules, $49 kept),
 /// touches only rows of the set, and leaves the reservation alone.
+/// Functions' settings come last, numbered on from the fence's parameters
+/// (`f` below: from $45 unfenced, $50 for a set): names gone (f + 1), then
+/// name, paused and the three limits (f + 2 to f + 6), and a set's
+/// partitions (f + 7). A set may move a function's row between its own
+/// partitions (a pin changed), never take one from outside the set.
 /// Deletes join the ids' array (an index probe per id) rather than test
 /// `id = ANY(array)`, which a generic plan may check row by row.
 pub(super) fn flush_sql(fence: FenceKind) -> String {
+    let f = 44 + fence.params();
+    let (fn_gone, fn_name, fn_paused) = (f + 1, f + 2, f + 3);
+    let (fn_high, fn_normal, fn_low, fn_part) = (f + 4, f + 5, f + 6, f + 7);
     let (fence_cte, and_fence, where_fence, from_fence) = match fence {
         FenceKind::None => ("", "", "", ""),
         FenceKind::Leader => (
@@ -81,6 +93,14 @@ pub(super) fn flush_sql(fence: FenceKind) -> String {
     let (jd_part, ju_col, ju_val, ju_arr, ju_only) = part("gearshift_jobs", "$47");
     let (sd_part, su_col, su_val, su_arr, su_only) = part("gearshift_schedules", "$48");
     let (kd_part, ku_col, ku_val, ku_arr, ku_only) = part("gearshift_kept", "$49");
+    let (fd_part, fu_col, fu_val, fu_arr, mut fu_only) =
+        part("gearshift_functions", &format!("${fn_part}"));
+    // A set's function row may move to another partition of the set.
+    let mut fu_partition = "";
+    if fence == FenceKind::Set {
+        fu_partition = ", partition = EXCLUDED.partition";
+        fu_only = " WHERE gearshift_functions.partition = ANY($46::int[])".into();
+    }
     // A set's ids were reserved ahead: the mark is not moved.
     let reserve = match fence {
         FenceKind::Set => " AND FALSE",
@@ -128,6 +148,14 @@ ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, ba
          started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
          expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
          result = EXCLUDED.result, history = EXCLUDED.history{ku_only}),
+fd AS (DELETE FROM gearshift_functions t USING UNNEST(${fn_gone}::bytea[]) AS gone(function)
+       WHERE t.function = gone.function{fd_part}{and_fence}),
+fu AS (INSERT INTO gearshift_functions (function, paused, max_high, max_normal, max_low{fu_col})
+       SELECT *{fu_val} FROM UNNEST(${fn_name}::bytea[], ${fn_paused}::boolean[],
+         ${fn_high}::bigint[], ${fn_normal}::bigint[], ${fn_low}::bigint[]{fu_arr}){where_fence}
+       ON CONFLICT (function) DO UPDATE SET paused = EXCLUDED.paused,
+         max_high = EXCLUDED.max_high, max_normal = EXCLUDED.max_normal,
+         max_low = EXCLUDED.max_low{fu_partition}{fu_only}),
 rd AS (DELETE FROM gearshift_running t USING UNNEST($43::bigint[]) AS gone(id)
        WHERE t.id = gone.id{and_fence}),
 ri AS (INSERT INTO gearshift_running (id) SELECT * FROM UNNEST($44::bigint[]){where_fence}
@@ -173,6 +201,18 @@ pub(super) enum FenceKind {
     Set,
 }
 
+impl FenceKind {
+    /// How many parameters the fence adds after the running marks' ($44).
+    fn params(self) -> usize {
+        match self {
+            FenceKind::None => 0,
+            FenceKind::Leader => 1,
+            FenceKind::Partition => 2,
+            FenceKind::Set => 5,
+        }
+    }
+}
+
 impl Fence {
     pub(super) fn kind(&self) -> FenceKind {
         match self {
@@ -185,12 +225,13 @@ impl Fence {
 }
 
 /// The ids a batch touched, by table (ids past [`MAX_ID`] are never
-/// stored, so never touched).
+/// stored, so never touched), and the functions whose settings it set.
 #[derive(Default)]
 struct Touched {
     jobs: BTreeSet<u64>,
     schedules: BTreeSet<u64>,
     kept: BTreeSet<u64>,
+    functions: BTreeSet<Bytes>,
 }
 
 impl Touched {
@@ -205,7 +246,11 @@ impl Touched {
                 Op::Unschedule(id) => (&mut t.schedules, *id),
                 Op::Kept(k) => (&mut t.kept, k.id),
                 Op::Forget(id) => (&mut t.kept, *id),
-                Op::Reserve(_) | Op::Started(_) | Op::Function(_) => continue,
+                Op::Function(f) => {
+                    t.functions.insert(f.name.clone());
+                    continue;
+                }
+                Op::Reserve(_) | Op::Started(_) => continue,
             };
             if id <= MAX_ID {
                 set.insert(id);
@@ -224,6 +269,7 @@ pub(super) struct Undo {
     jobs: Vec<JobWas>,
     schedules: Vec<(u64, Option<ScheduleRecord>)>,
     kept: Vec<(u64, Option<KeptRecord>)>,
+    functions: Vec<(Bytes, Option<FunctionRecord>)>,
     high: u64,
 }
 
@@ -245,6 +291,12 @@ impl Undo {
         }
         for (id, k) in self.kept {
             put(&mut sets.kept, id, k);
+        }
+        for (name, f) in self.functions {
+            match f {
+                Some(f) => sets.functions.insert(name, f),
+                None => sets.functions.remove(&name),
+            };
         }
         sets.high = self.high;
     }
@@ -270,6 +322,11 @@ pub(super) fn apply(sets: &mut Sets, ops: Vec<Op>) -> (Params, Undo) {
             .iter()
             .map(|&id| (id, sets.kept.get(&id).cloned()))
             .collect(),
+        functions: t
+            .functions
+            .iter()
+            .map(|name| (name.clone(), sets.functions.get(name).cloned()))
+            .collect(),
         high: sets.high,
     };
     apply_ops(sets, ops);
@@ -293,11 +350,16 @@ pub(super) fn apply(sets: &mut Sets, ops: Vec<Op>) -> (Params, Undo) {
             None => p.kept_gone.push(big(id)),
         }
     }
+    for name in &t.functions {
+        match sets.functions.get(name) {
+            Some(f) => p.functions.push(f),
+            None => p.function_gone.push(Bin(name.clone())),
+        }
+    }
     p.last_reserved = sets.high.checked_sub(1).map_or(-1, big);
     (p, undo)
 }
 
-/// An id (never past [`MAX_ID`]) as a `BIGINT`.
 /// The index of the last op of the batch that ended each job's run
 /// (Done, Update, Retry, Dead).
 pub(super) fn run_ends(ops: &[Op]) -> HashMap<u64, usize> {
@@ -332,19 +394,6 @@ pub(super) fn run_changes(before: &BTreeSet<u64>, after: &BTreeSet<u64>) -> (Vec
     )
 }
 
-fn big(id: u64) -> i64 {
-    i64::try_from(id).unwrap_or(i64::MAX)
-}
-
-/// A `u64` time stored bit for bit (`u64::MAX`, "none", as NULL).
-fn time(t: u64) -> i64 {
-    t as i64
-}
-
-fn opt_time(t: Option<u64>) -> Option<i64> {
-    t.filter(|&t| t != u64::MAX).map(time)
-}
-
 /// The flush statement's parameters: one array per column.
 #[derive(Default)]
 pub(super) struct Params {
@@ -359,6 +408,10 @@ pub(super) struct Params {
     job_part: Vec<i32>,
     schedule_part: Vec<i32>,
     kept_part: Vec<i32>,
+    /// Functions whose settings went back to their defaults, and the rest.
+    function_gone: Col,
+    functions: FunctionCols,
+    function_part: Vec<i32>,
     /// Running marks to drop and to add.
     pub(super) run_gone: Vec<i64>,
     pub(super) run_new: Vec<i64>,
@@ -375,10 +428,12 @@ impl Params {
             + self.kept.id.len()
             + self.run_gone.len()
             + self.run_new.len()
+            + self.function_gone.len()
+            + self.functions.name.len()
     }
 
     /// The parameters in statement order, then `fence`'s (the epoch, and
-    /// a partition's number).
+    /// a partition's number), then the functions'.
     pub(super) fn as_sql<'a>(&'a self, fence: &'a Fence) -> Vec<&'a (dyn ToSql + Sync)> {
         let j = &self.jobs;
         let s = &self.schedules;
@@ -444,6 +499,18 @@ impl Params {
                 params.push(&self.kept_part);
             }
         }
+        let f = &self.functions;
+        params.extend([
+            &self.function_gone as &(dyn ToSql + Sync),
+            &f.name,
+            &f.paused,
+            &f.max_high,
+            &f.max_normal,
+            &f.max_low,
+        ]);
+        if let Fence::Set(_) = fence {
+            params.push(&self.function_part);
+        }
         params
     }
 
@@ -463,134 +530,7 @@ impl Params {
         };
         place(&self.jobs.function, &mut self.job_part)?;
         place(&self.schedules.function, &mut self.schedule_part)?;
-        place(&self.kept.function, &mut self.kept_part)
-    }
-}
-
-/// A `BYTEA` value holding a cheap clone of a record's buffer (`Bytes`
-/// itself is not `ToSql`).
-#[derive(Debug)]
-struct Bin(Bytes);
-
-impl ToSql for Bin {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        self.0.as_ref().to_sql(ty, out)
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        <&[u8] as ToSql>::accepts(ty)
-    }
-
-    postgres::types::to_sql_checked!();
-}
-
-type Col = Vec<Bin>;
-type OptCol = Vec<Option<Bin>>;
-
-#[derive(Default)]
-struct JobCols {
-    id: Vec<i64>,
-    handle: Col,
-    function: Col,
-    unique: Col,
-    priority: Vec<i16>,
-    data: Col,
-    reducer: OptCol,
-    due_ms: Vec<Option<i64>>,
-    attempts: Vec<i64>,
-    created_ms: Vec<i64>,
-    died_ms: Vec<Option<i64>>,
-    error: OptCol,
-}
-
-impl JobCols {
-    fn push(&mut self, r: &JobRecord, mark: Option<&DeadMark>) {
-        self.id.push(big(r.id));
-        self.handle.push(Bin(r.handle.clone()));
-        self.function.push(Bin(r.function.clone()));
-        self.unique.push(Bin(r.unique.clone()));
-        self.priority.push(i16::from(r.priority));
-        self.data.push(Bin(r.data.clone()));
-        self.reducer.push(r.reducer.clone().map(Bin));
-        self.due_ms.push(opt_time(r.due_ms));
-        self.attempts.push(i64::from(r.attempts));
-        self.created_ms.push(time(r.created_ms));
-        self.died_ms.push(mark.map(|m| time(m.died_ms)));
-        self.error.push(mark.map(|m| Bin(m.error.clone())));
-    }
-}
-
-#[derive(Default)]
-struct ScheduleCols {
-    id: Vec<i64>,
-    handle: Col,
-    when: Col,
-    monday_zero: Vec<bool>,
-    function: Col,
-    unique: Col,
-    data: Col,
-    priority: Vec<i16>,
-    next_ms: Vec<Option<i64>>,
-    from_config: Vec<bool>,
-}
-
-impl ScheduleCols {
-    fn push(&mut self, s: &ScheduleRecord) {
-        self.id.push(big(s.id));
-        self.handle.push(Bin(s.handle.clone()));
-        self.when.push(Bin(s.when.clone()));
-        self.monday_zero.push(s.monday_zero);
-        self.function.push(Bin(s.function.clone()));
-        self.unique.push(Bin(s.unique.clone()));
-        self.data.push(Bin(s.data.clone()));
-        self.priority.push(i16::from(s.priority));
-        self.next_ms.push(opt_time(s.next_ms));
-        self.from_config.push(s.from_config);
-    }
-}
-
-#[derive(Default)]
-struct KeptCols {
-    id: Vec<i64>,
-    handle: Col,
-    function: Col,
-    unique: Col,
-    priority: Vec<i16>,
-    background: Vec<bool>,
-    outcome: Vec<i16>,
-    attempts: Vec<i64>,
-    created_ms: Vec<i64>,
-    started_ms: Vec<Option<i64>>,
-    finished_ms: Vec<i64>,
-    expires_ms: Vec<i64>,
-    worker: Col,
-    error: OptCol,
-    result: Col,
-    history: Col,
-}
-
-impl KeptCols {
-    fn push(&mut self, k: &KeptRecord) {
-        self.id.push(big(k.id));
-        self.handle.push(Bin(k.handle.clone()));
-        self.function.push(Bin(k.function.clone()));
-        self.unique.push(Bin(k.unique.clone()));
-        self.priority.push(i16::from(k.priority));
-        self.background.push(k.background);
-        self.outcome.push(i16::from(k.outcome));
-        self.attempts.push(i64::from(k.attempts));
-        self.created_ms.push(time(k.created_ms));
-        // Kept times are stored as they are (no "none" word in a Kept op).
-        self.started_ms.push(k.started_ms.map(time));
-        self.finished_ms.push(time(k.finished_ms));
-        self.expires_ms.push(time(k.expires_ms));
-        self.worker.push(Bin(k.worker.clone()));
-        self.error.push(k.error.clone().map(Bin));
-        self.result.push(Bin(k.result.clone()));
-        self.history.push(Bin(k.history.clone()));
+        place(&self.kept.function, &mut self.kept_part)?;
+        place(&self.functions.name, &mut self.function_part)
     }
 }

@@ -16,13 +16,15 @@
 //! - `connect`: the URL, libpq's environment defaults and `sslmode`,
 //!   error mapping; `tls`: the rustls connector and certificate checks;
 //! - `schema`: tables and versioned migrations;
-//! - `flush`: the batch statement; `replay`: reading the state back;
+//! - `flush`: the batch statement, `cols` its parameter columns;
+//!   `replay`: reading the state back;
 //! - `lease`: the cluster's node table and leader lease, on a `session`
 //!   of its own (re-opened after it was lost);
 //! - `partitions`: partitions with their own owners, leases and epochs,
 //!   and placing rows written before partitions;
 //! - `imports`: the record of gearmand queues `gearshift import` loaded.
 
+mod cols;
 mod connect;
 
 pub use connect::{causes, describe, libpq_defaults};

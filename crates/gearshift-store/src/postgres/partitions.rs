@@ -455,7 +455,8 @@ pub fn place_unplaced(
         .query(
             "SELECT function FROM gearshift_jobs WHERE partition IS NULL
              UNION SELECT function FROM gearshift_schedules WHERE partition IS NULL
-             UNION SELECT function FROM gearshift_kept WHERE partition IS NULL",
+             UNION SELECT function FROM gearshift_kept WHERE partition IS NULL
+             UNION SELECT function FROM gearshift_functions WHERE partition IS NULL",
             &[],
         )?
         .iter()
@@ -470,7 +471,12 @@ pub fn place_unplaced(
         .map(|f| placement.partition_of(f) as i32)
         .collect();
     let mut placed = 0;
-    for table in ["gearshift_jobs", "gearshift_schedules", "gearshift_kept"] {
+    for table in [
+        "gearshift_jobs",
+        "gearshift_schedules",
+        "gearshift_kept",
+        "gearshift_functions",
+    ] {
         placed += c.execute(
             &format!(
                 "UPDATE {table} t SET partition = m.p

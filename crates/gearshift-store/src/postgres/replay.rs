@@ -1,12 +1,14 @@
-//! Reading the stored state back: every table in id order, each column
-//! checked and converted (a value no writer could have stored is
-//! [`StoreError::Corrupt`], never a panic).
+//! Reading the stored state back: every table in id (or name) order,
+//! each column checked and converted (a value no writer could have stored
+//! is [`StoreError::Corrupt`], never a panic).
 
 use bytes::Bytes;
 use postgres::{Client, Row};
 
 use super::connect::unreachable_or_refused;
-use crate::{DeadMark, JobRecord, KeptRecord, ScheduleRecord, Sets, StoreError, MAX_ID};
+use crate::{
+    DeadMark, FunctionRecord, JobRecord, KeptRecord, ScheduleRecord, Sets, StoreError, MAX_ID,
+};
 
 /// Which rows a store holds.
 pub(super) enum Scope {
@@ -53,6 +55,15 @@ pub(super) fn load(client: &mut Client, server: &str, scope: &Scope) -> Result<S
                 "SELECT id, handle, function, unique_id, priority, background, outcome, \
                  attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error, \
                  result, history FROM gearshift_kept{only} ORDER BY id"
+            ),
+            &params,
+        )
+        .map_err(err)?;
+    let functions = tx
+        .query(
+            &format!(
+                "SELECT function, paused, max_high, max_normal, max_low \
+                 FROM gearshift_functions{only} ORDER BY function"
             ),
             &params,
         )
@@ -149,6 +160,13 @@ pub(super) fn load(client: &mut Client, server: &str, scope: &Scope) -> Result<S
         }
         sets.kept.insert(k.id, k);
     }
+    for row in &functions {
+        let f = function(row)?;
+        // A row at the defaults says nothing is set: as if absent.
+        if !f.is_default() {
+            sets.functions.insert(f.name.clone(), f);
+        }
+    }
     // Every stored id counts toward the high-water mark, as in the log.
     let last = [
         sets.live.keys().next_back(),
@@ -160,6 +178,20 @@ pub(super) fn load(client: &mut Client, server: &str, scope: &Scope) -> Result<S
         sets.high = sets.high.max(id + 1);
     }
     Ok(sets)
+}
+
+/// A `gearshift_functions` row.
+fn function(row: &Row) -> Result<FunctionRecord, StoreError> {
+    let get_err = |e: postgres::Error| {
+        StoreError::Corrupt(format!("gearshift_functions: unreadable row: {e}"))
+    };
+    let name: Vec<u8> = row.try_get(0).map_err(get_err)?;
+    let limit = |i: usize| row.try_get::<_, i64>(i).map_err(get_err);
+    Ok(FunctionRecord {
+        name: Bytes::from(name),
+        paused: row.try_get(1).map_err(get_err)?,
+        max_queue: [limit(2)?, limit(3)?, limit(4)?],
+    })
 }
 
 /// A stored value no writer could have stored.

@@ -16,7 +16,7 @@ use super::connect::unreachable_or_refused;
 use crate::StoreError;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The highest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -162,6 +162,21 @@ ALTER TABLE gearshift_kept ADD COLUMN partition INT;
 CREATE INDEX gearshift_jobs_partition ON gearshift_jobs (partition, id);
 CREATE INDEX gearshift_schedules_partition ON gearshift_schedules (partition, id);
 CREATE INDEX gearshift_kept_partition ON gearshift_kept (partition, id);
+";
+
+/// Version 6: functions' admin settings (paused, queue limits per
+/// priority; 0 or less is no limit), a row per function not at its
+/// defaults. `partition` as on the other tables: NULL until placed.
+const V6: &str = "
+CREATE TABLE gearshift_functions (
+    function      BYTEA PRIMARY KEY,
+    paused        BOOLEAN NOT NULL,
+    max_high      BIGINT NOT NULL,
+    max_normal    BIGINT NOT NULL,
+    max_low       BIGINT NOT NULL,
+    partition     INT
+);
+CREATE INDEX gearshift_functions_partition ON gearshift_functions (partition, function);
 ";
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; returns the versions this
