@@ -1,9 +1,10 @@
 //! Files of format version 1 (written before retries, dead jobs,
 //! schedules and kept results): built here byte for byte, they open and
 //! replay; the store keeps appending v1 ops to them as they are, raises the
-//! header to 2 just before the first v2 op (Retry, Dead, Schedule,
-//! Unschedule, Kept or Forget), and compaction rewrites them as version 2.
-//! A v1 file holding a v2 op is corrupt.
+//! header to the current version just before the first newer op (Retry,
+//! Dead, Schedule, Unschedule, Kept, Forget or Function), and compaction
+//! rewrites them in the current version. A v1 file holding a v2 op is
+//! corrupt.
 
 mod common;
 
@@ -17,7 +18,8 @@ use gearshift_store::conformance::{job, kept, mark, sched};
 use gearshift_store::log::frame::{self, FILE_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
-    Durability, JobRecord, LogOptions, LogStore, Op, Replayed, Store, StoreError, MAX_ID,
+    Durability, JobRecord, LogOptions, LogStore, Op, Replayed, Store, StoreError, FORMAT_VERSION,
+    MAX_ID,
 };
 use tempfile::TempDir;
 
@@ -190,12 +192,12 @@ fn still_raised(
     s.add(last);
     s.flush().expect("flush");
     drop(s);
-    assert_eq!(header_version(dir), 2, "{what}: still raised");
+    assert_eq!(header_version(dir), FORMAT_VERSION, "{what}: still raised");
     replayed(dir, opts)
 }
 
 #[test]
-fn a_version_1_file_opens_and_compaction_rewrites_it_as_version_2() {
+fn a_version_1_file_opens_and_compaction_rewrites_it_in_the_current_version() {
     let (bytes, want) = v1_log();
     let dir = written(&bytes);
     let opts = no_compaction(Durability::Fsync, true);
@@ -231,9 +233,13 @@ fn a_version_1_file_opens_and_compaction_rewrites_it_as_version_2() {
     want.pop();
     s.flush().expect("flush");
     assert_eq!(s.compactions(), 1, "the flush compacted");
-    assert_eq!(s.format_version(), 2);
+    assert_eq!(s.format_version(), FORMAT_VERSION);
     drop(s);
-    assert_eq!(header_version(dir.path()), 2, "compaction writes version 2");
+    assert_eq!(
+        header_version(dir.path()),
+        FORMAT_VERSION,
+        "compaction writes the current version"
+    );
     let r = replayed(dir.path(), opts);
     assert_eq!(r.jobs, want, "the same jobs after the rewrite");
     assert_eq!(r.next_id, 51);
@@ -251,7 +257,12 @@ fn the_first_version_2_op_raises_the_header_first() {
         s.done(60);
         flushed_at_version(&mut s, dir.path(), 1, &format!("{what}: still v1"));
         s.retry(1, 3, Some(1_950_000_000_000));
-        flushed_at_version(&mut s, dir.path(), 2, &format!("{what}: header raised"));
+        flushed_at_version(
+            &mut s,
+            dir.path(),
+            FORMAT_VERSION,
+            &format!("{what}: header raised"),
+        );
         // Later appends (a direct write rewrites the file's first block
         // while the file is small) keep it raised.
         s.dead(2, 6, &mark(1_700_000_000_001, "out of attempts"));
@@ -338,7 +349,12 @@ fn the_first_schedule_op_raises_the_header_first() {
         } else {
             s.schedule(&sched(61, "0 * * * *", Some(1_950_000_000_000)));
         }
-        flushed_at_version(&mut s, dir.path(), 2, &format!("{what}: header raised"));
+        flushed_at_version(
+            &mut s,
+            dir.path(),
+            FORMAT_VERSION,
+            &format!("{what}: header raised"),
+        );
         // Later appends keep it raised.
         s.schedule(&sched(62, "15 * * * *", None));
         let last = job(63, "f", "", 1, b"y");
@@ -371,7 +387,12 @@ fn the_first_kept_op_raises_the_header_first() {
             s.done(1);
             s.kept(&kept(1, 0, b"one's result"));
         }
-        flushed_at_version(&mut s, dir.path(), 2, &format!("{what}: header raised"));
+        flushed_at_version(
+            &mut s,
+            dir.path(),
+            FORMAT_VERSION,
+            &format!("{what}: header raised"),
+        );
         // Later appends keep it raised.
         s.kept(&kept(2, 1, b"two failed"));
         s.done(2);
@@ -390,5 +411,30 @@ fn the_first_kept_op_raises_the_header_first() {
         }
         assert_eq!(r.kept, kepts, "{what}");
         assert_eq!(r.next_id, 64, "{what}");
+    }
+}
+
+#[test]
+fn a_version_2_file_is_raised_by_its_first_function_op() {
+    for opts in every_mode() {
+        let what = format!("{opts:?}");
+        // The v1 file's bytes with a version 2 header: every v1 op is a v2 op.
+        let (mut bytes, want) = v1_log();
+        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let dir = written(&bytes);
+        let mut s = LogStore::open(dir.path(), opts).expect("open v2");
+        assert_eq!(s.replay().expect("replay").jobs, want, "{what}");
+        s.retry(1, 3, None);
+        flushed_at_version(&mut s, dir.path(), 2, &format!("{what}: v2 ops keep v2"));
+        let paused = gearshift_store::conformance::func(b"f", true, [0; 3]);
+        s.append(&[Op::Function(paused.clone())]);
+        flushed_at_version(
+            &mut s,
+            dir.path(),
+            FORMAT_VERSION,
+            &format!("{what}: raised"),
+        );
+        drop(s);
+        assert_eq!(replayed(dir.path(), opts).functions, vec![paused], "{what}");
     }
 }

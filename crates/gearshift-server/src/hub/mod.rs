@@ -531,6 +531,14 @@ impl Hub {
                         sink.push(Out::Close(id));
                         again = true;
                     }
+                    // Settings of a function whose partition this server
+                    // does not own (an admin line raced a move) stay in
+                    // memory: the store would refuse the whole batch.
+                    Effect::Store(StoreOp::Function(f))
+                        if self.owns.as_ref().is_some_and(|owns| !owns(&f.name)) =>
+                    {
+                        tracing::info!(function = ?String::from_utf8_lossy(&f.name), "settings of a function this node does not own are not stored");
+                    }
                     Effect::Store(op) => self.store_batch.push(op),
                     Effect::Event(e) => {
                         if self.events_on != 0 {
