@@ -5,8 +5,8 @@
 //! what every client and worker of the cluster talks to. The other nodes
 //! carry the connections they accept to it over one link each (HTTP
 //! connections are relayed byte for byte). When the leader stops
-//! heartbeating for longer than the node timeout, another
-//! node takes the lease, replays the store and leads; a deposed leader
+//! heartbeating for longer than the node timeout, another node takes the
+//! lease, replays the store and leads; a deposed leader
 //! stops before that (its lease is trusted for less than the timeout) and
 //! its writes are refused once the epoch moved on.
 //!
@@ -16,6 +16,7 @@
 //!   relays and links;
 //! - [`trust`]: the lease deadline the leader's hub obeys (`role`: what
 //!   each role sets on its server); [`view`]: the node table for HTTP;
+//!   `pump`: a link's task, moving its frames both ways;
 //! - [`partitioned`]: nodes that each own a share of the partitions.
 
 pub mod lease_thread;
@@ -486,13 +487,11 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Puts `new` in `slot`; whether that changed it.
 fn replace<T: PartialEq>(slot: &mut T, new: T) -> bool {
-    if *slot == new {
-        false
-    } else {
-        *slot = new;
-        true
-    }
+    let changed = *slot != new;
+    *slot = new;
+    changed
 }
 
 /// How leading ended.
