@@ -331,7 +331,10 @@ for step in "${steps[@]}"; do
            run_sub sub gearmand-t0-postgres "$GM_PGQ" gearmand gearshift-postgres "$GS_PG" gearshift
          fi ;;
     subab) [ -x "${GEARSHIFT_BEFORE:-}" ] || { echo "subab needs GEARSHIFT_BEFORE=a gearshift binary" >&2; exit 2; }
-           run_sub subab gearshift-before "$GEARSHIFT_BEFORE${GS_PG#"$GEARSHIFT"}" gearshift \
+           # A database of its own: an older build refuses a newer schema.
+           q -d postgres -c 'CREATE DATABASE gearshift_before' >/dev/null 2>&1 || true
+           before=$GEARSHIFT_BEFORE${GS_PG#"$GEARSHIFT"}
+           run_sub subab gearshift-before "${before%/gearshift}/gearshift_before" gearshift_before \
              gearshift-postgres "$GS_PG" gearshift ;;
     *) echo "unknown step $step (pgq, pgqu, mem, yard, sub, subab)" >&2; exit 2 ;;
   esac

@@ -117,11 +117,13 @@ impl Split {
         if kind == PacketType::Error && self.parks(id, body, &bytes) {
             return;
         }
-        let kept = match kind {
-            PacketType::JobCreated => self.kept(id),
-            _ => None,
-        };
-        self.answered(id);
+        // A foreground job's submission is kept until the job ends.
+        let foreground = kind == PacketType::JobCreated
+            && matches!(
+                self.entry(id).map(|e| &e.kind),
+                Some(Kind::Single { foreground: true })
+            );
+        let kept = self.answered(id).filter(|_| foreground);
         let Some(entry) = self.entry(id) else {
             return;
         };

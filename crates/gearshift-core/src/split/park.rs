@@ -28,18 +28,12 @@ impl Split {
         self.retries.insert(id, Retry { function, packet });
     }
 
-    /// Submission `id`'s function and packet, while kept.
-    pub(super) fn kept(&self, id: u64) -> Option<(Bytes, Bytes)> {
-        self.retries
-            .get(&id)
-            .map(|r| (r.function.clone(), r.packet.clone()))
-    }
-
-    /// Submission `id` is answered: it is not kept any longer.
-    pub(super) fn answered(&mut self, id: u64) {
-        if let Some(r) = self.retries.remove(&id) {
-            self.kept_bytes -= r.packet.len();
-        }
+    /// Submission `id` is answered: it is not kept any longer; its
+    /// function and packet, if it was.
+    pub(super) fn answered(&mut self, id: u64) -> Option<(Bytes, Bytes)> {
+        let r = self.retries.remove(&id)?;
+        self.kept_bytes -= r.packet.len();
+        Some((r.function, r.packet))
     }
 
     /// Whether this reply to entry `id` parks it rather than answers it.

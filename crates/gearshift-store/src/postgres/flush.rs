@@ -39,9 +39,12 @@ use crate::{
 /// name, paused and the three limits (f + 2 to f + 6), and a set's
 /// partitions (f + 7). A set may move a function's row between its own
 /// partitions (a pin changed), never take one from outside the set.
+/// Without `functions` (a batch that changes no settings, nearly every
+/// one) the statement has neither functions' part nor their parameters:
+/// every part costs the database work at each flush, even empty.
 /// Deletes join the ids' array (an index probe per id) rather than test
 /// `id = ANY(array)`, which a generic plan may check row by row.
-pub(super) fn flush_sql(fence: FenceKind) -> String {
+pub(super) fn flush_sql(fence: FenceKind, functions: bool) -> String {
     let f = 44 + fence.params();
     let (fn_gone, fn_name, fn_paused) = (f + 1, f + 2, f + 3);
     let (fn_high, fn_normal, fn_low, fn_part) = (f + 4, f + 5, f + 6, f + 7);
@@ -101,6 +104,20 @@ pub(super) fn flush_sql(fence: FenceKind) -> String {
         fu_partition = ", partition = EXCLUDED.partition";
         fu_only = " WHERE gearshift_functions.partition = ANY($46::int[])".into();
     }
+    let functions = match functions {
+        false => String::new(),
+        true => format!(
+            "fd AS (DELETE FROM gearshift_functions t USING UNNEST(${fn_gone}::bytea[]) AS gone(function)
+       WHERE t.function = gone.function{fd_part}{and_fence}),
+fu AS (INSERT INTO gearshift_functions (function, paused, max_high, max_normal, max_low{fu_col})
+       SELECT *{fu_val} FROM UNNEST(${fn_name}::bytea[], ${fn_paused}::boolean[],
+         ${fn_high}::bigint[], ${fn_normal}::bigint[], ${fn_low}::bigint[]{fu_arr}){where_fence}
+       ON CONFLICT (function) DO UPDATE SET paused = EXCLUDED.paused,
+         max_high = EXCLUDED.max_high, max_normal = EXCLUDED.max_normal,
+         max_low = EXCLUDED.max_low{fu_partition}{fu_only}),
+"
+        ),
+    };
     // A set's ids were reserved ahead: the mark is not moved.
     let reserve = match fence {
         FenceKind::Set => " AND FALSE",
@@ -148,15 +165,7 @@ ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, ba
          started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
          expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
          result = EXCLUDED.result, history = EXCLUDED.history{ku_only}),
-fd AS (DELETE FROM gearshift_functions t USING UNNEST(${fn_gone}::bytea[]) AS gone(function)
-       WHERE t.function = gone.function{fd_part}{and_fence}),
-fu AS (INSERT INTO gearshift_functions (function, paused, max_high, max_normal, max_low{fu_col})
-       SELECT *{fu_val} FROM UNNEST(${fn_name}::bytea[], ${fn_paused}::boolean[],
-         ${fn_high}::bigint[], ${fn_normal}::bigint[], ${fn_low}::bigint[]{fu_arr}){where_fence}
-       ON CONFLICT (function) DO UPDATE SET paused = EXCLUDED.paused,
-         max_high = EXCLUDED.max_high, max_normal = EXCLUDED.max_normal,
-         max_low = EXCLUDED.max_low{fu_partition}{fu_only}),
-rd AS (DELETE FROM gearshift_running t USING UNNEST($43::bigint[]) AS gone(id)
+{functions}rd AS (DELETE FROM gearshift_running t USING UNNEST($43::bigint[]) AS gone(id)
        WHERE t.id = gone.id{and_fence}),
 ri AS (INSERT INTO gearshift_running (id) SELECT * FROM UNNEST($44::bigint[]){where_fence}
        ON CONFLICT (id) DO NOTHING),
@@ -499,6 +508,9 @@ impl Params {
                 params.push(&self.kept_part);
             }
         }
+        if !self.has_functions() {
+            return params;
+        }
         let f = &self.functions;
         params.extend([
             &self.function_gone as &(dyn ToSql + Sync),
@@ -512,6 +524,12 @@ impl Params {
             params.push(&self.function_part);
         }
         params
+    }
+
+    /// Whether the batch changes functions' settings: the statement with
+    /// their part ([`flush_sql`]) is the one to run.
+    pub(super) fn has_functions(&self) -> bool {
+        !self.function_gone.is_empty() || !self.functions.name.is_empty()
     }
 
     /// Places every row a set store writes; the first function placed

@@ -100,9 +100,9 @@ pub struct PgStore {
     tls: connect::Tls,
     /// `postgres://user@host:port/db`, for messages (no password).
     server: String,
-    /// The connection and its prepared flush statement; None after the
+    /// The connection and its prepared flush statements; None after the
     /// connection was lost, until the next flush or replay re-opens it.
-    conn: Option<(Client, Statement)>,
+    conn: Option<(Client, Flushes)>,
     /// The stored state as of the last flush; None until read (at the
     /// first replay or flush, and again after a lost connection).
     sets: Option<Sets>,
@@ -117,6 +117,13 @@ pub struct PgStore {
     /// The fewest jobs stored since the flush statement was last prepared
     /// ([`REPLAN_FROM`]).
     planned_for: usize,
+}
+
+/// The flush statement without functions' settings, and with them
+/// ([`flush::flush_sql`]).
+struct Flushes {
+    plain: Statement,
+    functions: Statement,
 }
 
 /// The flush's generic plan is made on the table as it is then: made on an
@@ -236,7 +243,7 @@ impl PgStore {
 
     /// The connection, re-opened if it was lost (the state is then read
     /// anew: a batch that failed with it may have committed).
-    fn conn(&mut self) -> Result<&mut (Client, Statement), StoreError> {
+    fn conn(&mut self) -> Result<&mut (Client, Flushes), StoreError> {
         if self.conn.as_ref().is_some_and(|(c, _)| c.is_closed()) {
             self.conn = None;
         }
@@ -340,17 +347,23 @@ fn base_config(url: &str, opts: &PgOptions) -> Result<(Config, connect::Tls, Str
     Ok((config, tls, server))
 }
 
-/// Prepares the flush statement (once per connection: a flush is then
+/// Prepares the flush statements (once per connection: a flush is then
 /// one round trip).
-fn prepare(client: &mut Client, server: &str, fence: FenceKind) -> Result<Statement, StoreError> {
-    // The statement's shape never changes, only its arrays: planning it
-    // once saves the planner's time at every flush.
+fn prepare(client: &mut Client, server: &str, fence: FenceKind) -> Result<Flushes, StoreError> {
+    // The statements' shapes never change, only their arrays: planning
+    // them once saves the planner's time at every flush.
     client
         .batch_execute("SET plan_cache_mode = force_generic_plan")
         .map_err(|e| connect::unreachable_or_refused(&e, server, "setting the plan cache"))?;
-    client
-        .prepare(&flush::flush_sql(fence))
-        .map_err(|e| connect::unreachable_or_refused(&e, server, "preparing the flush"))
+    let mut one = |functions| {
+        client
+            .prepare(&flush::flush_sql(fence, functions))
+            .map_err(|e| connect::unreachable_or_refused(&e, server, "preparing the flush"))
+    };
+    Ok(Flushes {
+        plain: one(false)?,
+        functions: one(true)?,
+    })
 }
 
 impl Store for PgStore {
@@ -409,27 +422,27 @@ impl PgStore {
                 )));
             }
         }
-        let written = self.conn().and_then(|(client, statement)| {
+        let written = self.conn().and_then(|(client, flushes)| {
             let err =
                 |e: postgres::Error| connect::unreachable_or_refused(&e, &server, "the flush");
             if replan {
-                *statement = client
-                    .prepare(&flush::flush_sql(fence.kind()))
-                    .map_err(err)?;
+                *flushes = prepare(client, &server, fence.kind())?;
                 debug!(
                     stored,
-                    "prepared the flush statement again for a grown queue"
+                    "prepared the flush statements again for a grown queue"
                 );
             }
+            let statement = match params.has_functions() {
+                true => &flushes.functions,
+                false => &flushes.plain,
+            };
             let updated = match also {
                 None => client
-                    .execute(&*statement, &params.as_sql(&fence))
+                    .execute(statement, &params.as_sql(&fence))
                     .map_err(err)?,
                 Some(also) => {
                     let mut tx = client.transaction().map_err(err)?;
-                    let updated = tx
-                        .execute(&*statement, &params.as_sql(&fence))
-                        .map_err(err)?;
+                    let updated = tx.execute(statement, &params.as_sql(&fence)).map_err(err)?;
                     // Fenced out: dropping `tx` rolls it back. Otherwise the
                     // statement share-locked the lease row, so no takeover
                     // commits before this transaction does.
