@@ -51,7 +51,9 @@ class Load:
     def ports(self):
         return [n.port for n in list(self.cl.nodes.values())]
 
-    def submit(self, k):
+    def submitting(self, k, one):
+        """Calls one(conn, i) for i = 1, 2, ... until stopped, on a
+        connection to each live node in turn (a new one when it breaks)."""
         i = 0
         while not self.stop.is_set():
             try:
@@ -62,52 +64,45 @@ class Load:
             try:
                 while not self.stop.is_set():
                     i += 1
-                    unique = "s%d-%d" % (k, i)
-                    c.send_pkt(h.SUBMIT_JOB_BG, self.funcs[i % len(self.funcs)], unique, unique)
-                    _, t, body = c.read_pkt(timeout=5)
-                    with self.lock:
-                        if t == h.JOB_CREATED:
-                            self.acked.add(unique)
-                        else:
-                            self.refused.append(body)
-                    time.sleep(0.002)
+                    one(c, i)
             except (OSError, h.TestFailure):
                 time.sleep(0.05)
             finally:
                 c.close()
 
+    def submit(self, k):
+        def one(c, i):
+            unique = "s%d-%d" % (k, i)
+            c.send_pkt(h.SUBMIT_JOB_BG, self.funcs[i % len(self.funcs)], unique, unique)
+            _, t, body = c.read_pkt(timeout=5)
+            with self.lock:
+                if t == h.JOB_CREATED:
+                    self.acked.add(unique)
+                else:
+                    self.refused.append(body)
+            time.sleep(0.002)
+        self.submitting(k, one)
+
     def submit_fg(self, k):
-        i = 0
-        while not self.stop.is_set():
-            try:
-                c = h.Conn(self.ports()[(k + i) % len(self.ports())], timeout=5)
-            except (OSError, ZeroDivisionError):
-                time.sleep(0.05)
-                continue
-            try:
-                while not self.stop.is_set():
-                    i += 1
-                    unique = "fg%d-%d" % (k, i)
-                    c.send_pkt(h.SUBMIT_JOB, self.funcs[i % len(self.funcs)], unique, unique)
-                    _, t, body = c.read_pkt(timeout=5)
-                    if t != h.JOB_CREATED:
-                        with self.lock:
-                            self.refused.append(body)
-                        continue
-                    handle = body
-                    while True:
-                        _, t, body = c.read_pkt(timeout=30)
-                        if t in (h.WORK_COMPLETE, h.WORK_FAIL, h.WORK_EXCEPTION):
-                            break
-                    with self.lock:
-                        if t == h.WORK_COMPLETE and body.split(b"\0")[0] == handle:
-                            self.fg_done += 1
-                        else:
-                            self.fg_failed.append((unique, t, body))
-            except (OSError, h.TestFailure):
-                time.sleep(0.05)
-            finally:
-                c.close()
+        def one(c, i):
+            unique = "fg%d-%d" % (k, i)
+            c.send_pkt(h.SUBMIT_JOB, self.funcs[i % len(self.funcs)], unique, unique)
+            _, t, body = c.read_pkt(timeout=5)
+            if t != h.JOB_CREATED:
+                with self.lock:
+                    self.refused.append(body)
+                return
+            handle = body
+            while True:
+                _, t, body = c.read_pkt(timeout=30)
+                if t in (h.WORK_COMPLETE, h.WORK_FAIL, h.WORK_EXCEPTION):
+                    break
+            with self.lock:
+                if t == h.WORK_COMPLETE and body.split(b"\0")[0] == handle:
+                    self.fg_done += 1
+                else:
+                    self.fg_failed.append((unique, t, body))
+        self.submitting(k, one)
 
     def work(self, k):
         while not self.submitted.is_set() or self.missing():

@@ -170,6 +170,30 @@ impl TlsServer {
     }
 }
 
+/// A TLS session's plaintext end, for a task of this runtime, with the
+/// subject of the client's certificate.
+pub type Session = (UnixStream, Option<String>);
+
+impl TlsServer {
+    /// [`TlsServer::accept`] for a task that serves the session itself
+    /// (a cluster node carrying it elsewhere). None: no session (logged);
+    /// an error: it could not be registered.
+    pub async fn accept_here(
+        &self,
+        tcp: TcpStream,
+        peer: std::net::SocketAddr,
+    ) -> Option<Result<Session, String>> {
+        Some(match self.accept(tcp, peer).await? {
+            (StdSock::Unix(s), identity) => s
+                .set_nonblocking(true)
+                .and_then(|()| UnixStream::from_std(s))
+                .map(|s| (s, identity))
+                .map_err(|e| format!("cannot register its TLS session: {e}")),
+            (StdSock::Tcp(_), _) => Err("TLS session without its socket pair".into()),
+        })
+    }
+}
+
 /// A certificate's subject as `KEY=VALUE` parts joined by commas, in the
 /// certificate's order, with the usual short keys (`C=DE,O=Acme,CN=app`).
 pub fn subject_of(der: &CertificateDer<'_>) -> Option<String> {

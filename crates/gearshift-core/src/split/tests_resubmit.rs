@@ -17,6 +17,14 @@ fn created_on_one(s: &mut Split, own: &Fake, out: &mut Vec<Out>) {
     );
 }
 
+/// `f@1`'s partition moves from `from` to `to`: `from` closes in order,
+/// and the view changes.
+fn moved(s: &mut Split, own: &mut Fake, from: Owner, to: Option<Owner>, out: &mut Vec<Out>) {
+    own.moved.insert(b"f@1", to);
+    s.owner_closed(from, own, out);
+    s.owners_changed(own, out);
+}
+
 #[test]
 fn a_foreground_job_outlives_an_orderly_move_under_its_first_handle() {
     let mut own = Fake::new(3);
@@ -61,9 +69,7 @@ fn the_payload_after_the_handle_is_kept_when_renamed() {
     let mut s = Split::new(1 << 20);
     let mut out = Vec::new();
     created_on_one(&mut s, &own, &mut out);
-    own.moved.insert(b"f@1", Some(2));
-    s.owner_closed(1, &own, &mut out);
-    s.owners_changed(&own, &mut out);
+    moved(&mut s, &mut own, 1, Some(2), &mut out);
     out.clear();
     owner(
         &mut s,
@@ -110,9 +116,7 @@ fn a_job_submitted_again_that_finds_no_owner_fails_as_a_job() {
     let mut s = Split::new(1 << 20);
     let mut out = Vec::new();
     created_on_one(&mut s, &own, &mut out);
-    own.moved.insert(b"f@1", None);
-    s.owner_closed(1, &own, &mut out);
-    s.owners_changed(&own, &mut out);
+    moved(&mut s, &mut own, 1, None, &mut out);
     assert!(seen(&mut out).is_empty() && s.parked());
     s.give_up_parked(&mut out);
     assert_eq!(seen(&mut out), vec![(None, T::WorkFail, b("H:1"))]);
@@ -126,14 +130,10 @@ fn a_job_submitted_again_to_an_owner_that_goes_too_is_submitted_once_more() {
     let mut s = Split::new(1 << 20);
     let mut out = Vec::new();
     created_on_one(&mut s, &own, &mut out);
-    own.moved.insert(b"f@1", Some(2));
-    s.owner_closed(1, &own, &mut out);
-    s.owners_changed(&own, &mut out);
+    moved(&mut s, &mut own, 1, Some(2), &mut out);
     owner(&mut s, &own, 2, res(T::JobCreated, &[b"H:2"]), &mut out);
     out.clear();
-    own.moved.insert(b"f@1", Some(0));
-    s.owner_closed(2, &own, &mut out);
-    s.owners_changed(&own, &mut out);
+    moved(&mut s, &mut own, 2, Some(0), &mut out);
     assert_eq!(seen(&mut out), vec![(Some(0), T::SubmitJob, b("f@1"))]);
     owner(&mut s, &own, 0, res(T::JobCreated, &[b"H:3"]), &mut out);
     owner(&mut s, &own, 0, res(T::WorkFail, &[b"H:3"]), &mut out);

@@ -22,7 +22,6 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::pump::{pump, refuse_all};
 use super::relay::{accept_capped, link_preamble, watch_closely, Upstream};
-use crate::sock::StdSock;
 use crate::tls::TlsServer;
 
 /// Largest read of a client's socket.
@@ -208,17 +207,9 @@ pub async fn link_loop(
             let _permit = permit;
             let carried = match tls {
                 None => carry(client, peer, None, &linker, stop).await,
-                Some(tls) => match tls.accept(client, peer).await {
-                    Some((StdSock::Unix(s), identity)) => {
-                        match s
-                            .set_nonblocking(true)
-                            .and_then(|()| UnixStream::from_std(s))
-                        {
-                            Ok(s) => carry(s, peer, identity, &linker, stop).await,
-                            Err(e) => Err(format!("cannot register its TLS session: {e}")),
-                        }
-                    }
-                    Some((StdSock::Tcp(_), _)) => Err("TLS session without its socket pair".into()),
+                Some(tls) => match tls.accept_here(client, peer).await {
+                    Some(Ok((s, identity))) => carry(s, peer, identity, &linker, stop).await,
+                    Some(Err(e)) => Err(e),
                     None => Ok(()),
                 },
             };

@@ -13,14 +13,13 @@ use std::time::Duration;
 use bytes::BytesMut;
 use gearshift_core::split::{Out, Owner, Owners, Split};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, UnixStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::owners::Ownership;
 use crate::accept::LinkDoor;
 use crate::cluster::link::{ClientTx, Limits, LinkTx, ToClient, ToLink};
 use crate::cluster::relay::{accept_capped, watch_closely, Origin, RelayGate, Upstream};
-use crate::sock::StdSock;
 use crate::tls::TlsServer;
 
 /// Largest read of a client's socket.
@@ -185,22 +184,13 @@ async fn serve_tls(
     ctx: &RouteCtx,
     stop: watch::Receiver<bool>,
 ) {
-    let client = match tls.accept(sock, peer).await {
-        Some((StdSock::Unix(s), identity)) => s
-            .set_nonblocking(true)
-            .and_then(|()| UnixStream::from_std(s))
-            .map(|s| (s, identity)),
-        Some((StdSock::Tcp(_), _)) => {
-            Err(std::io::Error::other("TLS session without its socket pair"))
-        }
-        None => return,
-    };
-    match client {
-        Ok((s, identity)) => {
+    match tls.accept_here(sock, peer).await {
+        Some(Ok((s, identity))) => {
             let (r, w) = s.into_split();
             serve(r, w, peer, identity, ctx, stop).await;
         }
-        Err(e) => tracing::warn!(%peer, "cannot register its TLS session: {e}"),
+        Some(Err(e)) => tracing::warn!(%peer, "closing connection: {e}"),
+        None => {}
     }
 }
 
