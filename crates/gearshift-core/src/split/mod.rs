@@ -19,6 +19,7 @@
 mod admin;
 mod client;
 pub use park::{NOT_OWNER, SHUTTING_DOWN};
+pub use resubmit::JOB_MOVED;
 mod owner;
 mod packets;
 mod park;

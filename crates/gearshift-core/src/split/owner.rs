@@ -91,8 +91,14 @@ impl Split {
             return;
         };
         // JOB_NOT_FOUND answers a worker's WORK_* packet, which has no reply
-        // of its own: it is the owner's own packet, not an answer.
-        let own_error = kind == PacketType::Error && first_arg(body).as_ref() == b"JOB_NOT_FOUND";
+        // of its own: it is the owner's own packet, not an answer; so is
+        // JOB_MOVED, a foreground job handed over with its partition.
+        let code = (kind == PacketType::Error).then(|| first_arg(body));
+        if code.as_deref() == Some(super::JOB_MOVED.as_bytes()) {
+            let theirs = Bytes::copy_from_slice(second_arg(body));
+            return self.job_moved(owner, &theirs, out);
+        }
+        let own_error = code.as_deref() == Some(&b"JOB_NOT_FOUND"[..]);
         let expect = match is_reply(kind) && !own_error {
             true => st.expect.pop_front(),
             false => None,

@@ -12,7 +12,14 @@ use gearshift_proto::frame::Magic;
 use gearshift_proto::packet_type::PacketType;
 
 use super::packets::{self, first_arg};
-use super::{Held, Kind, Owner, Split};
+use super::{Held, Kind, Out, Owner, Split};
+
+/// The ERROR code with which an owner that hands a partition over tells a
+/// waiting client's sub-connection that a foreground job, not yet run,
+/// left with it (the text is the job's handle): the job is submitted again
+/// to the function's new owner, as after an orderly close. Only a
+/// splitter ever gets it.
+pub const JOB_MOVED: &str = "JOB_MOVED";
 
 /// A foreground job this client waits on.
 pub(super) struct Foreground {
@@ -62,6 +69,19 @@ impl Split {
         self.keep(id, function, packet);
         self.parked.insert(id, work_fail(&handle));
         true
+    }
+
+    /// `owner` handed over its partition with the foreground job `theirs`,
+    /// which never ran there: submitted again (it fails if unknown).
+    pub(super) fn job_moved(&mut self, owner: Owner, theirs: &Bytes, out: &mut Vec<Out>) {
+        if let Some(st) = self.owners.get_mut(&owner) {
+            st.foreground.remove(theirs);
+        }
+        if !self.resubmit(theirs) {
+            let handle = self.client_handle(theirs);
+            self.foreground_ended(&handle);
+            self.emit(owner, work_fail(&handle), out);
+        }
     }
 
     /// The new owner's answer to the submission again of `handle`.

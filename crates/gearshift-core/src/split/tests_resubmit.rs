@@ -141,3 +141,64 @@ fn a_job_submitted_again_to_an_owner_that_goes_too_is_submitted_once_more() {
     assert!(s.drained());
     assert_eq!(s.buffered(), 0);
 }
+
+#[test]
+fn a_foreground_job_handed_over_before_it_ran_is_submitted_again() {
+    let mut own = Fake::new(3);
+    let mut s = Split::new(1 << 20);
+    let mut out = Vec::new();
+    created_on_one(&mut s, &own, &mut out);
+    // Owner 1 hands the partition over in place: no close, an ERROR.
+    let moved = [JOB_MOVED.as_bytes(), b"H:1"];
+    owner(&mut s, &own, 1, res(T::Error, &moved), &mut out);
+    assert!(
+        seen(&mut out).is_empty(),
+        "no WORK_FAIL and no ERROR: it waits"
+    );
+    own.moved.insert(b"f@1", Some(2));
+    s.owners_changed(&own, &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(2), T::SubmitJob, b("f@1"))]);
+    owner(&mut s, &own, 2, res(T::JobCreated, &[b"H:2"]), &mut out);
+    owner(
+        &mut s,
+        &own,
+        2,
+        res(T::WorkComplete, &[b"H:2", b"r"]),
+        &mut out,
+    );
+    assert_eq!(seen(&mut out), vec![(None, T::WorkComplete, b("H:1"))]);
+    // The old owner's sub-connection still serves the client's other
+    // requests: a later reply of its is not taken for the moved job's.
+    client(
+        &mut s,
+        &own,
+        req(T::SubmitJob, &[b"g@1", b"", b"y"]),
+        &mut out,
+    );
+    owner(&mut s, &own, 1, res(T::JobCreated, &[b"H:3"]), &mut out);
+    assert_eq!(
+        seen(&mut out),
+        vec![
+            (Some(1), T::SubmitJob, b("g@1")),
+            (None, T::JobCreated, b("H:3")),
+        ]
+    );
+}
+
+#[test]
+fn a_job_moved_that_the_client_does_not_wait_on_fails() {
+    let own = Fake::new(3);
+    let mut s = Split::new(1 << 20);
+    let mut out = Vec::new();
+    client(
+        &mut s,
+        &own,
+        req(T::SubmitJobBg, &[b"f@1", b"", b"x"]),
+        &mut out,
+    );
+    owner(&mut s, &own, 1, res(T::JobCreated, &[b"H:8"]), &mut out);
+    let _ = seen(&mut out);
+    let moved = [JOB_MOVED.as_bytes(), b"H:9"];
+    owner(&mut s, &own, 1, res(T::Error, &moved), &mut out);
+    assert_eq!(seen(&mut out), vec![(None, T::WorkFail, b("H:9"))]);
+}
