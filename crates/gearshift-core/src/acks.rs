@@ -17,6 +17,11 @@ impl Acks {
         self.waiting.entry(id).or_default().push(conn);
     }
 
+    /// Whether anyone waits for `id`'s acknowledgement.
+    pub(crate) fn waits(&self, id: JobId) -> bool {
+        self.waiting.contains_key(&id)
+    }
+
     /// Who waits for `id`, removed; `None` when nobody does (a cheap check
     /// first, as most jobs end with no waiter).
     pub(crate) fn take(&mut self, id: JobId) -> Option<ConnList> {
@@ -36,9 +41,10 @@ mod tests {
         let mut a = Acks::default();
         assert!(a.take(1).is_none());
         a.wait(1, ConnId(7));
+        assert!(a.waits(1) && !a.waits(2));
         a.wait(1, ConnId(8));
         let got: Vec<_> = a.take(1).expect("two waiters").as_slice().to_vec();
         assert_eq!(got, vec![ConnId(7), ConnId(8)]);
-        assert!(a.take(1).is_none());
+        assert!(a.take(1).is_none() && !a.waits(1));
     }
 }

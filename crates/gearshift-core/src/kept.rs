@@ -206,6 +206,26 @@ impl Retained {
         pushed_out
     }
 
+    /// Forgets the kept and the dead jobs of the functions `gone` names
+    /// (another node holds them now); how many.
+    pub(crate) fn forget_functions(&mut self, gone: &dyn Fn(&[u8]) -> bool) -> usize {
+        let before = self.kept.len() + self.dead.len();
+        let mut bytes = 0;
+        self.kept.retain(|_, f| {
+            let keep = !gone(&f.function);
+            bytes += if keep { 0 } else { f.cost() };
+            keep
+        });
+        self.kept_bytes -= bytes;
+        self.dead.retain(|_, f| !gone(&f.function));
+        let (kept, dead) = (&self.kept, &self.dead);
+        self.kept_expiry
+            .retain(|Reverse((_, id))| kept.contains_key(id));
+        self.dead_expiry
+            .retain(|Reverse((_, id))| dead.contains_key(id));
+        before - self.kept.len() - self.dead.len()
+    }
+
     /// Forgets the kept and the dead jobs whose time passed by `now`;
     /// returns both (kept, dead), earliest first.
     pub(crate) fn expire(&mut self, now: Millis) -> (Vec<Gone>, Vec<Gone>) {
