@@ -2,8 +2,18 @@
 //! JOB_CREATED waits until the store confirms it. Private, so the handlers
 //! only add, and take the waiters once.
 
+use bytes::Bytes;
+use gearshift_proto::Response;
+
 use crate::ids::{ConnId, IdMap, JobId};
 use crate::job::ConnList;
+
+/// The answer a submitter still owed JOB_CREATED gets when its job or
+/// schedule moves to another node (it may be stored there: no resubmission).
+pub(crate) fn moved() -> Response {
+    let text = "The function moved to another node before its job was confirmed";
+    Response::error("QUEUE_ERROR", Bytes::from_static(text.as_bytes()))
+}
 
 /// The connections waiting on each job's or schedule's acknowledgement.
 #[derive(Debug, Default)]

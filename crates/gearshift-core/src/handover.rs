@@ -6,7 +6,6 @@
 //! submissions to the functions leaving and waits for
 //! [`Core::hand_over_pending`] to come to nothing before handing them over.
 
-use bytes::Bytes;
 use gearshift_persist::{DeadMark, FunctionRecord, JobRecord, KeptRecord, ScheduleRecord};
 use gearshift_proto::Response;
 
@@ -50,13 +49,6 @@ impl HandOverPending {
     pub fn is_clear(&self) -> bool {
         *self == HandOverPending::default()
     }
-}
-
-/// The answer a submitter still owed JOB_CREATED gets when its job or
-/// schedule moves to another node (it may be stored there: no resubmission).
-pub(crate) fn moved() -> Response {
-    let text = "The function moved to another node before its job was confirmed";
-    Response::error("QUEUE_ERROR", Bytes::from_static(text.as_bytes()))
 }
 
 impl Core {
@@ -169,7 +161,7 @@ impl Core {
         for id in ids {
             self.schedules.remove(&id);
             for &c in &self.acks.take(id).unwrap_or_default() {
-                self.resolve_ack(c, id, moved());
+                self.resolve_ack(c, id, crate::acks::moved());
             }
             self.handles.forget(id);
         }

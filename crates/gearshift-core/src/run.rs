@@ -582,7 +582,7 @@ impl Core {
         // (or moved) before the store confirmed it.
         if let Some(acks) = self.acks.take(id) {
             let answer = match moved {
-                true => crate::handover::moved(),
+                true => crate::acks::moved(),
                 false => Response::JobCreated(self.handles.of(id)),
             };
             for &c in &acks {

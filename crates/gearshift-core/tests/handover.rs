@@ -355,6 +355,12 @@ fn a_hand_over_and_a_take_over_of_the_same_records_bring_the_functions_back() {
     let before = before.replace("f\t3\t0\t1", "f\t3\t0\t0");
     assert_eq!(listings(&mut w), before);
     assert_eq!(w.core.retained_counts(), counts);
+    let f = w
+        .core
+        .functions_view()
+        .into_iter()
+        .find(|f| &f.name[..] == b"f");
+    assert!(f.is_some_and(|f| f.paused), "f's settings came back");
     w.core.check_invariants().expect("consistent");
     assert_eq!(w.grab_job(2).0, g);
 }
