@@ -279,3 +279,46 @@ impl Retained {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: JobId, function: &'static str, expires: Millis) -> Box<Finished> {
+        Box::new(Finished {
+            id,
+            handle: Bytes::from(format!("H:x:{id}")),
+            function: Bytes::from_static(function.as_bytes()),
+            unique: Bytes::new(),
+            priority: Priority::Normal,
+            background: true,
+            outcome: Outcome::Completed,
+            attempts: 1,
+            created: 0,
+            started: None,
+            finished: 0,
+            worker: None,
+            error: None,
+            result: Bytes::from_static(b"result"),
+            history: Vec::new(),
+            data: Bytes::new(),
+            reducer: None,
+            stored: true,
+            expires,
+        })
+    }
+
+    #[test]
+    fn forgetting_functions_takes_their_records_bytes_and_expiries() {
+        let mut r = Retained::default();
+        r.keep(rec(1, "f", 10), usize::MAX, usize::MAX);
+        r.keep(rec(2, "g", 20), usize::MAX, usize::MAX);
+        r.add_dead(rec(3, "f", 5), usize::MAX);
+        let g_bytes = rec(2, "g", 20).cost();
+        assert_eq!(r.forget_functions(&|f: &[u8]| f == b"f"), 2);
+        assert_eq!(r.kept_bytes, g_bytes);
+        assert!(r.dead.is_empty() && r.kept.keys().eq([&2]));
+        // f's expiries went with them: the next one is g's.
+        assert_eq!(r.next_expiry(), Some(20));
+    }
+}
