@@ -84,6 +84,14 @@ impl Core {
             .max()
             .unwrap_or(1);
         self.handles.restart_at(next_id.max(max_stored));
+        self.adopt_jobs(jobs, now);
+        self.reserve_ahead();
+    }
+
+    /// Puts stored jobs in the table and their queues (or waiting for their
+    /// time) under their stored handles, without moving the handle counter:
+    /// [`Core::restore`] at start, [`Core::take_over`] while running.
+    pub(crate) fn adopt_jobs(&mut self, jobs: Vec<JobRecord>, now: Millis) {
         for s in jobs {
             let func = self.table.function_id(&s.function, &self.policies);
             self.handles.restored(s.id, &s.handle);
@@ -123,7 +131,6 @@ impl Core {
                 }
             }
         }
-        self.reserve_ahead();
     }
 
     /// Sends the start of every stored job's run to the store
@@ -176,9 +183,24 @@ impl Core {
     /// and [`Core::set_policies`] (a dead job's time to live comes from the
     /// retention settings).
     pub fn restore_dead(&mut self, dead: Vec<(JobRecord, DeadMark)>) {
+        self.seen_ids(dead.iter().map(|(s, _)| s.id));
+        self.adopt_dead(dead);
+    }
+
+    /// The handle counter moves past these restored numbers, and the
+    /// reservation covers them (at start only: a take-over's numbers are
+    /// other nodes').
+    pub(crate) fn seen_ids(&mut self, ids: impl Iterator<Item = JobId>) {
+        for id in ids {
+            self.handles.seen(id);
+        }
+        self.handles.cover_seen();
+    }
+
+    /// Puts stored dead jobs in the dead set (the counter does not move).
+    pub(crate) fn adopt_dead(&mut self, dead: Vec<(JobRecord, DeadMark)>) {
         let ttl = self.policies.retention.dead_ttl;
         for (s, info) in dead {
-            self.handles.seen(s.id);
             let rec = crate::kept::Finished {
                 id: s.id,
                 handle: s.handle,
@@ -202,7 +224,6 @@ impl Core {
             };
             self.insert_dead(Box::new(rec));
         }
-        self.handles.cover_seen();
     }
 
     /// Keeps the stored handle reservation well ahead of the counter.

@@ -206,6 +206,26 @@ impl Retained {
         pushed_out
     }
 
+    /// Forgets the kept and the dead jobs of the functions `gone` names
+    /// (another node holds them now); how many.
+    pub(crate) fn forget_functions(&mut self, gone: &dyn Fn(&[u8]) -> bool) -> usize {
+        let before = self.kept.len() + self.dead.len();
+        let mut bytes = 0;
+        self.kept.retain(|_, f| {
+            let keep = !gone(&f.function);
+            bytes += if keep { 0 } else { f.cost() };
+            keep
+        });
+        self.kept_bytes -= bytes;
+        self.dead.retain(|_, f| !gone(&f.function));
+        let (kept, dead) = (&self.kept, &self.dead);
+        self.kept_expiry
+            .retain(|Reverse((_, id))| kept.contains_key(id));
+        self.dead_expiry
+            .retain(|Reverse((_, id))| dead.contains_key(id));
+        before - self.kept.len() - self.dead.len()
+    }
+
     /// Forgets the kept and the dead jobs whose time passed by `now`;
     /// returns both (kept, dead), earliest first.
     pub(crate) fn expire(&mut self, now: Millis) -> (Vec<Gone>, Vec<Gone>) {
@@ -257,5 +277,48 @@ impl Retained {
             entries.dedup();
             *heap = entries.into();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: JobId, function: &'static str, expires: Millis) -> Box<Finished> {
+        Box::new(Finished {
+            id,
+            handle: Bytes::from(format!("H:x:{id}")),
+            function: Bytes::from_static(function.as_bytes()),
+            unique: Bytes::new(),
+            priority: Priority::Normal,
+            background: true,
+            outcome: Outcome::Completed,
+            attempts: 1,
+            created: 0,
+            started: None,
+            finished: 0,
+            worker: None,
+            error: None,
+            result: Bytes::from_static(b"result"),
+            history: Vec::new(),
+            data: Bytes::new(),
+            reducer: None,
+            stored: true,
+            expires,
+        })
+    }
+
+    #[test]
+    fn forgetting_functions_takes_their_records_bytes_and_expiries() {
+        let mut r = Retained::default();
+        r.keep(rec(1, "f", 10), usize::MAX, usize::MAX);
+        r.keep(rec(2, "g", 20), usize::MAX, usize::MAX);
+        r.add_dead(rec(3, "f", 5), usize::MAX);
+        let g_bytes = rec(2, "g", 20).cost();
+        assert_eq!(r.forget_functions(&|f: &[u8]| f == b"f"), 2);
+        assert_eq!(r.kept_bytes, g_bytes);
+        assert!(r.dead.is_empty() && r.kept.keys().eq([&2]));
+        // f's expiries went with them: the next one is g's.
+        assert_eq!(r.next_expiry(), Some(20));
     }
 }

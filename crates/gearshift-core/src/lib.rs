@@ -16,6 +16,8 @@
 //! - [`admin`]: the text admin commands; [`access`]: what each connection's
 //!   [`rights`] let it send.
 //! - [`durable`]: the store seam: deferred acknowledgements, restore, handle reservation.
+//! - [`handover`]: functions moving between partitioned nodes while the
+//!   core runs (hand over, take over).
 //! - [`job`], [`function`] (with its counters and histograms), [`conn`]
 //!   (the connections): the state records; [`jobs`]: where
 //!   jobs live and how they are found (by id, unique or workload);
@@ -54,6 +56,7 @@ pub mod effect;
 pub mod engine;
 pub mod events;
 pub mod function;
+pub mod handover;
 pub mod history;
 pub mod id_index;
 pub mod ids;
@@ -84,7 +87,8 @@ pub use config::CoreConfig;
 pub use conn::ConnInfo;
 pub use effect::{Effect, Input, StoreOp};
 pub use engine::Core;
-pub use gearshift_persist::{DeadMark, JobRecord, KeptRecord, ScheduleRecord};
+pub use gearshift_persist::{DeadMark, FunctionRecord, JobRecord, KeptRecord, ScheduleRecord};
+pub use handover::{HandOverPending, TakenOver};
 pub use ids::{ConnId, JobId};
 pub use placement::Placement;
 pub use rights::Rights;

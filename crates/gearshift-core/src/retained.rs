@@ -77,8 +77,13 @@ impl Core {
 
     /// Rebuilds kept records after a restart; expired ones are forgotten.
     pub fn restore_kept(&mut self, kept: Vec<KeptRecord>) {
+        self.seen_ids(kept.iter().map(|s| s.id));
+        self.adopt_kept(kept);
+    }
+
+    /// Keeps stored finished records (the counter does not move).
+    pub(crate) fn adopt_kept(&mut self, kept: Vec<KeptRecord>) {
         for s in kept {
-            self.handles.seen(s.id);
             if s.expires_ms <= self.now {
                 self.effects.push(Effect::Store(StoreOp::Forget(s.id)));
                 continue;
@@ -115,7 +120,6 @@ impl Core {
                 self.effects.push(Effect::Store(StoreOp::Forget(id)));
             }
         }
-        self.handles.cover_seen();
     }
 
     /// Moves a background job that failed for good into the dead set,

@@ -561,6 +561,12 @@ impl Core {
 
     /// Forgets a job entirely: indexes, counters, holders and waiters.
     pub(crate) fn remove_job(&mut self, id: JobId) -> Option<Job> {
+        self.forget_job(id, false)
+    }
+
+    /// [`Core::remove_job`]; `moved`: another node's store holds it now, so
+    /// no store op, and a submitter still owed an answer hears it moved.
+    pub(crate) fn forget_job(&mut self, id: JobId, moved: bool) -> Option<Job> {
         let job = self.table.take(id)?;
         if let Some(run) = self.table.release(id) {
             self.conns.let_go(run.worker, id);
@@ -569,17 +575,18 @@ impl Core {
         for client in &job.clients {
             self.conns.stop_waiting(*client, id);
         }
-        if job.persist != crate::job::Persist::No {
-            self.effects
-                .push(Effect::Store(crate::effect::StoreOp::Done(id)));
+        if job.persist != Persist::No && !moved {
+            self.effects.push(Effect::Store(StoreOp::Done(id)));
         }
         // Submitters still owed an answer: the job was accepted, then ended
-        // before the store confirmed it.
-        let acks = self.acks.take(id);
-        if let Some(acks) = acks {
-            let handle = self.handles.of(id);
+        // (or moved) before the store confirmed it.
+        if let Some(acks) = self.acks.take(id) {
+            let answer = match moved {
+                true => crate::acks::moved(),
+                false => Response::JobCreated(self.handles.of(id)),
+            };
             for &c in &acks {
-                self.resolve_ack(c, id, Response::JobCreated(handle.clone()));
+                self.resolve_ack(c, id, answer.clone());
             }
         }
         self.handles.forget(id);

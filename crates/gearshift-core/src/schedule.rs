@@ -293,6 +293,13 @@ impl Core {
     /// Rebuilds stored schedules after a restart; a firing missed while the
     /// server was down happens at once (once).
     pub fn restore_schedules(&mut self, stored: Vec<ScheduleRecord>) {
+        self.seen_ids(stored.iter().map(|r| r.id));
+        self.adopt_schedules(stored);
+    }
+
+    /// Arms stored schedules under their stored handles (the counter does
+    /// not move).
+    pub(crate) fn adopt_schedules(&mut self, stored: Vec<ScheduleRecord>) {
         for r in stored {
             let weekdays = if r.monday_zero {
                 Weekdays::MondayZero
@@ -309,7 +316,6 @@ impl Core {
                 tracing::warn!(id = r.id, "stored schedule has no valid time; dropped");
                 continue;
             };
-            self.handles.seen(r.id);
             self.handles.restored(r.id, &r.handle);
             let next = r.next_ms.map(|n| n.max(self.now));
             let s = Schedule {
@@ -330,7 +336,6 @@ impl Core {
             }
             self.schedules.insert(s.id, s);
         }
-        self.handles.cover_seen();
     }
 
     /// `show schedules`: `HANDLE\tFUNCTION\tWHEN\tNEXT\tSOURCE\tUNIQUE` per

@@ -44,6 +44,12 @@ impl Timers {
         }
     }
 
+    /// Keeps only the timers `keep` picks (the others' jobs or schedules
+    /// left this core for good).
+    pub(crate) fn retain(&mut self, keep: impl Fn(Timer) -> bool) {
+        self.heap.retain(|Reverse((_, timer))| keep(*timer));
+    }
+
     /// Every armed timer with its time, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Millis, Timer)> + '_ {
         self.heap.iter().map(|Reverse(entry)| *entry)

@@ -42,7 +42,7 @@ impl Core {
         self.drop_abilities(conn, |_| true);
     }
 
-    fn drop_abilities(&mut self, conn: ConnId, which: impl Fn(FuncId) -> bool) {
+    pub(crate) fn drop_abilities(&mut self, conn: ConnId, which: impl Fn(FuncId) -> bool) {
         let left = match self.conns.get(conn) {
             Some(c) if self.wants(crate::events::Kind::WorkerLeft) && !c.abilities().is_empty() => {
                 Some(self.worker_ref(conn, c))
