@@ -48,6 +48,11 @@ impl Batch {
         self.ops.len()
     }
 
+    /// Whether nothing is buffered (no op, no run started).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.started.is_empty()
+    }
+
     /// What to flush, emptying the batch; a batch that must be refused is
     /// dropped and its error returned.
     pub(crate) fn take(&mut self) -> Result<Taken, StoreError> {

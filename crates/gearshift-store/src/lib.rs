@@ -99,6 +99,11 @@ pub trait Store: Send {
     fn idle(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
+    /// A store over a set of partitions that can take some on and let some
+    /// go while it runs (PostgreSQL's partition-set store); None for others.
+    fn repartition(&mut self) -> Option<&mut dyn Repartition> {
+        None
+    }
 
     /// Buffers a new job ([`Op::Add`]).
     fn add(&mut self, job: &JobRecord) {
@@ -153,6 +158,29 @@ pub trait Store: Send {
     fn reserve(&mut self, upto: u64) {
         self.append(&[Op::Reserve(upto)]);
     }
+}
+
+/// Changing a partition-set store's partitions while it runs
+/// ([`Store::repartition`]), so partitions move without a restart.
+pub trait Repartition {
+    /// The partitions served, each at its epoch, in partition order.
+    fn partitions(&self) -> Vec<(u32, i64)>;
+    /// Takes on `parts` (each at its epoch, none already in the set): their
+    /// stored rows join the store's state and are returned as a replay
+    /// returns them (jobs, dead, schedules, kept, functions, running marks of
+    /// those partitions only; `next_id` is the store's own, unchanged), and
+    /// from now on rows of their functions are written and every flush is
+    /// fenced on their epochs too. A partition no longer at its epoch is
+    /// [`StoreError::Fenced`]. Call with nothing buffered (between
+    /// flushes): otherwise [`StoreError::InvalidRequest`]. On error the set
+    /// is unchanged.
+    fn adopt(&mut self, parts: &[(u32, i64)]) -> Result<Replayed, StoreError>;
+    /// Lets `parts` go: their rows leave the store's memory, and later
+    /// flushes neither lock nor write them (an op on one of their functions
+    /// then fails a flush as a function of another node's does). Call with
+    /// nothing buffered: otherwise [`StoreError::InvalidRequest`], and
+    /// nothing changes. Unknown partitions are ignored.
+    fn release(&mut self, parts: &[u32]) -> Result<(), StoreError>;
 }
 
 /// What every backend keeps between flushes of what the next flush must

@@ -22,7 +22,8 @@
 //!   of its own (re-opened after it was lost);
 //! - `partitions`: partitions with their own owners, leases and epochs,
 //!   and placing rows written before partitions;
-//! - `imports`: the record of gearmand queues `gearshift import` loaded.
+//! - `imports`: the record of gearmand queues `gearshift import` loaded;
+//! - `repartition`: a set's store taking partitions on and letting them go.
 
 mod cols;
 mod connect;
@@ -32,6 +33,7 @@ mod flush;
 mod imports;
 pub mod lease;
 pub mod partitions;
+mod repartition;
 mod replay;
 mod schema;
 mod session;
@@ -43,7 +45,7 @@ use postgres::{Client, Config, Statement};
 use tracing::{debug, warn};
 
 use crate::batch::{Batch, Taken};
-use crate::{Op, Replayed, Sets, Store, StoreError};
+use crate::{Op, Repartition, Replayed, Sets, Store, StoreError};
 use flush::{Fence, FenceKind};
 pub use imports::ImportRecord;
 pub use schema::SCHEMA_VERSION;
@@ -384,6 +386,13 @@ impl Store for PgStore {
 
     fn flush(&mut self) -> Result<(), StoreError> {
         self.flush_with(None)
+    }
+
+    fn repartition(&mut self) -> Option<&mut dyn Repartition> {
+        match self.fence {
+            Fence::Set(_) => Some(self),
+            _ => None,
+        }
     }
 }
 
