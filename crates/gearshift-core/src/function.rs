@@ -50,6 +50,9 @@ pub struct Function {
     pub early_sleepers: VecDeque<ConnId>,
     /// `pause F`: jobs are queued but not handed out.
     pub paused: bool,
+    /// Its partition is being handed over to another node: no job is
+    /// handed out (not stored and not shown, unlike `paused`).
+    pub moving: bool,
     /// Counters and latencies since the server started.
     pub stats: FuncStats,
 }
@@ -76,9 +79,14 @@ impl Function {
         limit > 0 && i64::from(self.total) >= limit
     }
 
-    /// Jobs a worker may take now: queued, and the function not paused.
+    /// Whether its jobs are held back from workers (paused, or moving).
+    pub fn held(&self) -> bool {
+        self.paused || self.moving
+    }
+
+    /// Jobs a worker may take now: queued, and the function not held.
     pub fn has_work(&self) -> bool {
-        !self.paused && self.has_queued()
+        !self.held() && self.has_queued()
     }
 
     /// The sleepers list a worker goes on: early takers' or the others'.
@@ -91,7 +99,7 @@ impl Function {
 
     /// Epoch jobs an early taker may take now (some may be stale).
     pub fn has_early_work(&self) -> bool {
-        !self.paused && !self.early.is_empty()
+        !self.held() && !self.early.is_empty()
     }
 }
 

@@ -74,11 +74,25 @@ impl Core {
         p
     }
 
+    /// Hands out no job of the functions `gone` names from now on, ahead of
+    /// their hand-over, so their running jobs can only come to an end.
+    pub fn hold_for_hand_over(&mut self, gone: &dyn Fn(&[u8]) -> bool) {
+        let funcs = self.gone_functions(gone);
+        for (f, _) in funcs.iter().enumerate().filter(|(_, &g)| g) {
+            if let Some(f) = self.table.func_mut(f) {
+                f.moving = true;
+            }
+        }
+    }
+
     /// Forgets everything of the functions `gone` names (their partitions
     /// now belong to another node, whose store has their rows): no store op
-    /// at all. Clients waiting on their jobs get WORK_FAIL; a worker running
-    /// one loses it silently (its WORK_* then names an unknown handle); a
-    /// submitter owed JOB_CREATED gets QUEUE_ERROR. Returns the jobs forgotten.
+    /// at all. A client waiting on a job that has not run hears it moved
+    /// (`ERROR JOB_MOVED`, the handle: its node's splitter submits it again
+    /// to the new owner); one waiting on a running job gets WORK_FAIL; a
+    /// worker running one loses it silently (its WORK_* then names an
+    /// unknown handle); a submitter owed JOB_CREATED gets QUEUE_ERROR.
+    /// Returns the jobs forgotten.
     pub fn hand_over(&mut self, gone: &dyn Fn(&[u8]) -> bool, now: Millis) -> usize {
         self.now = self.now.max(now);
         let funcs = self.gone_functions(gone);
@@ -93,9 +107,17 @@ impl Core {
         };
         for &id in &ids {
             let handle = self.handles.of(id);
+            let ran = self
+                .table
+                .get(id)
+                .is_some_and(|j| matches!(j.state, JobState::Running | JobState::Cancelled));
             for &c in &self.table.take_clients(id) {
                 self.conns.stop_waiting(c, id);
-                self.send(c, Response::WorkFail(handle.clone()));
+                let answer = match ran {
+                    true => Response::WorkFail(handle.clone()),
+                    false => Response::error(crate::split::JOB_MOVED, handle.clone()),
+                };
+                self.send(c, answer);
             }
             self.forget_job(id, true);
         }

@@ -63,7 +63,7 @@ impl Core {
                 let ability = abilities[idx];
                 let has_work = table
                     .func(ability.func)
-                    .is_some_and(|f| f.queued[p] > 0 && !f.paused);
+                    .is_some_and(|f| f.queued[p] > 0 && !f.held());
                 if !has_work {
                     continue;
                 }

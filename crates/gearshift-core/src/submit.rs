@@ -129,7 +129,7 @@ impl Core {
         }
         let mut sleepers = false;
         if let Some(f) = self.table.func_mut(func) {
-            sleepers = !f.sleepers.is_empty() && !f.paused;
+            sleepers = !f.sleepers.is_empty() && !f.held();
             if state == JobState::Queued {
                 f.queues[p].push_back(id);
             }
@@ -229,7 +229,7 @@ impl Core {
 
     /// NOOPs every early taker asleep on `func`.
     fn wake_early_sleepers(&mut self, func: FuncId) {
-        let Some(f) = self.table.func_mut(func).filter(|f| !f.paused) else {
+        let Some(f) = self.table.func_mut(func).filter(|f| !f.held()) else {
             return;
         };
         for w in std::mem::take(&mut f.early_sleepers) {
@@ -310,7 +310,7 @@ impl Core {
             Some(at) => q.insert(at.unwrap_or(q.len()), id),
             None => q.push_back(id),
         }
-        if !f.paused {
+        if !f.held() {
             self.wake_sleepers(func);
         }
     }

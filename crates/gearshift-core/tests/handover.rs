@@ -125,6 +125,33 @@ fn hand_over_forgets_every_trace_of_the_gone_functions_and_stores_nothing() {
 }
 
 #[test]
+fn a_function_held_for_its_hand_over_hands_out_nothing_more() {
+    let mut w = World::durable();
+    w.check = true;
+    w.conns(&[1, 2]);
+    w.can_do(2, &["f", "g"]);
+    let running = w.fg(1, "f", "", "runs");
+    assert_eq!(w.grab_job(2).0, running);
+    w.fg(1, "f", "", "waits");
+    let g = w.fg(1, "g", "", "g waits");
+    w.all_quiet();
+    w.core.hold_for_hand_over(&f_only);
+    // f's queued job stays queued; g's is handed out as before.
+    assert_eq!(w.grab_job(2).0, g);
+    w.grab_none(2);
+    w.complete(2, &running, "done");
+    w.collect();
+    let pending = w.core.hand_over_pending(&f_only);
+    assert_eq!((pending.running, pending.foreground), (0, 1));
+    // Not a pause: nothing is stored, and `status` does not call it paused.
+    assert!(w
+        .take_store_ops()
+        .iter()
+        .all(|op| !matches!(op, StoreOp::Function(_))));
+    assert!(w.core.functions_view().iter().all(|f| !f.paused));
+}
+
+#[test]
 fn pending_counts_what_holds_a_hand_over_up_and_running_work_is_lost_silently() {
     let mut w = World::durable();
     w.check = true;
@@ -158,13 +185,15 @@ fn pending_counts_what_holds_a_hand_over_up_and_running_work_is_lost_silently() 
     w.collect();
 
     assert_eq!(w.take_store_ops(), vec![]);
-    let mut failed = w.packets(1);
-    failed.sort_by_key(|r| format!("{r:?}"));
+    let mut answered = w.packets(1);
+    answered.sort_by_key(|r| format!("{r:?}"));
+    // The job that never ran goes back to the client's node to be
+    // submitted again; the one that ran fails.
     assert_eq!(
-        failed,
+        answered,
         vec![
+            Response::error(gearshift_core::split::JOB_MOVED, waiting),
             Response::WorkFail(running.clone()),
-            Response::WorkFail(waiting)
         ]
     );
     let text = expect_queue_error(&mut w, 3);
