@@ -1,7 +1,8 @@
 //! Reaching the hub from outside the I/O threads ([`HubLink`]), and a
 //! handle for running calls on its core from other tasks (the HTTP API):
 //! each call travels to where the hub runs, like a config reload, runs
-//! between two rounds of connection traffic, and answers on a oneshot.
+//! between two rounds of connection traffic, and answers on a oneshot; a
+//! store call goes on to the store's thread behind the core's operations.
 //! Nothing on the job path changes.
 
 use gearshift_core::Core;
@@ -12,6 +13,7 @@ use std::sync::{Arc, OnceLock};
 use crate::core_lock::{CoreLock, ToCore};
 use crate::hub::ToHub;
 use crate::io_thread::ToIo;
+use crate::store_task::{Committer, StoreCall};
 
 /// A call to run on the core (the hub routes the effects it produced).
 pub type Call = Box<dyn FnOnce(&mut Core) + Send>;
@@ -76,6 +78,23 @@ impl Control {
             let _ = tx.send(f(core));
         });
         if !self.link.get().is_some_and(|l| l.send(ToHub::Call(call))) {
+            return Err(Stopped);
+        }
+        rx.await.map_err(|_| Stopped)
+    }
+
+    /// Runs `f` on the store's thread once every store operation the core
+    /// made before it is written, and returns what it returned; [`Stopped`]
+    /// when the hub or the store is gone.
+    pub async fn store<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Committer) -> R + Send + 'static,
+    ) -> Result<R, Stopped> {
+        let (tx, rx) = oneshot::channel();
+        let call: StoreCall = Box::new(move |committer| {
+            let _ = tx.send(f(committer));
+        });
+        if !self.link.get().is_some_and(|l| l.send(ToHub::Store(call))) {
             return Err(Stopped);
         }
         rx.await.map_err(|_| Stopped)

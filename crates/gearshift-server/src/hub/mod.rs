@@ -21,7 +21,7 @@ use crate::clock::Clock;
 use crate::cluster::trust::LeaseTrust;
 use crate::control::Call;
 use crate::events::EventBus;
-use crate::store_task::{Commit, StoreTask};
+use crate::store_task::{Commit, StoreCall, StoreTask};
 use gearshift_core::events::LiveEvent;
 
 /// Effects that submissions may leave unrouted before a route runs anyway
@@ -54,6 +54,8 @@ pub enum ToHub {
     Reload(Arc<Reload>),
     /// A control call (the HTTP API).
     Call(Call),
+    /// A call on the store, after the operations the core made so far.
+    Store(StoreCall),
 }
 
 /// Whether a function is served here.
@@ -206,6 +208,7 @@ impl Hub {
             ToHub::Shutdown(graceful) => self.begin_shutdown(graceful),
             ToHub::Reload(r) => self.reload(&r, sink),
             ToHub::Call(c) => self.call(c, sink),
+            ToHub::Store(c) => self.store_call(c, sink),
             ToHub::Finish(done) => {
                 let store = self.finish(sink);
                 return Some(Finished { store, done });
@@ -215,12 +218,28 @@ impl Hub {
     }
 
     /// Runs a control call (the HTTP API) on the core and routes what it
-    /// produced. Call [`Hub::settle`] after it.
+    /// produced; a fenced hub runs none. Call [`Hub::settle`] after it.
     fn call(&mut self, call: Call, sink: &mut impl OutSink) {
+        if self.lease_lapsed() {
+            // Dropped unrun: its caller hears the server stopped.
+            return;
+        }
         self.sync_events();
         self.core.set_now(self.clock.now());
         call(&mut self.core);
         self.route(sink);
+    }
+
+    /// Queues a call on the store behind every operation the core made so
+    /// far (a store-less hub drops it: its caller hears the server stopped).
+    fn store_call(&mut self, call: StoreCall, sink: &mut impl OutSink) {
+        if self.lease_lapsed() {
+            return;
+        }
+        self.settle(sink);
+        if let Some(store) = &mut self.store {
+            store.call(call);
+        }
     }
 
     /// Gives the core's store operations to `store`.
@@ -497,9 +516,9 @@ impl Hub {
         }
     }
 
-    /// Carries out the core's pending effects, until it has none: a close
-    /// makes the core forget the connection, which may produce more.
-    fn route(&mut self, sink: &mut impl OutSink) {
+    /// Whether the hub is fenced: its lease stopped being trusted at some
+    /// point, and from then on nothing the core does leaves it.
+    fn lease_lapsed(&mut self) -> bool {
         if let Some(lease) = &self.lease {
             if !self.fenced && !lease.trusted() {
                 tracing::error!(
@@ -508,7 +527,13 @@ impl Hub {
                 self.fenced = true;
             }
         }
-        if self.fenced {
+        self.fenced
+    }
+
+    /// Carries out the core's pending effects, until it has none: a close
+    /// makes the core forget the connection, which may produce more.
+    fn route(&mut self, sink: &mut impl OutSink) {
+        if self.lease_lapsed() {
             // Another node may own these jobs now: nothing goes out.
             self.core.drain_effects_into(&mut self.effects);
             self.effects.clear();

@@ -199,3 +199,31 @@ fn submissions_for_functions_owned_elsewhere_are_refused() {
         sink.0
     );
 }
+
+/// A hub whose lease lapsed runs no control call (a partitioned node's
+/// moves then start its job server again instead of working on a core
+/// whose effects are all dropped); a trusted one does.
+#[test]
+fn a_fenced_hub_runs_no_control_call() {
+    let mut hub = hub();
+    let trust = Arc::new(LeaseTrust::new(
+        Instant::now() + std::time::Duration::from_secs(60),
+    ));
+    hub.set_lease(trust.clone());
+    let mut sink = Collect(Vec::new());
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let call = |ran: &Arc<std::sync::atomic::AtomicUsize>| -> ToHub {
+        let ran = ran.clone();
+        ToHub::Call(Box::new(move |_core| {
+            ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }))
+    };
+    hub.message(call(&ran), &mut sink);
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+    trust.revoke();
+    hub.message(call(&ran), &mut sink);
+    // Trusted again later: still fenced (it may have dropped effects).
+    trust.extend(Instant::now() + std::time::Duration::from_secs(60));
+    hub.message(call(&ran), &mut sink);
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

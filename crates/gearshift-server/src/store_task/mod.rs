@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::histogram::AtomicHistogram;
 use gearshift_core::{JobId, StoreOp};
-use gearshift_store::Store;
+use gearshift_store::{Repartition, Store};
 
 #[cfg(test)]
 mod tests;
@@ -30,6 +30,17 @@ pub struct Committer {
 /// Where the store thread hands each commit's result (called on that
 /// thread, with no store lock held).
 pub type Deliver = Box<dyn FnMut(Commit) + Send>;
+
+/// Work on the store itself (a partitioned node taking partitions on or
+/// letting them go), run on the store thread after every batch queued
+/// before it is written, with nothing buffered.
+pub type StoreCall = Box<dyn FnOnce(&mut Committer) + Send>;
+
+/// What the store thread is handed, in order.
+enum Queued {
+    Batch(Vec<StoreOp>),
+    Call(StoreCall),
+}
 
 /// What one group commit achieved.
 pub enum Commit {
@@ -74,6 +85,19 @@ impl Committer {
         }
     }
 
+    /// The store's partitions, when it can change them while it runs.
+    pub fn repartition(&mut self) -> Option<&mut dyn Repartition> {
+        self.store.repartition()
+    }
+
+    /// Forgets operations a failed flush left to write again that name a
+    /// function `gone` says (their partition went to another node, whose
+    /// store would be the one to write them).
+    pub fn forget_unwritten(&mut self, gone: &dyn Fn(&[u8]) -> bool) {
+        self.unwritten
+            .retain(|op| op_function(op).is_none_or(|f| !gone(f)));
+    }
+
     /// Lets the store tidy up while no commit comes.
     pub fn idle(&mut self) {
         if let Err(e) = self.store.idle() {
@@ -95,6 +119,17 @@ impl Committer {
         if let Err(e) = self.store.flush().and_then(|()| self.store.sync()) {
             tracing::error!(error = %e, "final store flush failed");
         }
+    }
+}
+
+/// The function an operation names, if it names one.
+fn op_function(op: &StoreOp) -> Option<&[u8]> {
+    match op {
+        StoreOp::Add(job) => Some(&job.function),
+        StoreOp::Schedule(s) => Some(&s.function),
+        StoreOp::Kept(k) => Some(&k.function),
+        StoreOp::Function(f) => Some(&f.name),
+        _ => None,
     }
 }
 
@@ -140,7 +175,7 @@ const INLINE_MAX: usize = 1024;
 /// wake-up; a batch that finds the thread busy goes to it, so the file sees
 /// batches in order (figures: perf/history.md, "Store hand-off").
 pub struct StoreTask {
-    tx: mpsc::Sender<Vec<StoreOp>>,
+    tx: mpsc::Sender<Queued>,
     thread: JoinHandle<()>,
     committer: Arc<Mutex<Committer>>,
     /// Batches handed to the thread.
@@ -165,7 +200,7 @@ impl StoreTask {
         timing: Timing,
         latency: Arc<AtomicHistogram>,
     ) -> std::io::Result<StoreTask> {
-        let (tx, rx) = mpsc::channel::<Vec<StoreOp>>();
+        let (tx, rx) = mpsc::channel::<Queued>();
         let committer = Arc::new(Mutex::new(Committer::new(store)));
         let done = Arc::new(AtomicU64::new(0));
         let dirty = Arc::new(AtomicBool::new(false));
@@ -210,7 +245,7 @@ impl StoreTask {
         }
         self.sent += 1;
         let wake = self.hold && acknowledged(&batch);
-        if self.tx.send(batch).is_err() {
+        if self.tx.send(Queued::Batch(batch)).is_err() {
             tracing::error!("store thread is gone; store operations dropped");
         }
         if wake {
@@ -218,6 +253,16 @@ impl StoreTask {
             self.thread.thread().unpark();
         }
         None
+    }
+
+    /// Runs `call` on the store thread once everything queued before it is
+    /// written (dropped unrun if the thread is gone).
+    pub fn call(&mut self, call: StoreCall) {
+        self.sent += 1;
+        if self.tx.send(Queued::Call(call)).is_err() {
+            tracing::error!("store thread is gone; a store call dropped");
+        }
+        self.thread.thread().unpark();
     }
 
     /// Closes the queue and waits until everything queued is flushed.
@@ -298,7 +343,7 @@ fn acknowledged(batch: &[StoreOp]) -> bool {
 }
 
 fn store_thread(
-    rx: mpsc::Receiver<Vec<StoreOp>>,
+    rx: mpsc::Receiver<Queued>,
     committer: Arc<Mutex<Committer>>,
     done: Arc<AtomicU64>,
     dirty: Arc<AtomicBool>,
@@ -329,6 +374,8 @@ fn store_thread(
     let mut last_awaited = 0usize;
     let mut last_took = Duration::ZERO;
     'serve: loop {
+        // A store call ends the group: it runs right after its flush.
+        let mut call: Option<StoreCall> = None;
         let first = if let Some(until) = held_until {
             // Holding: asleep outside `recv`, so the batches that keep coming
             // do not each wake the thread; one someone waits on unparks it
@@ -352,9 +399,17 @@ fn store_thread(
         if let Some(first) = first {
             // Group commit: everything queued meanwhile joins this flush.
             let mut next = Some(first);
-            while let Some(batch) = next {
-                pending_ops += batch.len();
-                pending.push(batch);
+            while let Some(queued) = next {
+                match queued {
+                    Queued::Batch(batch) => {
+                        pending_ops += batch.len();
+                        pending.push(batch);
+                    }
+                    Queued::Call(c) => {
+                        call = Some(c);
+                        break;
+                    }
+                }
                 next = match rx.try_recv() {
                     Ok(batch) => Some(batch),
                     Err(TryRecvError::Empty) => None,
@@ -363,7 +418,7 @@ fn store_thread(
                 };
             }
         }
-        if let Some(company) = company {
+        if let (Some(company), None) = (company, &call) {
             // Fewer wait on this group than on the last commit: the others
             // are likely resubmitting now that it acknowledged them.
             let mut waiting = awaited_in(&pending);
@@ -371,10 +426,14 @@ fn store_thread(
                 let until = Instant::now() + company.min(last_took);
                 while waiting < last_awaited {
                     match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                        Ok(batch) => {
+                        Ok(Queued::Batch(batch)) => {
                             waiting += awaited_in(std::slice::from_ref(&batch));
                             pending_ops += batch.len();
                             pending.push(batch);
+                        }
+                        Ok(Queued::Call(c)) => {
+                            call = Some(c);
+                            break;
                         }
                         Err(RecvTimeoutError::Timeout) => break,
                         Err(RecvTimeoutError::Disconnected) => break 'serve,
@@ -382,7 +441,7 @@ fn store_thread(
                 }
             }
         }
-        if let (Some(hold), false) = (hold, pending.is_empty()) {
+        if let (Some(hold), false, None) = (hold, pending.is_empty(), &call) {
             let now = Instant::now();
             let due = held_until.is_some_and(|t| now >= t);
             if !due && pending_ops < HOLD_MAX_OPS && !pending.iter().any(|b| acknowledged(b)) {
@@ -412,6 +471,10 @@ fn store_thread(
             // Delivered with the committer unlocked, so the hub's inline
             // path (which tries that lock) is not turned away meanwhile.
             deliver_new_jobs(&mut deliver, result);
+        }
+        if let Some(call) = call.take() {
+            call(&mut lock());
+            done.fetch_add(1, Ordering::Release);
         }
         if let Some(every) = sync_every {
             if last_sync.elapsed() >= every {

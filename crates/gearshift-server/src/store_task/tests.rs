@@ -205,3 +205,40 @@ fn the_wait_for_company_is_bounded() {
     assert!(sent.elapsed() >= company + took, "it did not wait");
     task.finish();
 }
+
+#[test]
+fn a_store_call_runs_after_the_batches_before_it_even_held_ones() {
+    // A long hold: the end would wait for company, but the call behind it
+    // must find it written.
+    let (mut task, view, rx) = task(Duration::from_secs(30));
+    task.submit(vec![StoreOp::Add(job(1)), StoreOp::Add(job(2))]);
+    assert_eq!(stored(&rx), vec![1, 2]);
+    task.submit(vec![StoreOp::Done(1)]);
+    let (tx, seen) = mpsc::channel();
+    let probe = view.reopen();
+    task.call(Box::new(move |committer| {
+        let _ = tx.send((live(&probe), committer.repartition().is_none()));
+    }));
+    let (live_then, plain) = seen
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the call ran");
+    assert_eq!(
+        live_then,
+        vec![2],
+        "the end queued before the call was written first"
+    );
+    assert!(plain, "a memory store has no partitions to change");
+    task.finish();
+}
+
+#[test]
+fn forgetting_unwritten_ops_keeps_the_other_functions() {
+    let mut c = Committer::new(Box::new(MemoryStore::new()));
+    let mut other = job(2);
+    other.function = Bytes::from_static(b"g");
+    c.unwritten = vec![StoreOp::Add(job(1)), StoreOp::Add(other), StoreOp::Done(3)];
+    c.forget_unwritten(&|f: &[u8]| f == b"f");
+    assert_eq!(c.unwritten.len(), 2);
+    assert!(matches!(&c.unwritten[0], StoreOp::Add(j) if j.id == 2));
+    assert!(matches!(c.unwritten[1], StoreOp::Done(3)));
+}
