@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
-from test_cluster import CLIENTS, grab, http_get, raw_worker, with_cluster  # noqa: E402
+from test_cluster import CLIENTS, grab, http_get, raw_worker, submit_bg, with_cluster  # noqa: E402
 
 PARTS = 64
 MASK = (1 << 64) - 1
@@ -440,6 +440,56 @@ def test_the_two_modes_do_not_mix(cl):
           "a leader-mode node refused beside partitioned ones: %r %r" % (r.stdout, r.stderr))
 
 
+@with_cluster
+def test_a_join_moves_partitions_in_place(cl):
+    """A node that gives partitions up to a joining node keeps serving the
+    others meanwhile: a job running in a kept partition neither holds the
+    move up nor is cut off, and submissions to kept partitions are answered
+    at once during the join (a restart of the job server would wait for
+    that job, refusing them, and then cut it off)."""
+    start(cl, ["a", "b"])
+    own = owners(cl)
+    mine = sorted(p for p, n in own.items() if n == "a")
+    kept = []
+    i = 0
+    while len(kept) < 2:  # two functions in a's lowest partitions, which it keeps
+        f = "inplace%d" % i
+        i += 1
+        if partition_of(f) in mine[:4]:
+            kept.append(f)
+    held_f, busy_f = kept
+    handle = submit_bg(cl.nodes["b"].port, held_f, "held", "x")
+    w = raw_worker(cl.nodes["b"].port, held_f)
+    got = grab(w)
+    check(got is not None and got[0] == handle, "the held job: %r" % (got,))
+    t0 = time.monotonic()
+    cl.start("c", extra="--partitioned")
+    slowest, n = 0.0, 0
+    while True:
+        t = time.monotonic()
+        submit_bg(cl.nodes["b"].port, busy_f, "busy%d" % n, "")
+        slowest, n = max(slowest, time.monotonic() - t), n + 1
+        o = owners(cl)
+        if len(o) == PARTS and "c" in o.values() and \
+                max(sum(1 for x in o.values() if x == m) for m in "abc") <= 22:
+            break
+        check(time.monotonic() - t0 < 30, "c to get its share")
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    shared_by(cl, ["a", "b", "c"])
+    check_eq(owners(cl)[partition_of(held_f)], "a", "a kept the held job's partition")
+    check(took < 8, "the join done in %.1f s, without waiting for the held job" % took)
+    check(slowest < 2, "submissions to a kept partition answered during the join "
+          "(slowest %.2f s of %d)" % (slowest, n))
+    w.send_pkt(h.WORK_COMPLETE, handle, b"")
+    w.echo_sync()
+    h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_jobs WHERE unique_id = 'held'")
+               [0][0] == "0", 10, "the held job's completion stored")
+    w.close()
+    print("   join in %.1f s; %d submissions meanwhile, slowest %.3f s" % (took, n, slowest),
+          flush=True)
+
+
 def GEARSHIFT_BIN():
     import test_cluster
     return test_cluster.GEARSHIFT
@@ -449,4 +499,5 @@ TESTS = [test_the_two_modes_do_not_mix, test_partitions_spread, test_worker_gets
          test_foreground_across_nodes, test_admin_answers_for_the_whole_cluster,
          test_http_api_answers_for_the_whole_cluster,
          test_sleeping_worker_woken_from_another_node,
-         test_php_and_perl_across_partitioned_nodes, test_five_nodes_php_perl]
+         test_php_and_perl_across_partitioned_nodes, test_five_nodes_php_perl,
+         test_a_join_moves_partitions_in_place]

@@ -6,9 +6,11 @@
 //! - [`beat`]: the partition leases, renewed and shared out evenly;
 //! - [`owners`]: who owns which partition;
 //! - [`owner`]: the job server over this node's partitions;
+//! - [`moves`]: partitions handed over and taken on in that running server;
 //! - [`route`]: the listeners, and each connection's splitting.
 
 pub mod beat;
+mod moves;
 mod owner;
 pub mod owners;
 mod route;

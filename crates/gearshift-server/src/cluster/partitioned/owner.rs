@@ -1,6 +1,8 @@
 //! The job server for the partitions this node owns: one core and one
-//! store over the set, started again whenever the set changes (its
-//! connections are all carried over links, so only they see the restart).
+//! store over the set, which take partitions on and hand them over in
+//! place ([`super::moves`]); started again only when that cannot be done
+//! (its connections are all carried over links, so only they see a
+//! restart).
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -11,11 +13,13 @@ use gearshift_store::{PgOptions, PgStore, Store};
 use tokio::sync::{oneshot, watch};
 
 use super::beat::{Cmd, Mine};
+use super::moves::{self, Served};
 use super::owners::Ownership;
 use crate::accept::LinkDoor;
 use crate::cluster::trust::LeaseTrust;
 use crate::cluster::view::ClusterView;
-use crate::{Server, ServerConfig};
+use crate::{Control, Server, ServerConfig};
+use gearshift_core::Placement;
 
 /// How long a stopping owner server may take to finish.
 pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -41,11 +45,56 @@ const ID_BLOCK: u64 = 1 << 32;
 /// A running owner server.
 struct Running {
     serving: Vec<(u32, i64)>,
+    served: Arc<Served>,
+    control: Control,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
+    /// Moves the partitions in place to serve `want`; false when the
+    /// server must be started again instead.
+    async fn repartition(&mut self, want: &[(u32, i64)], placement: &Placement) -> bool {
+        if self.served.placement() != placement {
+            tracing::info!("functions were pinned: the owner server starts again");
+            return false;
+        }
+        // A partition kept at another epoch was another node's meanwhile.
+        let moved = want
+            .iter()
+            .any(|&(p, e)| self.serving.iter().any(|&(q, f)| q == p && f != e));
+        if moved {
+            return false;
+        }
+        let leaving: Vec<u32> = self
+            .serving
+            .iter()
+            .map(|&(p, _)| p)
+            .filter(|p| !want.iter().any(|&(q, _)| q == *p))
+            .collect();
+        let arriving: Vec<(u32, i64)> = want
+            .iter()
+            .copied()
+            .filter(|&(p, _)| !self.serving.iter().any(|&(q, _)| q == p))
+            .collect();
+        let done = async {
+            moves::hand_over(&self.control, &self.served, &leaving).await?;
+            moves::take_over(&self.control, &self.served, &arriving).await
+        };
+        match done.await {
+            Ok(()) => {
+                self.serving = want.to_vec();
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "partitions cannot move in place ({e}): the owner server starts again"
+                );
+                false
+            }
+        }
+    }
+
     async fn stop(self) {
         let _ = self.stop.send(());
         let mut task = self.task;
@@ -69,7 +118,16 @@ pub(super) async fn manage(
         let ended = current.as_ref().is_some_and(|r| r.task.is_finished());
         if let Some(m) = want {
             let differs = current.as_ref().is_none_or(|r| r.serving != m.serve);
-            if differs || ended {
+            let mut in_place = false;
+            if let (Some(r), true, false) = (current.as_mut(), differs, ended) {
+                let placement = ctx.ownership.borrow().placement().clone();
+                in_place = r.repartition(&m.serve, &placement).await;
+            }
+            if in_place {
+                if !m.give_up.is_empty() {
+                    let _ = ctx.cmds.send(Cmd::Release(m.give_up.clone()));
+                }
+            } else if differs || ended {
                 if let Some(r) = current.take() {
                     r.stop().await;
                 }
@@ -115,9 +173,10 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
     let ids = rx.await.ok().flatten().ok_or("cannot reserve job ids")?;
     let url = ctx.url.clone();
     let parts: Vec<u32> = serve.iter().map(|&(p, _)| p).collect();
+    let served = Served::new(placement.clone(), &parts);
     let owns = {
-        let (placement, parts) = (placement.clone(), parts.clone());
-        Arc::new(move |f: &[u8]| parts.contains(&placement.partition_of(f)))
+        let served = served.clone();
+        Arc::new(move |f: &[u8]| served.owns(f))
     };
     let opts = PgOptions {
         partitions: Some(PartitionSet {
@@ -143,6 +202,7 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
         server.submit_through(addr);
     }
     server.open_door(ctx.door.clone());
+    let control = server.control();
     tracing::info!(partitions = ?parts, "serving this node's partitions");
     let (stop, stop_rx) = oneshot::channel();
     let task = tokio::spawn(server.run(async move {
@@ -150,6 +210,8 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
     }));
     Ok(Running {
         serving: serve.to_vec(),
+        served,
+        control,
         stop,
         task,
     })

@@ -1,0 +1,172 @@
+//! Partitions moving in and out of a running owner server, without a
+//! restart: the partitions leaving are handed over once their work is
+//! done, those arriving are read from the store and taken on.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gearshift_core::{Placement, TakenOver};
+use gearshift_store::Replayed;
+
+use super::owner::STOP_WAIT;
+use crate::clock::Clock;
+use crate::Control;
+
+/// The partitions an owner server serves, read by its hub at every
+/// submission (a function of any other is refused, to be sent again).
+pub(super) struct Served {
+    placement: Placement,
+    on: Vec<AtomicBool>,
+}
+
+impl Served {
+    /// Serving `parts` under `placement`.
+    pub(super) fn new(placement: Placement, parts: &[u32]) -> Arc<Served> {
+        let on = (0..placement.count.max(1))
+            .map(|p| AtomicBool::new(parts.contains(&p)))
+            .collect();
+        Arc::new(Served { placement, on })
+    }
+
+    /// Whether `function`'s partition is served.
+    pub(super) fn owns(&self, function: &[u8]) -> bool {
+        let p = self.placement.partition_of(function) as usize;
+        self.on.get(p).is_some_and(|b| b.load(Ordering::Acquire))
+    }
+
+    fn set(&self, parts: &[u32], on: bool) {
+        for &p in parts {
+            if let Some(b) = self.on.get(p as usize) {
+                b.store(on, Ordering::Release);
+            }
+        }
+    }
+
+    /// The placement the server was started with.
+    pub(super) fn placement(&self) -> &Placement {
+        &self.placement
+    }
+}
+
+/// Why a move could not be made in place (the server is started again).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum MoveError {
+    #[error("the owner server stopped")]
+    Stopped,
+    #[error("the store cannot change its partitions: {0}")]
+    Store(String),
+}
+
+impl From<crate::control::Stopped> for MoveError {
+    fn from(_: crate::control::Stopped) -> Self {
+        MoveError::Stopped
+    }
+}
+
+/// Hands `leaving` over: no new submission for their functions is taken
+/// and no job of theirs handed out, their running jobs may finish (up to
+/// [`STOP_WAIT`]; one still running then is cut off, and its new owner
+/// counts it so), then the core forgets them (a foreground job that waits
+/// goes back to its client's node, which submits it again to the new
+/// owner) and the store lets them go.
+pub(super) async fn hand_over(
+    control: &Control,
+    served: &Arc<Served>,
+    leaving: &[u32],
+) -> Result<(), MoveError> {
+    if leaving.is_empty() {
+        return Ok(());
+    }
+    served.set(leaving, false);
+    let gone = gone_fn(served, leaving);
+    let g = gone.clone();
+    control
+        .call(move |core| core.hold_for_hand_over(&*g))
+        .await?;
+    let until = Instant::now() + STOP_WAIT;
+    loop {
+        let g = gone.clone();
+        let pending = control
+            .call(move |core| core.hand_over_pending(&*g))
+            .await?;
+        if pending.running == 0 && pending.unacked == 0 {
+            break;
+        }
+        if Instant::now() >= until {
+            tracing::warn!(
+                running = pending.running,
+                "jobs still run in the partitions leaving: their new owner counts them as cut off"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let g = gone.clone();
+    let forgotten = control
+        .call(move |core| core.hand_over(&*g, Clock::new().now()))
+        .await?;
+    let parts = leaving.to_vec();
+    control
+        .store(move |committer| {
+            committer.forget_unwritten(&*gone);
+            match committer.repartition() {
+                Some(r) => r.release(&parts).map_err(|e| e.to_string()),
+                None => Err("not a partition set".to_owned()),
+            }
+        })
+        .await?
+        .map_err(MoveError::Store)?;
+    tracing::info!(partitions = ?leaving, jobs = forgotten, "partitions handed over in place");
+    Ok(())
+}
+
+/// Takes `arriving` on (each at its epoch): their rows are read into the
+/// store and the core, then their submissions are taken.
+pub(super) async fn take_over(
+    control: &Control,
+    served: &Arc<Served>,
+    arriving: &[(u32, i64)],
+) -> Result<(), MoveError> {
+    if arriving.is_empty() {
+        return Ok(());
+    }
+    let parts = arriving.to_vec();
+    let replayed = control
+        .store(move |committer| match committer.repartition() {
+            Some(r) => r.adopt(&parts).map_err(|e| e.to_string()),
+            None => Err("not a partition set".to_owned()),
+        })
+        .await?
+        .map_err(MoveError::Store)?;
+    let jobs = replayed.jobs.len();
+    let cut_off = replayed.running.len();
+    let taken = taken_over(replayed);
+    control
+        .call(move |core| core.take_over(taken, Clock::new().now()))
+        .await?;
+    let numbers: Vec<u32> = arriving.iter().map(|&(p, _)| p).collect();
+    served.set(&numbers, true);
+    tracing::info!(partitions = ?numbers, jobs, cut_off, "partitions taken on in place");
+    Ok(())
+}
+
+type Gone = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// Whether a function lives in one of `parts`.
+fn gone_fn(served: &Arc<Served>, parts: &[u32]) -> Gone {
+    let placement = served.placement().clone();
+    let parts = parts.to_vec();
+    Arc::new(move |f: &[u8]| parts.contains(&placement.partition_of(f)))
+}
+
+fn taken_over(r: Replayed) -> TakenOver {
+    TakenOver {
+        jobs: r.jobs,
+        dead: r.dead,
+        schedules: r.schedules,
+        kept: r.kept,
+        functions: r.functions,
+        running: r.running,
+    }
+}
