@@ -490,6 +490,49 @@ def test_a_join_moves_partitions_in_place(cl):
           flush=True)
 
 
+@with_cluster
+def test_config_schedules_live_with_their_partitions(cl):
+    """Every node starts with the same config file: each installs the
+    schedules of the functions it owns, so every node serves and each
+    schedule is listed (and fires) once in the cluster; after a join the
+    schedules of the partitions given up live on their new owner, and a
+    reload (SIGHUP) puts a new one in force on its owner only."""
+    import tempfile
+    names = ["sched%d" % i for i in range(6)]
+    conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    for f in names:
+        conf.write('[[schedule]]\ncron = "0 0 1 1 *"\nfunction = "%s"\nworkload = "x"\n\n' % f)
+    conf.close()
+    for n in ["a", "b"]:
+        cl.start(n, extra="--partitioned --config %s" % conf.name)
+    shared_by(cl, ["a", "b"])
+    by_node = functions_on(cl, 1, prefix="served")
+
+    def listed():
+        lines = h.admin(cl.nodes["a"].port, "show schedules").splitlines()
+        return sorted(l.split("\t")[1] for l in lines if "\t" in l)
+    h.wait_for(lambda: listed() == names, 10, "each config schedule listed once: %r" % listed())
+    for node, fs in by_node.items():
+        w = raw_worker(cl.nodes["a"].port, fs[0])
+        handle = submit_bg(cl.nodes["b"].port, fs[0], "", "x")
+        got = grab(w)
+        check(got is not None and got[0] == handle, "a job of %s's function done" % node)
+        w.close()
+    cl.start("c", extra="--partitioned --config %s" % conf.name)
+    shared_by(cl, ["a", "b", "c"])
+    h.wait_for(lambda: listed() == names, 10, "still once each after the join: %r" % listed())
+    rows = cl.pg.sql("SELECT count(*) FROM gearshift_schedules")
+    check_eq(rows[0][0], str(len(names)), "stored schedules")
+    # A reload (SIGHUP on every node) adds one, installed by its owner only.
+    with open(conf.name, "a") as f:
+        f.write('[[schedule]]\ncron = "0 0 1 1 *"\nfunction = "sched6"\nworkload = "x"\n')
+    for node in cl.nodes.values():
+        os.kill(node.pid, signal.SIGHUP)
+    names = sorted(names + ["sched6"])
+    h.wait_for(lambda: listed() == names, 10, "the reloaded schedule listed once: %r" % listed())
+    os.unlink(conf.name)
+
+
 def GEARSHIFT_BIN():
     import test_cluster
     return test_cluster.GEARSHIFT
@@ -500,4 +543,4 @@ TESTS = [test_the_two_modes_do_not_mix, test_partitions_spread, test_worker_gets
          test_http_api_answers_for_the_whole_cluster,
          test_sleeping_worker_woken_from_another_node,
          test_php_and_perl_across_partitioned_nodes, test_five_nodes_php_perl,
-         test_a_join_moves_partitions_in_place]
+         test_a_join_moves_partitions_in_place, test_config_schedules_live_with_their_partitions]

@@ -16,7 +16,8 @@
 //!   relays and links;
 //! - [`trust`]: the lease deadline the leader's hub obeys (`role`: what
 //!   each role sets on its server); [`view`]: the node table for HTTP;
-//!   `pump`: a link's task, moving its frames both ways;
+//!   `pump`: a link's task, moving its frames both ways; `reloads`: the
+//!   config's reloads, followed by whichever job server runs;
 //! - [`partitioned`]: nodes that each own a share of the partitions.
 
 pub mod lease_thread;
@@ -24,6 +25,7 @@ pub mod link;
 pub mod partitioned;
 mod pump;
 pub mod relay;
+mod reloads;
 mod role;
 pub mod trust;
 pub mod view;
@@ -221,6 +223,7 @@ impl Node {
             partitions,
             reload,
         } = self;
+        let (_reload_tx, reloads) = reload;
         if let Some(leases) = partitions {
             let me = lease.me().clone();
             let sessions = partitioned::beat::Sessions {
@@ -232,10 +235,14 @@ impl Node {
                 shutdown.await;
                 let _ = stopping_tx.send(true);
             });
-            partitioned::run(cfg, url, timeout, bound, sessions, me, secret, stopping).await;
+            let node = partitioned::NodeCtx {
+                me,
+                secret,
+                reloads,
+            };
+            partitioned::run(cfg, url, timeout, bound, sessions, node, stopping).await;
             return;
         }
-        let (_reload_tx, reloads) = reload;
         let node: Arc<str> = lease.me().name.as_str().into();
         let me = lease.me().clone();
         let view = Arc::new(view::ClusterView::new(me.name.clone()));
@@ -478,15 +485,6 @@ struct Bound {
     http: Option<std::net::TcpListener>,
 }
 
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Puts `new` in `slot`; whether that changed it.
 fn replace<T: PartialEq>(slot: &mut T, new: T) -> bool {
     let changed = *slot != new;
@@ -514,7 +512,7 @@ async fn lead(
     stopping: &watch::Receiver<bool>,
     secret: &Arc<str>,
     timeout: Duration,
-    reloads: &watch::Receiver<Option<Arc<crate::Reload>>>,
+    reloads: &reloads::Reloads,
     view: &Arc<view::ClusterView>,
 ) -> Led {
     let url = url.to_owned();
@@ -553,20 +551,7 @@ async fn lead(
     server.obey_lease(trust.clone());
     server.show_cluster(view.clone());
     tracing::info!(epoch, "leading: serving jobs from the shared store");
-    let reloader = server.reloader();
-    let mut reloads = reloads.clone();
-    let forward = tokio::spawn(async move {
-        loop {
-            let latest = reloads.borrow_and_update().clone();
-            if let Some(r) = latest {
-                reloader.reload((*r).clone());
-            }
-            if reloads.changed().await.is_err() {
-                return;
-            }
-        }
-    });
-    let _forwarding = AbortOnDrop(forward);
+    let _forwarding = reloads::follow(server.reloader(), reloads);
     let mut stopping = stopping.clone();
     let graceful = async move {
         let _ = stopping.wait_for(|s| *s).await;

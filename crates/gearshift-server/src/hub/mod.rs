@@ -359,11 +359,16 @@ impl Hub {
         self.core.handle(id, input, now);
     }
 
-    /// A reloaded config file: new policies and schedules.
+    /// A reloaded config file: new policies and schedules (of the
+    /// functions served here, on a partitioned node).
     fn reload(&mut self, reload: &Reload, sink: &mut impl OutSink) {
         self.core.set_now(self.clock.now());
         self.core.set_policies(reload.policies.clone());
-        if let Err(e) = self.core.set_config_schedules(reload.schedules.clone()) {
+        let mut schedules = reload.schedules.clone();
+        if let Some(owns) = &self.owns {
+            schedules.retain(|s| owns(&s.function));
+        }
+        if let Err(e) = self.core.set_config_schedules(schedules) {
             tracing::error!("reload: keeping the schedules in force: {e}");
         }
         self.route(sink);

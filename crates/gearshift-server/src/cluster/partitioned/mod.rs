@@ -24,6 +24,7 @@ use tokio::sync::{watch, Semaphore};
 
 use super::link::Limits;
 use super::relay::RelayGate;
+use super::reloads::Reloads;
 use super::trust::LeaseTrust;
 use super::view::ClusterView;
 use super::Bound;
@@ -47,18 +48,29 @@ pub(super) fn check_mode(lease: &mut Lease, partitioned: bool) -> Result<(), Sto
     Ok(())
 }
 
+/// Who this node is to the others, and its config reloads.
+pub(super) struct NodeCtx {
+    pub me: NodeAddrs,
+    /// The cluster's secret, which links present.
+    pub secret: Arc<str>,
+    pub reloads: Reloads,
+}
+
 /// Runs a partitioned node until `stopping` turns true.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
     cfg: ServerConfig,
     url: String,
     timeout: Duration,
     bound: Bound,
     sessions: beat::Sessions,
-    me: NodeAddrs,
-    secret: Arc<str>,
+    node: NodeCtx,
     stopping: watch::Receiver<bool>,
 ) {
+    let NodeCtx {
+        me,
+        secret,
+        reloads,
+    } = node;
     let mut slots = owners::Slots::default();
     let (own_tx, own_rx) = watch::channel(Arc::new(owners::Ownership::empty(&me, &mut slots)));
     let (mine_tx, mine_rx) = watch::channel(None);
@@ -127,6 +139,7 @@ pub(super) async fn run(
         door,
         ownership: own_rx,
         cmds: cmd_tx.clone(),
+        reloads,
     };
     tracing::info!(node = %me.name, "partitioned node: serving the partitions it owns");
     owner::manage(owner_ctx, mine_rx, stopping).await;

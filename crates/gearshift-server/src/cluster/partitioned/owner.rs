@@ -16,6 +16,7 @@ use super::beat::{Cmd, Mine};
 use super::moves::{self, Served};
 use super::owners::Ownership;
 use crate::accept::LinkDoor;
+use crate::cluster::reloads::{follow, Following, Reloads};
 use crate::cluster::trust::LeaseTrust;
 use crate::cluster::view::ClusterView;
 use crate::{Control, Server, ServerConfig};
@@ -36,6 +37,8 @@ pub(super) struct OwnerCtx {
     pub door: Arc<watch::Sender<Option<LinkDoor>>>,
     pub ownership: watch::Receiver<Arc<Ownership>>,
     pub cmds: mpsc::Sender<Cmd>,
+    /// Config reloads, put in force in the running server.
+    pub reloads: Reloads,
 }
 
 /// Job ids a core takes at a time: a new block per start of the owner
@@ -47,6 +50,7 @@ struct Running {
     serving: Vec<(u32, i64)>,
     served: Arc<Served>,
     control: Control,
+    _reloads: Following,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -192,7 +196,11 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
         .map_err(|e| format!("cannot open the partitions' store: {e}"))?;
     let store: Box<dyn Store> = Box::new(store);
     let http = ctx.http.as_ref().and_then(super::super::tokio_listener);
-    let mut server = Server::bind_on(ctx.cfg.clone(), Some(store), Vec::new(), Vec::new(), http)
+    // The config's schedules of the functions served here (the hub keeps
+    // to those at reloads too); another node's store holds the others.
+    let mut cfg = ctx.cfg.clone();
+    cfg.schedules.retain(|s| served.owns(&s.function));
+    let mut server = Server::bind_on(cfg, Some(store), Vec::new(), Vec::new(), http)
         .await
         .map_err(|e| e.to_string())?;
     server.obey_lease(ctx.trust.clone());
@@ -203,6 +211,7 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
     }
     server.open_door(ctx.door.clone());
     let control = server.control();
+    let reloads = follow(server.reloader(), &ctx.reloads);
     tracing::info!(partitions = ?parts, "serving this node's partitions");
     let (stop, stop_rx) = oneshot::channel();
     let task = tokio::spawn(server.run(async move {
@@ -212,6 +221,7 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
         serving: serve.to_vec(),
         served,
         control,
+        _reloads: reloads,
         stop,
         task,
     })
