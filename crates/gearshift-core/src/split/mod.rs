@@ -18,7 +18,7 @@
 
 mod admin;
 mod client;
-pub use park::{NOT_OWNER, SHUTTING_DOWN};
+pub use park::{ADMIN_NOT_OWNER, NOT_OWNER, SHUTTING_DOWN};
 pub use resubmit::JOB_MOVED;
 mod owner;
 mod packets;

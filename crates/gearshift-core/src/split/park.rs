@@ -11,6 +11,10 @@ use super::{Kind, Out, Owners, Split};
 
 /// An owner's refusal of a submission for a partition it no longer owns.
 pub const NOT_OWNER: &str = "this node no longer owns the function's partition; try again";
+/// An owner's answer to an admin line naming a function of a partition it
+/// does not own (the line raced a move; asked again, it finds the owner).
+pub const ADMIN_NOT_OWNER: &[u8] =
+    b"ERR NOT_OWNER this+node+does+not+own+the+function's+partition;+try+again\r\n";
 /// An owner's refusal while it stops (gearmand's words; its partitions move).
 pub const SHUTTING_DOWN: &str = "Server is shutting down";
 

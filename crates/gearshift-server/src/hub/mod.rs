@@ -14,6 +14,7 @@ use crate::config::Reload;
 use bytes::Bytes;
 use gearshift_core::listing::Listing;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
+use gearshift_proto::admin::AdminCommand;
 use gearshift_proto::{Request, Response};
 use tokio::sync::{oneshot, watch, Notify};
 
@@ -343,12 +344,13 @@ impl Hub {
             return;
         }
         if let Some(owns) = &self.owns {
-            let function = match &input {
-                Input::Request(Request::Submit(s)) => Some(s.function()),
-                Input::Request(Request::SubmitSched(s)) => Some(&s.function[..]),
-                _ => None,
-            };
-            if function.is_some_and(|f| !owns(f)) {
+            if named_function(&input).is_some_and(|f| !owns(f)) {
+                if let Input::Admin(_) = input {
+                    // Answered in its place among the connection's replies.
+                    let refusal = Bytes::from_static(gearshift_core::split::ADMIN_NOT_OWNER);
+                    let reply = Input::Admin(Box::new(AdminCommand::Reply(refusal)));
+                    return self.core.handle(id, reply, now);
+                }
                 let refusal = Response::error("QUEUE_ERROR", gearshift_core::split::NOT_OWNER);
                 return self.core.reply(id, refusal);
             }
@@ -562,8 +564,9 @@ impl Hub {
                         again = true;
                     }
                     // Settings of a function whose partition this server
-                    // does not own (an admin line raced a move) stay in
-                    // memory: the store would refuse the whole batch.
+                    // does not own (an HTTP call raced a move; admin lines
+                    // are refused) stay in memory: the store would refuse
+                    // the whole batch.
                     Effect::Store(StoreOp::Function(f))
                         if self.owns.as_ref().is_some_and(|owns| !owns(&f.name)) =>
                     {
@@ -588,6 +591,23 @@ impl Hub {
                 return;
             }
         }
+    }
+}
+
+/// The function a submission or an admin line about one function names
+/// (a partitioned node's job server refuses those it does not serve).
+fn named_function(input: &Input) -> Option<&[u8]> {
+    use AdminCommand::*;
+    match input {
+        Input::Request(Request::Submit(s)) => Some(s.function()),
+        Input::Request(Request::SubmitSched(s)) => Some(&s.function[..]),
+        Input::Admin(cmd) => match &**cmd {
+            Pause(f) | Resume(f) | CreateFunction(f) | DropFunction(f) => Some(f),
+            MaxQueue { function, .. } => Some(function),
+            ShowDead(Some(f)) | RetryDead(_, Some(f)) | DropDead(_, Some(f)) => Some(f),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

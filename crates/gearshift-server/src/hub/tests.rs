@@ -227,3 +227,46 @@ fn a_fenced_hub_runs_no_control_call() {
     hub.message(call(&ran), &mut sink);
     assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// An admin line about a function another node's partition holds (it
+/// raced a move) is refused, in its place; one about an owned function,
+/// and lines about no function, are answered as usual.
+#[test]
+fn admin_lines_about_functions_owned_elsewhere_are_refused() {
+    use gearshift_proto::admin::AdminCommand;
+    let mut hub = hub();
+    hub.set_owned(Arc::new(|f: &[u8]| f == b"fn"));
+    let mut sink = Collect(Vec::new());
+    let a = ConnId(1);
+    open(&mut hub, a, &mut sink);
+    let admin = |c: AdminCommand| Input::Admin(Box::new(c));
+    hub.request(
+        a,
+        admin(AdminCommand::Pause(Bytes::from_static(b"elsewhere"))),
+        &mut sink,
+    );
+    hub.request(
+        a,
+        admin(AdminCommand::CreateFunction(Bytes::from_static(b"fn"))),
+        &mut sink,
+    );
+    hub.request(a, admin(AdminCommand::Version), &mut sink);
+    hub.settle(&mut sink);
+    let texts: Vec<&Bytes> = sink
+        .0
+        .iter()
+        .filter_map(|o| match o {
+            Out::Text(c, t) if *c == a => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert_eq!(&texts[0][..], gearshift_core::split::ADMIN_NOT_OWNER);
+    assert_eq!(&texts[1][..], b"OK\r\n");
+    assert!(!texts[2].starts_with(b"ERR"), "{:?}", texts[2]);
+    assert!(hub
+        .core
+        .functions_view()
+        .iter()
+        .all(|f| &f.name[..] != b"elsewhere"));
+}
