@@ -14,7 +14,6 @@ use crate::config::Reload;
 use bytes::Bytes;
 use gearshift_core::listing::Listing;
 use gearshift_core::{ConnId, ConnInfo, Core, Effect, Input, JobId, Millis, StoreOp};
-use gearshift_proto::admin::AdminCommand;
 use gearshift_proto::{Request, Response};
 use tokio::sync::{oneshot, watch, Notify};
 
@@ -58,9 +57,6 @@ pub enum ToHub {
     /// A call on the store, after the operations the core made so far.
     Store(StoreCall),
 }
-
-/// Whether a function is served here.
-pub type Owns = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 /// A finished hub's last duties: the store, to be flushed and ended, and
 /// whoever waits to hear that the server is done.
@@ -344,15 +340,10 @@ impl Hub {
             return;
         }
         if let Some(owns) = &self.owns {
-            if named_function(&input).is_some_and(|f| !owns(f)) {
-                if let Input::Admin(_) = input {
-                    // Answered in its place among the connection's replies.
-                    let refusal = Bytes::from_static(gearshift_core::split::ADMIN_NOT_OWNER);
-                    let reply = Input::Admin(Box::new(AdminCommand::Reply(refusal)));
-                    return self.core.handle(id, reply, now);
-                }
-                let refusal = Response::error("QUEUE_ERROR", gearshift_core::split::NOT_OWNER);
-                return self.core.reply(id, refusal);
+            match owned::refusal(&input, &**owns) {
+                Some(owned::Refusal::Reply(r)) => return self.core.reply(id, r),
+                Some(owned::Refusal::Admin(line)) => return self.core.handle(id, line, now),
+                None => {}
             }
         }
         if let Input::Invalid(e) = &input {
@@ -594,22 +585,8 @@ impl Hub {
     }
 }
 
-/// The function a submission or an admin line about one function names
-/// (a partitioned node's job server refuses those it does not serve).
-fn named_function(input: &Input) -> Option<&[u8]> {
-    use AdminCommand::*;
-    match input {
-        Input::Request(Request::Submit(s)) => Some(s.function()),
-        Input::Request(Request::SubmitSched(s)) => Some(&s.function[..]),
-        Input::Admin(cmd) => match &**cmd {
-            Pause(f) | Resume(f) | CreateFunction(f) | DropFunction(f) => Some(f),
-            MaxQueue { function, .. } => Some(function),
-            ShowDead(Some(f)) | RetryDead(_, Some(f)) | DropDead(_, Some(f)) => Some(f),
-            _ => None,
-        },
-        _ => None,
-    }
-}
+mod owned;
+pub use owned::Owns;
 
 #[cfg(test)]
 mod tests;
