@@ -486,6 +486,13 @@ def test_a_join_moves_partitions_in_place(cl):
     h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_jobs WHERE unique_id = 'held'")
                [0][0] == "0", 10, "the held job's completion stored")
     w.close()
+    # a's job server ran throughout: started once, some partitions handed over.
+    metrics = http_text(cl.http_port("a"), "/metrics?scope=node")
+    check("gearshift_cluster_owner_starts_total 1\n" in metrics,
+          "a's job server started once: %r" % [l for l in metrics.splitlines() if "starts" in l])
+    moved = [l for l in metrics.splitlines()
+             if l.startswith('gearshift_cluster_partitions_moved_total{way="handed_over"}')]
+    check(moved and int(moved[0].split()[-1]) >= 10, "a handed partitions over: %r" % moved)
     print("   join in %.1f s; %d submissions meanwhile, slowest %.3f s" % (took, n, slowest),
           flush=True)
 

@@ -141,6 +141,7 @@ pub(super) async fn run(
         cmds: cmd_tx.clone(),
         reloads,
     };
+    moves::MOVES.register();
     tracing::info!(node = %me.name, "partitioned node: serving the partitions it owns");
     owner::manage(owner_ctx, mine_rx, stopping).await;
     // Connections finish what their workers run and clients wait for.

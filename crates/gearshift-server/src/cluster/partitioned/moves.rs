@@ -2,7 +2,7 @@
 //! restart: the partitions leaving are handed over once their work is
 //! done, those arriving are read from the store and taken on.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,6 +46,67 @@ impl Served {
     /// The placement the server was started with.
     pub(super) fn placement(&self) -> &Placement {
         &self.placement
+    }
+}
+
+/// This process's moves, for `/metrics`.
+#[derive(Default)]
+pub(super) struct MoveCounts {
+    handed_over: AtomicU64,
+    taken_on: AtomicU64,
+    starts: AtomicU64,
+}
+
+/// The node's moves (one node per process; a test process shares them).
+pub(super) static MOVES: MoveCounts = MoveCounts {
+    handed_over: AtomicU64::new(0),
+    taken_on: AtomicU64::new(0),
+    starts: AtomicU64::new(0),
+};
+
+impl MoveCounts {
+    /// The owner server was started (at the node's start, or because a
+    /// move could not be made in place).
+    pub(super) fn started(&self) {
+        self.starts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds this process's section to `/metrics`, once.
+    pub(super) fn register(&'static self) {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            crate::http::extra_metrics::register(Box::new(move |out| self.write(out)));
+        });
+    }
+
+    fn write(&self, out: &mut String) {
+        use std::fmt::Write;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        out.push_str(
+            "# HELP gearshift_cluster_partitions_moved_total Partitions this node handed over or \
+             took on while its job server ran.\n\
+             # TYPE gearshift_cluster_partitions_moved_total counter\n",
+        );
+        for (way, c) in [
+            ("handed_over", &self.handed_over),
+            ("taken_on", &self.taken_on),
+        ] {
+            let _ = writeln!(
+                out,
+                "gearshift_cluster_partitions_moved_total{{way=\"{way}\"}} {}",
+                get(c)
+            );
+        }
+        out.push_str(
+            "# HELP gearshift_cluster_owner_starts_total Starts of this node's job server over \
+             its partitions: its first, and each move that could not be made in place.\n\
+             # TYPE gearshift_cluster_owner_starts_total counter\n",
+        );
+        let _ = writeln!(
+            out,
+            "gearshift_cluster_owner_starts_total {}",
+            get(&self.starts)
+        );
     }
 }
 
@@ -117,6 +178,9 @@ pub(super) async fn hand_over(
         })
         .await?
         .map_err(MoveError::Store)?;
+    MOVES
+        .handed_over
+        .fetch_add(leaving.len() as u64, Ordering::Relaxed);
     tracing::info!(partitions = ?leaving, jobs = forgotten, "partitions handed over in place");
     Ok(())
 }
@@ -147,6 +211,9 @@ pub(super) async fn take_over(
         .await?;
     let numbers: Vec<u32> = arriving.iter().map(|&(p, _)| p).collect();
     served.set(&numbers, true);
+    MOVES
+        .taken_on
+        .fetch_add(numbers.len() as u64, Ordering::Relaxed);
     tracing::info!(partitions = ?numbers, jobs, cut_off, "partitions taken on in place");
     Ok(())
 }

@@ -212,6 +212,7 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
     server.open_door(ctx.door.clone());
     let control = server.control();
     let reloads = follow(server.reloader(), &ctx.reloads);
+    moves::MOVES.started();
     tracing::info!(partitions = ?parts, "serving this node's partitions");
     let (stop, stop_rx) = oneshot::channel();
     let task = tokio::spawn(server.run(async move {
