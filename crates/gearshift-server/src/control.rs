@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use crate::core_lock::{CoreLock, ToCore};
 use crate::hub::ToHub;
 use crate::io_thread::ToIo;
-use crate::store_task::{Committer, StoreCall};
+use crate::store_task::Committer;
 
 /// A call to run on the core (the hub routes the effects it produced).
 pub type Call = Box<dyn FnOnce(&mut Core) + Send>;
@@ -73,14 +73,8 @@ impl Control {
         &self,
         f: impl FnOnce(&mut Core) -> R + Send + 'static,
     ) -> Result<R, Stopped> {
-        let (tx, rx) = oneshot::channel();
-        let call: Call = Box::new(move |core| {
-            let _ = tx.send(f(core));
-        });
-        if !self.link.get().is_some_and(|l| l.send(ToHub::Call(call))) {
-            return Err(Stopped);
-        }
-        rx.await.map_err(|_| Stopped)
+        self.ask(|tx| ToHub::Call(Box::new(move |core| drop(tx.send(f(core))))))
+            .await
     }
 
     /// Runs `f` on the store's thread once every store operation the core
@@ -90,11 +84,15 @@ impl Control {
         &self,
         f: impl FnOnce(&mut Committer) -> R + Send + 'static,
     ) -> Result<R, Stopped> {
+        self.ask(|tx| ToHub::Store(Box::new(move |c| drop(tx.send(f(c))))))
+            .await
+    }
+
+    /// Sends the hub the message `msg` makes around an answer's sender, and
+    /// waits for the answer.
+    async fn ask<R>(&self, msg: impl FnOnce(oneshot::Sender<R>) -> ToHub) -> Result<R, Stopped> {
         let (tx, rx) = oneshot::channel();
-        let call: StoreCall = Box::new(move |committer| {
-            let _ = tx.send(f(committer));
-        });
-        if !self.link.get().is_some_and(|l| l.send(ToHub::Store(call))) {
+        if !self.link.get().is_some_and(|l| l.send(msg(tx))) {
             return Err(Stopped);
         }
         rx.await.map_err(|_| Stopped)

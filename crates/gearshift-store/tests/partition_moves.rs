@@ -5,14 +5,14 @@
 //! no longer written or fenced on.
 
 mod pg_cluster;
+mod set_common;
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use gearshift_core::Placement;
 use gearshift_store::conformance::{func, job, kept, sched};
-use gearshift_store::postgres::lease::NodeAddrs;
-use gearshift_store::postgres::partitions::{PartitionLeases, PartitionSet};
+use gearshift_store::postgres::partitions::PartitionLeases;
 use gearshift_store::{
     DeadMark, FunctionRecord, KeptRecord, Op, PgOptions, PgStore, Replayed, ScheduleRecord, Store,
     StoreError,
@@ -25,34 +25,16 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const COUNT: u32 = 4;
 
 fn leases(url: &str, name: &str) -> PartitionLeases {
-    let me = NodeAddrs {
-        name: name.into(),
-        gearman: format!("{name}.test:4730"),
-        http: None,
-    };
-    PartitionLeases::open(url, &PgOptions::default(), me, TIMEOUT, COUNT)
-        .expect("open the partition leases")
+    set_common::leases(url, name, TIMEOUT, COUNT)
 }
 
 /// A function name that `Placement` puts in `partition`.
 fn function_in(partition: u32) -> String {
-    let placement = Placement::new(COUNT);
-    (0..)
-        .map(|i| format!("fn{i}"))
-        .find(|f| placement.partition_of(f.as_bytes()) == partition)
-        .unwrap_or_default()
+    set_common::function_in(&Placement::new(COUNT), partition)
 }
 
 fn set_store(url: &str, owned: &[(u32, i64)], ids: std::ops::Range<u64>) -> PgStore {
-    let opts = PgOptions {
-        partitions: Some(PartitionSet {
-            owned: owned.to_vec(),
-            placement: Placement::new(COUNT),
-            ids,
-        }),
-        ..PgOptions::default()
-    };
-    PgStore::open(url, opts).expect("open a set's store")
+    set_common::set_store(url, owned, ids, Placement::new(COUNT))
 }
 
 /// The cluster with every partition owned by one node, and its leases.

@@ -4,13 +4,13 @@
 //! when any of its partitions moves, and hands out ids from its block.
 
 mod pg_cluster;
+mod set_common;
 
 use std::time::Duration;
 
 use gearshift_core::Placement;
 use gearshift_store::conformance::{func, job, kept};
-use gearshift_store::postgres::lease::NodeAddrs;
-use gearshift_store::postgres::partitions::{Owned, PartitionLeases, PartitionSet};
+use gearshift_store::postgres::partitions::{Owned, PartitionLeases};
 use gearshift_store::{FunctionRecord, Op, PgOptions, PgStore, Store, StoreError};
 use pg_cluster::shared;
 
@@ -18,43 +18,16 @@ const TIMEOUT: Duration = Duration::from_millis(400);
 const COUNT: u32 = 4;
 
 fn leases(url: &str, name: &str) -> PartitionLeases {
-    let me = NodeAddrs {
-        name: name.into(),
-        gearman: format!("{name}.test:4730"),
-        http: None,
-    };
-    PartitionLeases::open(url, &PgOptions::default(), me, TIMEOUT, COUNT)
-        .expect("open the partition leases")
+    set_common::leases(url, name, TIMEOUT, COUNT)
 }
 
 /// A function name that `Placement` puts in `partition`.
 fn function_in(partition: u32) -> String {
-    let placement = Placement::new(COUNT);
-    (0..)
-        .map(|i| format!("fn{i}"))
-        .find(|f| placement.partition_of(f.as_bytes()) == partition)
-        .unwrap_or_default()
+    set_common::function_in(&Placement::new(COUNT), partition)
 }
 
 fn set_store(url: &str, owned: &[(u32, i64)], ids: std::ops::Range<u64>) -> PgStore {
-    placed_store(url, owned, ids, Placement::new(COUNT))
-}
-
-fn placed_store(
-    url: &str,
-    owned: &[(u32, i64)],
-    ids: std::ops::Range<u64>,
-    placement: Placement,
-) -> PgStore {
-    let opts = PgOptions {
-        partitions: Some(PartitionSet {
-            owned: owned.to_vec(),
-            placement,
-            ids,
-        }),
-        ..PgOptions::default()
-    };
-    PgStore::open(url, opts).expect("open a set's store")
+    set_common::set_store(url, owned, ids, Placement::new(COUNT))
 }
 
 /// `name`'s settings: paused, at most `normal` of normal priority.
@@ -177,7 +150,7 @@ fn a_set_store_holds_its_partitions_rows_and_hands_out_its_block() {
     // A function pinned elsewhere in the set: its row moves with it.
     let mut pinned = Placement::new(COUNT);
     pinned.pins.insert(bytes::Bytes::from(f1.clone()), 0);
-    let mut a2 = placed_store(&url, &pick(&owned, &[0, 1]), 6000..7000, pinned);
+    let mut a2 = set_common::set_store(&url, &pick(&owned, &[0, 1]), 6000..7000, pinned);
     a2.replay().expect("replay");
     a2.append(&[Op::Function(setting(&f1, 4))]);
     a2.flush().expect("flush");

@@ -1,0 +1,46 @@
+//! What the tests of partition sets share: a node's leases, a function of
+//! a given partition, and a set's store.
+
+use std::time::Duration;
+
+use gearshift_core::Placement;
+use gearshift_store::postgres::lease::NodeAddrs;
+use gearshift_store::postgres::partitions::{PartitionLeases, PartitionSet};
+use gearshift_store::{PgOptions, PgStore};
+
+/// Node `name`'s partition leases over `count` partitions.
+pub fn leases(url: &str, name: &str, timeout: Duration, count: u32) -> PartitionLeases {
+    let me = NodeAddrs {
+        name: name.into(),
+        gearman: format!("{name}.test:4730"),
+        http: None,
+    };
+    PartitionLeases::open(url, &PgOptions::default(), me, timeout, count)
+        .expect("open the partition leases")
+}
+
+/// A function name that `placement` puts in `partition`.
+pub fn function_in(placement: &Placement, partition: u32) -> String {
+    (0..)
+        .map(|i| format!("fn{i}"))
+        .find(|f| placement.partition_of(f.as_bytes()) == partition)
+        .unwrap_or_default()
+}
+
+/// A store over `owned` (partition, epoch), handing out `ids`.
+pub fn set_store(
+    url: &str,
+    owned: &[(u32, i64)],
+    ids: std::ops::Range<u64>,
+    placement: Placement,
+) -> PgStore {
+    let opts = PgOptions {
+        partitions: Some(PartitionSet {
+            owned: owned.to_vec(),
+            placement,
+            ids,
+        }),
+        ..PgOptions::default()
+    };
+    PgStore::open(url, opts).expect("open a set's store")
+}
