@@ -265,13 +265,20 @@ pub async fn run(
             break;
         }
     }
-    // Stopping: claim nothing more; jobs running in Gearshift finish (a
-    // graceful stop waits for them) and are written back, until the server
-    // has stopped (the sender is dropped). What is left then goes back.
+    // Stopping: claim nothing more; jobs claimed or running in Gearshift
+    // finish (a graceful stop waits for them, a refused submission goes
+    // back) and are written back, until the server has stopped (the
+    // sender is dropped). A claim still being submitted is not running
+    // yet, but is held: waited for too, or the process would end with it
+    // STARTED under this owner.
     for t in &tasks {
         t.abort();
     }
-    while !shared.running().is_empty() {
+    let busy = |s: &Shared| {
+        let running = !s.running().is_empty();
+        running || s.queue().holds_any()
+    };
+    while busy(&shared) {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             r = shutdown.changed() => if r.is_err() { break },

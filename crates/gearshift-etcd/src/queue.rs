@@ -151,6 +151,12 @@ impl Queue {
         self.held.contains_key(id)
     }
 
+    /// Whether any job is between take and unhold (a claim or a run in
+    /// flight).
+    pub fn holds_any(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// A held job whose claim failed for want of an answer: offered again
     /// when it is unheld, unless the watch has said something newer.
     pub fn retry(&mut self, function: String, c: Candidate) {
