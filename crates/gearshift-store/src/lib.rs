@@ -386,6 +386,13 @@ pub(crate) fn apply_ops(sets: &mut Sets, ops: impl IntoIterator<Item = Op>) {
     }
 }
 
+/// The first handle number never handed out: past the high-water mark
+/// and the highest id of each kind held (at least 1).
+pub(crate) fn first_unused(high: u64, highest: [Option<u64>; 4]) -> u64 {
+    let past = |id: Option<u64>| id.map_or(1, |id| id.saturating_add(1));
+    highest.into_iter().map(past).fold(high.max(1), u64::max)
+}
+
 /// What a backend holding live and dead sets, schedules and kept records
 /// replays: each in id order and the first handle number past every id and
 /// reservation.
@@ -396,13 +403,15 @@ pub(crate) fn replayed(
     kept: Vec<KeptRecord>,
     high: u64,
 ) -> Replayed {
-    let past = |id: Option<u64>| id.map_or(1, |id| id.saturating_add(1));
-    let next_id = high
-        .max(past(jobs.last().map(|r| r.id)))
-        .max(past(dead.last().map(|(r, _)| r.id)))
-        .max(past(schedules.last().map(|s| s.id)))
-        .max(past(kept.last().map(|k| k.id)))
-        .max(1);
+    let next_id = first_unused(
+        high,
+        [
+            jobs.last().map(|r| r.id),
+            dead.last().map(|(r, _)| r.id),
+            schedules.last().map(|s| s.id),
+            kept.last().map(|k| k.id),
+        ],
+    );
     Replayed {
         jobs,
         dead,

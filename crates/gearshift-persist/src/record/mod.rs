@@ -221,6 +221,17 @@ impl Op {
         out.len() - start
     }
 
+    /// The function an op names, for the ops that carry one.
+    pub fn function(&self) -> Option<&[u8]> {
+        match self {
+            Op::Add(job) => Some(&job.function),
+            Op::Schedule(s) => Some(&s.function),
+            Op::Kept(k) => Some(&k.function),
+            Op::Function(f) => Some(&f.name),
+            _ => None,
+        }
+    }
+
     /// The oldest format version a file that holds this op may have.
     pub fn min_version(&self) -> u32 {
         match self {

@@ -95,7 +95,7 @@ impl Committer {
     /// store would be the one to write them).
     pub fn forget_unwritten(&mut self, gone: &dyn Fn(&[u8]) -> bool) {
         self.unwritten
-            .retain(|op| op_function(op).is_none_or(|f| !gone(f)));
+            .retain(|op| op.function().is_none_or(|f| !gone(f)));
     }
 
     /// Lets the store tidy up while no commit comes.
@@ -119,17 +119,6 @@ impl Committer {
         if let Err(e) = self.store.flush().and_then(|()| self.store.sync()) {
             tracing::error!(error = %e, "final store flush failed");
         }
-    }
-}
-
-/// The function an operation names, if it names one.
-fn op_function(op: &StoreOp) -> Option<&[u8]> {
-    match op {
-        StoreOp::Add(job) => Some(&job.function),
-        StoreOp::Schedule(s) => Some(&s.function),
-        StoreOp::Kept(k) => Some(&k.function),
-        StoreOp::Function(f) => Some(&f.name),
-        _ => None,
     }
 }
 

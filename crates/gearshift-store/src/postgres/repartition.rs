@@ -166,12 +166,15 @@ fn next_id(sets: Option<&Sets>, start: u64) -> u64 {
     let Some(s) = sets else {
         return start.max(1);
     };
-    let past = |id: Option<&u64>| id.map_or(1, |id| id.saturating_add(1));
-    s.high
-        .max(past(s.live.keys().next_back()))
-        .max(past(s.dead.keys().next_back()))
-        .max(past(s.schedules.keys().next_back()))
-        .max(past(s.kept.keys().next_back()))
+    crate::first_unused(
+        s.high,
+        [
+            s.live.keys().next_back().copied(),
+            s.dead.keys().next_back().copied(),
+            s.schedules.keys().next_back().copied(),
+            s.kept.keys().next_back().copied(),
+        ],
+    )
 }
 
 /// Adds the adopted partitions' rows to the state in memory (ids and

@@ -50,7 +50,6 @@ impl Served {
 }
 
 /// This process's moves, for `/metrics`.
-#[derive(Default)]
 pub(super) struct MoveCounts {
     handed_over: AtomicU64,
     taken_on: AtomicU64,

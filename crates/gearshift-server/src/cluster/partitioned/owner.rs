@@ -122,22 +122,24 @@ pub(super) async fn manage(
         let ended = current.as_ref().is_some_and(|r| r.task.is_finished());
         if let Some(m) = want {
             let differs = current.as_ref().is_none_or(|r| r.serving != m.serve);
-            let mut in_place = false;
-            if let (Some(r), true, false) = (current.as_mut(), differs, ended) {
-                let placement = ctx.ownership.borrow().placement().clone();
-                in_place = r.repartition(&m.serve, &placement).await;
-            }
-            if in_place {
-                if !m.give_up.is_empty() {
-                    let _ = ctx.cmds.send(Cmd::Release(m.give_up.clone()));
+            let in_place = match current.as_mut() {
+                Some(r) if differs && !ended => {
+                    let placement = ctx.ownership.borrow().placement().clone();
+                    r.repartition(&m.serve, &placement).await
                 }
-            } else if differs || ended {
+                _ => false,
+            };
+            let restart = !in_place && (differs || ended);
+            if restart {
                 if let Some(r) = current.take() {
                     r.stop().await;
                 }
-                if !m.give_up.is_empty() {
-                    let _ = ctx.cmds.send(Cmd::Release(m.give_up.clone()));
-                }
+            }
+            // Once not served here, the partitions given up are let go.
+            if (in_place || restart) && !m.give_up.is_empty() {
+                let _ = ctx.cmds.send(Cmd::Release(m.give_up.clone()));
+            }
+            if restart {
                 match start(&ctx, &m.serve).await {
                     Ok(r) => current = Some(r),
                     Err(e) => {
