@@ -17,6 +17,7 @@ use crate::queue::Candidate;
 use crate::stats::Stats;
 use crate::store::Write;
 use crate::time::now_text;
+use crate::uncertain::Uncertain;
 use crate::{Running, Shared};
 
 /// Most of a WORK_DATA chunk or a result kept in `Step` or `Info`.
@@ -35,8 +36,8 @@ pub struct Held {
     pub rev: i64,
     /// The document as last written.
     pub doc: JobDoc,
-    /// A write whose reply was lost: it may have applied.
-    uncertain: Option<(String, Vec<u8>)>,
+    /// Writes whose reply was lost: one of them may have applied.
+    uncertain: Uncertain,
     /// Taken away: nothing more is written.
     pub lost: bool,
     /// Retries announced so far (a later one supersedes an earlier one's
@@ -64,6 +65,9 @@ pub async fn write_held(
     if held.lost {
         return Err(WriteError::Fenced);
     }
+    if held.uncertain.is_full() {
+        settle(shared, held).await?;
+    }
     let id = held.key.rsplit('/').next().unwrap_or_default().to_owned();
     let key = shared.keys.job(&id, state);
     let bytes = doc.to_vec();
@@ -81,47 +85,82 @@ pub async fn write_held(
                 held.rev = rev;
                 held.key = key;
                 held.doc = doc;
-                held.uncertain = None;
+                held.uncertain.clear();
                 return Ok(());
             }
             Ok(None) => {
-                // A lost reply may have applied the last write: then it is ours.
-                if let Some((k, v)) = held.uncertain.take() {
-                    match shared.etcd.get(&k).await {
-                        Ok(Some(e)) if e.value == v => {
-                            held.key = k;
-                            held.rev = e.mod_rev;
-                            if v == bytes {
-                                held.doc = doc;
-                                return Ok(());
-                            }
-                            continue;
-                        }
-                        Ok(_) => {}
-                        Err(_) => {
-                            // Still unknown: asked again next time.
-                            held.uncertain = Some((k, v));
-                            return Err(WriteError::Etcd);
-                        }
+                // A lost reply may have applied an earlier write: then the
+                // revision moved because of us.
+                match adopt(shared, held).await? {
+                    None => return Err(taken_away(shared, held)),
+                    Some(applied) if applied == bytes => {
+                        held.doc = doc;
+                        return Ok(());
                     }
+                    Some(_) => {}
                 }
-                Stats::bump(&shared.stats.fenced);
-                held.lost = true;
-                tracing::warn!(
-                    key = held.key,
-                    "etcd: job taken away (harvested); its result here is dropped"
-                );
-                return Err(WriteError::Fenced);
             }
             Err(e) => {
                 Stats::bump(&shared.stats.etcd_errors);
                 tracing::debug!(key = held.key, "etcd: write failed: {e}");
-                held.uncertain = Some((key, bytes));
+                held.uncertain.add(key, bytes);
                 return Err(WriteError::Etcd);
             }
         }
     }
     Err(WriteError::Etcd)
+}
+
+/// Reads the keys of the held job's lost writes and takes on the one that
+/// applied: its bytes, or `None` when none did.
+async fn adopt(shared: &Shared, held: &mut Held) -> Result<Option<Vec<u8>>, WriteError> {
+    let mut now = Vec::new();
+    for key in held.uncertain.keys() {
+        match shared.etcd.get(&key).await {
+            Ok(Some(e)) => now.push(e),
+            Ok(None) => {}
+            // Still unknown: asked again next time.
+            Err(_) => return Err(WriteError::Etcd),
+        }
+    }
+    let Some(e) = held.uncertain.applied(&now) else {
+        return Ok(None);
+    };
+    held.key = e.key.clone();
+    held.rev = e.mod_rev;
+    if let Ok(doc) = JobDoc::parse(&e.value) {
+        held.doc = doc;
+    }
+    held.uncertain.clear();
+    Ok(Some(e.value.clone()))
+}
+
+/// Settles the lost writes before more would be kept: the one that
+/// applied is taken on; if none did and the job is as last written, they
+/// are forgotten.
+async fn settle(shared: &Shared, held: &mut Held) -> Result<(), WriteError> {
+    if adopt(shared, held).await?.is_some() {
+        return Ok(());
+    }
+    match shared.etcd.get(&held.key).await {
+        Ok(Some(e)) if e.mod_rev == held.rev => {
+            held.uncertain.clear();
+            Ok(())
+        }
+        Ok(_) => Err(taken_away(shared, held)),
+        Err(_) => Err(WriteError::Etcd),
+    }
+}
+
+/// Marks the held job taken away: nothing more of it is written.
+fn taken_away(shared: &Shared, held: &mut Held) -> WriteError {
+    Stats::bump(&shared.stats.fenced);
+    held.lost = true;
+    tracing::warn!(
+        key = held.key,
+        "etcd: job taken away (harvested); its result here is dropped"
+    );
+    WriteError::Fenced
 }
 
 /// Like [`write_held`], retrying while etcd does not answer (a result or a
@@ -240,7 +279,7 @@ async fn claim(shared: &Shared, c: &Candidate) -> Claim {
         key,
         rev,
         doc,
-        uncertain: None,
+        uncertain: Uncertain::default(),
         lost: false,
         retries: 0,
     })

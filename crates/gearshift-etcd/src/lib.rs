@@ -33,6 +33,7 @@ pub mod stats;
 mod store;
 mod supervisor;
 pub mod time;
+mod uncertain;
 mod watch;
 
 use keys::{Keys, Layout};
