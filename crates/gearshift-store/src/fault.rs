@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::{Op, Replayed, Store, StoreError};
+use crate::{Op, Repartition, Replayed, Store, StoreError};
 
 /// Fails flushes once `budget` buffered operations have been used up.
 #[derive(Debug)]
@@ -74,5 +74,10 @@ impl<S: Store> Store for FaultyStore<S> {
 
     fn idle(&mut self) -> Result<(), StoreError> {
         self.inner.idle()
+    }
+
+    // Partitions move as the inner store's do; only flushes fail.
+    fn repartition(&mut self) -> Option<&mut dyn Repartition> {
+        self.inner.repartition()
     }
 }

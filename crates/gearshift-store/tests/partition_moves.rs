@@ -14,8 +14,8 @@ use gearshift_core::Placement;
 use gearshift_store::conformance::{func, job, kept, sched};
 use gearshift_store::postgres::partitions::PartitionLeases;
 use gearshift_store::{
-    DeadMark, FunctionRecord, KeptRecord, Op, PgOptions, PgStore, Replayed, ScheduleRecord, Store,
-    StoreError,
+    fault::FaultyStore, DeadMark, FunctionRecord, KeptRecord, Op, PgOptions, PgStore, Replayed,
+    ScheduleRecord, Store, StoreError,
 };
 use pg_cluster::shared;
 
@@ -396,5 +396,27 @@ fn changing_the_set_with_ops_buffered_or_at_a_stale_epoch_changes_nothing() {
     rep.adopt(&pick(&owned, &[1])).expect("adopt again");
     a.add(&job(ids.start + 3, &f1, "", 0, b"w"));
     a.flush().expect("partition 1 is a's now");
+    assert_eq!(a.replay().expect("replay").jobs.len(), 2);
+}
+
+#[test]
+fn a_fault_injecting_wrapper_moves_partitions_as_its_store_does() {
+    let url = shared().fresh_db();
+    let (mut l, owned) = cluster(&url);
+    let ids = l.reserve_ids(100).expect("reserve");
+    let mut a = FaultyStore::new(set_store(&url, &pick(&owned, &[0]), ids.clone()), 1);
+    a.replay().expect("replay");
+    a.repartition()
+        .expect("the wrapper repartitions")
+        .adopt(&pick(&owned, &[1]))
+        .expect("adopt");
+    a.add(&job(ids.start, &function_in(1), "", 0, b"x"));
+    a.flush().expect("an adopted partition is written");
+    // Its budget spent, the wrapper fails the next flush; healed, it goes on.
+    a.add(&job(ids.start + 1, &function_in(1), "", 0, b"y"));
+    assert!(matches!(a.flush(), Err(StoreError::Injected(_))));
+    a.budget().store(10, std::sync::atomic::Ordering::SeqCst);
+    a.add(&job(ids.start + 2, &function_in(1), "", 0, b"z"));
+    a.flush().expect("healed");
     assert_eq!(a.replay().expect("replay").jobs.len(), 2);
 }
