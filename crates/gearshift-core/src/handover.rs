@@ -54,11 +54,16 @@ impl HandOverPending {
 impl Core {
     /// For the functions `gone` names: jobs running, foreground jobs waiting
     /// (not running, with a client waiting), and submissions still waiting
-    /// for the store's confirmation. Costs a pass over every job.
+    /// for the store's confirmation. Costs a pass over every job while the
+    /// functions have any ([`Core::running_in`] is the cheap first test).
     pub fn hand_over_pending(&self, gone: &dyn Fn(&[u8]) -> bool) -> HandOverPending {
         let funcs = self.gone_functions(gone);
         let mut p = HandOverPending::default();
-        if funcs.contains(&true) {
+        let jobs: u32 = (self.table.funcs().iter().zip(&funcs))
+            .filter_map(|(f, &g)| f.as_ref().filter(|_| g))
+            .map(|f| f.total)
+            .sum();
+        if jobs > 0 {
             for job in self.table.iter().filter(|j| funcs[j.func()]) {
                 let held = matches!(job.state, JobState::Running | JobState::Cancelled);
                 p.running += usize::from(held);
@@ -72,6 +77,15 @@ impl Core {
             .filter(|s| gone(&s.function) && self.acks.waits(s.id))
             .count();
         p
+    }
+
+    /// Jobs that workers hold in the functions `gone` names, from the
+    /// functions' counts (no pass over the jobs).
+    pub fn running_in(&self, gone: &dyn Fn(&[u8]) -> bool) -> usize {
+        (self.table.funcs().iter().flatten())
+            .filter(|f| gone(&f.name))
+            .map(|f| f.running as usize)
+            .sum()
     }
 
     /// Hands out no job of the functions `gone` names from now on, ahead of

@@ -143,6 +143,8 @@ fn a_function_held_for_its_hand_over_hands_out_nothing_more() {
     w.collect();
     let pending = w.core.hand_over_pending(&f_only);
     assert_eq!((pending.running, pending.foreground), (0, 1));
+    assert_eq!(w.core.running_in(&f_only), 0);
+    assert_eq!(w.core.running_in(&|n: &[u8]| n == b"g"), 1);
     // Not a pause: nothing is stored, and `status` does not call it paused.
     assert!(w
         .take_store_ops()
@@ -173,6 +175,7 @@ fn pending_counts_what_holds_a_hand_over_up_and_running_work_is_lost_silently() 
         unacked: 1,
     };
     assert_eq!(w.core.hand_over_pending(&f_only), unacked);
+    assert_eq!(w.core.running_in(&f_only), 1);
     let g_only = |n: &[u8]| n == b"g";
     let g_pending = HandOverPending {
         foreground: 1,
@@ -200,6 +203,7 @@ fn pending_counts_what_holds_a_hand_over_up_and_running_work_is_lost_silently() 
     assert!(text.contains("moved to another node"), "{text}");
     w.quiet(3);
     assert!(w.core.hand_over_pending(&f_only).is_clear());
+    assert_eq!(w.core.running_in(&f_only), 0);
     // The worker's result for it gets what any unknown handle gets.
     w.complete(2, &running, "late");
     let late = w.pop(2);

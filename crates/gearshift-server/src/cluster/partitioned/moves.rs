@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gearshift_core::{Placement, TakenOver};
+use gearshift_core::{HandOverPending, Placement, TakenOver};
 use gearshift_store::Replayed;
 
 use super::owner::STOP_WAIT;
@@ -146,9 +146,16 @@ pub(super) async fn hand_over(
         .await?;
     let until = Instant::now() + STOP_WAIT;
     loop {
+        // Counts first: the pass over every job runs once none is running.
         let g = gone.clone();
         let pending = control
-            .call(move |core| core.hand_over_pending(&*g))
+            .call(move |core| match core.running_in(&*g) {
+                0 => core.hand_over_pending(&*g),
+                running => HandOverPending {
+                    running,
+                    ..HandOverPending::default()
+                },
+            })
             .await?;
         if pending.running == 0 && pending.unacked == 0 {
             break;
