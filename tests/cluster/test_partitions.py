@@ -188,6 +188,41 @@ def test_foreground_across_nodes(cl):
 
 
 @with_cluster
+def test_nodes_with_one_two_and_three_io_threads(cl):
+    # One I/O thread runs on the router's thread; two and three run on their
+    # own (three with a router thread each). Jobs cross all of them.
+    for n, threads in (("a", 1), ("b", 2), ("c", 3)):
+        cl.start(n, extra="--partitioned --io-threads %d" % threads)
+    shared_by(cl, ["a", "b", "c"])
+
+    def io_threads(n):
+        task = "/proc/%d/task" % cl.nodes[n].pid
+        names = [open(os.path.join(task, t, "comm")).read().strip() for t in os.listdir(task)]
+        return sorted(x for x in names if x.startswith("gearshift-io"))
+    check_eq(io_threads("a"), [], "a's I/O runs on its router thread")
+    check_eq(io_threads("b"), ["gearshift-io-0", "gearshift-io-1"], "b's I/O threads")
+    by_node = functions_on(cl, 1, prefix="io")
+    funcs = [by_node[n][0] for n in ("a", "b", "c")]
+    for worker_on, client_on in (("a", "c"), ("c", "b"), ("b", "a")):
+        w = raw_worker(cl.nodes[worker_on].port, *funcs)
+        c = h.Conn(cl.nodes[client_on].port)
+        try:
+            for f in funcs:
+                h.wait_workers(cl.nodes[client_on].port, f)
+                data = ("%s-%s" % (worker_on, client_on)).encode()
+                c.send_pkt(h.SUBMIT_JOB, f, "", data)
+                handle = c.expect_pkt(h.JOB_CREATED)
+                job = grab(w)
+                check(job is not None and job[0] == handle and job[1] == f.encode(),
+                      "worker on %s got %r for %s" % (worker_on, job, f))
+                w.send_pkt(h.WORK_COMPLETE, handle, b"done-" + data)
+                got = c.expect_pkt(h.WORK_COMPLETE)
+                check_eq(got, handle + b"\0done-" + data, "result of %s" % f)
+        finally:
+            w.close()
+            c.close()
+
+
 def test_admin_answers_for_the_whole_cluster(cl):
     start(cl, ["a", "b", "c"])
     by_node = functions_on(cl, 1, prefix="adm")
@@ -546,7 +581,8 @@ def GEARSHIFT_BIN():
 
 
 TESTS = [test_the_two_modes_do_not_mix, test_partitions_spread, test_worker_gets_every_partition_in_priority_order,
-         test_foreground_across_nodes, test_admin_answers_for_the_whole_cluster,
+         test_foreground_across_nodes, test_nodes_with_one_two_and_three_io_threads,
+         test_admin_answers_for_the_whole_cluster,
          test_http_api_answers_for_the_whole_cluster,
          test_sleeping_worker_woken_from_another_node,
          test_php_and_perl_across_partitioned_nodes, test_five_nodes_php_perl,

@@ -46,6 +46,7 @@ mod restore;
 pub mod signal;
 pub mod sock;
 pub mod store_task;
+mod threads;
 pub mod tls;
 
 pub use listeners::bind_listeners;
@@ -68,8 +69,10 @@ pub use control::{Control, Stopped};
 use core_lock::{CoreLock, IoLinks, ToCore};
 use handoff::{Flow, OutSlot};
 use hub::{Hub, Signals, ToHub};
+pub use io_thread::local::LocalIo;
 use io_thread::{Batcher, IoSettings, Sink, ToIo};
 use store_task::{Deliver, StoreTask};
+use threads::{spawn_thread, Join};
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +128,8 @@ pub struct Server {
     submit_to: Option<SocketAddr>,
     /// The functions a partitioned node's job server takes submissions for.
     owns: Option<hub::Owns>,
+    /// Where its only I/O thread runs, when not on a thread of its own.
+    local_io: Option<LocalIo>,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -223,6 +228,7 @@ impl Server {
             lease: None,
             cluster: None,
             door: None,
+            local_io: None,
             submit_to: None,
             owns: None,
             commit_latency: Arc::default(),
@@ -369,9 +375,10 @@ impl Server {
                 )),
             };
             let name = format!("gearshift-io-{index}");
-            joins.push(spawn_thread(name, move || {
-                io_thread::run(settings, sink, rx)
-            }));
+            joins.push(match (&self.local_io, &sink) {
+                (Some(here), Sink::Inline(_)) => here.run(settings, sink, rx).map(Join::Local),
+                _ => spawn_thread(name, move || io_thread::run(settings, sink, rx)),
+            });
         }
         if let Some(core) = &core {
             let core = core.clone();
@@ -500,18 +507,8 @@ impl Server {
         guard.armed = false;
         // A thread that panicked is a bug: say so and end `run` with its
         // panic once every thread is joined, rather than stop as if clean.
-        let panicked = tokio::task::spawn_blocking(move || {
-            let mut first = None;
-            for j in joins {
-                if let Err(p) = j.join() {
-                    tracing::error!("a server thread panicked; the server stops with its panic");
-                    first.get_or_insert(p);
-                }
-            }
-            first
-        })
-        .await;
-        if let Ok(Some(p)) = panicked {
+        if let Some(p) = threads::join_all(joins).await {
+            tracing::error!("a server thread panicked; the server stops with its panic");
             std::panic::resume_unwind(p);
         }
     }
@@ -531,20 +528,6 @@ async fn forward_reloads(
             access.set(rules.clone());
         }
         link.send(ToHub::Reload(p));
-    }
-}
-
-/// Starts a named thread; `None` (logged) when the system refuses.
-fn spawn_thread(
-    name: String,
-    f: impl FnOnce() + Send + 'static,
-) -> Option<std::thread::JoinHandle<()>> {
-    match std::thread::Builder::new().name(name.clone()).spawn(f) {
-        Ok(j) => Some(j),
-        Err(e) => {
-            tracing::error!(thread = %name, error = %e, "cannot start a thread");
-            None
-        }
     }
 }
 

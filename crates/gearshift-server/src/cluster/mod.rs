@@ -64,6 +64,9 @@ pub struct ClusterConfig {
     /// `--partitioned`: every node owns a share of the partitions
     /// ([`partitioned`]) instead of one node leading.
     pub partitioned: bool,
+    /// A partitioned node's router thread, where its job server's only I/O
+    /// thread then runs too (the caller drives a `LocalSet` on it).
+    pub local_io: Option<crate::LocalIo>,
 }
 
 /// A bound cluster node, not yet running.
@@ -80,6 +83,8 @@ pub struct Node {
     partitions: Option<PartitionLeases>,
     /// Config reloads, put in force whenever this node leads.
     reload: (crate::ReloadTx, watch::Receiver<Option<Arc<crate::Reload>>>),
+    /// See [`ClusterConfig::local_io`].
+    local_io: Option<crate::LocalIo>,
 }
 
 impl Node {
@@ -172,6 +177,7 @@ impl Node {
             start,
             partitions,
             reload: watch::channel(None),
+            local_io: cluster.local_io.clone(),
         })
     }
 
@@ -222,6 +228,7 @@ impl Node {
             start,
             partitions,
             reload,
+            local_io,
         } = self;
         let (_reload_tx, reloads) = reload;
         if let Some(leases) = partitions {
@@ -239,6 +246,7 @@ impl Node {
                 me,
                 secret,
                 reloads,
+                local_io,
             };
             partitioned::run(cfg, url, timeout, bound, sessions, node, stopping).await;
             return;

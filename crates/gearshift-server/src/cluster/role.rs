@@ -15,6 +15,11 @@ impl Server {
         self.door = Some(door);
     }
 
+    /// Runs its I/O thread, if it has only one, on `here`'s thread.
+    pub(crate) fn run_io_here(&mut self, here: crate::LocalIo) {
+        self.local_io = Some(here);
+    }
+
     /// Takes submissions only for the functions `owns` says.
     pub(crate) fn only_functions(&mut self, owns: crate::hub::Owns) {
         self.owns = Some(owns);

@@ -29,6 +29,7 @@ use crate::peers::Peers;
 use crate::signal::Signal;
 
 pub mod link;
+pub mod local;
 mod tasks;
 use tasks::{flusher, hub};
 

@@ -13,7 +13,7 @@ use gearshift_core::CoreConfig;
 use gearshift_server::allow::AllowList;
 use gearshift_server::cluster::{ClusterConfig, Node};
 use gearshift_server::tls::{TlsFiles, TlsServer};
-use gearshift_server::{policy_file, Server, ServerConfig, StoreConfig};
+use gearshift_server::{policy_file, LocalIo, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
 
 use crate::logging::{LogFile, LogFormat};
@@ -417,20 +417,25 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if etcd.is_some() {
             return Err("--etcd is not supported on a PostgreSQL cluster node yet".into());
         }
-        let cluster = ClusterConfig {
+        let mut cluster = ClusterConfig {
             name: args.node_name.clone(),
             advertise: args.advertise.clone(),
             node_timeout: args.node_timeout,
             partitioned: args.partitioned,
+            local_io: None,
         };
         let pid_file = args.pid_file.clone();
-        let result = rt.block_on(run_node(
-            cfg,
-            cluster,
-            pid_file,
-            args.config.clone(),
-            log_file,
-        ));
+        let config = args.config.clone();
+        // A partitioned node whose job server has one I/O thread runs it on
+        // the router's thread: a packet for its own partitions then wakes
+        // no other thread.
+        let result = match args.partitioned && routes == 1 {
+            true => tokio::task::LocalSet::new().block_on(&rt, async move {
+                cluster.local_io = Some(LocalIo::start());
+                run_node(cfg, cluster, pid_file, config, log_file).await
+            }),
+            false => rt.block_on(run_node(cfg, cluster, pid_file, config, log_file)),
+        };
         if let Some(path) = &args.pid_file {
             let _ = std::fs::remove_file(path);
         }

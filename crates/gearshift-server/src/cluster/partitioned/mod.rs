@@ -54,6 +54,8 @@ pub(super) struct NodeCtx {
     /// The cluster's secret, which links present.
     pub secret: Arc<str>,
     pub reloads: Reloads,
+    /// Where the job server's only I/O thread runs, if not on its own.
+    pub local_io: Option<crate::LocalIo>,
 }
 
 /// Runs a partitioned node until `stopping` turns true.
@@ -70,6 +72,7 @@ pub(super) async fn run(
         me,
         secret,
         reloads,
+        local_io,
     } = node;
     let mut slots = owners::Slots::default();
     let (own_tx, own_rx) = watch::channel(Arc::new(owners::Ownership::empty(&me, &mut slots)));
@@ -140,6 +143,7 @@ pub(super) async fn run(
         ownership: own_rx,
         cmds: cmd_tx.clone(),
         reloads,
+        local_io,
     };
     moves::MOVES.register();
     tracing::info!(node = %me.name, "partitioned node: serving the partitions it owns");

@@ -39,6 +39,8 @@ pub(super) struct OwnerCtx {
     pub cmds: mpsc::Sender<Cmd>,
     /// Config reloads, put in force in the running server.
     pub reloads: Reloads,
+    /// Where the job server's only I/O thread runs, if not on its own.
+    pub local_io: Option<crate::LocalIo>,
 }
 
 /// Job ids a core takes at a time: a new block per start of the owner
@@ -212,6 +214,9 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
         server.submit_through(addr);
     }
     server.open_door(ctx.door.clone());
+    if let Some(here) = &ctx.local_io {
+        server.run_io_here(here.clone());
+    }
     let control = server.control();
     let reloads = follow(server.reloader(), &ctx.reloads);
     moves::MOVES.started();
