@@ -19,163 +19,6 @@ use crate::{
     apply_ops, DeadMark, FunctionRecord, JobRecord, KeptRecord, Op, ScheduleRecord, Sets, MAX_ID,
 };
 
-/// The flush statement: deletes, then upserts from parallel arrays, for
-/// jobs ($1; $2-$13), schedules ($14; $15-$24) and kept records ($25;
-/// $26-$41), the high-water mark ($42), and the running marks (gone $43,
-/// new $44); it returns one row. Fenced (a cluster's leader), every write
-/// also needs the lease to still be at epoch $45, and no row is returned
-/// if it has moved on: the lease row is key-share-locked (the epoch is a
-/// key), so a takeover, which changes the epoch, waits for this statement,
-/// while the leader's renewals (which do not) go on; and once a takeover
-/// has committed, the statement writes nothing.
-/// A partition's store is fenced the same way on its partition's row
-/// (epoch $45, partition $46); it writes its partition into every row and
-/// deletes or updates only rows of that partition. A set's store is fenced
-/// on every partition of the set (partitions $46, epochs $45, arrays),
-/// writes each row's own partition ($47 jobs, $48 schedules, $49 kept),
-/// touches only rows of the set, and leaves the reservation alone.
-/// Functions' settings come last, numbered on from the fence's parameters
-/// (`f` below: from $45 unfenced, $50 for a set): names gone (f + 1), then
-/// name, paused and the three limits (f + 2 to f + 6), and a set's
-/// partitions (f + 7). A set may move a function's row between its own
-/// partitions (a pin changed), never take one from outside the set.
-/// Without `functions` (a batch that changes no settings, nearly every
-/// one) the statement has neither functions' part nor their parameters:
-/// every part costs the database work at each flush, even empty.
-/// Deletes join the ids' array (an index probe per id) rather than test
-/// `id = ANY(array)`, which a generic plan may check row by row.
-pub(super) fn flush_sql(fence: FenceKind, functions: bool) -> String {
-    let f = 44 + fence.params();
-    let (fn_gone, fn_name, fn_paused) = (f + 1, f + 2, f + 3);
-    let (fn_high, fn_normal, fn_low, fn_part) = (f + 4, f + 5, f + 6, f + 7);
-    let (fence_cte, and_fence, where_fence, from_fence) = match fence {
-        FenceKind::None => ("", "", "", ""),
-        FenceKind::Leader => (
-            "fence AS (SELECT epoch FROM gearshift_leader WHERE epoch = $45::bigint FOR KEY SHARE),\n",
-            " AND EXISTS (SELECT 1 FROM fence)",
-            " WHERE EXISTS (SELECT 1 FROM fence)",
-            " FROM fence",
-        ),
-        FenceKind::Partition => (
-            "fence AS (SELECT epoch FROM gearshift_partitions\n       \
-             WHERE partition = $46::int AND epoch = $45::bigint FOR KEY SHARE),\n",
-            " AND EXISTS (SELECT 1 FROM fence)",
-            " WHERE EXISTS (SELECT 1 FROM fence)",
-            " FROM fence",
-        ),
-        // Every partition of the set at its epoch ($46, $45), all locked.
-        FenceKind::Set => (
-            "fence AS (SELECT 1 FROM (SELECT p.partition FROM gearshift_partitions p\n       \
-             JOIN UNNEST($46::int[], $45::bigint[]) AS o(partition, epoch)\n       \
-             ON p.partition = o.partition AND p.epoch = o.epoch FOR KEY SHARE OF p) held\n       \
-             HAVING count(*) = cardinality($46::int[])),\n",
-            " AND EXISTS (SELECT 1 FROM fence)",
-            " WHERE EXISTS (SELECT 1 FROM fence)",
-            " FROM fence",
-        ),
-    };
-    // A partition's rows: its partition written, and only its rows touched;
-    // a set's rows carry each its own partition (an array, `arr`).
-    let part = |table: &str, arr: &str| match fence {
-        FenceKind::Partition => (
-            " AND t.partition = $46::int".to_string(),
-            ", partition".to_string(),
-            ", $46::int".to_string(),
-            String::new(),
-            format!(" WHERE {table}.partition = EXCLUDED.partition"),
-        ),
-        FenceKind::Set => (
-            " AND t.partition = ANY($46::int[])".to_string(),
-            ", partition".to_string(),
-            String::new(),
-            format!(", {arr}::int[]"),
-            format!(" WHERE {table}.partition = EXCLUDED.partition"),
-        ),
-        _ => Default::default(),
-    };
-    let (jd_part, ju_col, ju_val, ju_arr, ju_only) = part("gearshift_jobs", "$47");
-    let (sd_part, su_col, su_val, su_arr, su_only) = part("gearshift_schedules", "$48");
-    let (kd_part, ku_col, ku_val, ku_arr, ku_only) = part("gearshift_kept", "$49");
-    let (fd_part, fu_col, fu_val, fu_arr, mut fu_only) =
-        part("gearshift_functions", &format!("${fn_part}"));
-    // A set's function row may move to another partition of the set.
-    let mut fu_partition = "";
-    if fence == FenceKind::Set {
-        fu_partition = ", partition = EXCLUDED.partition";
-        fu_only = " WHERE gearshift_functions.partition = ANY($46::int[])".into();
-    }
-    let functions = match functions {
-        false => String::new(),
-        true => format!(
-            "fd AS (DELETE FROM gearshift_functions t USING UNNEST(${fn_gone}::bytea[]) AS gone(function)
-       WHERE t.function = gone.function{fd_part}{and_fence}),
-fu AS (INSERT INTO gearshift_functions (function, paused, max_high, max_normal, max_low{fu_col})
-       SELECT *{fu_val} FROM UNNEST(${fn_name}::bytea[], ${fn_paused}::boolean[],
-         ${fn_high}::bigint[], ${fn_normal}::bigint[], ${fn_low}::bigint[]{fu_arr}){where_fence}
-       ON CONFLICT (function) DO UPDATE SET paused = EXCLUDED.paused,
-         max_high = EXCLUDED.max_high, max_normal = EXCLUDED.max_normal,
-         max_low = EXCLUDED.max_low{fu_partition}{fu_only}),
-"
-        ),
-    };
-    // A set's ids were reserved ahead: the mark is not moved.
-    let reserve = match fence {
-        FenceKind::Set => " AND FALSE",
-        _ => "",
-    };
-    let fence = fence_cte;
-    format!(
-        "WITH
-{fence}jd AS (DELETE FROM gearshift_jobs t USING UNNEST($1::bigint[]) AS gone(id)
-       WHERE t.id = gone.id{jd_part}{and_fence}),
-ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
-         due_ms, attempts, created_ms, died_ms, error{ju_col})
-       SELECT *{ju_val} FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
-         $6::smallint[], $7::bytea[], $8::bytea[], $9::bigint[], $10::bigint[], $11::bigint[],
-         $12::bigint[], $13::bytea[]{ju_arr}){where_fence}
-       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
-         unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
-         reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
-         created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error{ju_only}),
-sd AS (DELETE FROM gearshift_schedules t USING UNNEST($14::bigint[]) AS gone(id)
-       WHERE t.id = gone.id{sd_part}{and_fence}),
-su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, function,
-         unique_id, data, priority, next_ms, from_config{su_col})
-       SELECT *{su_val} FROM UNNEST($15::bigint[], $16::bytea[], $17::bytea[], $18::boolean[],
-         $19::bytea[], $20::bytea[], $21::bytea[], $22::smallint[], $23::bigint[],
-         $24::boolean[]{su_arr}){where_fence}
-       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle,
-         when_fields = EXCLUDED.when_fields, monday_zero = EXCLUDED.monday_zero,
-         function = EXCLUDED.function, unique_id = EXCLUDED.unique_id, data = EXCLUDED.data,
-         priority = EXCLUDED.priority, next_ms = EXCLUDED.next_ms,
-         from_config = EXCLUDED.from_config{su_only}),
-kd AS (DELETE FROM gearshift_kept t USING UNNEST($25::bigint[]) AS gone(id)
-       WHERE t.id = gone.id{kd_part}{and_fence}),
-ku AS (INSERT INTO gearshift_kept (id, handle, function, unique_id, priority, background,
-         outcome, attempts, created_ms, started_ms, finished_ms, expires_ms, worker, error,
-         result, history{ku_col})
-       SELECT *{ku_val} FROM UNNEST($26::bigint[], $27::bytea[], $28::bytea[], $29::bytea[],
-         $30::smallint[], $31::boolean[], $32::smallint[], $33::bigint[], $34::bigint[],
-         $35::bigint[], $36::bigint[], $37::bigint[], $38::bytea[], $39::bytea[],
-         $40::bytea[], $41::bytea[]{ku_arr}){where_fence}
-       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
-         unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority,
-         background = EXCLUDED.background, outcome = EXCLUDED.outcome,
-         attempts = EXCLUDED.attempts, created_ms = EXCLUDED.created_ms,
-         started_ms = EXCLUDED.started_ms, finished_ms = EXCLUDED.finished_ms,
-         expires_ms = EXCLUDED.expires_ms, worker = EXCLUDED.worker, error = EXCLUDED.error,
-         result = EXCLUDED.result, history = EXCLUDED.history{ku_only}),
-{functions}rd AS (DELETE FROM gearshift_running t USING UNNEST($43::bigint[]) AS gone(id)
-       WHERE t.id = gone.id{and_fence}),
-ri AS (INSERT INTO gearshift_running (id) SELECT * FROM UNNEST($44::bigint[]){where_fence}
-       ON CONFLICT (id) DO NOTHING),
-ru AS (UPDATE gearshift_reservation SET last_reserved = $42::bigint
-       WHERE last_reserved < $42::bigint{reserve}{and_fence})
-SELECT 1{from_fence}
-"
-    )
-}
-
 /// What a store's flushes are fenced on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Fence {
@@ -212,7 +55,7 @@ pub(super) enum FenceKind {
 
 impl FenceKind {
     /// How many parameters the fence adds after the running marks' ($44).
-    fn params(self) -> usize {
+    pub(super) fn params(self) -> usize {
         match self {
             FenceKind::None => 0,
             FenceKind::Leader => 1,
@@ -522,6 +365,53 @@ impl Params {
         ]);
         if let Fence::Set(_) = fence {
             params.push(&self.function_part);
+        }
+        params
+    }
+
+    /// Whether the batch only adds or rewrites live jobs: the lean
+    /// statement ([`super::statement::adds_sql`]) writes it.
+    pub(super) fn only_adds(&self) -> bool {
+        self.job_gone.is_empty()
+            && self.schedule_gone.is_empty()
+            && self.schedules.id.is_empty()
+            && self.kept_gone.is_empty()
+            && self.kept.id.is_empty()
+            && self.run_gone.is_empty()
+            && self.run_new.is_empty()
+            && !self.has_functions()
+    }
+
+    /// The lean statement's parameters: the jobs', the mark, the fence's.
+    pub(super) fn as_sql_adds<'a>(&'a self, fence: &'a Fence) -> Vec<&'a (dyn ToSql + Sync)> {
+        let j = &self.jobs;
+        let mut params: Vec<&'a (dyn ToSql + Sync)> = vec![
+            &j.id,
+            &j.handle,
+            &j.function,
+            &j.unique,
+            &j.priority,
+            &j.data,
+            &j.reducer,
+            &j.due_ms,
+            &j.attempts,
+            &j.created_ms,
+            &j.died_ms,
+            &j.error,
+            &self.last_reserved,
+        ];
+        match fence {
+            Fence::None => {}
+            Fence::Leader(epoch) => params.push(epoch),
+            Fence::Partition { partition, epoch } => {
+                params.push(epoch);
+                params.push(partition);
+            }
+            Fence::Set(set) => {
+                params.push(&set.epochs);
+                params.push(&set.parts);
+                params.push(&self.job_part);
+            }
         }
         params
     }

@@ -37,6 +37,7 @@ mod repartition;
 mod replay;
 mod schema;
 mod session;
+mod statement;
 mod tls;
 
 use std::time::Duration;
@@ -121,11 +122,13 @@ pub struct PgStore {
     planned_for: usize,
 }
 
-/// The flush statement without functions' settings, and with them
-/// ([`flush::flush_sql`]).
+/// The flush statement without functions' settings, with them
+/// ([`statement::flush_sql`]), and for a batch of submissions only
+/// ([`statement::adds_sql`]).
 struct Flushes {
     plain: Statement,
     functions: Statement,
+    adds: Statement,
 }
 
 /// The flush's generic plan is made on the table as it is then: made on an
@@ -359,12 +362,17 @@ fn prepare(client: &mut Client, server: &str, fence: FenceKind) -> Result<Flushe
         .map_err(|e| connect::unreachable_or_refused(&e, server, "setting the plan cache"))?;
     let mut one = |functions| {
         client
-            .prepare(&flush::flush_sql(fence, functions))
+            .prepare(&statement::flush_sql(fence, functions))
             .map_err(|e| connect::unreachable_or_refused(&e, server, "preparing the flush"))
     };
+    let (plain, functions) = (one(false)?, one(true)?);
+    let adds = client
+        .prepare(&statement::adds_sql(fence))
+        .map_err(|e| connect::unreachable_or_refused(&e, server, "preparing the flush"))?;
     Ok(Flushes {
-        plain: one(false)?,
-        functions: one(true)?,
+        plain,
+        functions,
+        adds,
     })
 }
 
@@ -441,17 +449,16 @@ impl PgStore {
                     "prepared the flush statements again for a grown queue"
                 );
             }
-            let statement = match params.has_functions() {
-                true => &flushes.functions,
-                false => &flushes.plain,
+            let (statement, values) = match (params.has_functions(), params.only_adds()) {
+                (true, _) => (&flushes.functions, params.as_sql(&fence)),
+                (false, true) => (&flushes.adds, params.as_sql_adds(&fence)),
+                (false, false) => (&flushes.plain, params.as_sql(&fence)),
             };
             let updated = match also {
-                None => client
-                    .execute(statement, &params.as_sql(&fence))
-                    .map_err(err)?,
+                None => client.execute(statement, &values).map_err(err)?,
                 Some(also) => {
                     let mut tx = client.transaction().map_err(err)?;
-                    let updated = tx.execute(statement, &params.as_sql(&fence)).map_err(err)?;
+                    let updated = tx.execute(statement, &values).map_err(err)?;
                     // Fenced out: dropping `tx` rolls it back. Otherwise the
                     // statement share-locked the lease row, so no takeover
                     // commits before this transaction does.
