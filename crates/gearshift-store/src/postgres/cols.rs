@@ -60,6 +60,24 @@ pub(super) struct JobCols {
 }
 
 impl JobCols {
+    /// The columns in the statements' order.
+    pub(super) fn values(&self) -> [&(dyn ToSql + Sync); 12] {
+        [
+            &self.id,
+            &self.handle,
+            &self.function,
+            &self.unique,
+            &self.priority,
+            &self.data,
+            &self.reducer,
+            &self.due_ms,
+            &self.attempts,
+            &self.created_ms,
+            &self.died_ms,
+            &self.error,
+        ]
+    }
+
     pub(super) fn push(&mut self, r: &JobRecord, mark: Option<&DeadMark>) {
         self.id.push(big(r.id));
         self.handle.push(Bin(r.handle.clone()));

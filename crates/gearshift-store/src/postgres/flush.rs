@@ -246,6 +246,25 @@ pub(super) fn run_changes(before: &BTreeSet<u64>, after: &BTreeSet<u64>) -> (Vec
     )
 }
 
+/// Adds the fence's values (the epoch, and a partition's number; a set's
+/// epochs and partitions); true for a set, whose rows' partitions follow.
+fn fence_values<'a>(fence: &'a Fence, params: &mut Vec<&'a (dyn ToSql + Sync)>) -> bool {
+    match fence {
+        Fence::None => {}
+        Fence::Leader(epoch) => params.push(epoch),
+        Fence::Partition { partition, epoch } => {
+            params.push(epoch);
+            params.push(partition);
+        }
+        Fence::Set(set) => {
+            params.push(&set.epochs);
+            params.push(&set.parts);
+            return true;
+        }
+    }
+    false
+}
+
 /// The flush statement's parameters: one array per column.
 #[derive(Default)]
 pub(super) struct Params {
@@ -287,23 +306,11 @@ impl Params {
     /// The parameters in statement order, then `fence`'s (the epoch, and
     /// a partition's number), then the functions'.
     pub(super) fn as_sql<'a>(&'a self, fence: &'a Fence) -> Vec<&'a (dyn ToSql + Sync)> {
-        let j = &self.jobs;
         let s = &self.schedules;
         let k = &self.kept;
-        let mut params: Vec<&'a (dyn ToSql + Sync)> = vec![
-            &self.job_gone,
-            &j.id,
-            &j.handle,
-            &j.function,
-            &j.unique,
-            &j.priority,
-            &j.data,
-            &j.reducer,
-            &j.due_ms,
-            &j.attempts,
-            &j.created_ms,
-            &j.died_ms,
-            &j.error,
+        let mut params: Vec<&'a (dyn ToSql + Sync)> = vec![&self.job_gone];
+        params.extend(self.jobs.values());
+        params.extend::<[&'a (dyn ToSql + Sync); 31]>([
             &self.schedule_gone,
             &s.id,
             &s.handle,
@@ -335,21 +342,13 @@ impl Params {
             &self.last_reserved,
             &self.run_gone,
             &self.run_new,
-        ];
-        match fence {
-            Fence::None => {}
-            Fence::Leader(epoch) => params.push(epoch),
-            Fence::Partition { partition, epoch } => {
-                params.push(epoch);
-                params.push(partition);
-            }
-            Fence::Set(set) => {
-                params.push(&set.epochs);
-                params.push(&set.parts);
-                params.push(&self.job_part);
-                params.push(&self.schedule_part);
-                params.push(&self.kept_part);
-            }
+        ]);
+        if fence_values(fence, &mut params) {
+            params.extend::<[&'a (dyn ToSql + Sync); 3]>([
+                &self.job_part,
+                &self.schedule_part,
+                &self.kept_part,
+            ]);
         }
         if !self.has_functions() {
             return params;
@@ -384,34 +383,10 @@ impl Params {
 
     /// The lean statement's parameters: the jobs', the mark, the fence's.
     pub(super) fn as_sql_adds<'a>(&'a self, fence: &'a Fence) -> Vec<&'a (dyn ToSql + Sync)> {
-        let j = &self.jobs;
-        let mut params: Vec<&'a (dyn ToSql + Sync)> = vec![
-            &j.id,
-            &j.handle,
-            &j.function,
-            &j.unique,
-            &j.priority,
-            &j.data,
-            &j.reducer,
-            &j.due_ms,
-            &j.attempts,
-            &j.created_ms,
-            &j.died_ms,
-            &j.error,
-            &self.last_reserved,
-        ];
-        match fence {
-            Fence::None => {}
-            Fence::Leader(epoch) => params.push(epoch),
-            Fence::Partition { partition, epoch } => {
-                params.push(epoch);
-                params.push(partition);
-            }
-            Fence::Set(set) => {
-                params.push(&set.epochs);
-                params.push(&set.parts);
-                params.push(&self.job_part);
-            }
+        let mut params: Vec<&'a (dyn ToSql + Sync)> = self.jobs.values().to_vec();
+        params.push(&self.last_reserved);
+        if fence_values(fence, &mut params) {
+            params.push(&self.job_part);
         }
         params
     }

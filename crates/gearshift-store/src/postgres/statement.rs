@@ -65,20 +65,12 @@ fu AS (INSERT INTO gearshift_functions (function, paused, max_high, max_normal, 
         FenceKind::Set => " AND FALSE",
         _ => "",
     };
+    let jobs = jobs_upsert(2, (&ju_col, &ju_val, &ju_arr, &ju_only), where_fence);
     format!(
         "WITH
 {fence_cte}jd AS (DELETE FROM gearshift_jobs t USING UNNEST($1::bigint[]) AS gone(id)
        WHERE t.id = gone.id{jd_part}{and_fence}),
-ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
-         due_ms, attempts, created_ms, died_ms, error{ju_col})
-       SELECT *{ju_val} FROM UNNEST($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[],
-         $6::smallint[], $7::bytea[], $8::bytea[], $9::bigint[], $10::bigint[], $11::bigint[],
-         $12::bigint[], $13::bytea[]{ju_arr}){where_fence}
-       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
-         unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
-         reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
-         created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error{ju_only}),
-sd AS (DELETE FROM gearshift_schedules t USING UNNEST($14::bigint[]) AS gone(id)
+{jobs}sd AS (DELETE FROM gearshift_schedules t USING UNNEST($14::bigint[]) AS gone(id)
        WHERE t.id = gone.id{sd_part}{and_fence}),
 su AS (INSERT INTO gearshift_schedules (id, handle, when_fields, monday_zero, function,
          unique_id, data, priority, next_ms, from_config{su_col})
@@ -114,6 +106,29 @@ ru AS (UPDATE gearshift_reservation SET last_reserved = $42::bigint
        WHERE last_reserved < $42::bigint{reserve}{and_fence})
 SELECT 1{from_fence}
 "
+    )
+}
+
+/// The jobs' upsert from parallel arrays, numbered from `$first`, with a
+/// table's partition parts ([`row_part`]: column, value, array, condition).
+fn jobs_upsert(
+    first: usize,
+    (col, val, arr, only): (&str, &str, &str, &str),
+    where_fence: &str,
+) -> String {
+    let n: Vec<String> = (first..first + 12).map(|i| format!("${i}")).collect();
+    format!(
+        "ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
+         due_ms, attempts, created_ms, died_ms, error{col})
+       SELECT *{val} FROM UNNEST({}::bigint[], {}::bytea[], {}::bytea[], {}::bytea[],
+         {}::smallint[], {}::bytea[], {}::bytea[], {}::bigint[], {}::bigint[], {}::bigint[],
+         {}::bigint[], {}::bytea[]{arr}){where_fence}
+       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
+         unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
+         reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
+         created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error{only}),
+",
+        n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11]
     )
 }
 
@@ -194,18 +209,10 @@ pub(super) fn adds_sql(fence: FenceKind) -> String {
         FenceKind::Set => " AND FALSE",
         _ => "",
     };
+    let jobs = jobs_upsert(1, (&ju_col, &ju_val, &ju_arr, &ju_only), where_fence);
     format!(
         "WITH
-{fence_cte}ju AS (INSERT INTO gearshift_jobs (id, handle, function, unique_id, priority, data, reducer,
-         due_ms, attempts, created_ms, died_ms, error{ju_col})
-       SELECT *{ju_val} FROM UNNEST($1::bigint[], $2::bytea[], $3::bytea[], $4::bytea[],
-         $5::smallint[], $6::bytea[], $7::bytea[], $8::bigint[], $9::bigint[], $10::bigint[],
-         $11::bigint[], $12::bytea[]{ju_arr}){where_fence}
-       ON CONFLICT (id) DO UPDATE SET handle = EXCLUDED.handle, function = EXCLUDED.function,
-         unique_id = EXCLUDED.unique_id, priority = EXCLUDED.priority, data = EXCLUDED.data,
-         reducer = EXCLUDED.reducer, due_ms = EXCLUDED.due_ms, attempts = EXCLUDED.attempts,
-         created_ms = EXCLUDED.created_ms, died_ms = EXCLUDED.died_ms, error = EXCLUDED.error{ju_only}),
-ru AS (UPDATE gearshift_reservation SET last_reserved = $13::bigint
+{fence_cte}{jobs}ru AS (UPDATE gearshift_reservation SET last_reserved = $13::bigint
        WHERE last_reserved < $13::bigint{reserve}{and_fence})
 SELECT 1{from_fence}
 "
