@@ -60,11 +60,7 @@ fu AS (INSERT INTO gearshift_functions (function, paused, max_high, max_normal, 
 "
         ),
     };
-    // A set's ids were reserved ahead: the mark is not moved.
-    let reserve = match fence {
-        FenceKind::Set => " AND FALSE",
-        _ => "",
-    };
+    let reserve = reserve_test(fence);
     let jobs = jobs_upsert(2, (&ju_col, &ju_val, &ju_arr, &ju_only), where_fence);
     format!(
         "WITH
@@ -107,6 +103,15 @@ ru AS (UPDATE gearshift_reservation SET last_reserved = $42::bigint
 SELECT 1{from_fence}
 "
     )
+}
+
+/// What the reservation's update adds: a set's ids were reserved ahead,
+/// so its mark is not moved.
+fn reserve_test(fence: FenceKind) -> &'static str {
+    match fence {
+        FenceKind::Set => " AND FALSE",
+        _ => "",
+    }
 }
 
 /// The jobs' upsert from parallel arrays, numbered from `$first`, with a
@@ -204,11 +209,7 @@ fn row_part(
 pub(super) fn adds_sql(fence: FenceKind) -> String {
     let (fence_cte, and_fence, where_fence, from_fence) = fence_sql(fence, 14, 15);
     let (_, ju_col, ju_val, ju_arr, ju_only) = row_part(fence, 15, "gearshift_jobs", "$16");
-    // A set's ids were reserved ahead: the mark is not moved.
-    let reserve = match fence {
-        FenceKind::Set => " AND FALSE",
-        _ => "",
-    };
+    let reserve = reserve_test(fence);
     let jobs = jobs_upsert(1, (&ju_col, &ju_val, &ju_arr, &ju_only), where_fence);
     format!(
         "WITH
