@@ -223,6 +223,7 @@ def test_nodes_with_one_two_and_three_io_threads(cl):
             c.close()
 
 
+@with_cluster
 def test_admin_answers_for_the_whole_cluster(cl):
     start(cl, ["a", "b", "c"])
     by_node = functions_on(cl, 1, prefix="adm")
