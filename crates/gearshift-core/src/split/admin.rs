@@ -22,6 +22,9 @@ pub(super) enum Merge {
     One,
     /// Lists ending in ".": every owner's lines, then one ".".
     Lists,
+    /// `status` lists: as `Lists`, but a function's line only from the
+    /// owner the view names (one that raced a move may still list it).
+    Status,
     /// The first answer not starting with this (the "unknown" error), else
     /// that error.
     Known(&'static [u8]),
@@ -63,8 +66,10 @@ fn route(cmd: &AdminCommand, owners: &dyn Owners) -> Route {
         merge: Merge::One,
     };
     match cmd {
-        Status | PriorityStatus | ShowJobs | ShowUniqueJobs | ShowWorkers | ShowSchedules
-        | ShowDead(None) => every(true, Merge::Lists),
+        Status | PriorityStatus => every(true, Merge::Status),
+        ShowJobs | ShowUniqueJobs | ShowWorkers | ShowSchedules | ShowDead(None) => {
+            every(true, Merge::Lists)
+        }
         Workers => every(true, Merge::Workers),
         ShowJob(_) => every(true, Merge::Known(b"ERR UNKNOWN_JOB")),
         CancelJob(_) => every(false, Merge::Known(b"ERR UNKNOWN_JOB")),
@@ -100,7 +105,7 @@ impl Split {
             got: Vec::new(),
         };
         let done = to.is_empty().then(|| match merge {
-            Merge::Lists | Merge::Workers => merged(merge, Vec::new()),
+            Merge::Lists | Merge::Status | Merge::Workers => merged(merge, Vec::new()),
             _ => Bytes::from_static(ERR_NO_OWNER),
         });
         let id = self.push(Kind::Text(ask), done);
@@ -112,7 +117,13 @@ impl Split {
     }
 
     /// A whole line of `owner`'s text (with its end).
-    pub(super) fn owner_text(&mut self, owner: Owner, line: Bytes, out: &mut Vec<Out>) {
+    pub(super) fn owner_text(
+        &mut self,
+        owner: Owner,
+        line: Bytes,
+        owners: &dyn Owners,
+        out: &mut Vec<Out>,
+    ) {
         let Some(id) = self
             .owners
             .get(&owner)
@@ -121,11 +132,20 @@ impl Split {
             // Text that answers nothing of ours: pass it on in its place.
             return self.emit(owner, line, out);
         };
-        let multi = matches!(self.entry(id), Some(Entry { kind: Kind::Text(t), .. }) if t.multi);
+        let (multi, status) = match self.entry(id) {
+            Some(Entry {
+                kind: Kind::Text(t),
+                ..
+            }) => (t.multi, t.merge == Merge::Status),
+            _ => (false, false),
+        };
         let Some(st) = self.owners.get_mut(&owner) else {
             return;
         };
         let ends = !multi || (st.partial.is_empty() && is_error(&line)) || line[..] == *LIST_END;
+        if status && !ends && listed_elsewhere(&line, owner, owners) {
+            return;
+        }
         st.partial.extend_from_slice(&line);
         if !ends {
             return;
@@ -154,6 +174,13 @@ impl Split {
     }
 }
 
+/// A `status` line (its function, a tab, counts) of a function the view
+/// gives to another owner.
+fn listed_elsewhere(line: &[u8], owner: Owner, owners: &dyn Owners) -> bool {
+    let function = line.split(|&b| b == b'\t').next().unwrap_or_default();
+    owners.owner_of(function).is_some_and(|o| o != owner)
+}
+
 /// A one-line error (lists end their lines with a bare "\n").
 fn is_error(line: &[u8]) -> bool {
     line.starts_with(b"ERR ") && line.ends_with(b"\r\n")
@@ -167,7 +194,7 @@ pub(super) fn merged(merge: Merge, mut got: Vec<(Owner, Bytes)>) -> Bytes {
         Merge::One => answers
             .next()
             .unwrap_or_else(|| Bytes::from_static(ERR_OWNER_LOST)),
-        Merge::Lists => {
+        Merge::Lists | Merge::Status => {
             let answers: Vec<Bytes> = answers.collect();
             if let Some(e) = answers.iter().find(|a| is_error(a)) {
                 return e.clone();

@@ -27,7 +27,7 @@ impl Split {
                 match buf.iter().position(|&b| b == b'\n') {
                     Some(nl) => {
                         let line = buf.split_to(nl + 1).freeze();
-                        self.owner_text(owner, line, out);
+                        self.owner_text(owner, line, owners, out);
                         continue;
                     }
                     None if buf.len() <= MAX_OWNER_PACKET => break,
@@ -43,7 +43,9 @@ impl Split {
                     let bytes = packets::raw(p.magic, p.kind, &p.body);
                     self.answer(owner, p.kind, &p.body, bytes, out);
                 }
-                Ok(Some(Frame::Text(line))) => self.owner_text(owner, packets::line(&line), out),
+                Ok(Some(Frame::Text(line))) => {
+                    self.owner_text(owner, packets::line(&line), owners, out)
+                }
                 Ok(None) => break,
                 Err(_) => {
                     buf.clear();

@@ -54,6 +54,37 @@ fn lists_are_asked_of_every_owner_and_joined_in_owner_order() {
 }
 
 #[test]
+fn a_status_line_comes_from_the_function_s_owner_only() {
+    // Owner 0 still lists f@1 (a worker's CAN_DO raced a move); owner 1
+    // owns it. Other lists are joined whole.
+    let own = Fake::new(2);
+    let mut s = Split::new(1 << 20);
+    let mut out = Vec::new();
+    for line in ["status\r\n", "prioritystatus\r\n"] {
+        client(&mut s, &own, text(line), &mut out);
+        out.clear();
+        owner(
+            &mut s,
+            &own,
+            0,
+            text("f@0\t1\t0\t1\nf@1\t0\t0\t0\nnone\t0\t0\t0\n.\n"),
+            &mut out,
+        );
+        owner(&mut s, &own, 1, text("f@1\t2\t1\t1\n.\n"), &mut out);
+        assert_eq!(
+            to_client(&mut out),
+            b"f@0\t1\t0\t1\nnone\t0\t0\t0\nf@1\t2\t1\t1\n.\n".to_vec(),
+            "{line}"
+        );
+    }
+    client(&mut s, &own, text("show jobs\r\n"), &mut out);
+    out.clear();
+    owner(&mut s, &own, 0, text("H:a:1\t0\t0\t1\n.\n"), &mut out);
+    owner(&mut s, &own, 1, text(".\n"), &mut out);
+    assert_eq!(to_client(&mut out), b"H:a:1\t0\t0\t1\n.\n".to_vec());
+}
+
+#[test]
 fn a_handle_is_answered_by_the_owner_that_knows_it() {
     let own = Fake::new(3);
     let mut s = Split::new(1 << 20);
