@@ -167,15 +167,22 @@ fn a_connection_opened_during_a_hard_stop_is_closed() {
     assert!(matches!(&sink.0[..], [Out::Close(c)] if *c == late));
 }
 
-/// A partitioned node's job server takes submissions only for its own
-/// functions: another's is refused before it reaches the store.
-#[test]
-fn submissions_for_functions_owned_elsewhere_are_refused() {
+/// A partitioned node's hub that serves only the function `fn`, with
+/// one connection open.
+fn owning_fn_only() -> (Hub, Collect, ConnId) {
     let mut hub = hub();
     hub.set_owned(Arc::new(|f: &[u8]| f == b"fn"));
     let mut sink = Collect(Vec::new());
     let a = ConnId(1);
     open(&mut hub, a, &mut sink);
+    (hub, sink, a)
+}
+
+/// A partitioned node's job server takes submissions only for its own
+/// functions: another's is refused before it reaches the store.
+#[test]
+fn submissions_for_functions_owned_elsewhere_are_refused() {
+    let (mut hub, mut sink, a) = owning_fn_only();
     hub.request(a, background_submit(0), &mut sink);
     let other = Packet {
         magic: Magic::Req,
@@ -234,11 +241,7 @@ fn a_fenced_hub_runs_no_control_call() {
 #[test]
 fn admin_lines_about_functions_owned_elsewhere_are_refused() {
     use gearshift_proto::admin::AdminCommand;
-    let mut hub = hub();
-    hub.set_owned(Arc::new(|f: &[u8]| f == b"fn"));
-    let mut sink = Collect(Vec::new());
-    let a = ConnId(1);
-    open(&mut hub, a, &mut sink);
+    let (mut hub, mut sink, a) = owning_fn_only();
     let admin = |c: AdminCommand| Input::Admin(Box::new(c));
     hub.request(
         a,
