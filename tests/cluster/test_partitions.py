@@ -494,6 +494,12 @@ def test_a_join_moves_partitions_in_place(cl):
         if partition_of(f) in mine[:4]:
             kept.append(f)
     held_f, busy_f = kept
+    # Queued jobs over many partitions and a worker for them, so some move
+    # to c with a worker's ability behind them.
+    spread = ["spread%d" % i for i in range(24)]
+    for f in spread:
+        submit_bg(cl.nodes["a"].port, f, "s-" + f, "")
+    spread_w = raw_worker(cl.nodes["b"].port, *spread)
     handle = submit_bg(cl.nodes["b"].port, held_f, "held", "x")
     w = raw_worker(cl.nodes["b"].port, held_f)
     got = grab(w)
@@ -501,16 +507,18 @@ def test_a_join_moves_partitions_in_place(cl):
     t0 = time.monotonic()
     cl.start("c", extra="--partitioned")
     slowest, n = 0.0, 0
+    joiners = []  # workers that say CAN_DO while partitions move
     while True:
         t = time.monotonic()
         submit_bg(cl.nodes["b"].port, busy_f, "busy%d" % n, "")
+        joiners.append(raw_worker(cl.nodes["a" if n % 2 else "b"].port, *spread))
         slowest, n = max(slowest, time.monotonic() - t), n + 1
         o = owners(cl)
         if len(o) == PARTS and "c" in o.values() and \
                 max(sum(1 for x in o.values() if x == m) for m in "abc") <= 22:
             break
         check(time.monotonic() - t0 < 30, "c to get its share")
-        time.sleep(0.05)
+        time.sleep(0.01)
     took = time.monotonic() - t0
     shared_by(cl, ["a", "b", "c"])
     check_eq(owners(cl)[partition_of(held_f)], "a", "a kept the held job's partition")
@@ -522,6 +530,23 @@ def test_a_join_moves_partitions_in_place(cl):
     h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_jobs WHERE unique_id = 'held'")
                [0][0] == "0", 10, "the held job's completion stored")
     w.close()
+    # Each function is listed once, by its owner, in every node's answer.
+    moved_away = [f for f in spread if owners(cl)[partition_of(f)] == "c"]
+    check(moved_away, "some spread functions moved to c")
+    for node in "abc":
+        def listed():
+            fs = http_get(cl.http_port(node), "/api/v1/functions")["functions"]
+            return sorted((f["name"], f["queued"]["normal"], f["workers"]) for f in fs
+                          if f["name"] in spread)
+        want = [(f, 1, 1 + len(joiners)) for f in sorted(spread)]
+        h.wait_for(lambda: listed() == want, 10,
+                   "each spread function once on %s" % node)
+        st = h.admin(cl.nodes[node].port, "status")
+        lines = [l.split("\t")[0] for l in st.split("\n") if l.split("\t")[0] in spread]
+        check_eq(sorted(lines), sorted(spread), "status lines on %s" % node)
+    spread_w.close()
+    for j in joiners:
+        j.close()
     # a's job server ran throughout: started once, some partitions handed over.
     metrics = http_text(cl.http_port("a"), "/metrics?scope=node")
     check("gearshift_cluster_owner_starts_total 1\n" in metrics,

@@ -99,13 +99,7 @@ impl ClusterView {
     /// The HTTP address of the node serving `function`, when that is
     /// another node (None: this node, or nobody known).
     pub fn function_peer(&self, function: &[u8]) -> Option<String> {
-        let partition = self.placement.lock().ok()?.as_ref()?.partition_of(function);
-        let owner = self
-            .partitions()
-            .into_iter()
-            .find(|p| p.partition == partition)?
-            .node?
-            .name;
+        let owner = self.function_owner(function)?;
         if owner == self.me {
             return None;
         }
@@ -114,6 +108,24 @@ impl ClusterView {
             .find(|n| n.node.name == owner)?
             .node
             .http
+    }
+
+    /// The name of the node serving `function` (None: nobody known).
+    pub fn function_owner(&self, function: &[u8]) -> Option<String> {
+        let partition = self.placement.lock().ok()?.as_ref()?.partition_of(function);
+        self.partitions()
+            .into_iter()
+            .find(|p| p.partition == partition)?
+            .node
+            .map(|n| n.name)
+    }
+
+    /// The name of the node whose HTTP address is `http`.
+    pub fn name_at(&self, http: &str) -> Option<String> {
+        self.nodes()
+            .into_iter()
+            .find(|n| n.node.http.as_deref() == Some(http))
+            .map(|n| n.node.name)
     }
 
     /// The partitions' owners as last read (empty unless partitioned).

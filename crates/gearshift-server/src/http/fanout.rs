@@ -14,7 +14,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::fanout_merge::{join_lists, join_sums, merge_pages, merge_workers, page_limit};
+use super::fanout_merge::{
+    join_lists, join_sums, merge_functions, merge_pages, merge_workers, page_limit,
+};
 
 /// Asks a node for its own part only.
 pub const LOCAL: &str = "x-gearshift-node-local";
@@ -38,6 +40,8 @@ enum Rule {
     Metrics,
     /// Workers, one entry per connection ([`merge_workers`]).
     Workers,
+    /// Functions, each from its owner ([`merge_functions`]).
+    Functions,
 }
 
 fn rule_for(method: &Method, path: &str) -> Option<Rule> {
@@ -50,7 +54,7 @@ fn rule_for(method: &Method, path: &str) -> Option<Rule> {
         ["overview"] if get => Some(Rule::Sum(&["totals", "connections"])),
         ["jobs"] if get => Some(Rule::Page("jobs")),
         ["dead"] if get => Some(Rule::Page("dead")),
-        ["functions"] if get => Some(Rule::Lists("functions")),
+        ["functions"] if get => Some(Rule::Functions),
         ["workers"] if get => Some(Rule::Workers),
         ["schedules"] if get => Some(Rule::Lists("schedules")),
         ["jobs", _] if get => Some(Rule::Holder),
@@ -150,7 +154,7 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
             )
                 .into_response()
         }
-        Rule::Lists(_) | Rule::Sum(_) | Rule::Page(_) | Rule::Workers => {
+        Rule::Lists(_) | Rule::Sum(_) | Rule::Page(_) | Rule::Workers | Rule::Functions => {
             let (status, local_bytes) = split_response(local).await;
             let Some(mut merged) = status
                 .is_success()
@@ -163,19 +167,27 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
             let mut parts = Vec::new();
             for (peer, bytes) in answers {
                 match serde_json::from_slice::<Value>(&bytes) {
-                    Ok(part) => parts.push(part),
+                    Ok(part) => parts.push((peer, part)),
                     Err(_) => missing.push(peer),
                 }
             }
+            let values = |parts: Vec<(String, Value)>| parts.into_iter().map(|(_, v)| v);
             match rule {
-                Rule::Page(key) => merge_pages(key, page_limit(&ask.path), &mut merged, parts),
-                Rule::Workers => merge_workers(&mut merged, parts),
-                Rule::Lists(key) => parts
-                    .into_iter()
-                    .for_each(|p| join_lists(key, &mut merged, &p)),
-                Rule::Sum(keys) => parts
-                    .into_iter()
-                    .for_each(|p| join_sums(keys, &mut merged, &p)),
+                Rule::Page(key) => merge_pages(
+                    key,
+                    page_limit(&ask.path),
+                    &mut merged,
+                    values(parts).collect(),
+                ),
+                Rule::Workers => merge_workers(&mut merged, values(parts).collect()),
+                Rule::Lists(key) => values(parts).for_each(|p| join_lists(key, &mut merged, &p)),
+                Rule::Sum(keys) => values(parts).for_each(|p| join_sums(keys, &mut merged, &p)),
+                Rule::Functions => {
+                    let mine = (Some(view.me.clone()), merged.clone());
+                    let theirs = parts.into_iter().map(|(p, v)| (view.name_at(&p), v));
+                    let all = std::iter::once(mine).chain(theirs).collect();
+                    merge_functions(&mut merged, all, |f| view.function_owner(f.as_bytes()));
+                }
                 _ => {}
             }
             if let Value::Object(m) = &mut merged {
@@ -275,7 +287,7 @@ mod tests {
     fn routes_get_their_rule() {
         assert_eq!(
             rule_for(&Method::GET, "/api/v1/functions"),
-            Some(Rule::Lists("functions"))
+            Some(Rule::Functions)
         );
         assert_eq!(
             rule_for(&Method::GET, "/api/v1/jobs/H:x:1"),

@@ -19,6 +19,42 @@ pub(super) fn join_lists(key: &str, merged: &mut Value, part: &Value) {
     }
 }
 
+/// Joins every node's functions, each listed once: from the node the view
+/// names as its owner (an old owner can keep an empty entry a beat after a
+/// move), else from the first node that lists it. A name shown lossily
+/// (not UTF-8) cannot be placed, so each such entry stays.
+pub(super) fn merge_functions(
+    merged: &mut Value,
+    parts: Vec<(Option<String>, Value)>,
+    owner_of: impl Fn(&str) -> Option<String>,
+) {
+    let mut all: Vec<(Option<String>, Value)> = Vec::new();
+    for (node, mut part) in parts {
+        let Value::Array(list) = part["functions"].take() else {
+            continue;
+        };
+        for f in list {
+            let name = match f["name"].as_str() {
+                Some(n) if !n.contains(char::REPLACEMENT_CHARACTER) => n.to_owned(),
+                _ => {
+                    all.push((node.clone(), f));
+                    continue;
+                }
+            };
+            let owned = node.is_some() && owner_of(&name) == node;
+            match all
+                .iter_mut()
+                .find(|(_, v)| v["name"].as_str() == Some(&name))
+            {
+                Some(first) if owned => *first = (node.clone(), f),
+                Some(_) => {}
+                None => all.push((node.clone(), f)),
+            }
+        }
+    }
+    merged["functions"] = Value::Array(all.into_iter().map(|(_, f)| f).collect());
+}
+
 /// Adds another node's numbers under `keys` to `merged`, and joins the
 /// overview's `series` second by second.
 pub(super) fn join_sums(keys: &[&str], merged: &mut Value, part: &Value) {
@@ -233,6 +269,47 @@ mod tests {
             json!({"totals": {"queued": 5, "dead": 1}, "version": "v"})
         );
     }
+    #[test]
+    fn a_function_is_listed_once_from_its_owner() {
+        let f = |name: &str, queued: u64| json!({"name": name, "queued": {"normal": queued}});
+        let mut merged = json!({"functions": []});
+        let parts = vec![
+            (
+                Some("a".to_owned()),
+                json!({"functions": [f("moved", 0), f("mine", 1), f("bad\u{fffd}", 1)]}),
+            ),
+            (
+                Some("b".to_owned()),
+                json!({"functions": [f("moved", 7), f("bad\u{fffd}", 2)]}),
+            ),
+            (None, json!({"functions": [f("unplaced", 3), f("mine", 9)]})),
+        ];
+        let owner = |n: &str| match n {
+            "moved" => Some("b".to_owned()),
+            "mine" => Some("a".to_owned()),
+            _ => None,
+        };
+        merge_functions(&mut merged, parts, owner);
+        let got: Vec<(String, u64)> = merged["functions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                let name = f["name"].as_str().unwrap_or_default().to_owned();
+                (name, f["queued"]["normal"].as_u64().unwrap_or(u64::MAX))
+            })
+            .collect();
+        let want = [
+            ("moved", 7),
+            ("mine", 1),
+            ("bad\u{fffd}", 1),
+            ("bad\u{fffd}", 2),
+            ("unplaced", 3),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|(n, q)| (n.to_string(), *q)).collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn a_worker_on_several_owners_is_listed_once() {
         let w = |fs: Value, run: Value, done: u64, conn: u64| {
