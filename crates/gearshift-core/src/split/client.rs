@@ -131,7 +131,8 @@ impl Split {
                 let function = first_arg(&p.body);
                 let owner = owners.owner_of(&function);
                 if let Some(o) = owner {
-                    self.open(o, out);
+                    // A new ability there may have work that sends no NOOP.
+                    self.open(o, out).asleep = false;
                     out.push(Out::ToOwner(o, bytes.clone()));
                 }
                 self.abilities.insert(
@@ -171,7 +172,7 @@ impl Split {
                 self.sleeping = true;
                 self.woken = false;
                 for o in self.ability_owners() {
-                    out.push(Out::ToOwner(o, bytes.clone()));
+                    self.sleep_at(o, &bytes, out);
                 }
             }
             WorkStatus | WorkData | WorkWarning | WorkComplete | WorkFail | WorkException => {
@@ -195,7 +196,8 @@ impl Split {
         v
     }
 
-    /// A GRAB round: owners that hinted first, then round robin.
+    /// A GRAB round: owners that hinted first, then round robin over the
+    /// others but those the worker sleeps at (they NOOP when work comes).
     fn grab(&mut self, packet: Bytes, out: &mut Vec<Out>) {
         self.sleeping = false;
         self.woken = false;
@@ -210,7 +212,8 @@ impl Split {
             self.cursor = self.cursor.wrapping_add(1);
             for i in 0..all.len() {
                 let o = all[(start + i) % all.len()];
-                if !candidates.contains(&o) {
+                let asleep = self.owners.get(&o).is_some_and(|st| st.asleep);
+                if !asleep && !candidates.contains(&o) {
                     candidates.push(o);
                 }
             }
@@ -235,7 +238,7 @@ impl Split {
             },
             None,
         );
-        self.ask(first, id, packet, out);
+        self.ask_grab(first, id, packet, out);
     }
 
     /// Asks every owner; the first that knows the job answers.

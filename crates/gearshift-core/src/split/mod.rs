@@ -140,6 +140,10 @@ struct OwnerState {
     /// current answer read so far.
     text: VecDeque<u64>,
     partial: BytesMut,
+    /// It was sent PRE_SLEEP and since then no GRAB or CAN_DO, and it sent
+    /// no NOOP: it NOOPs when work for this worker arrives there, so a GRAB
+    /// round need not ask it and a PRE_SLEEP need not be sent again.
+    asleep: bool,
 }
 
 /// What an owner's reply answers.
@@ -280,6 +284,20 @@ impl Split {
     fn ask(&mut self, owner: Owner, id: u64, packet: Bytes, out: &mut Vec<Out>) {
         self.open(owner, out).expect.push_back(Expect::Entry(id));
         out.push(Out::ToOwner(owner, packet));
+    }
+
+    /// Asks `owner` for a job (a GRAB wakes the sub-connection there).
+    fn ask_grab(&mut self, owner: Owner, id: u64, packet: Bytes, out: &mut Vec<Out>) {
+        self.open(owner, out).asleep = false;
+        self.ask(owner, id, packet, out);
+    }
+
+    /// Sends `owner` the worker's PRE_SLEEP unless it sleeps there already.
+    fn sleep_at(&mut self, owner: Owner, packet: &Bytes, out: &mut Vec<Out>) {
+        let st = self.open(owner, out);
+        if !std::mem::replace(&mut st.asleep, true) {
+            out.push(Out::ToOwner(owner, packet.clone()));
+        }
     }
 
     /// Queues a request with a reply; returns its id.

@@ -70,6 +70,9 @@ impl Split {
             return;
         }
         if kind == PacketType::Noop {
+            if let Some(st) = self.owners.get_mut(&owner) {
+                st.asleep = false;
+            }
             self.hints.insert(owner);
             if self.sleeping && !self.woken {
                 self.woken = true;
@@ -201,7 +204,7 @@ impl Split {
             }
         }
         if let Some((o, packet)) = ask_next {
-            self.ask(o, id, packet, out);
+            self.ask_grab(o, id, packet, out);
         }
         if hold {
             if let Some(st) = self.owners.get_mut(&owner) {
@@ -360,7 +363,7 @@ impl Split {
             }
         }
         if let Some((o, packet)) = ask_next {
-            self.ask(o, id, packet, out);
+            self.ask_grab(o, id, packet, out);
         }
         if let Some(handle) = ended {
             self.foreground_ended(&handle);
@@ -389,15 +392,16 @@ impl Split {
             a.sent_to = now;
             let packet = a.packet.clone();
             if let Some(o) = now {
-                self.open(o, out);
+                self.open(o, out).asleep = false;
                 out.push(Out::ToOwner(o, packet));
                 if self.sleeping && !woken_at.contains(&o) {
                     woken_at.push(o);
                 }
             }
         }
+        let sleep = bare_req(PacketType::PreSleep);
         for o in woken_at {
-            out.push(Out::ToOwner(o, bare_req(PacketType::PreSleep)));
+            self.sleep_at(o, &sleep, out);
         }
         self.retry_parked(owners, out);
         self.release(out);

@@ -187,20 +187,80 @@ fn a_sleeping_worker_is_woken_once_and_hints_lead_the_next_round() {
     owner(&mut s, &own, 2, res(T::Noop, &[]), &mut out);
     owner(&mut s, &own, 1, res(T::Noop, &[]), &mut out);
     assert_eq!(seen(&mut out), vec![(None, T::Noop, b(""))]);
-    // Owners that woke it are asked first.
+    // Owners that woke it are asked first; 0, where it still sleeps, is
+    // not asked (it NOOPs when it has work).
     client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
     assert_eq!(seen(&mut out), vec![(Some(1), T::GrabJob, b(""))]);
     owner(&mut s, &own, 1, res(T::NoJob, &[]), &mut out);
     assert_eq!(seen(&mut out), vec![(Some(2), T::GrabJob, b(""))]);
-    owner(&mut s, &own, 2, res(T::NoJob, &[]), &mut out);
-    assert_eq!(seen(&mut out), vec![(Some(0), T::GrabJob, b(""))]);
     // A NOOP while the round is under way is a hint for the next sleep:
     // the worker is told at once instead of sleeping.
-    owner(&mut s, &own, 1, res(T::Noop, &[]), &mut out);
-    owner(&mut s, &own, 0, res(T::NoJob, &[]), &mut out);
+    owner(&mut s, &own, 0, res(T::Noop, &[]), &mut out);
+    owner(&mut s, &own, 2, res(T::NoJob, &[]), &mut out);
     assert_eq!(seen(&mut out), vec![(None, T::NoJob, b(""))]);
     client(&mut s, &own, req(T::PreSleep, &[]), &mut out);
     assert_eq!(seen(&mut out), vec![(None, T::Noop, b(""))]);
+    client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(0), T::GrabJob, b(""))]);
+}
+
+#[test]
+fn owners_a_worker_sleeps_at_are_neither_asked_nor_told_again() {
+    let own = Fake::new(3);
+    let mut s = Split::new(1 << 20);
+    let mut out = Vec::new();
+    worker(&mut s, &own, &mut out);
+    client(&mut s, &own, req(T::PreSleep, &[]), &mut out);
+    assert_eq!(seen(&mut out).len(), 3);
+    owner(&mut s, &own, 1, res(T::Noop, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(None, T::Noop, b(""))]);
+    client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(1), T::GrabJob, b(""))]);
+    owner(
+        &mut s,
+        &own,
+        1,
+        res(T::JobAssign, &[b"H:1", b"g@1", b"x"]),
+        &mut out,
+    );
+    assert_eq!(seen(&mut out), vec![(None, T::JobAssign, b("H:1"))]);
+    let mut done = req(T::WorkComplete, &[b"H:1", b""]);
+    done.extend_from_slice(&req(T::GrabJob, &[]));
+    client(&mut s, &own, done, &mut out);
+    assert_eq!(
+        seen(&mut out),
+        vec![
+            (Some(1), T::WorkComplete, b("H:1")),
+            (Some(1), T::GrabJob, b(""))
+        ]
+    );
+    owner(&mut s, &own, 1, res(T::NoJob, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(None, T::NoJob, b(""))]);
+    // Only 1 woke it up: only 1 hears it sleep again.
+    client(&mut s, &own, req(T::PreSleep, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(1), T::PreSleep, b(""))]);
+    // Woken for nothing (no owner has work): answered here, nothing sent.
+    client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(None, T::NoJob, b(""))]);
+    client(&mut s, &own, req(T::PreSleep, &[]), &mut out);
+    assert!(seen(&mut out).is_empty());
+    // A new ability at 0 may find work there that sends no NOOP: 0 is
+    // asked again, and told of the next sleep.
+    client(&mut s, &own, req(T::CanDo, &[b"k@0"]), &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(0), T::CanDo, b("k@0"))]);
+    client(&mut s, &own, req(T::GrabJob, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(0), T::GrabJob, b(""))]);
+    owner(&mut s, &own, 0, res(T::NoJob, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(None, T::NoJob, b(""))]);
+    client(&mut s, &own, req(T::PreSleep, &[]), &mut out);
+    assert_eq!(seen(&mut out), vec![(Some(0), T::PreSleep, b(""))]);
+    // A lost owner's new sub-connection sleeps nowhere yet.
+    s.owner_lost(2, &own, &mut out);
+    s.owners_changed(&own, &mut out);
+    assert_eq!(
+        seen(&mut out),
+        vec![(Some(2), T::CanDo, b("h@2")), (Some(2), T::PreSleep, b(""))]
+    );
 }
 
 #[test]
