@@ -88,6 +88,24 @@ impl Core {
             .sum()
     }
 
+    /// Forgets function `name` when nothing of it is left here: no job,
+    /// worker, early taker or schedule. A partitioned node that no longer
+    /// serves a function is left such an entry when a worker's CAN_DO
+    /// raced the move and its CANT_DO followed; kept, it would be listed
+    /// beside the owner's. Whether it was forgotten.
+    pub fn forget_if_empty(&mut self, name: &[u8]) -> bool {
+        let Some(id) = self.table.func_named(name) else {
+            return false;
+        };
+        let empty = (self.table.func(id))
+            .is_some_and(|f| f.total == 0 && f.workers == 0 && f.early_takers == 0);
+        if !empty || self.schedules.values().any(|s| s.function == name) {
+            return false;
+        }
+        self.table.drop_function(id);
+        true
+    }
+
     /// Hands out no job of the functions `gone` names from now on, ahead of
     /// their hand-over, so their running jobs can only come to an end.
     pub fn hold_for_hand_over(&mut self, gone: &dyn Fn(&[u8]) -> bool) {

@@ -397,3 +397,33 @@ fn a_hand_over_and_a_take_over_of_the_same_records_bring_the_functions_back() {
     w.core.check_invariants().expect("consistent");
     assert_eq!(w.grab_job(2).0, g);
 }
+
+#[test]
+fn an_entry_is_forgotten_only_when_nothing_of_it_is_left() {
+    let mut w = World::new();
+    w.check = true;
+    w.conns(&[1, 2]);
+    w.can_do(2, &["f"]);
+    assert!(!w.core.forget_if_empty(b"f"), "a worker holds it");
+    w.req(2, Request::CantDo(b("f")));
+    w.bg(1, "g", "", "x");
+    assert!(!w.core.forget_if_empty(b"g"), "a job waits");
+    sched(&mut w, 1, "h");
+    w.clear();
+    let known = |w: &World, f: &str| w.core.functions_view().iter().any(|v| v.name == b(f));
+    assert!(known(&w, "h"));
+    assert!(!w.core.forget_if_empty(b"h"), "a schedule fires it");
+    assert!(!w.core.forget_if_empty(b"nothing"), "never known");
+    assert!(w.core.forget_if_empty(b"f"));
+    let names: Vec<Bytes> = w
+        .core
+        .functions_view()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert!(!names.contains(&b("f")), "{names:?}");
+    // Known again on its next use, from nothing.
+    w.can_do(2, &["f"]);
+    assert!(w.core.functions_view().iter().any(|f| f.name == b("f")));
+    w.core.check_invariants().expect("the books still add up");
+}

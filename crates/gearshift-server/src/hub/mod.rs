@@ -339,17 +339,21 @@ impl Hub {
         if self.draining.is_some() && self.refused_while_draining(id, &input) {
             return;
         }
+        let mut given_up = None;
         if let Some(owns) = &self.owns {
             match owned::refusal(&input, &**owns) {
                 Some(owned::Refusal::Reply(r)) => return self.core.reply(id, r),
                 Some(owned::Refusal::Admin(line)) => return self.core.handle(id, line, now),
-                None => {}
+                None => given_up = owned::given_up_elsewhere(&input, &**owns),
             }
         }
         if let Input::Invalid(e) = &input {
             tracing::debug!(conn = id.0, error = %e, "refused packet");
         }
         self.core.handle(id, input, now);
+        if let Some(f) = given_up {
+            self.core.forget_if_empty(&f);
+        }
     }
 
     /// A reloaded config file: new policies and schedules (of the

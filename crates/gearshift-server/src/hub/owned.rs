@@ -36,6 +36,15 @@ pub(super) fn refusal(input: &Input, owns: &dyn Fn(&[u8]) -> bool) -> Option<Ref
     })
 }
 
+/// The function a CANT_DO gives up when another node serves it: its entry
+/// here is forgotten if that leaves it empty.
+pub(super) fn given_up_elsewhere(input: &Input, owns: &dyn Fn(&[u8]) -> bool) -> Option<Bytes> {
+    match input {
+        Input::Request(Request::CantDo(f)) if !owns(f) => Some(f.clone()),
+        _ => None,
+    }
+}
+
 /// The function a submission or an admin line about one function names.
 fn named_function(input: &Input) -> Option<&[u8]> {
     use AdminCommand::*;

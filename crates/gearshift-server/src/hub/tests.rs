@@ -273,3 +273,32 @@ fn admin_lines_about_functions_owned_elsewhere_are_refused() {
         .iter()
         .all(|f| &f.name[..] != b"elsewhere"));
 }
+
+/// A worker's CAN_DO that raced a function's move away is taken; its
+/// CANT_DO, once the worker's node moves the ability, leaves no empty
+/// entry behind to be listed beside the owner's.
+#[test]
+fn a_function_given_up_here_after_its_move_is_forgotten() {
+    let (mut hub, mut sink, a) = owning_fn_only();
+    let req = |r: Request| Input::Request(r);
+    let name = |f: &'static [u8]| Bytes::from_static(f);
+    hub.request(a, req(Request::CanDo(name(b"elsewhere"))), &mut sink);
+    hub.request(a, req(Request::CanDo(name(b"fn"))), &mut sink);
+    hub.settle(&mut sink);
+    let listed = |hub: &Hub| -> Vec<Bytes> {
+        let mut v: Vec<Bytes> = hub
+            .core
+            .functions_view()
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(listed(&hub), vec![name(b"elsewhere"), name(b"fn")]);
+    hub.request(a, req(Request::CantDo(name(b"elsewhere"))), &mut sink);
+    hub.request(a, req(Request::CantDo(name(b"fn"))), &mut sink);
+    hub.settle(&mut sink);
+    // The function served here stays listed, as gearmand keeps it.
+    assert_eq!(listed(&hub), vec![name(b"fn")]);
+}
