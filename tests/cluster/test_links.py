@@ -254,6 +254,98 @@ def test_tls_on_partitioned_nodes(cl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def link_tls_flags(pki):
+    """A node certificate (server and client use, for 127.0.0.1) and the
+    flags that make nodes talk over TLS with it."""
+    pki.write("node.ext", "subjectAltName=IP:127.0.0.1\n"
+              "extendedKeyUsage=serverAuth,clientAuth\n")
+    cert, key = pki.issue("node", "/CN=gearshift-node", "node.ext")
+    return "--link-tls-certificate %s --link-tls-key %s --link-tls-ca %s" % (cert, key, pki.ca)
+
+
+def refused_in_the_clear(cl, node, line):
+    """Sends a node's preamble in the clear to `node`: it closes the
+    connection unanswered and logs why."""
+    raw = socket.create_connection(("127.0.0.1", node.port), timeout=10)
+    raw.sendall(line + h.packet(h.ECHO_REQ, "x"))
+    try:
+        check_eq(raw.recv(1024), b"", "a preamble in the clear is not answered")
+    except ConnectionResetError:
+        pass
+    raw.close()
+    h.wait_for(lambda: "takes nodes over TLS only" in node.log_text(), 10,
+               "the refusal in the node's log")
+
+
+@with_cluster
+def test_nodes_talk_over_tls(cl):
+    """With --link-tls-*, links and relays between nodes run in TLS with
+    certificates the cluster's CA signed: a job crosses a leader-mode
+    cluster from a client of one follower to a worker of the other (both
+    links), the leader's HTTP API answers through a follower (a relay),
+    and a link preamble sent in the clear, secret and all, is refused."""
+    tmp = tempfile.mkdtemp(prefix="gs-cluster-link-tls-")
+    try:
+        pki = test_tls.Pki(tmp)
+        flags = link_tls_flags(pki)
+        a = cl.start("a", wait_leader=True, extra=flags)
+        b = cl.start("b", extra=flags)
+        c = cl.start("c", extra=flags)
+        w = raw_worker(b.port, "over_tls")
+        client = h.Conn(c.port)
+        client.send_pkt(h.SUBMIT_JOB, "over_tls", "", "ping")
+        handle = client.expect_pkt(h.JOB_CREATED)
+        job = grab(w)
+        check(job is not None and job[0] == handle, "the worker on b got c's job: %r" % (job,))
+        w.send_pkt(h.WORK_COMPLETE, handle, "pong")
+        check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on c")
+        w.close()
+        client.close()
+        check_eq(metric(cl.http_port("a"), "gearshift_cluster_links_opened_total"), 2.0,
+                 "two links to the leader")
+        # b's HTTP port relays to the leader's, whose API lists the job's function.
+        with urllib.request.urlopen("http://%s/api/v1/functions"
+                                    % cl.pg.sql("SELECT http_addr FROM gearshift_nodes "
+                                                "WHERE name = 'b'")[0][0], timeout=10) as r:
+            names = [f["name"] for f in __import__("json").loads(r.read())["functions"]]
+        check("over_tls" in names, "the leader's functions through b: %r" % names)
+        secret = cl.pg.sql("SELECT secret FROM gearshift_cluster")[0][0]
+        refused_in_the_clear(cl, a, ("gearshift-link %s intruder\n" % secret).encode())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@with_cluster
+def test_partitioned_nodes_talk_over_tls(cl):
+    """Partitioned nodes with --link-tls-*: a client of `d` and a worker of
+    `e` meet at `f`, the function's owner, over TLS links; `f` refuses a
+    link in the clear."""
+    from test_partitions import functions_on, shared_by  # noqa: E402
+    tmp = tempfile.mkdtemp(prefix="gs-partitions-link-tls-")
+    try:
+        pki = test_tls.Pki(tmp)
+        flags = link_tls_flags(pki)
+        for n in "def":
+            cl.start(n, extra="--partitioned " + flags)
+        shared_by(cl, ["d", "e", "f"])
+        func = functions_on(cl, 1, prefix="ptls")["f"][0]
+        w = raw_worker(cl.nodes["e"].port, func)
+        client = h.Conn(cl.nodes["d"].port)
+        client.send_pkt(h.SUBMIT_JOB, func, "", "ping")
+        handle = client.expect_pkt(h.JOB_CREATED)
+        job = grab(w)
+        check(job is not None and job[0] == handle, "e's worker got d's job owned by f")
+        w.send_pkt(h.WORK_COMPLETE, handle, "pong")
+        check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on d")
+        w.close()
+        client.close()
+        secret = cl.pg.sql("SELECT secret FROM gearshift_cluster")[0][0]
+        refused_in_the_clear(cl, cl.nodes["f"], ("gearshift-link %s intruder\n" % secret).encode())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 TESTS = [test_followers_carry_connections_over_links,
          test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
-         test_gearmand_style_ssl_cluster, test_tls_on_partitioned_nodes]
+         test_gearmand_style_ssl_cluster, test_tls_on_partitioned_nodes,
+         test_nodes_talk_over_tls, test_partitioned_nodes_talk_over_tls]

@@ -9,7 +9,7 @@ use gearshift_core::ConnId;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use crate::cluster::relay::{watch_closely, Origin, RelayGate};
+use crate::cluster::relay::{Arrival, Origin, RelayGate};
 use crate::counters::ConnCounters;
 use crate::hub;
 use crate::io_thread::link::{LinkAccepted, LinkMeta};
@@ -95,11 +95,12 @@ async fn prepare(
     shared: &Shared,
 ) {
     let (inboxes, next_id) = (&shared.inboxes, &shared.next_id);
+    let mut stream = stream;
     if let Some(gate) = &shared.gate {
         // On a TLS port a client that sends nothing is bounded as its
         // handshake would be.
-        let checked = match &tls {
-            Some(_) => tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, gate.check(&stream))
+        let arrived = match &tls {
+            Some(_) => tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, gate.arrive(stream))
                 .await
                 .unwrap_or_else(|_| {
                     Err(format!(
@@ -107,21 +108,19 @@ async fn prepare(
                         crate::tls::HANDSHAKE_TIMEOUT
                     ))
                 }),
-            None => gate.check(&stream).await,
+            None => gate.arrive(stream).await,
         };
-        match checked {
-            Ok(None) => {}
-            Ok(Some(Origin::Link { node })) => {
-                watch_closely(&stream, gate.node_timeout);
-                if let Some(sock) = into_std(stream, peer) {
+        match arrived {
+            Ok(Arrival::Client(s)) => stream = s,
+            Ok(Arrival::Node(Origin::Link { node }, s)) => {
+                if let Some(sock) = s.into_std(peer) {
                     hand_link(sock, peer, node, inboxes, next_id);
                 }
                 return;
             }
-            Ok(Some(Origin::Relayed(r))) => {
-                watch_closely(&stream, gate.node_timeout);
+            Ok(Arrival::Node(Origin::Relayed(r), s)) => {
                 tracing::debug!(%peer, node = %r.node, client = %r.peer, "relayed connection");
-                if let Some(sock) = into_std(stream, r.peer) {
+                if let Some(sock) = s.into_std(r.peer) {
                     hand_over(sock, r.peer, Some(r.node), None, permit, inboxes, next_id);
                 }
                 return;
@@ -226,8 +225,13 @@ impl LinkDoor {
     }
 
     /// Hands a link, its preamble read, to an I/O thread.
-    pub(crate) fn hand(&self, stream: TcpStream, from: std::net::SocketAddr, node: String) {
-        if let Some(sock) = into_std(stream, from) {
+    pub(crate) fn hand(
+        &self,
+        stream: crate::cluster::node_tls::NodeStream,
+        from: std::net::SocketAddr,
+        node: String,
+    ) {
+        if let Some(sock) = stream.into_std(from) {
             hand_link(sock, from, node, &self.inboxes, &self.next_id);
         }
     }

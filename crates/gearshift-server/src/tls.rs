@@ -151,23 +151,23 @@ impl TlsServer {
             .peer_certificates()
             .and_then(|c| c.first())
             .and_then(|c| subject_of(c));
-        let (inner, outer) = match UnixStream::pair() {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection: no socket pair for its TLS session");
-                return None;
-            }
-        };
-        let std = match outer.into_std() {
-            Ok(s) => s,
+        match plaintext_end(tls) {
+            Ok(sock) => Some((sock, identity)),
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection: cannot hand its TLS session over");
-                return None;
+                None
             }
-        };
-        tokio::spawn(pump(tls, inner));
-        Some((StdSock::Unix(std), identity))
+        }
     }
+}
+
+/// Starts pumping an established session through a socket pair and
+/// returns the pair's plaintext end, for an I/O thread.
+pub fn plaintext_end(tls: tokio_rustls::server::TlsStream<TcpStream>) -> std::io::Result<StdSock> {
+    let (inner, outer) = UnixStream::pair()?;
+    let std = outer.into_std()?;
+    tokio::spawn(pump(tls, inner));
+    Ok(StdSock::Unix(std))
 }
 
 /// A TLS session's plaintext end, for a task of this runtime, with the

@@ -335,7 +335,6 @@ async fn run_link(
         }
     };
     watch_closely(&stream, timeout);
-    let (r, w) = stream.into_split();
     let out = BytesMut::from(&link_preamble(&up.secret, &up.node)[..]);
     let up_addr = up.addr.clone();
     let changed = async move {
@@ -343,7 +342,22 @@ async fn run_link(
             .wait_for(|u| u.as_ref().map(|u| &u.addr) != Some(&up_addr))
             .await;
     };
-    pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
+    match &up.tls {
+        None => {
+            let (r, w) = stream.into_split();
+            pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
+        }
+        Some(tls) => match tls.dial(stream, &up.addr).await {
+            Ok(s) => {
+                let (r, w) = tokio::io::split(s);
+                pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
+            }
+            Err(e) => {
+                tracing::warn!(node = %up.addr, "cannot link to the node over TLS: {e}");
+                refuse_all(rx);
+            }
+        },
+    }
 }
 
 /// A link to this node's own job server: a socket pair, one end handed to

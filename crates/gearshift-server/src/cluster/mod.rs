@@ -22,6 +22,7 @@
 
 pub mod lease_thread;
 pub mod link;
+pub mod node_tls;
 pub mod partitioned;
 mod pump;
 pub mod relay;
@@ -67,6 +68,8 @@ pub struct ClusterConfig {
     /// A partitioned node's router thread, where its job server's only I/O
     /// thread then runs too (the caller drives a `LocalSet` on it).
     pub local_io: Option<crate::LocalIo>,
+    /// Links and relays between nodes over TLS, and none in the clear.
+    pub link_tls: Option<node_tls::LinkTls>,
 }
 
 /// A bound cluster node, not yet running.
@@ -168,6 +171,7 @@ impl Node {
                     .collect::<Result<_, _>>()?,
                 tls: tls.into_iter().map(to_std).collect::<Result<_, _>>()?,
                 http: http.map(to_std).transpose()?,
+                link_tls: cluster.link_tls.clone(),
             },
             cfg,
             url,
@@ -278,11 +282,16 @@ impl Node {
         let (gearman_tx, gearman_rx) = watch::channel(None);
         let (http_tx, http_rx) = watch::channel(None);
         let (relay_stop_tx, relay_stop) = watch::channel(false);
-        let publisher = tokio::spawn(publish_upstreams(
+        let template = Upstream {
+            addr: String::new(),
+            secret: secret.clone(),
+            node: node.clone(),
+            tls: bound.link_tls.clone(),
+        };
+        let publisher = tokio::spawn(relay::publish_upstreams(
             status.clone(),
             me,
-            secret.clone(),
-            node.clone(),
+            template,
             gearman_tx,
             http_tx,
         ));
@@ -377,56 +386,6 @@ struct Relays {
     tls: Option<crate::tls::TlsServer>,
 }
 
-/// Publishes the upstreams as the lease moves, logging the changes, until
-/// the status ends.
-async fn publish_upstreams(
-    mut status: watch::Receiver<Status>,
-    me: NodeAddrs,
-    secret: Arc<str>,
-    node: Arc<str>,
-    gearman: watch::Sender<Option<Upstream>>,
-    http: watch::Sender<Option<Upstream>>,
-) {
-    let upstream_of = |s: &Status, http_side: bool| -> Option<Upstream> {
-        let target = match (&s.leading, &s.leader) {
-            (Some(_), _) => &me,
-            (None, Some(l)) => &l.node,
-            (None, None) => return None,
-        };
-        let addr = if http_side {
-            target.http.clone()?
-        } else {
-            target.gearman.clone()
-        };
-        Some(Upstream {
-            addr,
-            secret: secret.clone(),
-            node: node.clone(),
-        })
-    };
-    let mut announced = None;
-    loop {
-        {
-            let s = status.borrow_and_update();
-            let leader = s.leader.as_ref().map(|l| l.node.name.clone());
-            if s.leading.is_none() && leader != announced {
-                match &leader {
-                    Some(name) => {
-                        tracing::info!(leader = %name, "relaying connections to the leader")
-                    }
-                    None => tracing::info!("no node leads the cluster: connections wait"),
-                }
-            }
-            announced = leader;
-            gearman.send_if_modified(|u| replace(u, upstream_of(&s, false)));
-            http.send_if_modified(|u| replace(u, upstream_of(&s, true)));
-        }
-        if status.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
 /// Carries every accepted connection to the leader until this node leads
 /// or stops.
 async fn follow(
@@ -491,13 +450,8 @@ struct Bound {
     gearman: Vec<std::net::TcpListener>,
     tls: Vec<std::net::TcpListener>,
     http: Option<std::net::TcpListener>,
-}
-
-/// Puts `new` in `slot`; whether that changed it.
-fn replace<T: PartialEq>(slot: &mut T, new: T) -> bool {
-    let changed = *slot != new;
-    *slot = new;
-    changed
+    /// Node TLS ([`ClusterConfig::link_tls`]).
+    link_tls: Option<node_tls::LinkTls>,
 }
 
 /// How leading ended.
@@ -550,7 +504,8 @@ async fn lead(
             return Led::Deposed;
         }
     };
-    server.accept_relays(Arc::new(RelayGate::new(secret.to_string(), timeout)));
+    let gate = RelayGate::new(secret.to_string(), timeout).with_tls(bound.link_tls.clone());
+    server.accept_relays(Arc::new(gate));
     let until = match status.borrow().leading {
         Some((e, until)) if e == epoch => until,
         _ => return Led::Deposed,

@@ -11,9 +11,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
+
+use super::lease_thread::Status;
+use super::node_tls::{read_line, LinkTls, NodeStream, TLS_MARKER};
+use gearshift_store::postgres::lease::NodeAddrs;
 
 /// What a relayed connection starts with.
 const MAGIC: &[u8] = b"gearshift-relay ";
@@ -35,6 +39,8 @@ pub struct RelayGate {
     secret: String,
     /// A relaying node silent this long is gone: its connections close.
     pub node_timeout: Duration,
+    /// Node TLS: links and relays are taken over TLS only.
+    tls: Option<LinkTls>,
 }
 
 /// The preamble a link sends: `gearshift-link SECRET NODE\n`.
@@ -54,6 +60,24 @@ pub enum Origin {
     },
 }
 
+/// What a connection's first line said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preamble {
+    /// A link or relay preamble, in the clear.
+    Clear(Origin),
+    /// `gearshift-tls`: a node's TLS session follows.
+    Tls,
+}
+
+/// What a connection to a node's listener turned out to be.
+pub enum Arrival {
+    /// Not another node: a client, nothing of it read.
+    Client(TcpStream),
+    /// Another node's link or relay, its preamble read, and the stream the
+    /// rest comes on.
+    Node(Origin, NodeStream),
+}
+
 /// A relayed connection's origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relayed {
@@ -69,13 +93,47 @@ impl RelayGate {
         RelayGate {
             secret,
             node_timeout,
+            tls: None,
         }
+    }
+
+    /// Takes links and relays over TLS only (`--link-tls-ca`).
+    pub fn with_tls(mut self, tls: Option<LinkTls>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Reads another node's preamble, in the clear or (after its TLS
+    /// handshake) in a session, and watches that node's socket closely; a
+    /// client's connection comes back untouched. An error closes it.
+    pub async fn arrive(&self, stream: TcpStream) -> Result<Arrival, String> {
+        let origin = match self.check(&stream).await? {
+            None => return Ok(Arrival::Client(stream)),
+            Some(Preamble::Clear(_)) if self.tls.is_some() => return Err(
+                "a node linked in the clear; this node takes nodes over TLS only (--link-tls-ca)"
+                    .into(),
+            ),
+            Some(Preamble::Clear(o)) => o,
+            Some(Preamble::Tls) => {
+                let Some(tls) = &self.tls else {
+                    return Err("a node opened TLS; this node has no --link-tls-ca".into());
+                };
+                watch_closely(&stream, self.node_timeout);
+                let mut s = (tls.accept(stream).await)
+                    .map_err(|e| format!("a node's TLS handshake failed: {e}"))?;
+                let line = read_line(&mut s, MAX_LINE).await?;
+                let origin = self.parse(&line)?;
+                return Ok(Arrival::Node(origin, NodeStream::Tls(Box::new(s))));
+            }
+        };
+        watch_closely(&stream, self.node_timeout);
+        Ok(Arrival::Node(origin, NodeStream::Plain(stream)))
     }
 
     /// Reads a relay or link preamble if the connection starts with one:
     /// `Ok(None)` when it does not (nothing is consumed), an error when it
     /// starts like one but is not valid (the connection is to be closed).
-    pub async fn check(&self, stream: &TcpStream) -> Result<Option<Origin>, String> {
+    pub async fn check(&self, stream: &TcpStream) -> Result<Option<Preamble>, String> {
         let mut head = [0u8; MAX_LINE];
         let mut deadline = None;
         // Peek until the bytes cannot be a preamble or hold a whole line.
@@ -94,7 +152,7 @@ impl RelayGate {
                 let m = n.min(magic.len());
                 seen[..m] == magic[..m]
             };
-            if !starts(MAGIC) && !starts(LINK_MAGIC) {
+            if !starts(MAGIC) && !starts(LINK_MAGIC) && !starts(TLS_MARKER) {
                 return Ok(None);
             }
             if let Some(end) = seen.iter().position(|&b| b == b'\n') {
@@ -126,7 +184,11 @@ impl RelayGate {
                 Err(e) => return Err(format!("reading the relay preamble: {e}")),
             }
         }
-        self.parse(&line[..line_len - 1]).map(Some)
+        let line = &line[..line_len - 1];
+        if line == &TLS_MARKER[..TLS_MARKER.len() - 1] {
+            return Ok(Some(Preamble::Tls));
+        }
+        self.parse(line).map(|o| Some(Preamble::Clear(o)))
     }
 
     /// Parses and checks `gearshift-relay SECRET NODE PEER` or
@@ -194,6 +256,63 @@ pub struct Upstream {
     pub secret: Arc<str>,
     /// This node's name.
     pub node: Arc<str>,
+    /// Node TLS, when the nodes talk over it.
+    pub tls: Option<LinkTls>,
+}
+
+/// Publishes the upstreams (`template` at the leader's address) as the lease moves, logging the changes, until
+/// the status ends.
+pub(super) async fn publish_upstreams(
+    mut status: watch::Receiver<Status>,
+    me: NodeAddrs,
+    template: Upstream,
+    gearman: watch::Sender<Option<Upstream>>,
+    http: watch::Sender<Option<Upstream>>,
+) {
+    let upstream_of = |s: &Status, http_side: bool| -> Option<Upstream> {
+        let target = match (&s.leading, &s.leader) {
+            (Some(_), _) => &me,
+            (None, Some(l)) => &l.node,
+            (None, None) => return None,
+        };
+        let addr = if http_side {
+            target.http.clone()?
+        } else {
+            target.gearman.clone()
+        };
+        Some(Upstream {
+            addr,
+            ..template.clone()
+        })
+    };
+    let mut announced = None;
+    loop {
+        {
+            let s = status.borrow_and_update();
+            let leader = s.leader.as_ref().map(|l| l.node.name.clone());
+            if s.leading.is_none() && leader != announced {
+                match &leader {
+                    Some(name) => {
+                        tracing::info!(leader = %name, "relaying connections to the leader")
+                    }
+                    None => tracing::info!("no node leads the cluster: connections wait"),
+                }
+            }
+            announced = leader;
+            gearman.send_if_modified(|u| replace(u, upstream_of(&s, false)));
+            http.send_if_modified(|u| replace(u, upstream_of(&s, true)));
+        }
+        if status.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Puts `new` in `slot`; whether that changed it.
+fn replace<T: PartialEq>(slot: &mut T, new: T) -> bool {
+    let changed = *slot != new;
+    *slot = new;
+    changed
 }
 
 /// Accepts connections and relays each to the current leader, until
@@ -248,10 +367,10 @@ pub async fn accept_capped(
 
 /// Relays one client connection to the leader until either side closes.
 async fn relay_one(
-    mut client: TcpStream,
+    client: TcpStream,
     peer: SocketAddr,
     mut upstream: watch::Receiver<Option<Upstream>>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     wait: Duration,
     timeout: Duration,
 ) -> Result<(), String> {
@@ -259,7 +378,7 @@ async fn relay_one(
     let deadline = tokio::time::Instant::now() + wait;
     // The leader as this node knows it; a dead one (not yet replaced in
     // this node's view) is retried until the view changes or time is up.
-    let (up, mut leader) = loop {
+    let (up, leader) = loop {
         let up = tokio::time::timeout_at(deadline, upstream.wait_for(|u| u.is_some()))
             .await
             .map_err(|_| format!("no node has led the cluster for {wait:?}"))?
@@ -285,6 +404,25 @@ async fn relay_one(
         }
     };
     watch_closely(&leader, timeout);
+    match &up.tls {
+        None => relay_through(client, leader, peer, &up, upstream, stop).await,
+        Some(tls) => {
+            let leader = (tls.dial(leader, &up.addr).await)
+                .map_err(|e| format!("TLS to the leader at {}: {e}", up.addr))?;
+            relay_through(client, leader, peer, &up, upstream, stop).await
+        }
+    }
+}
+
+/// Sends the preamble on the way to the leader, then copies both ways.
+async fn relay_through<S: AsyncRead + AsyncWrite + Unpin>(
+    mut client: TcpStream,
+    mut leader: S,
+    peer: SocketAddr,
+    up: &Upstream,
+    mut upstream: watch::Receiver<Option<Upstream>>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), String> {
     leader
         .write_all(&preamble(&up.secret, &up.node, peer))
         .await
@@ -374,14 +512,32 @@ mod tests {
         let (got, ()) = tokio::join!(g.check(&s), writer);
         assert_eq!(
             got,
-            Ok(Some(Origin::Relayed(Relayed {
+            Ok(Some(Preamble::Clear(Origin::Relayed(Relayed {
                 node: "b".into(),
                 peer
-            })))
+            }))))
         );
         let mut buf = [0u8; 4];
         let mut s2 = s;
         s2.read_exact(&mut buf).await.expect("read");
         assert_eq!(&buf, b"\0REQ");
+    }
+
+    #[tokio::test]
+    async fn a_tls_marker_is_a_preamble_of_its_own() {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let mut c = TcpStream::connect(addr).await.expect("connect");
+        c.write_all(TLS_MARKER).await.expect("write");
+        let (s, _) = l.accept().await.expect("accept");
+        assert_eq!(gate().check(&s).await, Ok(Some(Preamble::Tls)));
+        // A node without node TLS refuses it.
+        let mut c = TcpStream::connect(addr).await.expect("connect");
+        c.write_all(TLS_MARKER).await.expect("write");
+        let (s, _) = l.accept().await.expect("accept");
+        match gate().arrive(s).await {
+            Err(why) => assert!(why.contains("--link-tls-ca"), "{why}"),
+            Ok(_) => panic!("a TLS node taken without node TLS"),
+        }
     }
 }

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::cluster::relay::RelayGate;
+use crate::cluster::node_tls::NodeStream;
+use crate::cluster::relay::{Arrival, Origin, RelayGate};
 
 /// Accepted connections, as axum takes them.
 pub struct Incoming {
-    rx: mpsc::Receiver<(TcpStream, SocketAddr)>,
+    rx: mpsc::Receiver<(NodeStream, SocketAddr)>,
     local: SocketAddr,
     task: tokio::task::JoinHandle<()>,
 }
@@ -48,7 +49,7 @@ impl Incoming {
 async fn accept_loop(
     listener: TcpListener,
     gate: Option<Arc<RelayGate>>,
-    tx: mpsc::Sender<(TcpStream, SocketAddr)>,
+    tx: mpsc::Sender<(NodeStream, SocketAddr)>,
 ) {
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -62,17 +63,17 @@ async fn accept_loop(
         let tx = tx.clone();
         match &gate {
             None => {
-                if tx.send((stream, peer)).await.is_err() {
+                if tx.send((NodeStream::Plain(stream), peer)).await.is_err() {
                     return;
                 }
             }
             Some(gate) => {
                 let gate = gate.clone();
                 tokio::spawn(async move {
-                    let peer = match gate.check(&stream).await {
-                        Ok(None) => peer,
-                        Ok(Some(crate::cluster::relay::Origin::Relayed(r))) => r.peer,
-                        Ok(Some(crate::cluster::relay::Origin::Link { node })) => {
+                    let (stream, peer) = match gate.arrive(stream).await {
+                        Ok(Arrival::Client(s)) => (NodeStream::Plain(s), peer),
+                        Ok(Arrival::Node(Origin::Relayed(r), s)) => (s, r.peer),
+                        Ok(Arrival::Node(Origin::Link { node }, _)) => {
                             tracing::warn!(%peer, %node, "closing HTTP connection: a node linked to the HTTP port");
                             return;
                         }
@@ -89,10 +90,10 @@ async fn accept_loop(
 }
 
 impl axum::serve::Listener for Incoming {
-    type Io = TcpStream;
+    type Io = NodeStream;
     type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+    async fn accept(&mut self) -> (NodeStream, SocketAddr) {
         match self.rx.recv().await {
             Some(x) => x,
             None => std::future::pending().await,

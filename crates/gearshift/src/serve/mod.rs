@@ -21,6 +21,7 @@ use crate::logging::{LogFile, LogFormat};
 mod bridges;
 mod etcd;
 mod gearmonkey;
+mod link_tls;
 mod values;
 use values::{
     durability_word, level, parse_bytes, parse_durability, parse_idle, parse_size, parse_timeout,
@@ -170,6 +171,8 @@ pub struct ServeArgs {
     /// leading them all (docs/cluster.md, "Partitioned nodes").
     #[arg(long)]
     partitioned: bool,
+    #[command(flatten)]
+    link_tls: link_tls::LinkTlsArgs,
     /// Bridge GearMonkey jobs on this Redis (docs/gearmonkey.md):
     /// `redis://[user:pass@]host:port[/db]` or `rediss://...`.
     #[arg(long, value_name = "URL")]
@@ -410,6 +413,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let config_path = args.config.clone();
     let gearmonkey = gearmonkey::config(&args, gearmonkey_file)?;
     let etcd = etcd::config(&args.etcd, etcd_file, args.node_name.as_deref())?;
+    if args.link_tls.given() && !matches!(cfg.store, StoreConfig::Postgres { .. }) {
+        return Err("--link-tls-ca is for cluster nodes (a PostgreSQL store)".into());
+    }
     if matches!(cfg.store, StoreConfig::Postgres { .. }) {
         if gearmonkey.is_some() {
             return Err("--gearmonkey is not supported on a PostgreSQL cluster node yet".into());
@@ -422,6 +428,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
             advertise: args.advertise.clone(),
             node_timeout: args.node_timeout,
             partitioned: args.partitioned,
+            link_tls: args.link_tls.load()?,
             local_io: None,
         };
         let pid_file = args.pid_file.clone();

@@ -103,8 +103,14 @@ pub(super) async fn run(
     };
     let ctx = Arc::new(route::RouteCtx {
         ownership: own_rx.clone(),
-        links: route::Links::new(secret.clone(), me.name.as_str().into(), timeout, limits),
-        gate: RelayGate::new(secret.to_string(), timeout),
+        links: route::Links::new(
+            secret.clone(),
+            me.name.as_str().into(),
+            timeout,
+            limits,
+            bound.link_tls.clone(),
+        ),
+        gate: RelayGate::new(secret.to_string(), timeout).with_tls(bound.link_tls.clone()),
         door: door.subscribe(),
         max_packet: cfg.max_packet_size,
         limits,

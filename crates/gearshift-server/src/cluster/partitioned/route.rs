@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use super::owners::Ownership;
 use crate::accept::LinkDoor;
 use crate::cluster::link::{ClientTx, Limits, LinkTx, ToClient, ToLink};
-use crate::cluster::relay::{accept_capped, watch_closely, Origin, RelayGate, Upstream};
+use crate::cluster::relay::{accept_capped, Arrival, Origin, RelayGate, Upstream};
 use crate::tls::TlsServer;
 
 /// Largest read of a client's socket.
@@ -66,11 +66,20 @@ pub(super) struct Links {
     next_vid: AtomicU32,
     /// By address, with the (never changing) upstream its task watches.
     map: Mutex<HashMap<String, NodeLink>>,
+    /// Node TLS for links to other nodes.
+    tls: Option<crate::cluster::node_tls::LinkTls>,
 }
 
 impl Links {
-    pub fn new(secret: Arc<str>, node: Arc<str>, timeout: Duration, limits: Limits) -> Links {
+    pub fn new(
+        secret: Arc<str>,
+        node: Arc<str>,
+        timeout: Duration,
+        limits: Limits,
+        tls: Option<crate::cluster::node_tls::LinkTls>,
+    ) -> Links {
         Links {
+            tls,
             secret,
             node,
             timeout,
@@ -93,6 +102,8 @@ impl Links {
             addr: addr.to_owned(),
             secret: self.secret.clone(),
             node: self.node.clone(),
+            // This node's own link is a socket pair in this process.
+            tls: self.tls.clone().filter(|_| local.is_none()),
         };
         let (fixed, rx) = watch::channel(Some(up.clone()));
         let link = match local {
@@ -116,11 +127,11 @@ pub(super) async fn accept_loop(
         let _ = sock.set_nodelay(true);
         let (ctx, stop, tls) = (ctx.clone(), stop.clone(), tls.clone());
         tokio::spawn(async move {
-            // Nodes link in plaintext, on a TLS port too (`--ssl`).
-            match ctx.gate.check(&sock).await {
-                Ok(Some(Origin::Link { node })) => {
+            // Nodes link on any port, a TLS one too (`--ssl`): in the clear,
+            // or in a TLS session of their own (`--link-tls-ca`).
+            match ctx.gate.arrive(sock).await {
+                Ok(Arrival::Node(Origin::Link { node }, sock)) => {
                     drop(permit);
-                    watch_closely(&sock, ctx.gate.node_timeout);
                     let mut door = ctx.door.clone();
                     let mut stop = stop;
                     // A stopping node with no job server left will not get one.
@@ -145,10 +156,10 @@ pub(super) async fn accept_loop(
                         }
                     }
                 }
-                Ok(Some(Origin::Relayed(_))) => {
+                Ok(Arrival::Node(Origin::Relayed(_), _)) => {
                     tracing::warn!(%peer, "closing a relayed connection: partitioned nodes take links only");
                 }
-                Ok(None) => {
+                Ok(Arrival::Client(sock)) => {
                     let _permit = permit;
                     match tls {
                         None => {

@@ -1,0 +1,249 @@
+//! TLS between nodes (`--link-tls-ca` and friends): a node opens each link
+//! and relay to another with the line `gearshift-tls`, then a TLS session
+//! in which both present a certificate the cluster's CA signed; the usual
+//! preamble, with the cluster's secret, and everything after it travel
+//! inside. A node set up so takes no link or relay in the clear.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
+
+use crate::sock::StdSock;
+use crate::tls::{load_certs, HANDSHAKE_TIMEOUT};
+
+/// The line a node sends before its TLS session begins.
+pub const TLS_MARKER: &[u8] = b"gearshift-tls\n";
+
+/// Where this node's link certificate, its key and the cluster's CA are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkTlsFiles {
+    /// This node's certificate chain (PEM), valid for the address other
+    /// nodes dial it at, for both server and client authentication.
+    pub certificate: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// The CA that signs every node's certificate (PEM).
+    pub ca: PathBuf,
+}
+
+/// Both ends of node TLS, loaded.
+#[derive(Clone)]
+pub struct LinkTls(Arc<Ends>);
+
+struct Ends {
+    connector: TlsConnector,
+    acceptor: TlsAcceptor,
+}
+
+impl PartialEq for LinkTls {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for LinkTls {}
+
+impl std::fmt::Debug for LinkTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LinkTls")
+    }
+}
+
+fn ring() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn key_of(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = std::fs::read(path)
+        .map_err(|e| format!("cannot read the link key {}: {e}", path.display()))?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        format!(
+            "the link key {} holds no usable private key: {e}",
+            path.display()
+        )
+    })
+}
+
+impl LinkTls {
+    /// Loads and checks the files: any problem is an error naming the file.
+    pub fn load(files: &LinkTlsFiles) -> Result<LinkTls, String> {
+        let certs = load_certs(&files.certificate, "link certificate")?;
+        let mut roots = RootCertStore::empty();
+        for c in load_certs(&files.ca, "link CA file")? {
+            roots
+                .add(c)
+                .map_err(|e| format!("the link CA file {}: {e}", files.ca.display()))?;
+        }
+        let roots = Arc::new(roots);
+        let mismatch = |e: rustls::Error| {
+            format!(
+                "the link certificate {} and key {} do not go together: {e}",
+                files.certificate.display(),
+                files.key.display()
+            )
+        };
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), ring())
+            .build()
+            .map_err(|e| format!("the link CA file {}: {e}", files.ca.display()))?;
+        let server = rustls::ServerConfig::builder_with_provider(ring())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs.clone(), key_of(&files.key)?)
+            .map_err(mismatch)?;
+        let client = rustls::ClientConfig::builder_with_provider(ring())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key_of(&files.key)?)
+            .map_err(mismatch)?;
+        Ok(LinkTls(Arc::new(Ends {
+            connector: TlsConnector::from(Arc::new(client)),
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+        })))
+    }
+
+    /// Opens TLS on a new connection to the node at `addr` (`host:port`,
+    /// whose host its certificate must name).
+    pub async fn dial(
+        &self,
+        mut tcp: TcpStream,
+        addr: &str,
+    ) -> io::Result<client::TlsStream<TcpStream>> {
+        let name = ServerName::try_from(host_of(addr).to_owned())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: {e}")))?;
+        tcp.write_all(TLS_MARKER).await?;
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, self.0.connector.connect(name, tcp))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
+    }
+
+    /// The taking node's side, once the marker was read.
+    pub async fn accept(&self, tcp: TcpStream) -> io::Result<server::TlsStream<TcpStream>> {
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, self.0.acceptor.accept(tcp))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
+    }
+}
+
+/// The host of `host:port` (`[::1]:4730` gives `::1`).
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Reads one line (its `\n` dropped) and nothing past it: what follows is
+/// the link's, read by whoever takes the stream.
+pub async fn read_line<S: AsyncRead + Unpin>(s: &mut S, max: usize) -> Result<Vec<u8>, String> {
+    let mut line = Vec::new();
+    loop {
+        let b = s
+            .read_u8()
+            .await
+            .map_err(|e| format!("reading the preamble: {e}"))?;
+        if b == b'\n' {
+            return Ok(line);
+        }
+        if line.len() == max {
+            return Err("preamble too long".into());
+        }
+        line.push(b);
+    }
+}
+
+/// A node's connection as taken: in the clear, or in TLS.
+pub enum NodeStream {
+    /// In the clear.
+    Plain(TcpStream),
+    /// In a TLS session.
+    Tls(Box<server::TlsStream<TcpStream>>),
+}
+
+impl NodeStream {
+    /// The socket an I/O thread registers: the TCP socket, or the
+    /// plaintext end of a socket pair the session is pumped through.
+    pub fn into_std(self, peer: std::net::SocketAddr) -> Option<StdSock> {
+        let sock = match self {
+            NodeStream::Plain(s) => s.into_std().map(StdSock::Tcp),
+            NodeStream::Tls(s) => crate::tls::plaintext_end(*s),
+        };
+        sock.map_err(|e| tracing::warn!(%peer, error = %e, "cannot hand a node's connection over"))
+            .ok()
+    }
+}
+
+impl AsyncRead for NodeStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            NodeStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            NodeStream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for NodeStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            NodeStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            NodeStream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            NodeStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            NodeStream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            NodeStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            NodeStream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_of_addresses() {
+        assert_eq!(host_of("127.0.0.1:4730"), "127.0.0.1");
+        assert_eq!(host_of("node-a.example:4730"), "node-a.example");
+        assert_eq!(host_of("[::1]:4730"), "::1");
+    }
+
+    #[tokio::test]
+    async fn a_line_is_read_without_what_follows() {
+        let mut input: &[u8] = b"gearshift-link s n\nFRAMES";
+        assert_eq!(
+            read_line(&mut input, 64).await.expect("a line"),
+            b"gearshift-link s n"
+        );
+        assert_eq!(input, b"FRAMES");
+        let mut long: &[u8] = b"xxxxxxxx\n";
+        assert!(read_line(&mut long, 4).await.is_err());
+        let mut cut: &[u8] = b"no end";
+        assert!(read_line(&mut cut, 64).await.is_err());
+    }
+}
