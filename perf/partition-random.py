@@ -12,6 +12,7 @@ usage: perf/partition-random.py
   GEARSHIFT  binary (default target/release/gearshift)
   JOBS       jobs per function (default 2000)   DEPTH (default 8)
   SEED       placement seed (default 1)          ROUNDS (default 2)
+  LINK_TLS   1: the three nodes talk over TLS (--link-tls-*, a throwaway CA)
 """
 
 import importlib.util
@@ -32,6 +33,7 @@ JOBS = int(os.environ.get("JOBS", "2000"))
 DEPTH = int(os.environ.get("DEPTH", "8"))
 SEED = int(os.environ.get("SEED", "1"))
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
+LINK_TLS = os.environ.get("LINK_TLS") == "1"
 
 
 def functions(cl):
@@ -119,15 +121,22 @@ def main():
     plain = pb.Cluster(pg, timeout_ms=5000)
     plain.url = pg.store_url("plain")
     rnd = random.Random(SEED)
+    extra = "--partitioned"
+    if LINK_TLS:
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "cluster"))
+        import test_links
+        import test_tls
+        extra += " " + test_links.link_tls_flags(test_tls.Pki(tmp))
     try:
         for n in pb.NODES:
-            cl.start(n, extra="--partitioned")
+            cl.start(n, extra=extra)
         pb.serving(cl, pb.NODES)
         funcs = functions(cl)
         placement = {f: (rnd.choice(pb.NODES), rnd.choice(pb.NODES)) for f in funcs}
-        print("machine: %s, %d cores; %s; %d functions, client/worker nodes %s; depth %d"
+        print("machine: %s, %d cores; %s; %d functions, client/worker nodes %s; depth %d%s"
               % (os.uname().nodename, os.cpu_count(), cb.GEARSHIFT, len(funcs),
-                 " ".join("%s%s" % placement[f] for f in funcs), DEPTH), flush=True)
+                 " ".join("%s%s" % placement[f] for f in funcs), DEPTH,
+                 "; links in TLS" if LINK_TLS else ""), flush=True)
         for r in range(ROUNDS):
             plain.start("p")
             p_rate, p_cpu = one_round(plain, ["p"], funcs, {f: ("p", "p") for f in funcs})
