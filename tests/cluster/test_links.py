@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "tls"))
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
 import test_tls  # noqa: E402
-from test_cluster import grab, raw_worker, with_cluster  # noqa: E402
+from test_cluster import grab, http_get, raw_worker, with_cluster  # noqa: E402
 
 
 def metric(port, name):
@@ -318,8 +318,9 @@ def test_nodes_talk_over_tls(cl):
 @with_cluster
 def test_partitioned_nodes_talk_over_tls(cl):
     """Partitioned nodes with --link-tls-*: a client of `d` and a worker of
-    `e` meet at `f`, the function's owner, over TLS links; `f` refuses a
-    link in the clear."""
+    `e` meet at `f`, the function's owner, over TLS links; d's JSON API
+    asks e and f for their parts over node TLS; `f` refuses a link in the
+    clear."""
     from test_partitions import functions_on, shared_by  # noqa: E402
     tmp = tempfile.mkdtemp(prefix="gs-partitions-link-tls-")
     try:
@@ -339,6 +340,13 @@ def test_partitioned_nodes_talk_over_tls(cl):
         check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on d")
         w.close()
         client.close()
+        # d's JSON API asks e and f for their parts over node TLS.
+        got = http_get(cl.http_port("d"), "/api/v1/functions")
+        check_eq(got["unreachable"], [], "every node answered d's call")
+        check(func in [f["name"] for f in got["functions"]], "f's function through d: %r" % got)
+        for n in "ef":
+            h.wait_for(lambda: "HTTP from another node over node TLS" in cl.nodes[n].log_text(),
+                       10, "node %s took d's call over node TLS" % n)
         secret = cl.pg.sql("SELECT secret FROM gearshift_cluster")[0][0]
         refused_in_the_clear(cl, cl.nodes["f"], ("gearshift-link %s intruder\n" % secret).encode())
     finally:

@@ -41,6 +41,7 @@ pub struct LinkTlsFiles {
 pub struct LinkTls(Arc<Ends>);
 
 struct Ends {
+    client: Arc<rustls::ClientConfig>,
     connector: TlsConnector,
     acceptor: TlsAcceptor,
 }
@@ -107,8 +108,10 @@ impl LinkTls {
             .with_root_certificates(roots)
             .with_client_auth_cert(certs, key_of(&files.key)?)
             .map_err(mismatch)?;
+        let client = Arc::new(client);
         Ok(LinkTls(Arc::new(Ends {
-            connector: TlsConnector::from(Arc::new(client)),
+            connector: TlsConnector::from(client.clone()),
+            client,
             acceptor: TlsAcceptor::from(Arc::new(server)),
         })))
     }
@@ -134,6 +137,22 @@ impl LinkTls {
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
+}
+
+impl LinkTls {
+    /// The dialing side's configuration, for an HTTP client that calls
+    /// other nodes' HTTP ports over TLS.
+    pub fn client_config(&self) -> rustls::ClientConfig {
+        (*self.0.client).clone()
+    }
+}
+
+/// Whether a connection starts a TLS handshake (a record of type 22),
+/// waiting up to the handshake timeout for its first byte.
+pub async fn starts_tls(stream: &TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut first)).await;
+    matches!(peeked, Ok(Ok(1))) && first[0] == 0x16
 }
 
 /// The host of `host:port` (`[::1]:4730` gives `::1`).

@@ -103,6 +103,11 @@ impl RelayGate {
         self
     }
 
+    /// Node TLS, if nodes talk over it.
+    pub fn tls(&self) -> Option<&LinkTls> {
+        self.tls.as_ref()
+    }
+
     /// Reads another node's preamble, in the clear or (after its TLS
     /// handshake) in a session, and watches that node's socket closely; a
     /// client's connection comes back untouched. An error closes it.

@@ -278,6 +278,7 @@ pub async fn stream(
                 view,
                 super::fanout_events::peer_query(raw.as_deref()),
                 auth,
+                super::fanout::client(app.ctx.relays.as_ref().and_then(|g| g.tls())),
             )
         });
     let reader = Reader {

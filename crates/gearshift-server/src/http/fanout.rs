@@ -83,6 +83,7 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
     if peers.is_empty() {
         return next.run(req).await;
     }
+    let (client, scheme) = client(app.ctx.relays.as_ref().and_then(|g| g.tls()));
     let (parts, body) = req.into_parts();
     let Ok(body) = to_bytes(body, app.ctx.max_body).await else {
         return super::ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
@@ -96,6 +97,8 @@ pub async fn middleware(State(app): State<super::State>, req: Request, next: Nex
             .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned()),
         auth: parts.headers.get(header::AUTHORIZATION).cloned(),
         body: body.clone(),
+        client,
+        scheme,
     };
     if let Rule::Owner(i) = rule {
         let segment = parts
@@ -212,6 +215,8 @@ struct Ask {
     path: String,
     auth: Option<axum::http::HeaderValue>,
     body: Bytes,
+    client: &'static reqwest::Client,
+    scheme: &'static str,
 }
 
 impl Ask {
@@ -228,8 +233,8 @@ impl Ask {
                 axum::http::HeaderValue::from_static("application/json"),
             );
         }
-        let url = format!("http://{peer}{}", self.path);
-        let sent = client()
+        let url = format!("{}://{peer}{}", self.scheme, self.path);
+        let sent = (self.client)
             .request(self.method.clone(), url)
             .headers(headers)
             .body(self.body.clone())
@@ -262,9 +267,28 @@ impl Ask {
     }
 }
 
-pub(super) fn client() -> &'static reqwest::Client {
-    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    CLIENT.get_or_init(reqwest::Client::new)
+/// The client that asks other nodes, and its scheme: over node TLS when
+/// the nodes talk over it (`--link-tls-ca`), else plain HTTP.
+pub(super) fn client(
+    tls: Option<&crate::cluster::node_tls::LinkTls>,
+) -> (&'static reqwest::Client, &'static str) {
+    static PLAIN: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    static TLS: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    match tls {
+        None => (PLAIN.get_or_init(reqwest::Client::new), "http"),
+        Some(tls) => {
+            let client = TLS.get_or_init(|| {
+                reqwest::Client::builder()
+                    .use_preconfigured_tls(tls.client_config())
+                    .build()
+                    .unwrap_or_else(|e| {
+                        tracing::error!("cannot build the HTTP client for node TLS: {e}");
+                        reqwest::Client::new()
+                    })
+            });
+            (client, "https")
+        }
+    }
 }
 
 async fn split_response(r: Response) -> (StatusCode, Bytes) {

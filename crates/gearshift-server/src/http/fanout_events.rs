@@ -39,6 +39,7 @@ pub fn follow(
     view: Arc<ClusterView>,
     query: String,
     auth: Option<axum::http::HeaderValue>,
+    asker: (&'static reqwest::Client, &'static str),
 ) -> (Follow, mpsc::Receiver<Remote>) {
     let (tx, rx) = mpsc::channel(MAX_WAITING);
     let manager = tokio::spawn(async move {
@@ -59,6 +60,7 @@ pub fn follow(
                         peer,
                         query.clone(),
                         auth.clone(),
+                        asker,
                         tx.clone(),
                     )));
                 }
@@ -80,10 +82,11 @@ async fn read_peer(
     peer: String,
     query: String,
     auth: Option<axum::http::HeaderValue>,
+    (client, scheme): (&'static reqwest::Client, &'static str),
     tx: mpsc::Sender<Remote>,
 ) {
-    let mut req = super::fanout::client()
-        .get(format!("http://{peer}/api/v1/events{query}"))
+    let mut req = client
+        .get(format!("{scheme}://{peer}/api/v1/events{query}"))
         .header(super::fanout::LOCAL, "1");
     if let Some(a) = auth {
         req = req.header(axum::http::header::AUTHORIZATION, a);

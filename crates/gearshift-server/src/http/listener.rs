@@ -10,7 +10,7 @@ use axum::serve::IncomingStream;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::cluster::node_tls::NodeStream;
+use crate::cluster::node_tls::{starts_tls, NodeStream};
 use crate::cluster::relay::{Arrival, Origin, RelayGate};
 
 /// Accepted connections, as axum takes them.
@@ -70,6 +70,22 @@ async fn accept_loop(
             Some(gate) => {
                 let gate = gate.clone();
                 tokio::spawn(async move {
+                    // Another node's HTTP call, in TLS (the JSON API's
+                    // cluster view on partitioned nodes).
+                    if let Some(tls) = gate.tls() {
+                        if starts_tls(&stream).await {
+                            match tls.accept(stream).await {
+                                Ok(s) => {
+                                    tracing::info!(%peer, "HTTP from another node over node TLS");
+                                    let _ = tx.send((NodeStream::Tls(Box::new(s)), peer)).await;
+                                }
+                                Err(e) => {
+                                    tracing::info!(%peer, "closing HTTP connection: its TLS handshake failed: {e}")
+                                }
+                            }
+                            return;
+                        }
+                    }
                     let (stream, peer) = match gate.arrive(stream).await {
                         Ok(Arrival::Client(s)) => (NodeStream::Plain(s), peer),
                         Ok(Arrival::Node(Origin::Relayed(r), s)) => (s, r.peer),

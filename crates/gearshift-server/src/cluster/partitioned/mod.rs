@@ -150,6 +150,10 @@ pub(super) async fn run(
         cmds: cmd_tx.clone(),
         reloads,
         local_io,
+        gate: bound.link_tls.as_ref().map(|tls| {
+            let gate = RelayGate::new(secret.to_string(), timeout);
+            Arc::new(gate.with_tls(Some(tls.clone())))
+        }),
     };
     moves::MOVES.register();
     tracing::info!(node = %me.name, "partitioned node: serving the partitions it owns");

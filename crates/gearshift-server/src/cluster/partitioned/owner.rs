@@ -41,6 +41,8 @@ pub(super) struct OwnerCtx {
     pub reloads: Reloads,
     /// Where the job server's only I/O thread runs, if not on its own.
     pub local_io: Option<crate::LocalIo>,
+    /// With node TLS, the HTTP listener takes other nodes' calls over it.
+    pub gate: Option<Arc<crate::cluster::relay::RelayGate>>,
 }
 
 /// Job ids a core takes at a time: a new block per start of the owner
@@ -210,6 +212,9 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
     server.obey_lease(ctx.trust.clone());
     server.only_functions(owns);
     server.show_cluster(ctx.view.clone());
+    if let Some(gate) = &ctx.gate {
+        server.accept_relays(gate.clone());
+    }
     if let Some(addr) = ctx.entry {
         server.submit_through(addr);
     }
