@@ -299,6 +299,16 @@ def test_nodes_talk_over_tls(cl):
         check(job is not None and job[0] == handle, "the worker on b got c's job: %r" % (job,))
         w.send_pkt(h.WORK_COMPLETE, handle, "pong")
         check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on c")
+        # Megabytes each way through both TLS links, past the sockets' buffers.
+        big = os.urandom(3 << 20)
+        client.send_pkt(h.SUBMIT_JOB, "over_tls", "", big)
+        handle = client.expect_pkt(h.JOB_CREATED, timeout=20)
+        w.send_pkt(h.GRAB_JOB)
+        _, t, body = w.read_pkt(timeout=20)
+        check(t == h.JOB_ASSIGN and body.endswith(b"\0" + big), "the big job on b")
+        w.send_pkt(h.WORK_COMPLETE, handle, big[::-1])
+        check(client.expect_pkt(h.WORK_COMPLETE, timeout=20) == handle + b"\0" + big[::-1],
+              "the big result on c")
         w.close()
         client.close()
         check_eq(metric(cl.http_port("a"), "gearshift_cluster_links_opened_total"), 2.0,

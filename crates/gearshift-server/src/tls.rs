@@ -164,10 +164,20 @@ impl TlsServer {
 /// Starts pumping an established session through a socket pair and
 /// returns the pair's plaintext end, for an I/O thread.
 pub fn plaintext_end(tls: tokio_rustls::server::TlsStream<TcpStream>) -> std::io::Result<StdSock> {
+    Ok(StdSock::Unix(pumped(tls)?.into_std()?))
+}
+
+/// Starts pumping an established session (either side's) through a socket
+/// pair and returns the pair's plaintext end, registered here. Every write
+/// reaches the session's socket at once (a TLS stream keeps what a full
+/// socket did not take until it is written to or flushed again).
+pub fn pumped<S>(tls: S) -> std::io::Result<UnixStream>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
     let (inner, outer) = UnixStream::pair()?;
-    let std = outer.into_std()?;
     tokio::spawn(pump(tls, inner));
-    Ok(StdSock::Unix(std))
+    Ok(outer)
 }
 
 /// A TLS session's plaintext end, for a task of this runtime, with the
@@ -225,7 +235,7 @@ pub fn subject_of(der: &CertificateDer<'_>) -> Option<String> {
 /// Copies between the TLS session and the server's side until either ends:
 /// when the server closes, so does the session; when the client closes,
 /// the server's last replies still go out.
-async fn pump(tls: tokio_rustls::server::TlsStream<TcpStream>, inner: UnixStream) {
+async fn pump<S: tokio::io::AsyncRead + tokio::io::AsyncWrite>(tls: S, inner: UnixStream) {
     let (mut tls_rd, mut tls_wr) = tokio::io::split(tls);
     let (mut rd, mut wr) = inner.into_split();
     let up = async {

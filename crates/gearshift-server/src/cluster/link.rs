@@ -347,9 +347,15 @@ async fn run_link(
             let (r, w) = stream.into_split();
             pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
         }
-        Some(tls) => match tls.dial(stream, &up.addr).await {
+        // The session is pumped through a socket pair, as on the taking
+        // side: the link's own pump writes there and never flushes.
+        Some(tls) => match tls
+            .dial(stream, &up.addr)
+            .await
+            .and_then(crate::tls::pumped)
+        {
             Ok(s) => {
-                let (r, w) = tokio::io::split(s);
+                let (r, w) = s.into_split();
                 pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
             }
             Err(e) => {

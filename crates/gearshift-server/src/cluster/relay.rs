@@ -126,7 +126,9 @@ impl RelayGate {
                 watch_closely(&stream, self.node_timeout);
                 let mut s = (tls.accept(stream).await)
                     .map_err(|e| format!("a node's TLS handshake failed: {e}"))?;
-                let line = read_line(&mut s, MAX_LINE).await?;
+                let line = tokio::time::timeout(PREAMBLE_WAIT, read_line(&mut s, MAX_LINE))
+                    .await
+                    .map_err(|_| "no preamble in a node's TLS session".to_string())??;
                 let origin = self.parse(&line)?;
                 return Ok(Arrival::Node(origin, NodeStream::Tls(Box::new(s))));
             }

@@ -150,9 +150,11 @@ pub(super) async fn accept_loop(
                             let mut sock = sock;
                             let mut bye = BytesMut::new();
                             gearshift_proto::link::LinkFrame::Bye.encode(&mut bye);
-                            let _ =
-                                tokio::time::timeout(Duration::from_secs(1), sock.write_all(&bye))
-                                    .await;
+                            let sent = async {
+                                sock.write_all(&bye).await?;
+                                sock.flush().await
+                            };
+                            let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
                         }
                     }
                 }
