@@ -40,14 +40,14 @@ ROUNDS = int(os.environ.get("ROUNDS", "2"))
 HOT = int(os.environ.get("HOT", "12"))
 
 
-def functions(cl):
+def functions(cl, prefix="grab"):
     """Twelve functions, four in partitions of each node."""
     import test_partitions as tp
     own = tp.owners(cl)
     picked = {n: [] for n in pb.NODES}
     i = 0
     while any(len(v) < 4 for v in picked.values()):
-        f = "grab%d" % i
+        f = "%s%d" % (prefix, i)
         i += 1
         n = own.get(tp.partition_of(f))
         if n in picked and len(picked[n]) < 4:

@@ -24,50 +24,16 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location("pb", os.path.join(HERE, "partition-bench.py"))
-pb = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(pb)
-cb, h = pb.cb, pb.h
+spec = importlib.util.spec_from_file_location("pg_", os.path.join(HERE, "partition-grab.py"))
+grab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(grab)
+pb, cb, h = grab.pb, grab.cb, grab.h
 
 JOBS = int(os.environ.get("JOBS", "2000"))
 DEPTH = int(os.environ.get("DEPTH", "8"))
 SEED = int(os.environ.get("SEED", "1"))
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
 LINK_TLS = os.environ.get("LINK_TLS") == "1"
-
-
-def functions(cl):
-    """Twelve functions, four in partitions of each node."""
-    import test_partitions as tp
-    own = tp.owners(cl)
-    picked = {n: [] for n in pb.NODES}
-    i = 0
-    while any(len(v) < 4 for v in picked.values()):
-        f = "rnd%d" % i
-        i += 1
-        n = own.get(tp.partition_of(f))
-        if n in picked and len(picked[n]) < 4:
-            picked[n].append(f)
-    return [f for n in pb.NODES for f in picked[n]]
-
-
-def worker(port, func, stop):
-    w = h.Conn(port, timeout=30)
-    w.send_pkt(h.CAN_DO, func)
-    w.send_pkt(h.GRAB_JOB)
-    while not stop.is_set():
-        try:
-            _, t, body = w.read_pkt(timeout=1)
-        except h.TestFailure:
-            continue
-        if t == h.JOB_ASSIGN:
-            handle, _, data = body.split(b"\0", 2)
-            w.send(h.packet(h.WORK_COMPLETE, handle, data) + h.packet(h.GRAB_JOB))
-        elif t == h.NO_JOB:
-            w.send_pkt(h.PRE_SLEEP)
-        elif t == h.NOOP:
-            w.send_pkt(h.GRAB_JOB)
-    w.close()
 
 
 def client(port, func, n):
@@ -89,7 +55,8 @@ def client(port, func, n):
 def one_round(cl, names, funcs, placement):
     """Runs the load; returns (jobs/s, CPU µs per job by node)."""
     stop = multiprocessing.Event()
-    workers = [multiprocessing.Process(target=worker, args=(cl.nodes[placement[f][1]].port, f, stop))
+    workers = [multiprocessing.Process(target=grab.worker,
+                                       args=(cl.nodes[placement[f][1]].port, [f], stop))
                for f in funcs]
     for w in workers:
         w.start()
@@ -131,7 +98,7 @@ def main():
         for n in pb.NODES:
             cl.start(n, extra=extra)
         pb.serving(cl, pb.NODES)
-        funcs = functions(cl)
+        funcs = grab.functions(cl, "rnd")
         placement = {f: (rnd.choice(pb.NODES), rnd.choice(pb.NODES)) for f in funcs}
         print("machine: %s, %d cores; %s; %d functions, client/worker nodes %s; depth %d%s"
               % (os.uname().nodename, os.cpu_count(), cb.GEARSHIFT, len(funcs),

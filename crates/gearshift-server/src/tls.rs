@@ -52,12 +52,23 @@ impl std::fmt::Debug for TlsServer {
     }
 }
 
-fn ring() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn ring() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+}
+
+/// The private key of a PEM file; an error names the file.
+pub fn load_key(path: &Path, what: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = read(path, what)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        format!(
+            "the {what} {} holds no usable private key: {e}",
+            path.display()
+        )
+    })
 }
 
 /// The certificates of a PEM file; an error when it holds none.
@@ -79,13 +90,7 @@ impl TlsServer {
     /// Loads and checks the files: any problem is an error naming the file.
     pub fn load(files: &TlsFiles) -> Result<TlsServer, String> {
         let certs = load_certs(&files.certificate, "certificate")?;
-        let pem = read(&files.key, "key")?;
-        let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-            format!(
-                "the key {} holds no usable private key: {e}",
-                files.key.display()
-            )
-        })?;
+        let key = load_key(&files.key, "key")?;
         let builder = rustls::ServerConfig::builder_with_provider(ring())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;

@@ -5,13 +5,12 @@
 //! inside. A node set up so takes no link or relay in the clear.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -19,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 
 use crate::sock::StdSock;
-use crate::tls::{load_certs, HANDSHAKE_TIMEOUT};
+use crate::tls::{load_certs, load_key, ring, HANDSHAKE_TIMEOUT};
 
 /// The line a node sends before its TLS session begins.
 pub const TLS_MARKER: &[u8] = b"gearshift-tls\n";
@@ -60,21 +59,6 @@ impl std::fmt::Debug for LinkTls {
     }
 }
 
-fn ring() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn key_of(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = std::fs::read(path)
-        .map_err(|e| format!("cannot read the link key {}: {e}", path.display()))?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-        format!(
-            "the link key {} holds no usable private key: {e}",
-            path.display()
-        )
-    })
-}
-
 impl LinkTls {
     /// Loads and checks the files: any problem is an error naming the file.
     pub fn load(files: &LinkTlsFiles) -> Result<LinkTls, String> {
@@ -100,13 +84,13 @@ impl LinkTls {
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?
             .with_client_cert_verifier(verifier)
-            .with_single_cert(certs.clone(), key_of(&files.key)?)
+            .with_single_cert(certs.clone(), load_key(&files.key, "link key")?)
             .map_err(mismatch)?;
         let client = rustls::ClientConfig::builder_with_provider(ring())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?
             .with_root_certificates(roots)
-            .with_client_auth_cert(certs, key_of(&files.key)?)
+            .with_client_auth_cert(certs, load_key(&files.key, "link key")?)
             .map_err(mismatch)?;
         let client = Arc::new(client);
         Ok(LinkTls(Arc::new(Ends {
