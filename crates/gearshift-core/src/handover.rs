@@ -6,11 +6,12 @@
 //! submissions to the functions leaving and waits for
 //! [`Core::hand_over_pending`] to come to nothing before handing them over.
 
+use bytes::Bytes;
 use gearshift_persist::{DeadMark, FunctionRecord, JobRecord, KeptRecord, ScheduleRecord};
 use gearshift_proto::Response;
 
 use crate::engine::Core;
-use crate::ids::{FuncId, JobId};
+use crate::ids::{ConnId, FuncId, JobId};
 use crate::job::{JobState, Persist};
 use crate::timers::Timer;
 use crate::Millis;
@@ -104,6 +105,19 @@ impl Core {
         }
         self.table.drop_function(id);
         true
+    }
+
+    /// The functions `which` names that connection `conn` can do: those a
+    /// partitioned node may forget once the connection gives them up.
+    pub fn abilities_named(&self, conn: ConnId, which: &dyn Fn(&[u8]) -> bool) -> Vec<Bytes> {
+        let Some(c) = self.conns.get(conn) else {
+            return Vec::new();
+        };
+        (c.abilities().iter())
+            .filter_map(|a| self.table.func(a.func))
+            .filter(|f| which(&f.name))
+            .map(|f| f.name.clone())
+            .collect()
     }
 
     /// Hands out no job of the functions `gone` names from now on, ahead of

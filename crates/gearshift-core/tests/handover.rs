@@ -12,7 +12,8 @@ use common::policy::{policy, with_policy};
 use common::{b, epoch_job, job_with, World};
 use gearshift_core::policy::Reason;
 use gearshift_core::{
-    DeadMark, FunctionRecord, HandOverPending, JobRecord, ScheduleRecord, StoreOp, TakenOver,
+    ConnId, DeadMark, FunctionRecord, HandOverPending, JobRecord, ScheduleRecord, StoreOp,
+    TakenOver,
 };
 use gearshift_proto::{Priority, Request, Response};
 
@@ -426,4 +427,18 @@ fn an_entry_is_forgotten_only_when_nothing_of_it_is_left() {
     w.can_do(2, &["f"]);
     assert!(w.core.functions_view().iter().any(|f| f.name == b("f")));
     w.core.check_invariants().expect("the books still add up");
+}
+
+/// A connection's abilities, filtered by name: what a partitioned node
+/// forgets once a worker gives up functions served elsewhere.
+#[test]
+fn a_connections_abilities_are_named_through_a_filter() {
+    let mut w = World::new();
+    w.conns(&[1, 2]);
+    w.can_do(2, &["f", "g", "h"]);
+    let mut names = w.core.abilities_named(ConnId(2), &|f| f != b"g");
+    names.sort();
+    assert_eq!(names, vec![b("f"), b("h")]);
+    assert!(w.core.abilities_named(ConnId(1), &|_| true).is_empty());
+    assert!(w.core.abilities_named(ConnId(9), &|_| true).is_empty());
 }

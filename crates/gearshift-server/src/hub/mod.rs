@@ -276,7 +276,7 @@ impl Hub {
                 if self.core.is_connected(id) {
                     // What its submissions were answered goes out first.
                     self.route(sink);
-                    self.core.disconnect(id, now);
+                    self.disconnect(id, now);
                     sink.push(Out::Close(id));
                 }
             }
@@ -286,7 +286,7 @@ impl Hub {
                     if let Some(r) = reply {
                         sink.push(Out::Send(id, r));
                     }
-                    self.core.disconnect(id, now);
+                    self.disconnect(id, now);
                     sink.push(Out::Close(id));
                 }
             }
@@ -339,21 +339,19 @@ impl Hub {
         if self.draining.is_some() && self.refused_while_draining(id, &input) {
             return;
         }
-        let mut given_up = None;
         if let Some(owns) = &self.owns {
             match owned::refusal(&input, &**owns) {
                 Some(owned::Refusal::Reply(r)) => return self.core.reply(id, r),
                 Some(owned::Refusal::Admin(line)) => return self.core.handle(id, line, now),
-                None => given_up = owned::given_up_elsewhere(&input, &**owns),
+                None => {}
             }
         }
+        let given_up = self.given_up(id, Some(&input));
         if let Input::Invalid(e) = &input {
             tracing::debug!(conn = id.0, error = %e, "refused packet");
         }
         self.core.handle(id, input, now);
-        if let Some(f) = given_up {
-            self.core.forget_if_empty(&f);
-        }
+        self.forget_empty(given_up);
     }
 
     /// A reloaded config file: new policies and schedules (of the
@@ -425,7 +423,7 @@ impl Hub {
         }
         let now = self.clock.now();
         for id in self.core.connection_ids() {
-            self.core.disconnect(id, now);
+            self.disconnect(id, now);
             sink.push(Out::Close(id));
         }
         self.settle(sink);
@@ -554,7 +552,7 @@ impl Hub {
                     Effect::Listing(id, l) => sink.push(Out::Listing(id, l)),
                     Effect::Close(id) => {
                         // Nothing the connection sent after this may run.
-                        self.core.disconnect(id, self.clock.now());
+                        self.disconnect(id, self.clock.now());
                         sink.push(Out::Close(id));
                         again = true;
                     }

@@ -1,14 +1,17 @@
 //! A partitioned node's job server serves the functions of its own
 //! partitions only: input about another one (it raced a move) is refused
-//! in its place, to be sent again to the function's owner.
+//! in its place, to be sent again to the function's owner, and an entry of
+//! another's that a raced CAN_DO left is forgotten once it is given up.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use gearshift_core::split::{ADMIN_NOT_OWNER, NOT_OWNER};
-use gearshift_core::Input;
+use gearshift_core::{ConnId, Input, Millis};
 use gearshift_proto::admin::AdminCommand;
 use gearshift_proto::{Request, Response};
+
+use super::Hub;
 
 /// Whether a function is served here.
 pub type Owns = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
@@ -36,12 +39,37 @@ pub(super) fn refusal(input: &Input, owns: &dyn Fn(&[u8]) -> bool) -> Option<Ref
     })
 }
 
-/// The function a CANT_DO gives up when another node serves it: its entry
-/// here is forgotten if that leaves it empty.
-pub(super) fn given_up_elsewhere(input: &Input, owns: &dyn Fn(&[u8]) -> bool) -> Option<Bytes> {
-    match input {
-        Input::Request(Request::CantDo(f)) if !owns(f) => Some(f.clone()),
-        _ => None,
+impl Hub {
+    /// Forgets connection `id`; on a partitioned node, with the entries of
+    /// functions served elsewhere that it leaves empty.
+    pub(super) fn disconnect(&mut self, id: ConnId, now: Millis) {
+        let given_up = self.given_up(id, None);
+        self.core.disconnect(id, now);
+        self.forget_empty(given_up);
+    }
+
+    /// The functions served elsewhere that connection `id` gives up with
+    /// `input` (CANT_DO, RESET_ABILITIES; `None`: it closes). A worker's
+    /// CAN_DO that raced a move away leaves such an entry here; kept, it
+    /// would be listed beside the owner's.
+    pub(super) fn given_up(&self, id: ConnId, input: Option<&Input>) -> Vec<Bytes> {
+        let Some(owns) = &self.owns else {
+            return Vec::new();
+        };
+        match input {
+            Some(Input::Request(Request::CantDo(f))) if !owns(f) => vec![f.clone()],
+            Some(Input::Request(Request::ResetAbilities)) | None => {
+                self.core.abilities_named(id, &|f| !owns(f))
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Forgets each of `names` that nothing is left of.
+    pub(super) fn forget_empty(&mut self, names: Vec<Bytes>) {
+        for f in names {
+            self.core.forget_if_empty(&f);
+        }
     }
 }
 

@@ -274,31 +274,49 @@ fn admin_lines_about_functions_owned_elsewhere_are_refused() {
         .all(|f| &f.name[..] != b"elsewhere"));
 }
 
-/// A worker's CAN_DO that raced a function's move away is taken; its
-/// CANT_DO, once the worker's node moves the ability, leaves no empty
-/// entry behind to be listed beside the owner's.
+/// A worker's CAN_DO that raced a function's move away is taken; once the
+/// worker gives the ability up (CANT_DO, RESET_ABILITIES or closing), no
+/// empty entry stays behind to be listed beside the owner's. One still
+/// wanted by another worker stays.
 #[test]
 fn a_function_given_up_here_after_its_move_is_forgotten() {
-    let (mut hub, mut sink, a) = owning_fn_only();
     let req = |r: Request| Input::Request(r);
     let name = |f: &'static [u8]| Bytes::from_static(f);
-    hub.request(a, req(Request::CanDo(name(b"elsewhere"))), &mut sink);
-    hub.request(a, req(Request::CanDo(name(b"fn"))), &mut sink);
-    hub.settle(&mut sink);
     let listed = |hub: &Hub| -> Vec<Bytes> {
-        let mut v: Vec<Bytes> = hub
-            .core
-            .functions_view()
-            .into_iter()
+        let mut v: Vec<Bytes> = (hub.core.functions_view().into_iter())
             .map(|f| f.name)
             .collect();
         v.sort();
         v
     };
-    assert_eq!(listed(&hub), vec![name(b"elsewhere"), name(b"fn")]);
-    hub.request(a, req(Request::CantDo(name(b"elsewhere"))), &mut sink);
-    hub.request(a, req(Request::CantDo(name(b"fn"))), &mut sink);
-    hub.settle(&mut sink);
-    // The function served here stays listed, as gearmand keeps it.
-    assert_eq!(listed(&hub), vec![name(b"fn")]);
+    let gives_up: [fn(&mut Hub, ConnId, &mut Collect); 3] = [
+        |hub, a, sink| {
+            let cant = |f| Input::Request(Request::CantDo(Bytes::from_static(f)));
+            hub.request(a, cant(b"elsewhere"), sink);
+            hub.request(a, cant(b"also"), sink);
+            hub.request(a, cant(b"fn"), sink);
+        },
+        |hub, a, sink| hub.request(a, Input::Request(Request::ResetAbilities), sink),
+        |hub, a, sink| hub.input(a, Item::Closed, sink),
+    ];
+    for (how, give_up) in gives_up.into_iter().enumerate() {
+        let (mut hub, mut sink, a) = owning_fn_only();
+        let b = ConnId(2);
+        open(&mut hub, b, &mut sink);
+        for f in [&b"elsewhere"[..], b"also", b"fn"] {
+            hub.request(a, req(Request::CanDo(Bytes::from_static(f))), &mut sink);
+        }
+        hub.request(b, req(Request::CanDo(name(b"also"))), &mut sink);
+        hub.settle(&mut sink);
+        let all = vec![name(b"also"), name(b"elsewhere"), name(b"fn")];
+        assert_eq!(listed(&hub), all);
+        give_up(&mut hub, a, &mut sink);
+        hub.settle(&mut sink);
+        // The function served here stays listed, as gearmand keeps it.
+        let left = vec![name(b"also"), name(b"fn")];
+        assert_eq!(listed(&hub), left, "way {how}");
+        hub.input(b, Item::Closed, &mut sink);
+        hub.settle(&mut sink);
+        assert_eq!(listed(&hub), vec![name(b"fn")], "way {how}");
+    }
 }
