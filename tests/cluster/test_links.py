@@ -363,7 +363,57 @@ def test_partitioned_nodes_talk_over_tls(cl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@with_cluster
+def test_node_tls_turned_on_one_node_at_a_time(cl):
+    """Halfway through turning node TLS on: `d` has no node TLS, `e` and `f`
+    have it with --link-tls-allow-clear. Jobs owned by each node cross
+    links both ways: e and f link to d in the clear once d refuses TLS
+    (and say so), d's clear links are taken, e and f talk TLS to each
+    other; the JSON API of each node still answers for all three."""
+    from test_partitions import functions_on, shared_by  # noqa: E402
+    tmp = tempfile.mkdtemp(prefix="gs-partitions-link-tls-half-")
+    try:
+        pki = test_tls.Pki(tmp)
+        flags = link_tls_flags(pki) + " --link-tls-allow-clear"
+        cl.start("d", extra="--partitioned")
+        for n in "ef":
+            cl.start(n, extra="--partitioned " + flags)
+        shared_by(cl, ["d", "e", "f"])
+        funcs = functions_on(cl, 1, prefix="half")
+        # (owner, client's node, worker's node): every link, both ways.
+        for owner, at, by in [("d", "e", "f"), ("e", "f", "d"), ("f", "d", "e")]:
+            func = funcs[owner][0]
+            w = raw_worker(cl.nodes[by].port, func)
+            client = h.Conn(cl.nodes[at].port)
+            client.send_pkt(h.SUBMIT_JOB, func, "", "ping")
+            handle = client.expect_pkt(h.JOB_CREATED)
+            job = grab(w)
+            check(job is not None and job[0] == handle,
+                  "%s's worker got %s's job owned by %s" % (by, at, owner))
+            w.send_pkt(h.WORK_COMPLETE, handle, "pong")
+            check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong",
+                     "the result on %s" % at)
+            w.close()
+            client.close()
+
+        def fell_back(n, to):
+            addr = "127.0.0.1:%d" % cl.nodes[to].port
+            return [line for line in cl.nodes[n].log_text().splitlines()
+                    if "refused TLS" in line and addr in line]
+        for n in "ef":
+            h.wait_for(lambda: fell_back(n, "d"), 10, "%s linked to d in the clear" % n)
+        check_eq(fell_back("e", "f") + fell_back("f", "e"), [], "e and f link in TLS")
+        for n in "def":
+            got = http_get(cl.http_port(n), "/api/v1/functions")
+            check_eq(got["unreachable"], [], "every node answered %s's call" % n)
+            names = [f["name"] for f in got["functions"]]
+            check(all(funcs[o][0] in names for o in "def"), "all functions through %s" % n)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 TESTS = [test_followers_carry_connections_over_links,
          test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
          test_gearmand_style_ssl_cluster, test_tls_on_partitioned_nodes,
-         test_nodes_talk_over_tls, test_partitioned_nodes_talk_over_tls]
+         test_nodes_talk_over_tls, test_partitioned_nodes_talk_over_tls,
+         test_node_tls_turned_on_one_node_at_a_time]

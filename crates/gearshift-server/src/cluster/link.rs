@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
+use super::node_tls::Dialed;
 use super::pump::{pump, refuse_all};
 use super::relay::{accept_capped, link_preamble, watch_closely, Upstream};
 use crate::tls::TlsServer;
@@ -342,18 +343,20 @@ async fn run_link(
             .wait_for(|u| u.as_ref().map(|u| &u.addr) != Some(&up_addr))
             .await;
     };
-    match &up.tls {
-        None => {
+    let dialed = match &up.tls {
+        None => Ok(Dialed::Clear(stream)),
+        Some(tls) => tls.dial_or_clear(stream, &up.addr).await,
+    };
+    match dialed {
+        Ok(Dialed::Clear(stream)) => {
+            // Again: a node that refused TLS is linked to on a new connection.
+            watch_closely(&stream, timeout);
             let (r, w) = stream.into_split();
             pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
         }
         // The session is pumped through a socket pair, as on the taking
         // side: the link's own pump writes there and never flushes.
-        Some(tls) => match tls
-            .dial(stream, &up.addr)
-            .await
-            .and_then(crate::tls::pumped)
-        {
+        Ok(Dialed::Tls(s)) => match crate::tls::pumped(*s) {
             Ok(s) => {
                 let (r, w) = s.into_split();
                 pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
@@ -363,6 +366,10 @@ async fn run_link(
                 refuse_all(rx);
             }
         },
+        Err(e) => {
+            tracing::warn!(node = %up.addr, "cannot link to the node over TLS: {e}");
+            refuse_all(rx);
+        }
     }
 }
 

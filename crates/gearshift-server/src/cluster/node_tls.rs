@@ -2,7 +2,10 @@
 //! and relay to another with the line `gearshift-tls`, then a TLS session
 //! in which both present a certificate the cluster's CA signed; the usual
 //! preamble, with the cluster's secret, and everything after it travel
-//! inside. A node set up so takes no link or relay in the clear.
+//! inside. A node set up so takes no link or relay in the clear, unless
+//! `--link-tls-allow-clear` lets a cluster turn node TLS on one node at a
+//! time: then it also takes them in the clear, and links in the clear to a
+//! node that refuses TLS.
 
 use std::io;
 use std::path::PathBuf;
@@ -33,6 +36,9 @@ pub struct LinkTlsFiles {
     pub key: PathBuf,
     /// The CA that signs every node's certificate (PEM).
     pub ca: PathBuf,
+    /// While node TLS is being turned on: nodes in the clear are taken,
+    /// and a node that refuses TLS is linked to in the clear.
+    pub allow_clear: bool,
 }
 
 /// Both ends of node TLS, loaded.
@@ -40,6 +46,7 @@ pub struct LinkTlsFiles {
 pub struct LinkTls(Arc<Ends>);
 
 struct Ends {
+    allow_clear: bool,
     client: Arc<rustls::ClientConfig>,
     connector: TlsConnector,
     acceptor: TlsAcceptor,
@@ -94,6 +101,7 @@ impl LinkTls {
             .map_err(mismatch)?;
         let client = Arc::new(client);
         Ok(LinkTls(Arc::new(Ends {
+            allow_clear: files.allow_clear,
             connector: TlsConnector::from(client.clone()),
             client,
             acceptor: TlsAcceptor::from(Arc::new(server)),
@@ -115,6 +123,26 @@ impl LinkTls {
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
 
+    /// Opens a connection to the node at `addr` in TLS or, with
+    /// `--link-tls-allow-clear`, in the clear when that node refuses TLS
+    /// (it closes at the marker: it has no node TLS yet). A certificate
+    /// the node's handshake fails on is never a reason to go clear.
+    pub async fn dial_or_clear(&self, tcp: TcpStream, addr: &str) -> io::Result<Dialed> {
+        match self.dial(tcp, addr).await {
+            Ok(s) => Ok(Dialed::Tls(Box::new(s))),
+            Err(e) if self.0.allow_clear && refused_tls(&e) => {
+                tracing::warn!(node = %addr, "the node refused TLS; linking in the clear (--link-tls-allow-clear)");
+                Ok(Dialed::Clear(TcpStream::connect(addr).await?))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether nodes in the clear are taken too (`--link-tls-allow-clear`).
+    pub fn allows_clear(&self) -> bool {
+        self.0.allow_clear
+    }
+
     /// The taking node's side, once the marker was read.
     pub async fn accept(&self, tcp: TcpStream) -> io::Result<server::TlsStream<TcpStream>> {
         tokio::time::timeout(HANDSHAKE_TIMEOUT, self.0.acceptor.accept(tcp))
@@ -129,6 +157,24 @@ impl LinkTls {
     pub fn client_config(&self) -> rustls::ClientConfig {
         (*self.0.client).clone()
     }
+}
+
+/// A connection to another node as [`LinkTls::dial_or_clear`] opened it.
+pub enum Dialed {
+    /// In a TLS session.
+    Tls(Box<client::TlsStream<TcpStream>>),
+    /// In the clear: the node refused TLS.
+    Clear(TcpStream),
+}
+
+/// Whether a failed handshake is the other node closing at the marker
+/// rather than a TLS failure (a certificate, a timeout).
+fn refused_tls(e: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe
+    )
 }
 
 /// Whether a connection starts a TLS handshake (a record of type 22),
@@ -234,6 +280,23 @@ mod tests {
         assert_eq!(host_of("127.0.0.1:4730"), "127.0.0.1");
         assert_eq!(host_of("node-a.example:4730"), "node-a.example");
         assert_eq!(host_of("[::1]:4730"), "::1");
+    }
+
+    #[test]
+    fn only_a_closed_connection_counts_as_refusing_tls() {
+        use io::ErrorKind::*;
+        for kind in [
+            UnexpectedEof,
+            ConnectionReset,
+            ConnectionAborted,
+            BrokenPipe,
+        ] {
+            assert!(refused_tls(&io::Error::from(kind)), "{kind:?}");
+        }
+        // A certificate rustls refuses, or a node that never answers.
+        for kind in [InvalidData, TimedOut, InvalidInput] {
+            assert!(!refused_tls(&io::Error::from(kind)), "{kind:?}");
+        }
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 use super::lease_thread::Status;
-use super::node_tls::{read_line, LinkTls, NodeStream, TLS_MARKER};
+use super::node_tls::{read_line, Dialed, LinkTls, NodeStream, TLS_MARKER};
 use gearshift_store::postgres::lease::NodeAddrs;
 
 /// What a relayed connection starts with.
@@ -114,7 +114,7 @@ impl RelayGate {
     pub async fn arrive(&self, stream: TcpStream) -> Result<Arrival, String> {
         let origin = match self.check(&stream).await? {
             None => return Ok(Arrival::Client(stream)),
-            Some(Preamble::Clear(_)) if self.tls.is_some() => return Err(
+            Some(Preamble::Clear(_)) if self.tls.as_ref().is_some_and(|t| !t.allows_clear()) => return Err(
                 "a node linked in the clear; this node takes nodes over TLS only (--link-tls-ca)"
                     .into(),
             ),
@@ -411,13 +411,17 @@ async fn relay_one(
         }
     };
     watch_closely(&leader, timeout);
-    match &up.tls {
-        None => relay_through(client, leader, peer, &up, upstream, stop).await,
-        Some(tls) => {
-            let leader = (tls.dial(leader, &up.addr).await)
-                .map_err(|e| format!("TLS to the leader at {}: {e}", up.addr))?;
+    let dialed = match &up.tls {
+        None => Dialed::Clear(leader),
+        Some(tls) => (tls.dial_or_clear(leader, &up.addr).await)
+            .map_err(|e| format!("TLS to the leader at {}: {e}", up.addr))?,
+    };
+    match dialed {
+        Dialed::Clear(leader) => {
+            watch_closely(&leader, timeout);
             relay_through(client, leader, peer, &up, upstream, stop).await
         }
+        Dialed::Tls(leader) => relay_through(client, *leader, peer, &up, upstream, stop).await,
     }
 }
 

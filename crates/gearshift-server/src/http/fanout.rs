@@ -268,13 +268,15 @@ impl Ask {
 }
 
 /// The client that asks other nodes, and its scheme: over node TLS when
-/// the nodes talk over it (`--link-tls-ca`), else plain HTTP.
+/// the nodes talk over it (`--link-tls-ca`), else plain HTTP (which every
+/// node's HTTP port takes, so also while `--link-tls-allow-clear` lets
+/// nodes without node TLS in).
 pub(super) fn client(
     tls: Option<&crate::cluster::node_tls::LinkTls>,
 ) -> (&'static reqwest::Client, &'static str) {
     static PLAIN: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     static TLS: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    match tls {
+    match tls.filter(|t| !t.allows_clear()) {
         None => (PLAIN.get_or_init(reqwest::Client::new), "http"),
         Some(tls) => {
             let client = TLS.get_or_init(|| {

@@ -20,6 +20,11 @@ pub(super) struct LinkTlsArgs {
     /// The CA (PEM) that signs every node's --link-tls-certificate.
     #[arg(long, value_name = "FILE", requires_all = ["link_tls_certificate", "link_tls_key"])]
     link_tls_ca: Option<PathBuf>,
+    /// While turning node TLS on one node at a time: also take nodes in
+    /// the clear, and link in the clear to a node that refuses TLS. Leave
+    /// it out once every node has the --link-tls-* files.
+    #[arg(long, requires = "link_tls_ca")]
+    link_tls_allow_clear: bool,
 }
 
 impl LinkTlsArgs {
@@ -41,6 +46,7 @@ impl LinkTlsArgs {
             certificate,
             key,
             ca,
+            allow_clear: self.link_tls_allow_clear,
         })
         .map(Some)
     }
