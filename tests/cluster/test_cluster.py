@@ -531,11 +531,13 @@ TESTS = [test_jobs_cross_nodes, test_php_and_perl_across_nodes, test_takeover_af
 
 
 def main():
-    import test_links  # their tests use this module's helpers
+    import test_bridge  # their tests use this module's helpers
+    import test_links
     import test_partitions
     import test_partition_moves
     wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
     tests = [t for t in TESTS + test_links.TESTS + test_partitions.TESTS + test_partition_moves.TESTS
+             + test_bridge.TESTS
              if not wanted or any(w in t.__name__ for w in wanted)]
     if not os.access(GEARSHIFT, os.X_OK):
         print("!! %s is not an executable (cargo build -p gearshift)" % GEARSHIFT)

@@ -18,8 +18,10 @@
 //!   each role sets on its server); [`view`]: the node table for HTTP;
 //!   `pump`: a link's task, moving its frames both ways; `reloads`: the
 //!   config's reloads, followed by whichever job server runs;
-//! - [`partitioned`]: nodes that each own a share of the partitions.
+//! - [`partitioned`]: nodes that each own a share of the partitions;
+//! - `bridge_host`: the one node that runs the cluster's GearMonkey bridge.
 
+mod bridge_host;
 pub mod lease_thread;
 pub mod link;
 pub mod node_tls;
@@ -34,7 +36,7 @@ pub mod view;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gearshift_store::postgres::lease::{Lease, NodeAddrs};
 use gearshift_store::postgres::partitions::{PartitionLeases, DEFAULT_COUNT};
@@ -88,6 +90,8 @@ pub struct Node {
     reload: (crate::ReloadTx, watch::Receiver<Option<Arc<crate::Reload>>>),
     /// See [`ClusterConfig::local_io`].
     local_io: Option<crate::LocalIo>,
+    /// Whether this node runs the cluster's bridge now ([`Node::hosts_bridge`]).
+    hosts_bridge: watch::Sender<bool>,
 }
 
 impl Node {
@@ -182,7 +186,15 @@ impl Node {
             partitions,
             reload: watch::channel(None),
             local_io: cluster.local_io.clone(),
+            hosts_bridge: watch::channel(false).0,
         })
+    }
+
+    /// Whether this node is the one to run the cluster's GearMonkey bridge
+    /// now: the leader, or the owner of partition 0, while its lease is
+    /// trusted; false once the node stops.
+    pub fn hosts_bridge(&self) -> watch::Receiver<bool> {
+        self.hosts_bridge.subscribe()
     }
 
     /// The bound Gearman addresses.
@@ -233,6 +245,7 @@ impl Node {
             partitions,
             reload,
             local_io,
+            hosts_bridge,
         } = self;
         let (_reload_tx, reloads) = reload;
         if let Some(leases) = partitions {
@@ -251,6 +264,7 @@ impl Node {
                 secret,
                 reloads,
                 local_io,
+                hosts_bridge,
             };
             partitioned::run(cfg, url, timeout, bound, sessions, node, stopping).await;
             return;
@@ -278,6 +292,12 @@ impl Node {
             shutdown.await;
             let _ = stopping_tx.send(true);
         });
+        let leads = status.clone();
+        tokio::spawn(bridge_host::follow(
+            hosts_bridge,
+            move || (leads.borrow().leading).is_some_and(|(_, until)| Instant::now() < until),
+            stopping.clone(),
+        ));
         let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
         let (gearman_tx, gearman_rx) = watch::channel(None);
         let (http_tx, http_rx) = watch::channel(None);

@@ -1,12 +1,16 @@
 //! What the bridges running beside the server (GearMonkey, etcd) share in
-//! `serve`: the loopback address they speak Gearman to, and stopping them
-//! before the server so their own Gearman jobs never hold up a graceful stop.
+//! `serve`: the loopback address they speak Gearman to, stopping them
+//! before the server so their own Gearman jobs never hold up a graceful
+//! stop, and on a cluster node running the GearMonkey bridge only while
+//! the cluster has it run there.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+use super::gearmonkey::Bridge;
 
 /// A running bridge: its stop switch and task.
 pub(super) type Running = Option<(watch::Sender<bool>, JoinHandle<()>)>;
@@ -51,5 +55,66 @@ pub(super) async fn stop(running: Running) {
         let _ = tx.send(true);
         drop(tx);
         let _ = tokio::time::timeout(Duration::from_secs(4), task).await;
+    }
+}
+
+/// A cluster node's stop future: runs `bridge` while the cluster has it
+/// run here and, once `signal` comes, stops it before the node.
+pub(super) fn hosted_until(
+    bridge: Option<Bridge>,
+    host: watch::Receiver<bool>,
+    signal: impl std::future::Future<Output = ()>,
+) -> impl std::future::Future<Output = ()> {
+    let (stopping_tx, stopping) = watch::channel(false);
+    let hosted = bridge.map(|b| tokio::spawn(while_hosted(host, stopping, move || b.spawn())));
+    async move {
+        signal.await;
+        stopping_tx.send_replace(true);
+        if let Some(hosted) = hosted {
+            let _ = hosted.await;
+        }
+    }
+}
+
+/// How long a node chosen to run the cluster's bridge waits before it
+/// starts it: the node that ran it before stops its bridge within `stop`'s
+/// few seconds, and two at once would put back each other's jobs.
+pub(super) const HOST_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs a bridge on a cluster node while `host` says this node is the one
+/// (after [`HOST_GRACE`]), stopping it when that ends, until `stopping`.
+async fn while_hosted(
+    mut host: watch::Receiver<bool>,
+    mut stopping: watch::Receiver<bool>,
+    start: impl Fn() -> Running,
+) {
+    loop {
+        // Chosen, and still so after the grace.
+        let chosen = async {
+            loop {
+                host.wait_for(|h| *h).await.ok()?;
+                tracing::info!(grace = ?HOST_GRACE, "chosen to run the cluster's GearMonkey bridge: starting it after the grace");
+                tokio::select! {
+                    _ = tokio::time::sleep(HOST_GRACE) => return Some(()),
+                    r = host.wait_for(|h| !*h) => { r.ok()?; }
+                }
+            }
+        };
+        tokio::select! {
+            c = chosen => if c.is_none() { return },
+            _ = stopping.wait_for(|s| *s) => return,
+        }
+        tracing::info!("running the cluster's GearMonkey bridge here");
+        let running = start();
+        tokio::select! {
+            _ = host.wait_for(|h| !*h) => {
+                tracing::info!("no longer chosen to run the cluster's GearMonkey bridge: stopping it here");
+            }
+            _ = stopping.wait_for(|s| *s) => {}
+        }
+        stop(running).await;
+        if *stopping.borrow() {
+            return;
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! `--gearmonkey`: starts the GearMonkey bridge (crate
 //! `gearshift-gearmonkey`) beside the server, speaking Gearman to the
-//! server's own first plaintext listener, and stops it after the server;
-//! its counters join `/metrics`.
+//! server's own first plaintext listener, and stops it before the server;
+//! its counters join `/metrics`. On a cluster node it runs while the
+//! cluster has it run there (`bridges::while_hosted`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -186,42 +187,67 @@ fn instance(store: &StoreConfig) -> String {
     }
 }
 
-/// Starts the bridge once the server listens at `addrs` (and `http`, whose
-/// event stream wakes it).
-pub(super) fn start(
+/// A bridge ready to run beside the server: once on a single server, each
+/// time the cluster chooses this node on a cluster node.
+pub(super) struct Bridge {
+    cfg: BridgeConfig,
+    store: StoreConfig,
+    stats: Arc<Stats>,
+    routing: watch::Receiver<Routing>,
+}
+
+impl Bridge {
+    /// Starts the bridge, under a new name in the roll call.
+    pub(super) fn spawn(&self) -> Running {
+        let mut cfg = self.cfg.clone();
+        cfg.instance = instance(&self.store);
+        let (tx, rx) = watch::channel(false);
+        let (stats, routing) = (self.stats.clone(), self.routing.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = gearshift_gearmonkey::run(cfg, stats, rx, routing).await {
+                tracing::error!("{e}");
+            }
+        });
+        Some((tx, task))
+    }
+}
+
+/// Readies the bridge once the server listens at `addrs` (and `http`,
+/// whose event stream wakes it): its counters join `/metrics` and a
+/// SIGHUP's reload reaches it through the [`Reroute`].
+pub(super) fn prepare(
     config: Option<Planned>,
     addrs: &[SocketAddr],
     http: Option<SocketAddr>,
     store: &StoreConfig,
-) -> Result<(Running, Option<Reroute>), String> {
+) -> Result<Option<(Bridge, Reroute)>, String> {
     let Some(Planned {
         config: mut cfg,
         origin,
     }) = config
     else {
-        return Ok((None, None));
+        return Ok(None);
     };
     let Some(gearman) = loopback(addrs) else {
         return Err("--gearmonkey needs a plaintext Gearman listener to speak to".into());
     };
     cfg.gearman = gearman;
     cfg.http = http.and_then(|a| loopback(&[a]));
-    cfg.instance = instance(store);
-    let (tx, rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());
     let section = stats.clone();
     gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
-    let (routing_tx, routing_rx) = watch::channel(cfg.routing.clone());
-    let task = tokio::spawn(async move {
-        if let Err(e) = gearshift_gearmonkey::run(cfg, stats, rx, routing_rx).await {
-            tracing::error!("{e}");
-        }
-    });
+    let (routing_tx, routing) = watch::channel(cfg.routing.clone());
     let reroute = Reroute {
         origin,
         tx: Arc::new(routing_tx),
     };
-    Ok((Some((tx, task)), Some(reroute)))
+    let bridge = Bridge {
+        cfg,
+        store: store.clone(),
+        stats,
+        routing,
+    };
+    Ok(Some((bridge, reroute)))
 }
 
 #[cfg(test)]

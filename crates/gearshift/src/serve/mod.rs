@@ -417,9 +417,6 @@ fn run(args: ServeArgs) -> Result<(), String> {
         return Err("--link-tls-ca is for cluster nodes (a PostgreSQL store)".into());
     }
     if matches!(cfg.store, StoreConfig::Postgres { .. }) {
-        if gearmonkey.is_some() {
-            return Err("--gearmonkey is not supported on a PostgreSQL cluster node yet".into());
-        }
         if etcd.is_some() {
             return Err("--etcd is not supported on a PostgreSQL cluster node yet".into());
         }
@@ -439,9 +436,11 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let result = match args.partitioned && routes == 1 {
             true => tokio::task::LocalSet::new().block_on(&rt, async move {
                 cluster.local_io = Some(LocalIo::start());
-                run_node(cfg, cluster, pid_file, config, log_file).await
+                run_node(cfg, cluster, gearmonkey, pid_file, config, log_file).await
             }),
-            false => rt.block_on(run_node(cfg, cluster, pid_file, config, log_file)),
+            false => rt.block_on(run_node(
+                cfg, cluster, gearmonkey, pid_file, config, log_file,
+            )),
         };
         if let Some(path) = &args.pid_file {
             let _ = std::fs::remove_file(path);
@@ -479,7 +478,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         if addrs.iter().chain(&server.tls_addrs()).all(|a| a.ip().is_loopback()) {
             tracing::info!("only loopback clients can connect; pass -L 0.0.0.0 (and -L ::) to serve other hosts");
         }
-        let (bridge, reroute) = gearmonkey::start(gearmonkey, &addrs, server.http_addr(), &cfg_store)?;
+        let (bridge, reroute) = gearmonkey::prepare(gearmonkey, &addrs, server.http_addr(), &cfg_store)?.unzip();
+        let bridge = bridge.and_then(|b| b.spawn());
         let on_gearmonkey = reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
         tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file, on_gearmonkey));
         let etcd_bridge = etcd::start(etcd, &addrs, server.events(), server.control())?;
@@ -500,11 +500,13 @@ fn run(args: ServeArgs) -> Result<(), String> {
 async fn run_node(
     cfg: ServerConfig,
     cluster: ClusterConfig,
+    gearmonkey: Option<gearmonkey::Planned>,
     pid_file: Option<String>,
     config_path: Option<PathBuf>,
     log_file: Option<LogFile>,
 ) -> Result<(), String> {
     let store = cfg.store.describe();
+    let cfg_store = cfg.store.clone();
     let admin_allow = cfg.access.admin_allow.clone();
     let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
     tracing::info!(
@@ -520,14 +522,23 @@ async fn run_node(
     if let Some(a) = node.http_addr() {
         tracing::info!("http listening on {a}");
     }
+    let prepared = gearmonkey::prepare(
+        gearmonkey,
+        &node.local_addrs(),
+        node.http_addr(),
+        &cfg_store,
+    )?;
+    let (bridge, reroute) = prepared.unzip();
+    let on_gearmonkey =
+        reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
     tokio::spawn(crate::hangup::on_hangup(
         config_path,
         admin_allow,
         node.reloader(),
         log_file,
-        None,
+        on_gearmonkey,
     ));
-    let stop = shutdown_signal(pid_file);
+    let stop = bridges::hosted_until(bridge, node.hosts_bridge(), shutdown_signal(pid_file));
     crate::sd_notify::notify("READY=1");
     node.run(stop).await;
     Ok(())

@@ -56,6 +56,8 @@ pub(super) struct NodeCtx {
     pub reloads: Reloads,
     /// Where the job server's only I/O thread runs, if not on its own.
     pub local_io: Option<crate::LocalIo>,
+    /// Whether this node runs the cluster's bridge: it serves partition 0.
+    pub hosts_bridge: watch::Sender<bool>,
 }
 
 /// Runs a partitioned node until `stopping` turns true.
@@ -73,6 +75,7 @@ pub(super) async fn run(
         secret,
         reloads,
         local_io,
+        hosts_bridge,
     } = node;
     let mut slots = owners::Slots::default();
     let (own_tx, own_rx) = watch::channel(Arc::new(owners::Ownership::empty(&me, &mut slots)));
@@ -96,6 +99,15 @@ pub(super) async fn run(
             return;
         }
     };
+    let (serving, trusted) = (mine_rx.clone(), trust.clone());
+    tokio::spawn(super::bridge_host::follow(
+        hosts_bridge,
+        move || {
+            let first = |m: &beat::Mine| m.serve.iter().any(|&(p, _)| p == 0);
+            trusted.trusted() && serving.borrow().as_ref().is_some_and(first)
+        },
+        stopping.clone(),
+    ));
     let door = Arc::new(watch::channel(None).0);
     let limits = Limits {
         max_output: cfg.max_output,

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The cluster suite's tests of the GearMonkey bridge on cluster nodes:
+every node is started with --gearmonkey, one at a time runs it (the
+leader, or the owner of partition 0), GearMonkey clients' jobs run on a
+Gearman worker of another node, the roll call counts that worker once, and
+after the bridge's node is killed another node runs it. Run by
+test_cluster.py, whose cluster helpers they use; needs redis-server and
+redis-py, as the GearMonkey suite does.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "gearmonkey"))
+
+import harness as h  # noqa: E402
+from harness import check, check_eq  # noqa: E402
+from test_cluster import grab, raw_worker, with_cluster  # noqa: E402
+
+RUNNING = "running the cluster's GearMonkey bridge here"
+STOPPED = "no longer chosen to run the cluster's GearMonkey bridge"
+
+
+class Worker(threading.Thread):
+    """A Gearman worker for `func` on node `name` that reverses each job's
+    data, connecting again whenever its connection ends (its node's links
+    break when the leader dies)."""
+
+    def __init__(self, cl, name, func):
+        super().__init__(daemon=True)
+        self.cl, self.name, self.func = cl, name, func
+        self.stop = threading.Event()
+        self.done = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                w = raw_worker(self.cl.nodes[self.name].port, self.func)
+                while not self.stop.is_set():
+                    job = grab(w, timeout=5)
+                    if job is None:
+                        w.send_pkt(h.PRE_SLEEP)
+                        try:
+                            w.expect_pkt(h.NOOP, timeout=0.3)
+                        except h.TestFailure as e:
+                            if "closed" in str(e):
+                                raise
+                        continue
+                    handle, _, data = job
+                    w.send_pkt(h.WORK_COMPLETE, handle, data[::-1])
+                    self.done += 1
+            except (h.TestFailure, OSError):
+                self.stop.wait(0.2)
+
+
+def bridged(r, fn, count, tag):
+    """Pushes `count` GearMonkey jobs of `fn` and waits until each ended
+    `success` with its data reversed (at most once each: the lock list)."""
+    import gearmonkey as gm
+    client = gm.Client(r)
+    ids = [client.run(fn, "%s-%d" % (tag, i)) for i in range(count)]
+
+    def all_done():
+        got = [client.get(fn, i) for i in ids]
+        return all(g.get(b"status") == b"success" for g in got)
+    h.wait_for(all_done, 60, "%d bridged jobs (%s) to end in success" % (count, tag))
+    for n, i in enumerate(ids):
+        got = client.get(fn, i)
+        check_eq(got.get(b"output"), ("%s-%d" % (tag, n))[::-1].encode(), "job %d's output" % i)
+
+
+def hosts(cl):
+    """The nodes whose bridge runs now, by their logs."""
+    def running(log):
+        return log.rfind(RUNNING) > log.rfind(STOPPED)
+    return [n for n, node in cl.nodes.items() if running(node.log_text())]
+
+
+def run_bridge_test(cl, flags, first_host, pick):
+    """Starts nodes a, b, c with `flags` and --gearmonkey; `first_host()`
+    names the node that must run the bridge, `pick(host)` the function
+    and the node of its worker. Runs jobs, kills the host, runs more."""
+    import gm_harness
+    tmp = tempfile.mkdtemp(prefix="gs-cluster-gm-")
+    redis_srv, worker = None, None
+    try:
+        redis_srv = gm_harness.Redis(tmp)
+        r = redis_srv.client()
+        for n in "abc":
+            cl.start(n, extra=flags + " --gearmonkey " + redis_srv.url,
+                     wait_leader="--partitioned" not in flags and n == "a")
+        host = first_host()
+        h.wait_for(lambda: hosts(cl) == [host], 30, "node %s alone to run the bridge" % host)
+        func, at = pick(host)
+        worker = Worker(cl, at, func)
+        worker.start()
+        bridged(r, func, 20, "first")
+        # One Gearman worker in the cluster: counted once, not once per node.
+        h.wait_for(lambda: r.get("count:%s" % func) == b"1", 10, "count:%s of 1" % func)
+        cl.kill(host)
+        h.wait_for(lambda: len(hosts(cl)) == 1, 40, "another node to run the bridge")
+        bridged(r, func, 20, "second")
+        h.wait_for(lambda: r.get("count:%s" % func) == b"1", 10,
+                   "count:%s of 1 once the dead node's share is gone" % func)
+    finally:
+        if worker:
+            worker.stop.set()
+        if redis_srv:
+            redis_srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@with_cluster
+def test_gearmonkey_bridge_on_partitioned_nodes(cl):
+    """Partitioned: the owner of partition 0 runs the bridge; a bridged
+    function owned by a second node runs on a worker of the third."""
+    from test_partitions import functions_on, owners, shared_by  # noqa: E402
+
+    def first_host():
+        shared_by(cl, ["a", "b", "c"])
+        return owners(cl)[0]
+
+    def pick(host):
+        others = [n for n in "abc" if n != host]
+        return functions_on(cl, 1, prefix="gm")[others[0]][0], others[1]
+    run_bridge_test(cl, "--partitioned", first_host, pick)
+
+
+@with_cluster
+def test_gearmonkey_bridge_on_leader_mode_nodes(cl):
+    """Leader mode: the leader runs the bridge; a worker of a follower runs
+    its jobs; once the leader is killed, the new leader runs it."""
+    run_bridge_test(cl, "", lambda: "a", lambda host: ("gm_leader", "c"))
+
+
+TESTS = [test_gearmonkey_bridge_on_partitioned_nodes, test_gearmonkey_bridge_on_leader_mode_nodes]
