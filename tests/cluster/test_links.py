@@ -254,12 +254,12 @@ def test_tls_on_partitioned_nodes(cl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def link_tls_flags(pki):
+def link_tls_flags(pki, name="node"):
     """A node certificate (server and client use, for 127.0.0.1) and the
     flags that make nodes talk over TLS with it."""
     pki.write("node.ext", "subjectAltName=IP:127.0.0.1\n"
               "extendedKeyUsage=serverAuth,clientAuth\n")
-    cert, key = pki.issue("node", "/CN=gearshift-node", "node.ext")
+    cert, key = pki.issue(name, "/CN=gearshift-node", "node.ext")
     return "--link-tls-certificate %s --link-tls-key %s --link-tls-ca %s" % (cert, key, pki.ca)
 
 
@@ -412,8 +412,50 @@ def test_node_tls_turned_on_one_node_at_a_time(cl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@with_cluster
+def test_node_tls_certificates_reload_on_sighup(cl):
+    """A node's renewed link certificate, written over its files, is read
+    at SIGHUP; a node that joins afterwards links with it both ways and a
+    job crosses; a key that does not load on a later SIGHUP is refused and
+    the renewed one kept."""
+    from test_partitions import functions_on, shared_by  # noqa: E402
+    tmp = tempfile.mkdtemp(prefix="gs-partitions-link-tls-reload-")
+    try:
+        pki = test_tls.Pki(tmp)
+        d = cl.start("d", extra="--partitioned " + link_tls_flags(pki, "node_d"))
+        cl.start("e", extra="--partitioned " + link_tls_flags(pki))
+        shared_by(cl, ["d", "e"])
+        cert, key = pki.path("node_d.pem"), pki.path("node_d.key")
+        new_cert, new_key = pki.issue("node_d2", "/CN=gearshift-node-renewed", "node.ext")
+        shutil.copyfile(new_cert, cert)
+        shutil.copyfile(new_key, key)
+        os.kill(d.pid, signal.SIGHUP)
+        h.wait_for(lambda: "SIGHUP: node TLS certificate reloaded" in d.log_text(), 10,
+                   "d's reload logged")
+        cl.start("f", extra="--partitioned " + link_tls_flags(pki))
+        shared_by(cl, ["d", "e", "f"])
+        func = functions_on(cl, 1, prefix="reload")["d"][0]
+        w = raw_worker(cl.nodes["f"].port, func)
+        client = h.Conn(cl.nodes["e"].port)
+        client.send_pkt(h.SUBMIT_JOB, func, "", "ping")
+        handle = client.expect_pkt(h.JOB_CREATED)
+        job = grab(w)
+        check(job is not None and job[0] == handle, "f's worker got e's job owned by d")
+        w.send_pkt(h.WORK_COMPLETE, handle, "pong")
+        check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on e")
+        w.close()
+        client.close()
+        with open(key, "w") as f:
+            f.write("not a key\n")
+        os.kill(d.pid, signal.SIGHUP)
+        h.wait_for(lambda: "keeping the node TLS certificate in force" in d.log_text(), 10,
+                   "the bad key refused")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 TESTS = [test_followers_carry_connections_over_links,
          test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
          test_gearmand_style_ssl_cluster, test_tls_on_partitioned_nodes,
          test_nodes_talk_over_tls, test_partitioned_nodes_talk_over_tls,
-         test_node_tls_turned_on_one_node_at_a_time]
+         test_node_tls_turned_on_one_node_at_a_time, test_node_tls_certificates_reload_on_sighup]

@@ -253,6 +253,41 @@ def test_plain_and_tls_listeners_side_by_side(tmp):
         s.stop()
 
 
+def test_sighup_reloads_the_certificate(tmp):
+    """A renewed certificate and key, written over the files, are served
+    from the SIGHUP on; a session opened before keeps working; a file
+    that does not load on a later SIGHUP keeps the renewed one in force."""
+    pki = Pki(tmp)
+    s = Gearshift(tls_flags(pki)).start()
+    try:
+        def served():
+            c = Tls(s.tls_port, pki.ca)
+            der = c.sock.getpeercert(binary_form=True)
+            c.close()
+            return der
+        first = served()
+        before = Tls(s.tls_port, pki.ca)
+        cert, key = pki.server
+        new_cert, new_key = pki.issue("renewed", "/CN=localhost", "server.ext")
+        shutil.copyfile(new_cert, cert)
+        shutil.copyfile(new_key, key)
+        with open(new_cert, "rb") as f:
+            renewed = ssl.PEM_cert_to_DER_cert(f.read().decode())
+        check(renewed != first, "the renewed certificate differs")
+        os.kill(s.srv.pid, signal.SIGHUP)
+        h.wait_for(lambda: "SIGHUP: TLS certificate reloaded" in s.log(), 10, "the reload logged")
+        check_eq(served(), renewed, "the certificate served after the SIGHUP")
+        job_round(before, Tls(s.tls_port, pki.ca), func=b"across_reload")
+        with open(key, "w") as f:
+            f.write("not a key\n")
+        os.kill(s.srv.pid, signal.SIGHUP)
+        h.wait_for(lambda: "keeping the TLS certificate in force" in s.log(), 10,
+                   "the bad key refused")
+        check_eq(served(), renewed, "the renewed certificate kept")
+    finally:
+        s.stop()
+
+
 def test_gearmand_style_ssl_makes_every_listener_tls(tmp):
     pki = Pki(tmp)
     cert, key = pki.server
@@ -485,6 +520,7 @@ def test_debian_gearmand_ssl_is_plaintext(tmp):
 TESTS = [
     test_bad_certificates_stop_the_server_at_start,
     test_plain_and_tls_listeners_side_by_side,
+    test_sighup_reloads_the_certificate,
     test_gearmand_style_ssl_makes_every_listener_tls,
     test_openssl_s_client_speaks_the_admin_protocol,
     test_client_certificates_name_workers,

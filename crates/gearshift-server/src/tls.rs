@@ -1,10 +1,12 @@
 //! TLS on the Gearman port (`--ssl`): the server's certificate and key,
 //! optional client certificates checked against a CA, and the session of
 //! each TLS connection. A session is pumped through a socket pair, so the
-//! I/O threads serve its plaintext side like any TCP connection.
+//! I/O threads serve its plaintext side like any TCP connection. A
+//! SIGHUP reads the files again ([`TlsServer::reload`]) for the handshakes
+//! that follow.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
@@ -36,10 +38,12 @@ pub struct TlsFiles {
     pub verify_client: bool,
 }
 
-/// A loaded TLS configuration, ready to accept sessions.
+/// A loaded TLS configuration, ready to accept sessions; its clones share
+/// what a reload puts in force.
 #[derive(Clone)]
 pub struct TlsServer {
-    acceptor: TlsAcceptor,
+    acceptor: Arc<RwLock<TlsAcceptor>>,
+    files: Arc<TlsFiles>,
     /// Client certificates are required.
     pub verify_client: bool,
 }
@@ -89,6 +93,31 @@ pub fn load_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>
 impl TlsServer {
     /// Loads and checks the files: any problem is an error naming the file.
     pub fn load(files: &TlsFiles) -> Result<TlsServer, String> {
+        Ok(TlsServer {
+            acceptor: Arc::new(RwLock::new(Self::acceptor_of(files)?)),
+            files: Arc::new(files.clone()),
+            verify_client: files.verify_client,
+        })
+    }
+
+    /// Reads the files again (a renewed certificate, key or CA) for the
+    /// handshakes that follow; sessions already open keep theirs. A file
+    /// that does not load leaves the ones in force, and says why.
+    pub fn reload(&self) -> Result<(), String> {
+        let fresh = Self::acceptor_of(&self.files)?;
+        *self
+            .acceptor
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = fresh;
+        Ok(())
+    }
+
+    /// The certificate file, for log lines.
+    pub fn certificate(&self) -> &Path {
+        &self.files.certificate
+    }
+
+    fn acceptor_of(files: &TlsFiles) -> Result<TlsAcceptor, String> {
         let certs = load_certs(&files.certificate, "certificate")?;
         let key = load_key(&files.key, "key")?;
         let builder = rustls::ServerConfig::builder_with_provider(ring())
@@ -125,10 +154,7 @@ impl TlsServer {
                 files.key.display()
             )
         })?;
-        Ok(TlsServer {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
-            verify_client: files.verify_client,
-        })
+        Ok(TlsAcceptor::from(Arc::new(config)))
     }
 
     /// Runs the handshake on `tcp`; on success starts pumping the session
@@ -139,7 +165,8 @@ impl TlsServer {
         tcp: TcpStream,
         peer: std::net::SocketAddr,
     ) -> Option<(StdSock, Option<String>)> {
-        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp)).await {
+        let acceptor = (self.acceptor.read().unwrap_or_else(PoisonError::into_inner)).clone();
+        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 tracing::info!(%peer, "closing connection: TLS handshake failed: {e}");

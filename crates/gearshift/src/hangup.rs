@@ -1,5 +1,6 @@
 //! SIGHUP, as logrotate and `systemctl reload` send it: the log file is
-//! reopened and the config file reloaded (policies, schedules, access).
+//! reopened, the config file reloaded (policies, schedules, access) and
+//! the TLS certificates read again.
 
 use std::path::PathBuf;
 
@@ -7,6 +8,8 @@ use gearshift_core::schedule::ScheduleSpec;
 use gearshift_proto::Priority;
 use gearshift_server::access::AccessRules;
 use gearshift_server::allow::AllowList;
+use gearshift_server::cluster::node_tls::LinkTls;
+use gearshift_server::tls::TlsServer;
 use gearshift_server::{policy_file, Reload, Reloader};
 
 use crate::logging::LogFile;
@@ -43,15 +46,43 @@ pub fn reload_of(file: policy_file::PolicyFile, admin_allow: &AllowList) -> Relo
 /// running bridge's globs and routes).
 pub type OnGearmonkey = Box<dyn Fn(Option<&policy_file::GearmonkeyDecl>) + Send>;
 
-/// At each SIGHUP: reopens the log file (logrotate moved it away) and
-/// reloads the policy file (and, with `gearmonkey`, the bridge's sections);
-/// a file that does not load leaves everything in force, and the log says why.
+/// The certificates a SIGHUP reads again: the TLS listeners' (`--ssl`)
+/// and node TLS's (`--link-tls-*`), for the handshakes that follow.
+#[derive(Default)]
+pub struct Certs {
+    /// `--ssl-certificate` and friends.
+    pub ssl: Option<TlsServer>,
+    /// `--link-tls-certificate` and friends.
+    pub link: Option<LinkTls>,
+}
+
+impl Certs {
+    /// Reads every certificate again; one that does not load is kept.
+    fn reload(&self) {
+        let said = |what: &str, file: &std::path::Path, r: Result<(), String>| match r {
+            Ok(()) => tracing::info!("SIGHUP: {what} reloaded from {}", file.display()),
+            Err(e) => tracing::error!("SIGHUP: keeping the {what} in force: {e}"),
+        };
+        if let Some(t) = &self.ssl {
+            said("TLS certificate", t.certificate(), t.reload());
+        }
+        if let Some(t) = &self.link {
+            said("node TLS certificate", t.certificate(), t.reload());
+        }
+    }
+}
+
+/// At each SIGHUP: reopens the log file (logrotate moved it away), reads
+/// the certificates again and reloads the policy file (and, with
+/// `gearmonkey`, the bridge's sections); a file that does not load leaves
+/// what it held in force, and the log says why.
 pub async fn on_hangup(
     config: Option<PathBuf>,
     admin_allow: AllowList,
     reloader: Reloader,
     log: Option<LogFile>,
     gearmonkey: Option<OnGearmonkey>,
+    certs: Certs,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
@@ -68,6 +99,7 @@ pub async fn on_hangup(
                 ),
             }
         }
+        certs.reload();
         let Some(path) = &config else { continue };
         match policy_file::load(path) {
             Ok(file) => {

@@ -5,12 +5,14 @@
 //! inside. A node set up so takes no link or relay in the clear, unless
 //! `--link-tls-allow-clear` lets a cluster turn node TLS on one node at a
 //! time: then it also takes them in the clear, and links in the clear to a
-//! node that refuses TLS.
+//! node that refuses TLS. A SIGHUP reads the files again
+//! ([`LinkTls::reload`]) for the links and relays opened after it.
 
 use std::io;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll};
 
 use rustls::pki_types::ServerName;
@@ -41,12 +43,19 @@ pub struct LinkTlsFiles {
     pub allow_clear: bool,
 }
 
-/// Both ends of node TLS, loaded.
+/// Both ends of node TLS, loaded; its clones share what a reload puts in
+/// force.
 #[derive(Clone)]
-pub struct LinkTls(Arc<Ends>);
+pub struct LinkTls(Arc<Shared>);
+
+struct Shared {
+    files: LinkTlsFiles,
+    ends: RwLock<Arc<Ends>>,
+    /// How many reloads took effect.
+    generation: AtomicU64,
+}
 
 struct Ends {
-    allow_clear: bool,
     client: Arc<rustls::ClientConfig>,
     connector: TlsConnector,
     acceptor: TlsAcceptor,
@@ -69,6 +78,41 @@ impl std::fmt::Debug for LinkTls {
 impl LinkTls {
     /// Loads and checks the files: any problem is an error naming the file.
     pub fn load(files: &LinkTlsFiles) -> Result<LinkTls, String> {
+        Ok(LinkTls(Arc::new(Shared {
+            ends: RwLock::new(Arc::new(Ends::load(files)?)),
+            files: files.clone(),
+            generation: AtomicU64::new(0),
+        })))
+    }
+
+    /// Reads the files again (a renewed certificate, key or CA) for the
+    /// links and relays opened from now on; those open keep their session.
+    /// A file that does not load leaves the ones in force, and says why.
+    pub fn reload(&self) -> Result<(), String> {
+        let fresh = Arc::new(Ends::load(&self.0.files)?);
+        *self.0.ends.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        self.0.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// How many reloads took effect (an HTTP client built on
+    /// [`LinkTls::client_config`] is built again when it moves).
+    pub fn generation(&self) -> u64 {
+        self.0.generation.load(Ordering::Acquire)
+    }
+
+    /// This node's certificate file, for log lines.
+    pub fn certificate(&self) -> &std::path::Path {
+        &self.0.files.certificate
+    }
+
+    fn ends(&self) -> Arc<Ends> {
+        (self.0.ends.read().unwrap_or_else(PoisonError::into_inner)).clone()
+    }
+}
+
+impl Ends {
+    fn load(files: &LinkTlsFiles) -> Result<Ends, String> {
         let certs = load_certs(&files.certificate, "link certificate")?;
         let mut roots = RootCertStore::empty();
         for c in load_certs(&files.ca, "link CA file")? {
@@ -100,14 +144,15 @@ impl LinkTls {
             .with_client_auth_cert(certs, load_key(&files.key, "link key")?)
             .map_err(mismatch)?;
         let client = Arc::new(client);
-        Ok(LinkTls(Arc::new(Ends {
-            allow_clear: files.allow_clear,
+        Ok(Ends {
             connector: TlsConnector::from(client.clone()),
             client,
             acceptor: TlsAcceptor::from(Arc::new(server)),
-        })))
+        })
     }
+}
 
+impl LinkTls {
     /// Opens TLS on a new connection to the node at `addr` (`host:port`,
     /// whose host its certificate must name).
     pub async fn dial(
@@ -118,7 +163,8 @@ impl LinkTls {
         let name = ServerName::try_from(host_of(addr).to_owned())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr}: {e}")))?;
         tcp.write_all(TLS_MARKER).await?;
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, self.0.connector.connect(name, tcp))
+        let connector = self.ends().connector.clone();
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, tcp))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
@@ -130,7 +176,7 @@ impl LinkTls {
     pub async fn dial_or_clear(&self, tcp: TcpStream, addr: &str) -> io::Result<Dialed> {
         match self.dial(tcp, addr).await {
             Ok(s) => Ok(Dialed::Tls(Box::new(s))),
-            Err(e) if self.0.allow_clear && refused_tls(&e) => {
+            Err(e) if self.allows_clear() && refused_tls(&e) => {
                 tracing::warn!(node = %addr, "the node refused TLS; linking in the clear (--link-tls-allow-clear)");
                 Ok(Dialed::Clear(TcpStream::connect(addr).await?))
             }
@@ -140,12 +186,13 @@ impl LinkTls {
 
     /// Whether nodes in the clear are taken too (`--link-tls-allow-clear`).
     pub fn allows_clear(&self) -> bool {
-        self.0.allow_clear
+        self.0.files.allow_clear
     }
 
     /// The taking node's side, once the marker was read.
     pub async fn accept(&self, tcp: TcpStream) -> io::Result<server::TlsStream<TcpStream>> {
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, self.0.acceptor.accept(tcp))
+        let acceptor = self.ends().acceptor.clone();
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
@@ -155,7 +202,7 @@ impl LinkTls {
     /// The dialing side's configuration, for an HTTP client that calls
     /// other nodes' HTTP ports over TLS.
     pub fn client_config(&self) -> rustls::ClientConfig {
-        (*self.0.client).clone()
+        (*self.ends().client).clone()
     }
 }
 

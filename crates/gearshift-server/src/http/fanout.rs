@@ -215,7 +215,7 @@ struct Ask {
     path: String,
     auth: Option<axum::http::HeaderValue>,
     body: Bytes,
-    client: &'static reqwest::Client,
+    client: reqwest::Client,
     scheme: &'static str,
 }
 
@@ -270,27 +270,32 @@ impl Ask {
 /// The client that asks other nodes, and its scheme: over node TLS when
 /// the nodes talk over it (`--link-tls-ca`), else plain HTTP (which every
 /// node's HTTP port takes, so also while `--link-tls-allow-clear` lets
-/// nodes without node TLS in).
+/// nodes without node TLS in). The TLS client is built again after a
+/// reload of the node's certificate.
 pub(super) fn client(
     tls: Option<&crate::cluster::node_tls::LinkTls>,
-) -> (&'static reqwest::Client, &'static str) {
+) -> (reqwest::Client, &'static str) {
     static PLAIN: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    static TLS: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    match tls.filter(|t| !t.allows_clear()) {
-        None => (PLAIN.get_or_init(reqwest::Client::new), "http"),
-        Some(tls) => {
-            let client = TLS.get_or_init(|| {
-                reqwest::Client::builder()
-                    .use_preconfigured_tls(tls.client_config())
-                    .build()
-                    .unwrap_or_else(|e| {
-                        tracing::error!("cannot build the HTTP client for node TLS: {e}");
-                        reqwest::Client::new()
-                    })
-            });
-            (client, "https")
-        }
+    static TLS: std::sync::Mutex<Option<(u64, reqwest::Client)>> = std::sync::Mutex::new(None);
+    let Some(tls) = tls.filter(|t| !t.allows_clear()) else {
+        return (PLAIN.get_or_init(reqwest::Client::new).clone(), "http");
+    };
+    let mut built = TLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let generation = tls.generation();
+    if let Some((_, client)) = built.as_ref().filter(|(g, _)| *g == generation) {
+        return (client.clone(), "https");
     }
+    let client = reqwest::Client::builder()
+        .use_preconfigured_tls(tls.client_config())
+        .build()
+        .unwrap_or_else(|e| {
+            tracing::error!("cannot build the HTTP client for node TLS: {e}");
+            reqwest::Client::new()
+        });
+    *built = Some((generation, client.clone()));
+    (client, "https")
 }
 
 async fn split_response(r: Response) -> (StatusCode, Bytes) {

@@ -39,7 +39,7 @@ pub fn follow(
     view: Arc<ClusterView>,
     query: String,
     auth: Option<axum::http::HeaderValue>,
-    asker: (&'static reqwest::Client, &'static str),
+    asker: (reqwest::Client, &'static str),
 ) -> (Follow, mpsc::Receiver<Remote>) {
     let (tx, rx) = mpsc::channel(MAX_WAITING);
     let manager = tokio::spawn(async move {
@@ -60,7 +60,7 @@ pub fn follow(
                         peer,
                         query.clone(),
                         auth.clone(),
-                        asker,
+                        asker.clone(),
                         tx.clone(),
                     )));
                 }
@@ -82,7 +82,7 @@ async fn read_peer(
     peer: String,
     query: String,
     auth: Option<axum::http::HeaderValue>,
-    (client, scheme): (&'static reqwest::Client, &'static str),
+    (client, scheme): (reqwest::Client, &'static str),
     tx: mpsc::Sender<Remote>,
 ) {
     let mut req = client

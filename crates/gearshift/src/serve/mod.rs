@@ -11,17 +11,18 @@ use std::time::Duration;
 use clap::Args;
 use gearshift_core::CoreConfig;
 use gearshift_server::allow::AllowList;
-use gearshift_server::cluster::{ClusterConfig, Node};
+use gearshift_server::cluster::ClusterConfig;
 use gearshift_server::tls::{TlsFiles, TlsServer};
 use gearshift_server::{policy_file, LocalIo, Server, ServerConfig, StoreConfig};
 use gearshift_store::Durability;
 
-use crate::logging::{LogFile, LogFormat};
+use crate::logging::LogFormat;
 
 mod bridges;
 mod etcd;
 mod gearmonkey;
 mod link_tls;
+mod node;
 mod values;
 use values::{
     durability_word, level, parse_bytes, parse_durability, parse_idle, parse_size, parse_timeout,
@@ -436,9 +437,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let result = match args.partitioned && routes == 1 {
             true => tokio::task::LocalSet::new().block_on(&rt, async move {
                 cluster.local_io = Some(LocalIo::start());
-                run_node(cfg, cluster, gearmonkey, pid_file, config, log_file).await
+                node::run_node(cfg, cluster, gearmonkey, pid_file, config, log_file).await
             }),
-            false => rt.block_on(run_node(
+            false => rt.block_on(node::run_node(
                 cfg, cluster, gearmonkey, pid_file, config, log_file,
             )),
         };
@@ -447,6 +448,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         return result;
     }
+    let certs = crate::hangup::Certs {
+        ssl: cfg.tls.clone(),
+        link: None,
+    };
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
         match &cfg_store {
@@ -481,7 +486,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let (bridge, reroute) = gearmonkey::prepare(gearmonkey, &addrs, server.http_addr(), &cfg_store)?.unzip();
         let bridge = bridge.and_then(|b| b.spawn());
         let on_gearmonkey = reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
-        tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file, on_gearmonkey));
+        tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file, on_gearmonkey, certs));
         let etcd_bridge = etcd::start(etcd, &addrs, server.events(), server.control())?;
         let stop = bridges::stop_first(&[&bridge, &etcd_bridge], shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
@@ -494,54 +499,6 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let _ = std::fs::remove_file(path);
     }
     result
-}
-
-/// Runs a cluster node (a PostgreSQL store).
-async fn run_node(
-    cfg: ServerConfig,
-    cluster: ClusterConfig,
-    gearmonkey: Option<gearmonkey::Planned>,
-    pid_file: Option<String>,
-    config_path: Option<PathBuf>,
-    log_file: Option<LogFile>,
-) -> Result<(), String> {
-    let store = cfg.store.describe();
-    let cfg_store = cfg.store.clone();
-    let admin_allow = cfg.access.admin_allow.clone();
-    let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
-    tracing::info!(
-        "jobs are stored in PostgreSQL at {store}; node {} of its cluster",
-        node.name()
-    );
-    for a in node.local_addrs() {
-        tracing::info!("listening on {a}");
-    }
-    for a in node.tls_addrs() {
-        tracing::info!("listening on {a} (TLS)");
-    }
-    if let Some(a) = node.http_addr() {
-        tracing::info!("http listening on {a}");
-    }
-    let prepared = gearmonkey::prepare(
-        gearmonkey,
-        &node.local_addrs(),
-        node.http_addr(),
-        &cfg_store,
-    )?;
-    let (bridge, reroute) = prepared.unzip();
-    let on_gearmonkey =
-        reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
-    tokio::spawn(crate::hangup::on_hangup(
-        config_path,
-        admin_allow,
-        node.reloader(),
-        log_file,
-        on_gearmonkey,
-    ));
-    let stop = bridges::hosted_until(bridge, node.hosts_bridge(), shutdown_signal(pid_file));
-    crate::sd_notify::notify("READY=1");
-    node.run(stop).await;
-    Ok(())
 }
 
 /// Resolves at the first SIGINT/SIGTERM, which starts the graceful stop

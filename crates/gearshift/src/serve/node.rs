@@ -1,0 +1,63 @@
+//! `serve` on a cluster node (a PostgreSQL store): the node, its SIGHUP
+//! handling, and the GearMonkey bridge while the cluster has it run here.
+
+use std::path::PathBuf;
+
+use gearshift_server::cluster::{ClusterConfig, Node};
+use gearshift_server::ServerConfig;
+
+use super::{bridges, gearmonkey, shutdown_signal};
+use crate::logging::LogFile;
+
+/// Runs a cluster node (a PostgreSQL store).
+pub(super) async fn run_node(
+    cfg: ServerConfig,
+    cluster: ClusterConfig,
+    gearmonkey: Option<gearmonkey::Planned>,
+    pid_file: Option<String>,
+    config_path: Option<PathBuf>,
+    log_file: Option<LogFile>,
+) -> Result<(), String> {
+    let store = cfg.store.describe();
+    let cfg_store = cfg.store.clone();
+    let admin_allow = cfg.access.admin_allow.clone();
+    let certs = crate::hangup::Certs {
+        ssl: cfg.tls.clone(),
+        link: cluster.link_tls.clone(),
+    };
+    let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
+    tracing::info!(
+        "jobs are stored in PostgreSQL at {store}; node {} of its cluster",
+        node.name()
+    );
+    for a in node.local_addrs() {
+        tracing::info!("listening on {a}");
+    }
+    for a in node.tls_addrs() {
+        tracing::info!("listening on {a} (TLS)");
+    }
+    if let Some(a) = node.http_addr() {
+        tracing::info!("http listening on {a}");
+    }
+    let prepared = gearmonkey::prepare(
+        gearmonkey,
+        &node.local_addrs(),
+        node.http_addr(),
+        &cfg_store,
+    )?;
+    let (bridge, reroute) = prepared.unzip();
+    let on_gearmonkey =
+        reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
+    tokio::spawn(crate::hangup::on_hangup(
+        config_path,
+        admin_allow,
+        node.reloader(),
+        log_file,
+        on_gearmonkey,
+        certs,
+    ));
+    let stop = bridges::hosted_until(bridge, node.hosts_bridge(), shutdown_signal(pid_file));
+    crate::sd_notify::notify("READY=1");
+    node.run(stop).await;
+    Ok(())
+}
