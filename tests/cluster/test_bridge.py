@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "gearmonkey"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
-from test_cluster import grab, raw_worker, with_cluster  # noqa: E402
+from test_cluster import GEARSHIFT, grab, raw_worker, with_cluster  # noqa: E402
 
 RUNNING = "running the cluster's GearMonkey bridge here"
 STOPPED = "no longer chosen to run the cluster's GearMonkey bridge"
@@ -139,4 +139,66 @@ def test_gearmonkey_bridge_on_leader_mode_nodes(cl):
     run_bridge_test(cl, "", lambda: "a", lambda host: ("gm_leader", "c"))
 
 
-TESTS = [test_gearmonkey_bridge_on_partitioned_nodes, test_gearmonkey_bridge_on_leader_mode_nodes]
+@with_cluster
+def test_etcd_bridge_on_leader_mode_nodes(cl):
+    """Leader mode, every node started with --etcd: the leader runs the
+    bridge beside its job server; etcd jobs run on a Gearman worker of a
+    follower, which the registry lists under the leader's name; once the
+    leader is killed, the new leader runs the bridge and more jobs run,
+    and the dead leader's entries are harvested. Partitioned nodes refuse
+    --etcd."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "etcd"))
+    import etcd_harness
+    import etcdqueue as eq
+    tmp = tempfile.mkdtemp(prefix="gs-cluster-etcd-")
+    etcd, worker = None, None
+    try:
+        etcd = etcd_harness.Etcd(tmp)
+        q = eq.Queue(etcd.client(), "/", "single")
+        flags = "--etcd %s --etcd-harvest-after 3" % etcd.url
+        for n in "abc":
+            cl.start(n, extra=flags, wait_leader=n == "a")
+        h.wait_for(lambda: "leading: running the etcd bridge here" in cl.nodes["a"].log_text(),
+                   20, "the leader's bridge")
+        check(all("running the etcd bridge" not in cl.nodes[n].log_text() for n in "bc"),
+              "only the leader runs the etcd bridge")
+        worker = Worker(cl, "c", "etcd-job")
+        worker.start()
+
+        def finished(ids):
+            def done():
+                docs = [q.job(j)[1] for j in ids]
+                return all(eq.last_state(d) == "FINISHED" for d in docs)
+            h.wait_for(done, 40, "%d etcd jobs finished" % len(ids))
+            for j in ids:
+                doc = q.job(j)[1]
+                check_eq(doc["Result"]["Status"], "SUCCESS", "job %s's Result" % j)
+                states = [x["State"] for x in doc["States"]]
+                check_eq(states.count("FINISHED"), 1, "FINISHED states of %s" % j)
+
+        def entries(prefix):
+            return [kv.key.rsplit("/", 1)[-1] for kv in q.workers()
+                    if kv.key.rsplit("/", 1)[-1].startswith(prefix)
+                    and (kv.json() or {}).get("Status") == "ALIVE"]
+        finished([q.submit("one%d" % i) for i in range(10)])
+        h.wait_for(lambda: len(entries("gearshift-a-")) == 1, 10,
+                   "c's worker listed once, under the leader a")
+        cl.kill("a")
+        h.wait_for(lambda: any("leading: running the etcd bridge here" in cl.nodes[n].log_text()
+                               for n in "bc"), 30, "the new leader's bridge")
+        finished([q.submit("two%d" % i) for i in range(10)])
+        h.wait_for(lambda: not entries("gearshift-a"), 20, "the dead leader's entries harvested")
+        r = h.run([GEARSHIFT, "serve", "-L", "127.0.0.1", "-p", "0", "--store", cl.url,
+                   "--partitioned", "--etcd", etcd.url], timeout=20)
+        check(r.returncode != 0 and "partitioned" in r.stderr,
+              "--etcd refused on a partitioned node: %r" % r.stderr[-300:])
+    finally:
+        if worker:
+            worker.stop.set()
+        if etcd:
+            etcd.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+TESTS = [test_gearmonkey_bridge_on_partitioned_nodes, test_gearmonkey_bridge_on_leader_mode_nodes,
+         test_etcd_bridge_on_leader_mode_nodes]

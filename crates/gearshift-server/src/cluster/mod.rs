@@ -92,6 +92,18 @@ pub struct Node {
     local_io: Option<crate::LocalIo>,
     /// Whether this node runs the cluster's bridge now ([`Node::hosts_bridge`]).
     hosts_bridge: watch::Sender<bool>,
+    /// The job server while this node leads ([`Node::leading`]).
+    leading: watch::Sender<Option<Leading>>,
+}
+
+/// The job server of a leader-mode node while it leads: what a bridge in
+/// the same process follows.
+#[derive(Clone)]
+pub struct Leading {
+    /// Its live events.
+    pub events: Arc<crate::events::EventBus>,
+    /// Calls on its core.
+    pub control: crate::Control,
 }
 
 impl Node {
@@ -187,7 +199,14 @@ impl Node {
             reload: watch::channel(None),
             local_io: cluster.local_io.clone(),
             hosts_bridge: watch::channel(false).0,
+            leading: watch::channel(None).0,
         })
+    }
+
+    /// The job server while this (leader-mode) node leads, None otherwise
+    /// (always, on a partitioned node).
+    pub fn leading(&self) -> watch::Receiver<Option<Leading>> {
+        self.leading.subscribe()
     }
 
     /// Whether this node is the one to run the cluster's GearMonkey bridge
@@ -246,6 +265,7 @@ impl Node {
             reload,
             local_io,
             hosts_bridge,
+            leading,
         } = self;
         let (_reload_tx, reloads) = reload;
         if let Some(leases) = partitions {
@@ -346,6 +366,7 @@ impl Node {
                 timeout,
                 &reloads,
                 &view,
+                &leading,
             )
             .await
             {
@@ -496,6 +517,7 @@ async fn lead(
     timeout: Duration,
     reloads: &reloads::Reloads,
     view: &Arc<view::ClusterView>,
+    leading: &watch::Sender<Option<Leading>>,
 ) -> Led {
     let url = url.to_owned();
     let opts = PgOptions {
@@ -539,13 +561,19 @@ async fn lead(
     let graceful = async move {
         let _ = stopping.wait_for(|s| *s).await;
     };
-    tokio::select! {
+    leading.send_replace(Some(Leading {
+        events: server.events(),
+        control: server.control(),
+    }));
+    let led = tokio::select! {
         _ = server.run(graceful) => Led::Stopped,
         _ = deposed(status, epoch, &trust) => {
             tracing::error!(epoch, "this node no longer holds the cluster lease: it stops leading at once");
             Led::Deposed
         }
-    }
+    };
+    leading.send_replace(None);
+    led
 }
 
 /// Resolves when this node's lease at `epoch` has ended or can no longer

@@ -10,6 +10,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use gearshift_server::cluster::{Leading, Node};
+
+use super::etcd;
 use super::gearmonkey::Bridge;
 
 /// A running bridge: its stop switch and task.
@@ -58,20 +61,68 @@ pub(super) async fn stop(running: Running) {
     }
 }
 
-/// A cluster node's stop future: runs `bridge` while the cluster has it
-/// run here and, once `signal` comes, stops it before the node.
-pub(super) fn hosted_until(
-    bridge: Option<Bridge>,
-    host: watch::Receiver<bool>,
-    signal: impl std::future::Future<Output = ()>,
-) -> impl std::future::Future<Output = ()> {
-    let (stopping_tx, stopping) = watch::channel(false);
-    let hosted = bridge.map(|b| tokio::spawn(while_hosted(host, stopping, move || b.spawn())));
-    async move {
-        signal.await;
-        stopping_tx.send_replace(true);
-        if let Some(hosted) = hosted {
-            let _ = hosted.await;
+/// A cluster node's bridges: the GearMonkey one runs while the cluster has
+/// it run here ([`Node::hosts_bridge`]), the etcd one beside the job server
+/// while this leader-mode node leads ([`Node::leading`]).
+pub(super) struct OnNode {
+    pub gearmonkey: Option<Bridge>,
+    pub etcd: Option<etcd::Bridge>,
+}
+
+impl OnNode {
+    /// The node's stop future: runs the bridges as above and, once `signal`
+    /// comes, stops them before the node.
+    pub(super) fn until(
+        self,
+        node: &Node,
+        signal: impl std::future::Future<Output = ()>,
+    ) -> impl std::future::Future<Output = ()> {
+        let (stopping_tx, stopping) = watch::channel(false);
+        let host = node.hosts_bridge();
+        let gm = (self.gearmonkey)
+            .map(|b| tokio::spawn(while_hosted(host, stopping.clone(), move || b.spawn())));
+        let leading = node.leading();
+        let etcd = (self.etcd).map(|b| {
+            let start = move |l: Leading| etcd::spawn(&b, l.events, l.control);
+            tokio::spawn(while_leading(leading, stopping, start))
+        });
+        async move {
+            signal.await;
+            stopping_tx.send_replace(true);
+            for task in [gm, etcd].into_iter().flatten() {
+                let _ = task.await;
+            }
+        }
+    }
+}
+
+/// Runs a bridge beside this node's job server while it leads, until
+/// `stopping`: etcd bridges share the queue as its workers do, so one
+/// starting before another stopped takes nothing twice.
+async fn while_leading(
+    mut leading: watch::Receiver<Option<Leading>>,
+    mut stopping: watch::Receiver<bool>,
+    start: impl Fn(Leading) -> Running,
+) {
+    loop {
+        let server = tokio::select! {
+            l = leading.wait_for(Option::is_some) => match l.ok().and_then(|l| l.clone()) {
+                Some(l) => l,
+                None => return,
+            },
+            _ = stopping.wait_for(|s| *s) => return,
+        };
+        tracing::info!("leading: running the etcd bridge here");
+        let running = start(server);
+        tokio::select! {
+            _ = leading.wait_for(Option::is_none) => {
+                tracing::info!("no longer leading: stopping the etcd bridge here");
+            }
+            _ = stopping.wait_for(|s| *s) => {}
+        }
+        stop(running).await;
+        if *stopping.borrow() {
+            return;
         }
     }
 }

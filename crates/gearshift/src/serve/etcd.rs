@@ -82,16 +82,25 @@ mod imp {
         Ok(None)
     }
 
-    pub(in crate::serve) fn start(
+    /// Nothing to run without the feature.
+    pub(in crate::serve) type Bridge = std::convert::Infallible;
+
+    pub(in crate::serve) fn prepare(
         config: Option<Config>,
         _addrs: &[std::net::SocketAddr],
-        _bus: std::sync::Arc<gearshift_server::events::EventBus>,
-        _control: gearshift_server::Control,
-    ) -> Result<Running, String> {
+    ) -> Result<Option<Bridge>, String> {
         match config {
             None => Ok(None),
             Some(never) => match never {},
         }
+    }
+
+    pub(in crate::serve) fn spawn(
+        bridge: &Bridge,
+        _bus: std::sync::Arc<gearshift_server::events::EventBus>,
+        _control: gearshift_server::Control,
+    ) -> Running {
+        match *bridge {}
     }
 }
 
@@ -99,4 +108,4 @@ mod imp {
 #[path = "etcd_on.rs"]
 mod imp;
 
-pub(super) use imp::{config, start};
+pub(super) use imp::{config, prepare, spawn, Bridge, Config};

@@ -105,13 +105,19 @@ pub(in crate::serve) fn config(
     Ok(Some((config, node.map(str::to_owned))))
 }
 
-/// Starts the bridge once the server listens at `addrs`.
-pub(in crate::serve) fn start(
+/// The bridge, ready to run beside a job server: once on a single server,
+/// each time a leader-mode cluster node leads.
+pub(in crate::serve) struct Bridge {
+    cfg: BridgeConfig,
+    stats: Arc<Stats>,
+}
+
+/// Readies the bridge once the server listens at `addrs`: its Gearman
+/// address and node name, and its counters in `/metrics`.
+pub(in crate::serve) fn prepare(
     config: Option<Config>,
     addrs: &[SocketAddr],
-    bus: Arc<EventBus>,
-    control: gearshift_server::Control,
-) -> Result<Running, String> {
+) -> Result<Option<Bridge>, String> {
     let Some((mut cfg, node)) = config else {
         return Ok(None);
     };
@@ -126,15 +132,26 @@ pub(in crate::serve) fn start(
             gearman.port()
         )
     });
-    let (tx, rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());
     let section = stats.clone();
     gearshift_server::http::extra_metrics::register(Box::new(move |out| section.prometheus(out)));
+    Ok(Some(Bridge { cfg, stats }))
+}
+
+/// Starts the bridge beside the job server whose events and core it
+/// follows.
+pub(in crate::serve) fn spawn(
+    bridge: &Bridge,
+    bus: Arc<EventBus>,
+    control: gearshift_server::Control,
+) -> Running {
+    let (tx, rx) = watch::channel(false);
+    let (cfg, stats) = (bridge.cfg.clone(), bridge.stats.clone());
     let events = gearshift_etcd::events::forward(&bus);
     let task = tokio::spawn(async move {
         if let Err(e) = gearshift_etcd::run(cfg, stats, events, control, rx).await {
             tracing::error!("{e}");
         }
     });
-    Ok(Some((tx, task)))
+    Some((tx, task))
 }

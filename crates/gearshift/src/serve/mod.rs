@@ -418,8 +418,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         return Err("--link-tls-ca is for cluster nodes (a PostgreSQL store)".into());
     }
     if matches!(cfg.store, StoreConfig::Postgres { .. }) {
-        if etcd.is_some() {
-            return Err("--etcd is not supported on a PostgreSQL cluster node yet".into());
+        if etcd.is_some() && args.partitioned {
+            return Err("--etcd is not supported on partitioned nodes (--partitioned) yet; a leader-mode cluster runs it on its leader".into());
         }
         let mut cluster = ClusterConfig {
             name: args.node_name.clone(),
@@ -437,10 +437,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let result = match args.partitioned && routes == 1 {
             true => tokio::task::LocalSet::new().block_on(&rt, async move {
                 cluster.local_io = Some(LocalIo::start());
-                node::run_node(cfg, cluster, gearmonkey, pid_file, config, log_file).await
+                node::run_node(cfg, cluster, gearmonkey, etcd, pid_file, config, log_file).await
             }),
             false => rt.block_on(node::run_node(
-                cfg, cluster, gearmonkey, pid_file, config, log_file,
+                cfg, cluster, gearmonkey, etcd, pid_file, config, log_file,
             )),
         };
         if let Some(path) = &args.pid_file {
@@ -487,7 +487,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         let bridge = bridge.and_then(|b| b.spawn());
         let on_gearmonkey = reroute.map(|r| -> crate::hangup::OnGearmonkey { Box::new(move |d| r.apply(d)) });
         tokio::spawn(crate::hangup::on_hangup(config_path, admin_allow, server.reloader(), log_file, on_gearmonkey, certs));
-        let etcd_bridge = etcd::start(etcd, &addrs, server.events(), server.control())?;
+        let etcd_bridge = etcd::prepare(etcd, &addrs)?;
+        let etcd_bridge = etcd_bridge.and_then(|b| etcd::spawn(&b, server.events(), server.control()));
         let stop = bridges::stop_first(&[&bridge, &etcd_bridge], shutdown_signal(pid_file));
         crate::sd_notify::notify("READY=1");
         server.run(stop).await;

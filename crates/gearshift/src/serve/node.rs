@@ -1,12 +1,13 @@
 //! `serve` on a cluster node (a PostgreSQL store): the node, its SIGHUP
-//! handling, and the GearMonkey bridge while the cluster has it run here.
+//! handling, and the bridges: GearMonkey's while the cluster has it run
+//! here, etcd's while this leader-mode node leads.
 
 use std::path::PathBuf;
 
 use gearshift_server::cluster::{ClusterConfig, Node};
 use gearshift_server::ServerConfig;
 
-use super::{bridges, gearmonkey, shutdown_signal};
+use super::{bridges, etcd, gearmonkey, shutdown_signal};
 use crate::logging::LogFile;
 
 /// Runs a cluster node (a PostgreSQL store).
@@ -14,6 +15,7 @@ pub(super) async fn run_node(
     cfg: ServerConfig,
     cluster: ClusterConfig,
     gearmonkey: Option<gearmonkey::Planned>,
+    etcd: Option<etcd::Config>,
     pid_file: Option<String>,
     config_path: Option<PathBuf>,
     log_file: Option<LogFile>,
@@ -56,7 +58,11 @@ pub(super) async fn run_node(
         on_gearmonkey,
         certs,
     ));
-    let stop = bridges::hosted_until(bridge, node.hosts_bridge(), shutdown_signal(pid_file));
+    let bridges = bridges::OnNode {
+        gearmonkey: bridge,
+        etcd: etcd::prepare(etcd, &node.local_addrs())?,
+    };
+    let stop = bridges.until(&node, shutdown_signal(pid_file));
     crate::sd_notify::notify("READY=1");
     node.run(stop).await;
     Ok(())
