@@ -178,7 +178,11 @@ impl LinkTls {
             Ok(s) => Ok(Dialed::Tls(Box::new(s))),
             Err(e) if self.allows_clear() && refused_tls(&e) => {
                 tracing::warn!(node = %addr, "the node refused TLS; linking in the clear (--link-tls-allow-clear)");
-                Ok(Dialed::Clear(TcpStream::connect(addr).await?))
+                let again = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(addr));
+                let tcp = (again.await).map_err(|_| {
+                    io::Error::new(io::ErrorKind::TimedOut, "connecting in the clear timed out")
+                })??;
+                Ok(Dialed::Clear(tcp))
             }
             Err(e) => Err(e),
         }

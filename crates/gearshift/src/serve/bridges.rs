@@ -1,8 +1,9 @@
 //! What the bridges running beside the server (GearMonkey, etcd) share in
 //! `serve`: the loopback address they speak Gearman to, stopping them
 //! before the server so their own Gearman jobs never hold up a graceful
-//! stop, and on a cluster node running the GearMonkey bridge only while
-//! the cluster has it run there.
+//! stop, and on a cluster node running each only where the cluster has it
+//! run: the GearMonkey bridge on one chosen node, the etcd bridge beside
+//! a leader-mode node's job server while it leads.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
