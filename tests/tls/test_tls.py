@@ -20,6 +20,7 @@ usage: python3 tests/tls/test_tls.py [name-substring ...]
   GEARSHIFT  the gearshift binary (default: target/debug/gearshift)
 """
 
+import http.client
 import json
 import os
 import re
@@ -288,6 +289,51 @@ def test_sighup_reloads_the_certificate(tmp):
         s.stop()
 
 
+def test_https_on_the_http_port(tmp):
+    """--http-tls: the JSON API answers over HTTPS with the Gearman
+    certificate, plain HTTP gets no answer (a failed handshake, counted),
+    the Gearman port stays plaintext, a SIGHUP's renewed certificate is
+    served on the HTTP port too, and cluster nodes refuse the flag."""
+    pki = Pki(tmp)
+    cert, key = pki.server
+    s = Gearshift("--ssl-certificate %s --ssl-key %s --http-tls" % (cert, key), tls=False).start()
+    try:
+        ctx = ssl.create_default_context(cafile=pki.ca)
+
+        def https_get(path):
+            url = "https://127.0.0.1:%d%s" % (s.http_port, path)
+            with urllib.request.urlopen(url, timeout=5, context=ctx) as r:
+                return r.status, r.read().decode()
+        status, body = https_get("/api/v1/overview")
+        check_eq(status, 200, "HTTPS overview")
+        check("totals" in json.loads(body), "an overview: %r" % body[:200])
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/api/v1/overview" % s.http_port, timeout=5)
+            raise h.TestFailure("plain HTTP was answered on an HTTPS-only port")
+        except (OSError, http.client.HTTPException):
+            pass
+        h.wait_for(lambda: re.search(r"^gearshift_tls_handshake_failures_total [1-9]",
+                                     https_get("/metrics")[1], re.M), 10,
+                   "the plain request counted as a failed handshake")
+        job_round(h.Conn(s.port), h.Conn(s.port), func=b"plain_gearman")
+        new_cert, new_key = pki.issue("renewed_http", "/CN=localhost", "server.ext")
+        shutil.copyfile(new_cert, cert)
+        shutil.copyfile(new_key, key)
+        os.kill(s.srv.pid, signal.SIGHUP)
+        h.wait_for(lambda: "SIGHUP: TLS certificate reloaded" in s.log(), 10, "the reload")
+        raw = socket.create_connection(("127.0.0.1", s.http_port), timeout=5)
+        served = ctx.wrap_socket(raw, server_hostname="127.0.0.1").getpeercert(binary_form=True)
+        with open(new_cert) as f:
+            check_eq(served, ssl.PEM_cert_to_DER_cert(f.read()), "the renewed certificate on HTTPS")
+    finally:
+        s.stop()
+    r = h.run([GEARSHIFT, "serve", "-L", "127.0.0.1", "-p", "0",
+               "--store", "postgres://gearshift@127.0.0.1:1/none",
+               "--ssl-certificate", cert, "--ssl-key", key, "--http-tls"], timeout=20)
+    check(r.returncode != 0 and "not supported on cluster nodes" in r.stderr,
+          "cluster nodes refuse --http-tls: %r" % r.stderr[-300:])
+
+
 def test_gearmand_style_ssl_makes_every_listener_tls(tmp):
     pki = Pki(tmp)
     cert, key = pki.server
@@ -521,6 +567,7 @@ TESTS = [
     test_bad_certificates_stop_the_server_at_start,
     test_plain_and_tls_listeners_side_by_side,
     test_sighup_reloads_the_certificate,
+    test_https_on_the_http_port,
     test_gearmand_style_ssl_makes_every_listener_tls,
     test_openssl_s_client_speaks_the_admin_protocol,
     test_client_certificates_name_workers,

@@ -113,6 +113,8 @@ pub struct HttpConfig {
     /// Event batches an event-stream reader may fall behind before it is
     /// dropped.
     pub event_buffer: usize,
+    /// Serve HTTPS only, with this certificate (`--http-tls`).
+    pub tls: Option<crate::tls::TlsServer>,
 }
 
 impl HttpConfig {
@@ -123,6 +125,7 @@ impl HttpConfig {
             token: None,
             public_read: false,
             event_buffer: crate::events::DEFAULT_CAPACITY,
+            tls: None,
         }
     }
 }

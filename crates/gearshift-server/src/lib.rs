@@ -428,6 +428,7 @@ impl Server {
                     max_body: self.cfg.max_packet_size,
                     relays: self.relays.clone(),
                     cluster: self.cluster.clone(),
+                    https: hc.tls.clone(),
                 };
                 Some(tokio::spawn(http::serve(listener, ctx, http_stop_rx)))
             }

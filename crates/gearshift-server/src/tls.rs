@@ -48,6 +48,14 @@ pub struct TlsServer {
     pub verify_client: bool,
 }
 
+impl PartialEq for TlsServer {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.acceptor, &other.acceptor)
+    }
+}
+
+impl Eq for TlsServer {}
+
 impl std::fmt::Debug for TlsServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsServer")
@@ -165,18 +173,7 @@ impl TlsServer {
         tcp: TcpStream,
         peer: std::net::SocketAddr,
     ) -> Option<(StdSock, Option<String>)> {
-        let acceptor = (self.acceptor.read().unwrap_or_else(PoisonError::into_inner)).clone();
-        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::info!(%peer, "closing connection: TLS handshake failed: {e}");
-                return None;
-            }
-            Err(_) => {
-                tracing::info!(%peer, "closing connection: no TLS handshake within {HANDSHAKE_TIMEOUT:?}");
-                return None;
-            }
-        };
+        let tls = self.handshake(tcp, peer).await?;
         let identity = tls
             .get_ref()
             .1
@@ -187,6 +184,29 @@ impl TlsServer {
             Ok(sock) => Some((sock, identity)),
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection: cannot hand its TLS session over");
+                None
+            }
+        }
+    }
+}
+
+impl TlsServer {
+    /// Runs the handshake on `tcp` within [`HANDSHAKE_TIMEOUT`]; None (and a
+    /// log line naming `peer`) when it fails.
+    pub async fn handshake(
+        &self,
+        tcp: TcpStream,
+        peer: std::net::SocketAddr,
+    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+        let acceptor = (self.acceptor.read().unwrap_or_else(PoisonError::into_inner)).clone();
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                tracing::info!(%peer, "closing connection: TLS handshake failed: {e}");
+                None
+            }
+            Err(_) => {
+                tracing::info!(%peer, "closing connection: no TLS handshake within {HANDSHAKE_TIMEOUT:?}");
                 None
             }
         }

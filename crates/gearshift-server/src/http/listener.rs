@@ -1,6 +1,7 @@
 //! The HTTP side's listener: a task accepts connections and, on a cluster
 //! leader, reads the relay preamble of connections other nodes pass on, so
-//! that access checks see the real client's address.
+//! that access checks see the real client's address; with `--http-tls` it
+//! ends each connection's TLS session first.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,6 +13,8 @@ use tokio::sync::mpsc;
 
 use crate::cluster::node_tls::{starts_tls, NodeStream};
 use crate::cluster::relay::{Arrival, Origin, RelayGate};
+use crate::counters::ConnCounters;
+use crate::tls::TlsServer;
 
 /// Accepted connections, as axum takes them.
 pub struct Incoming {
@@ -38,10 +41,14 @@ impl Connected<IncomingStream<'_, Incoming>> for Peer {
 
 impl Incoming {
     /// Starts accepting on `listener`.
-    pub fn new(listener: TcpListener, gate: Option<Arc<RelayGate>>) -> std::io::Result<Self> {
+    pub fn new(
+        listener: TcpListener,
+        gate: Option<Arc<RelayGate>>,
+        https: Option<(TlsServer, Arc<ConnCounters>)>,
+    ) -> std::io::Result<Self> {
         let local = listener.local_addr()?;
         let (tx, rx) = mpsc::channel(64);
-        let task = tokio::spawn(accept_loop(listener, gate, tx));
+        let task = tokio::spawn(accept_loop(listener, gate, https, tx));
         Ok(Incoming { rx, local, task })
     }
 }
@@ -49,6 +56,7 @@ impl Incoming {
 async fn accept_loop(
     listener: TcpListener,
     gate: Option<Arc<RelayGate>>,
+    https: Option<(TlsServer, Arc<ConnCounters>)>,
     tx: mpsc::Sender<(NodeStream, SocketAddr)>,
 ) {
     loop {
@@ -61,13 +69,26 @@ async fn accept_loop(
             }
         };
         let tx = tx.clone();
-        match &gate {
-            None => {
+        match (&gate, &https) {
+            // HTTPS only (a single server: `serve` refuses it on cluster
+            // nodes); a failed handshake is logged and closed.
+            (_, Some((https, counters))) => {
+                let (https, counters) = (https.clone(), counters.clone());
+                tokio::spawn(async move {
+                    match https.handshake(stream, peer).await {
+                        Some(s) => {
+                            let _ = tx.send((NodeStream::Tls(Box::new(s)), peer)).await;
+                        }
+                        None => ConnCounters::bump(&counters.tls_failed),
+                    }
+                });
+            }
+            (None, None) => {
                 if tx.send((NodeStream::Plain(stream), peer)).await.is_err() {
                     return;
                 }
             }
-            Some(gate) => {
+            (Some(gate), None) => {
                 let gate = gate.clone();
                 tokio::spawn(async move {
                     // Another node's HTTP call, in TLS (the JSON API's

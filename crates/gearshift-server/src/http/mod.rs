@@ -57,6 +57,8 @@ pub struct Context {
     pub relays: Option<Arc<crate::cluster::relay::RelayGate>>,
     /// The cluster's members (a node on PostgreSQL).
     pub cluster: Option<Arc<crate::cluster::view::ClusterView>>,
+    /// HTTPS only, with this certificate (`--http-tls`).
+    pub https: Option<crate::tls::TlsServer>,
 }
 
 impl Context {
@@ -230,7 +232,11 @@ pub async fn serve(listener: TcpListener, ctx: Context, mut stop: watch::Receive
         started_ms: now_ms(),
         stop: stop.clone(),
     });
-    let incoming = match listener::Incoming::new(listener, app.ctx.relays.clone()) {
+    let incoming = match listener::Incoming::new(
+        listener,
+        app.ctx.relays.clone(),
+        (app.ctx.https.clone()).map(|t| (t, app.ctx.counters.clone())),
+    ) {
         Ok(i) => i,
         Err(e) => {
             tracing::error!(error = %e, "the HTTP listener failed");

@@ -154,6 +154,10 @@ pub struct ServeArgs {
     /// Let any HTTP peer read (GET) without the token.
     #[arg(long)]
     http_public_read: bool,
+    /// Serve the HTTP port over HTTPS only, with --ssl-certificate and
+    /// --ssl-key (and --ssl-ca-file's client certificates, if given).
+    #[arg(long)]
+    http_tls: bool,
     /// This node's name in a cluster (PostgreSQL store); default the
     /// address other nodes reach it at. With --etcd, its name in the
     /// registry's `gearshift-<node>` entries (default `<host>-<port>`).
@@ -278,7 +282,8 @@ fn tls_config(
     args: &ServeArgs,
     listen: &mut Vec<SocketAddr>,
 ) -> Result<(Option<TlsServer>, Vec<SocketAddr>), String> {
-    if !args.ssl && args.ssl_listen.is_empty() {
+    let gearman_tls = args.ssl || !args.ssl_listen.is_empty();
+    if !gearman_tls && !args.http_tls {
         for (flag, set) in [("--ssl-verify-client", args.ssl_verify_client)] {
             if set {
                 return Err(format!("{flag} needs --ssl or --ssl-listen"));
@@ -287,7 +292,7 @@ fn tls_config(
         return Ok((None, Vec::new()));
     }
     let (Some(certificate), Some(key)) = (&args.ssl_certificate, &args.ssl_key) else {
-        return Err("--ssl needs --ssl-certificate and --ssl-key (or GEARMAND_SERVER_PEM and GEARMAND_SERVER_KEY); refusing to serve plaintext instead".into());
+        return Err("--ssl and --http-tls need --ssl-certificate and --ssl-key (or GEARMAND_SERVER_PEM and GEARMAND_SERVER_KEY); refusing to serve plaintext instead".into());
     };
     let files = TlsFiles {
         certificate: certificate.clone(),
@@ -296,7 +301,9 @@ fn tls_config(
         verify_client: args.ssl_verify_client,
     };
     let tls = TlsServer::load(&files)?;
-    let tls_listen = if args.ssl_listen.is_empty() {
+    let tls_listen = if !gearman_tls {
+        Vec::new()
+    } else if args.ssl_listen.is_empty() {
         std::mem::take(listen)
     } else {
         let mut out = Vec::new();
@@ -370,7 +377,16 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let jobs = crate::hangup::reload_of(jobs, &admin_allow);
     let mut listen = listen_addrs(&args)?;
     let (tls, tls_listen) = tls_config(&args, &mut listen)?;
-    let http = http_config(&args, &listen)?;
+    let mut http = http_config(&args, &listen)?;
+    match http.as_mut() {
+        Some(h) if args.http_tls => h.tls = tls.clone(),
+        None if args.http_tls => {
+            return Err("--http-tls needs the HTTP listener (not --http off)".into())
+        }
+        _ => {}
+    }
+    // The certificate served HTTPS alone leaves the Gearman port plaintext.
+    let tls = tls.filter(|_| args.ssl || !args.ssl_listen.is_empty());
     let access = jobs.access.clone().unwrap_or_default();
     let cfg = ServerConfig {
         http,
@@ -414,6 +430,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let config_path = args.config.clone();
     let gearmonkey = gearmonkey::config(&args, gearmonkey_file)?;
     let etcd = etcd::config(&args.etcd, etcd_file, args.node_name.as_deref())?;
+    if args.http_tls && matches!(cfg.store, StoreConfig::Postgres { .. }) {
+        return Err("--http-tls is not supported on cluster nodes yet: their HTTP ports call each other in plain HTTP (put a TLS proxy in front)".into());
+    }
     if args.link_tls.given() && !matches!(cfg.store, StoreConfig::Postgres { .. }) {
         return Err("--link-tls-ca is for cluster nodes (a PostgreSQL store)".into());
     }
@@ -449,7 +468,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
         return result;
     }
     let certs = crate::hangup::Certs {
-        ssl: cfg.tls.clone(),
+        // One certificate serves the Gearman and the HTTP TLS: one reload.
+        ssl: (cfg.tls.clone()).or_else(|| cfg.http.as_ref().and_then(|h| h.tls.clone())),
         link: None,
     };
     let result = rt.block_on(async move {
