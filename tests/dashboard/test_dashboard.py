@@ -204,14 +204,14 @@ class Browser:
 # ---- the server under test, and Gearman over raw sockets -------------------
 
 class Server:
-    def __init__(self, tmp, extra=(), name="server"):
+    def __init__(self, tmp, extra=(), name="server", store="memory"):
         policy = os.path.join(tmp, "policy.toml")
         with open(policy, "w") as f:
             f.write(POLICY)
         self.logpath = os.path.join(tmp, name + ".log")
         self.log = open(self.logpath, "wb")
         self.proc = subprocess.Popen(
-            [BIN, "serve", "-L", "127.0.0.1", "-p", "0", "--store", "memory", "--log-file", "stderr",
+            [BIN, "serve", "-L", "127.0.0.1", "-p", "0", "--store", store, "--log-file", "stderr",
              "--http", "127.0.0.1:0", "--config", policy] + list(extra),
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
         self.port = self.http = None
@@ -610,6 +610,49 @@ class Run:
             worker.kill()
             worker.wait(timeout=10)
 
+    def cluster_view(self, tmp):
+        """A partitioned node on PostgreSQL offers the Cluster view: itself,
+        its 64 partitions and its worker; a memory server does not offer it."""
+        b, t = self.b, self.tid
+        b.go(self.srv.url + "/")
+        b.find(t("totals"))
+        time.sleep(1.0)  # the dashboard's probe of /api/v1/cluster has answered 404
+        if b.js("return document.querySelector(arguments[0]).hidden;", t("nav-cluster")) is not True:
+            raise Fail("a memory server offers the Cluster view")
+        sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+        sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
+        from test_import import Postgres
+        pgtmp = tempfile.mkdtemp(prefix="dash-pg-")
+        os.chmod(pgtmp, 0o755)  # as root, PostgreSQL runs as `postgres`
+        pg = Postgres(pgtmp).start()
+        srv = None
+        try:
+            url = "postgres://gearshift@127.0.0.1:%d/postgres" % pg.port
+            srv = Server(tmp, ["--partitioned", "--node-name", "dash-node"], name="server-cluster",
+                         store=url)
+            w = Gearman(srv.port)
+            w.send(1, "dash_cluster")  # CAN_DO
+            wait_for("the node to own every partition and count the worker", lambda: (
+                lambda c: len([p for p in c.get("partitions", []) if p["node"] == "dash-node"]) == 64
+                and c["workers"] == 1)(srv.get("/api/v1/cluster")), timeout=20)
+            b.go(srv.url + "/#/cluster")
+            wait_for("the Cluster link", lambda: b.js(
+                "return document.querySelector(arguments[0]).hidden;", t("nav-cluster")) is False)
+            b.find(t("node-row-dash-node"))
+            b.wait_text(t("node-role-dash-node"), "64 (0-63)")
+            b.wait_text(t("node-workers-dash-node"), "1")
+            if "Partitioned" not in b.text(t("cluster-mode")):
+                raise Fail("the mode reads %r" % b.text(t("cluster-mode")))
+            if "(this node)" not in b.text(t("node-row-dash-node")):
+                raise Fail("the node is not marked as this node")
+            b.screenshot(os.path.join(self.shots, "cluster.png"))
+            w.close()
+        finally:
+            if srv:
+                srv.stop()
+            pg.stop()
+            shutil.rmtree(pgtmp, ignore_errors=True)
+
     def token(self, tmp):
         """With --http-token-file: a change asks for the token, a wrong one shows a clear 401."""
         b, t = self.b, self.tid
@@ -668,6 +711,7 @@ def main():
         run.check("server strings are shown as text, not HTML", run.escaping)
         run.check("Perl's prefixed names in the Functions view", run.perl_prefix)
         run.check("a token is asked for, kept, and a 401 explained", lambda: run.token(tmp))
+        run.check("a cluster node offers the Cluster view", lambda: run.cluster_view(tmp))
     finally:
         if browser:
             browser.quit()

@@ -420,6 +420,52 @@
   };
   views.schedules.every = 10000;
 
+  // Partition numbers as runs: [0,1,2,5] -> "0-2, 5".
+  function runs(ns) {
+    var out = [];
+    for (var i = 0; i < ns.length; i++) {
+      var j = i;
+      while (j + 1 < ns.length && ns[j + 1] === ns[j] + 1) j++;
+      out.push(i === j ? String(ns[i]) : ns[i] + '-' + ns[j]);
+      i = j;
+    }
+    return out.join(', ');
+  }
+  // A cluster node's view of the nodes: roles or partitions, heartbeats,
+  // workers. Its nav link shows only where /cluster answers (a PostgreSQL node).
+  views.cluster = function (gen) {
+    return api('GET', API + '/cluster').then(guard(gen, function (c) {
+      var partitioned = c.mode === 'partitioned';
+      var owned = {};
+      (c.partitions || []).forEach(function (p) {
+        var n = p.node === null || p.node === undefined ? '' : p.node;
+        (owned[n] = owned[n] || []).push(p.partition);
+      });
+      Object.keys(owned).forEach(function (n) { owned[n].sort(function (a, b) { return a - b; }); });
+      var rows = (c.nodes || []).map(function (n) {
+        var mine = owned[n.name] || [];
+        return el('tr', { 'data-testid': 'node-row-' + n.name },
+          td(shown(n.name) + (n.name === c.node ? ' (this node)' : ''), { class: 'mono', 'data-label': 'node' }),
+          td(partitioned ? mine.length + ' (' + (runs(mine) || 'none') + ')' : n.leader ? 'leader' : 'follower',
+            { 'data-testid': 'node-role-' + n.name, 'data-label': partitioned ? 'partitions' : 'role' }),
+          td(n.gearman, { class: 'mono', 'data-label': 'gearman' }),
+          td(n.http || '–', { class: 'mono', 'data-label': 'http' }),
+          td(n.version, { 'data-label': 'version' }),
+          td((n.silent_ms / 1000).toFixed(1) + ' s ago', { 'data-label': 'last heartbeat' }),
+          td(num(n.workers), { 'data-testid': 'node-workers-' + n.name, 'data-label': 'workers' }));
+      });
+      var unowned = (owned[''] || []).length;
+      replace(el('h1', { text: 'Cluster' }),
+        el('p', { 'data-testid': 'cluster-mode', text: partitioned
+          ? 'Partitioned: each node serves the jobs of the partitions it owns; ' + (c.partitions || []).length + ' partitions.'
+          : 'One leader serves every job; the other nodes carry their connections to it.' }),
+        table('cards-sm', ['node', partitioned ? 'partitions' : 'role', 'gearman', 'http', 'version', 'last heartbeat', 'workers'], rows),
+        unowned ? el('p', { class: 'warn', 'data-testid': 'cluster-unowned',
+          text: unowned + ' partitions have no owner now (' + runs(owned['']) + '): the live nodes take them over within --node-timeout.' }) : null);
+    }));
+  };
+  views.cluster.every = 5000;
+
   views.job = function (gen) {
     var h = route.arg, enc = encodeURIComponent(h);
     return api('GET', API + '/jobs/' + enc + '?result=1').then(guard(gen, function (j) {
@@ -641,5 +687,9 @@
   });
 
   go();
+  // The Cluster view is offered on cluster nodes only.
+  api('GET', API + '/cluster').then(function () {
+    document.querySelector('[data-testid="nav-cluster"]').hidden = false;
+  }, function () {});
   connect();
 })();
