@@ -454,8 +454,41 @@ def test_node_tls_certificates_reload_on_sighup(cl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@with_cluster
+def test_https_on_every_nodes_http_port(cl):
+    """Leader mode with --http-tls on every node: the JSON API answers over
+    HTTPS on the leader and through a follower (which ends the session and
+    relays what it carries), and the follower answers a plain request with
+    nothing."""
+    import ssl
+    tmp = tempfile.mkdtemp(prefix="gs-cluster-https-")
+    try:
+        pki = test_tls.Pki(tmp)
+        cert, key = pki.server
+        flags = "--ssl-certificate %s --ssl-key %s --http-tls" % (cert, key)
+        cl.start("a", wait_leader=True, extra=flags)
+        cl.start("b", extra=flags)
+        ctx = ssl.create_default_context(cafile=pki.ca)
+        w = raw_worker(cl.nodes["b"].port, "over_https")
+        for n in "ab":
+            url = "https://127.0.0.1:%d/api/v1/functions" % cl.http_port(n)
+            with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
+                names = [f["name"] for f in __import__("json").loads(r.read())["functions"]]
+            check("over_https" in names, "the leader's functions over HTTPS via %s: %r" % (n, names))
+        w.close()
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/api/v1/functions" % cl.http_port("b"),
+                                   timeout=5)
+            raise h.TestFailure("a follower answered plain HTTP on an HTTPS-only port")
+        except (OSError, __import__("http.client").client.HTTPException):
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 TESTS = [test_followers_carry_connections_over_links,
          test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
          test_gearmand_style_ssl_cluster, test_tls_on_partitioned_nodes,
          test_nodes_talk_over_tls, test_partitioned_nodes_talk_over_tls,
-         test_node_tls_turned_on_one_node_at_a_time, test_node_tls_certificates_reload_on_sighup]
+         test_node_tls_turned_on_one_node_at_a_time, test_node_tls_certificates_reload_on_sighup,
+         test_https_on_every_nodes_http_port]

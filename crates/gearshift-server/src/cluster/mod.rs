@@ -344,6 +344,7 @@ impl Node {
                 hard_output: crate::config::output_hard_limit(cfg.max_output, cfg.max_packet_size),
             },
             tls: cfg.tls.clone(),
+            https: cfg.http.as_ref().and_then(|h| h.tls.clone()),
         };
         loop {
             if status.borrow().leading.is_none() {
@@ -423,8 +424,9 @@ struct Relays {
     stop: watch::Receiver<bool>,
     /// The output limits of carried connections.
     limits: link::Limits,
-    /// TLS for the node's TLS listeners.
+    /// TLS for the node's TLS listeners, and for its HTTP port (`--http-tls`).
     tls: Option<crate::tls::TlsServer>,
+    https: Option<crate::tls::TlsServer>,
 }
 
 /// Carries every accepted connection to the leader until this node leads
@@ -464,8 +466,8 @@ async fn follow(
             relays.http.clone(),
             relays.stop.clone(),
             limit.clone(),
-            wait,
-            timeout,
+            (wait, timeout),
+            relays.https.clone(),
         )));
     }
     let mut stopping = stopping.clone();

@@ -331,14 +331,24 @@ pub async fn relay_loop(
     upstream: watch::Receiver<Option<Upstream>>,
     mut stop: watch::Receiver<bool>,
     limit: Arc<Semaphore>,
-    wait: Duration,
-    timeout: Duration,
+    (wait, timeout): (Duration, Duration),
+    https: Option<crate::tls::TlsServer>,
 ) {
     while let Some((client, peer, permit)) = accept_capped(&listener, &limit, &mut stop).await {
         let upstream = upstream.clone();
         let stop = stop.clone();
+        let https = https.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            // With --http-tls this node ends the client's TLS session and
+            // relays what it carries, as its Gearman TLS listeners do.
+            let client = match https {
+                None => NodeStream::Plain(client),
+                Some(t) => match t.handshake(client, peer).await {
+                    Some(s) => NodeStream::Tls(Box::new(s)),
+                    None => return,
+                },
+            };
             if let Err(e) = relay_one(client, peer, upstream, stop, wait, timeout).await {
                 tracing::info!(%peer, "relay closed: {e}");
             }
@@ -374,14 +384,16 @@ pub async fn accept_capped(
 
 /// Relays one client connection to the leader until either side closes.
 async fn relay_one(
-    client: TcpStream,
+    client: NodeStream,
     peer: SocketAddr,
     mut upstream: watch::Receiver<Option<Upstream>>,
     stop: watch::Receiver<bool>,
     wait: Duration,
     timeout: Duration,
 ) -> Result<(), String> {
-    let _ = client.set_nodelay(true);
+    if let NodeStream::Plain(c) = &client {
+        let _ = c.set_nodelay(true);
+    }
     let deadline = tokio::time::Instant::now() + wait;
     // The leader as this node knows it; a dead one (not yet replaced in
     // this node's view) is retried until the view changes or time is up.
@@ -427,7 +439,7 @@ async fn relay_one(
 
 /// Sends the preamble on the way to the leader, then copies both ways.
 async fn relay_through<S: AsyncRead + AsyncWrite + Unpin>(
-    mut client: TcpStream,
+    mut client: NodeStream,
     mut leader: S,
     peer: SocketAddr,
     up: &Upstream,

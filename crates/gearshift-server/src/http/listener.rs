@@ -70,9 +70,10 @@ async fn accept_loop(
         };
         let tx = tx.clone();
         match (&gate, &https) {
-            // HTTPS only (a single server: `serve` refuses it on cluster
-            // nodes); a failed handshake is logged and closed.
-            (_, Some((https, counters))) => {
+            // HTTPS only; a failed handshake is logged and closed. A
+            // leader also takes relayed connections, whose TLS the relaying
+            // node ended (partitioned nodes refuse --http-tls).
+            (None, Some((https, counters))) => {
                 let (https, counters) = (https.clone(), counters.clone());
                 tokio::spawn(async move {
                     match https.handshake(stream, peer).await {
@@ -88,12 +89,13 @@ async fn accept_loop(
                     return;
                 }
             }
-            (Some(gate), None) => {
+            (Some(gate), https) => {
                 let gate = gate.clone();
+                let https = https.clone();
                 tokio::spawn(async move {
                     // Another node's HTTP call, in TLS (the JSON API's
                     // cluster view on partitioned nodes).
-                    if let Some(tls) = gate.tls() {
+                    if let Some(tls) = gate.tls().filter(|_| https.is_none()) {
                         if starts_tls(&stream).await {
                             match tls.accept(stream).await {
                                 Ok(s) => {
@@ -108,7 +110,13 @@ async fn accept_loop(
                         }
                     }
                     let (stream, peer) = match gate.arrive(stream).await {
-                        Ok(Arrival::Client(s)) => (NodeStream::Plain(s), peer),
+                        Ok(Arrival::Client(s)) => match &https {
+                            None => (NodeStream::Plain(s), peer),
+                            Some((https, counters)) => match https.handshake(s, peer).await {
+                                Some(s) => (NodeStream::Tls(Box::new(s)), peer),
+                                None => return ConnCounters::bump(&counters.tls_failed),
+                            },
+                        },
                         Ok(Arrival::Node(Origin::Relayed(r), s)) => (s, r.peer),
                         Ok(Arrival::Node(Origin::Link { node }, _)) => {
                             tracing::warn!(%peer, %node, "closing HTTP connection: a node linked to the HTTP port");

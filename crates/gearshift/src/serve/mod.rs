@@ -430,8 +430,8 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let config_path = args.config.clone();
     let gearmonkey = gearmonkey::config(&args, gearmonkey_file)?;
     let etcd = etcd::config(&args.etcd, etcd_file, args.node_name.as_deref())?;
-    if args.http_tls && matches!(cfg.store, StoreConfig::Postgres { .. }) {
-        return Err("--http-tls is not supported on cluster nodes yet: their HTTP ports call each other in plain HTTP (put a TLS proxy in front)".into());
+    if args.http_tls && args.partitioned {
+        return Err("--http-tls is not supported on partitioned nodes yet: their HTTP ports call each other in plain HTTP (put a TLS proxy in front)".into());
     }
     if args.link_tls.given() && !matches!(cfg.store, StoreConfig::Postgres { .. }) {
         return Err("--link-tls-ca is for cluster nodes (a PostgreSQL store)".into());
