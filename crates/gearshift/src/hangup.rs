@@ -57,6 +57,16 @@ pub struct Certs {
 }
 
 impl Certs {
+    /// A server's certificates: one `--ssl` certificate serves the Gearman
+    /// TLS listeners and `--http-tls` (one reload renews both).
+    pub fn of(cfg: &gearshift_server::ServerConfig, link: Option<LinkTls>) -> Certs {
+        let https = || cfg.http.as_ref().and_then(|h| h.tls.clone());
+        Certs {
+            ssl: cfg.tls.clone().or_else(https),
+            link,
+        }
+    }
+
     /// Reads every certificate again; one that does not load is kept.
     fn reload(&self) {
         let said = |what: &str, file: &std::path::Path, r: Result<(), String>| match r {

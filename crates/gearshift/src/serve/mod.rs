@@ -467,11 +467,7 @@ fn run(args: ServeArgs) -> Result<(), String> {
         }
         return result;
     }
-    let certs = crate::hangup::Certs {
-        // One certificate serves the Gearman and the HTTP TLS: one reload.
-        ssl: (cfg.tls.clone()).or_else(|| cfg.http.as_ref().and_then(|h| h.tls.clone())),
-        link: None,
-    };
+    let certs = crate::hangup::Certs::of(&cfg, None);
     let result = rt.block_on(async move {
         let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
         match &cfg_store {

@@ -23,10 +23,7 @@ pub(super) async fn run_node(
     let store = cfg.store.describe();
     let cfg_store = cfg.store.clone();
     let admin_allow = cfg.access.admin_allow.clone();
-    let certs = crate::hangup::Certs {
-        ssl: cfg.tls.clone(),
-        link: cluster.link_tls.clone(),
-    };
+    let certs = crate::hangup::Certs::of(&cfg, cluster.link_tls.clone());
     let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
     tracing::info!(
         "jobs are stored in PostgreSQL at {store}; node {} of its cluster",
