@@ -109,50 +109,7 @@ impl LinkTls {
     fn ends(&self) -> Arc<Ends> {
         (self.0.ends.read().unwrap_or_else(PoisonError::into_inner)).clone()
     }
-}
 
-impl Ends {
-    fn load(files: &LinkTlsFiles) -> Result<Ends, String> {
-        let certs = load_certs(&files.certificate, "link certificate")?;
-        let mut roots = RootCertStore::empty();
-        for c in load_certs(&files.ca, "link CA file")? {
-            roots
-                .add(c)
-                .map_err(|e| format!("the link CA file {}: {e}", files.ca.display()))?;
-        }
-        let roots = Arc::new(roots);
-        let mismatch = |e: rustls::Error| {
-            format!(
-                "the link certificate {} and key {} do not go together: {e}",
-                files.certificate.display(),
-                files.key.display()
-            )
-        };
-        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), ring())
-            .build()
-            .map_err(|e| format!("the link CA file {}: {e}", files.ca.display()))?;
-        let server = rustls::ServerConfig::builder_with_provider(ring())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(certs.clone(), load_key(&files.key, "link key")?)
-            .map_err(mismatch)?;
-        let client = rustls::ClientConfig::builder_with_provider(ring())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(certs, load_key(&files.key, "link key")?)
-            .map_err(mismatch)?;
-        let client = Arc::new(client);
-        Ok(Ends {
-            connector: TlsConnector::from(client.clone()),
-            client,
-            acceptor: TlsAcceptor::from(Arc::new(server)),
-        })
-    }
-}
-
-impl LinkTls {
     /// Opens TLS on a new connection to the node at `addr` (`host:port`,
     /// whose host its certificate must name).
     pub async fn dial(
@@ -200,13 +157,52 @@ impl LinkTls {
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
     }
-}
 
-impl LinkTls {
     /// The dialing side's configuration, for an HTTP client that calls
     /// other nodes' HTTP ports over TLS.
     pub fn client_config(&self) -> rustls::ClientConfig {
         (*self.ends().client).clone()
+    }
+}
+
+impl Ends {
+    fn load(files: &LinkTlsFiles) -> Result<Ends, String> {
+        let certs = load_certs(&files.certificate, "link certificate")?;
+        let mut roots = RootCertStore::empty();
+        for c in load_certs(&files.ca, "link CA file")? {
+            roots
+                .add(c)
+                .map_err(|e| format!("the link CA file {}: {e}", files.ca.display()))?;
+        }
+        let roots = Arc::new(roots);
+        let mismatch = |e: rustls::Error| {
+            format!(
+                "the link certificate {} and key {} do not go together: {e}",
+                files.certificate.display(),
+                files.key.display()
+            )
+        };
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), ring())
+            .build()
+            .map_err(|e| format!("the link CA file {}: {e}", files.ca.display()))?;
+        let server = rustls::ServerConfig::builder_with_provider(ring())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs.clone(), load_key(&files.key, "link key")?)
+            .map_err(mismatch)?;
+        let client = rustls::ClientConfig::builder_with_provider(ring())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, load_key(&files.key, "link key")?)
+            .map_err(mismatch)?;
+        let client = Arc::new(client);
+        Ok(Ends {
+            connector: TlsConnector::from(client.clone()),
+            client,
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+        })
     }
 }
 
