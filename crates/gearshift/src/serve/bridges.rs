@@ -100,10 +100,10 @@ impl OnNode {
 /// Runs a bridge beside this node's job server while it leads, until
 /// `stopping`: etcd bridges share the queue as its workers do, so one
 /// starting before another stopped takes nothing twice.
-async fn while_leading(
-    mut leading: watch::Receiver<Option<Leading>>,
+async fn while_leading<L: Clone>(
+    mut leading: watch::Receiver<Option<L>>,
     mut stopping: watch::Receiver<bool>,
-    start: impl Fn(Leading) -> Running,
+    start: impl Fn(L) -> Running,
 ) {
     loop {
         let server = tokio::select! {
@@ -168,5 +168,90 @@ async fn while_hosted(
         if *stopping.borrow() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A bridge that counts its starts and its stops.
+    fn counted() -> (Arc<AtomicUsize>, Arc<AtomicUsize>, impl Fn() -> Running) {
+        let (started, stopped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (s, t) = (started.clone(), stopped.clone());
+        let start = move || -> Running {
+            s.fetch_add(1, Ordering::SeqCst);
+            let (tx, mut rx) = watch::channel(false);
+            let t = t.clone();
+            let task = tokio::spawn(async move {
+                let _ = rx.wait_for(|s| *s).await;
+                t.fetch_add(1, Ordering::SeqCst);
+            });
+            Some((tx, task))
+        };
+        (started, stopped, start)
+    }
+
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_chosen_node_starts_after_the_grace_and_stops_when_no_longer_chosen() {
+        let (started, stopped, start) = counted();
+        let (host_tx, host) = watch::channel(false);
+        let (stop_tx, stop) = watch::channel(false);
+        let task = tokio::spawn(while_hosted(host, stop, start));
+        host_tx.send_replace(true);
+        tokio::time::sleep(HOST_GRACE / 2).await;
+        // Chosen only for a moment: nothing starts.
+        host_tx.send_replace(false);
+        tokio::time::sleep(HOST_GRACE * 2).await;
+        assert_eq!(started.load(Ordering::SeqCst), 0);
+        host_tx.send_replace(true);
+        tokio::time::sleep(HOST_GRACE - Duration::from_millis(10)).await;
+        assert_eq!(started.load(Ordering::SeqCst), 0, "not before the grace");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        settle().await;
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        host_tx.send_replace(false);
+        settle().await;
+        assert_eq!(stopped.load(Ordering::SeqCst), 1, "stopped once not chosen");
+        host_tx.send_replace(true);
+        tokio::time::sleep(HOST_GRACE * 2).await;
+        assert_eq!(started.load(Ordering::SeqCst), 2, "started again");
+        stop_tx.send_replace(true);
+        task.await.expect("ends at the stop");
+        assert_eq!(
+            stopped.load(Ordering::SeqCst),
+            2,
+            "the node's stop stops it"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leading_node_runs_the_bridge_at_once_and_while_it_leads() {
+        let (started, stopped, start) = counted();
+        let (lead_tx, leading) = watch::channel(None::<u32>);
+        let (stop_tx, stop) = watch::channel(false);
+        let task = tokio::spawn(while_leading(leading, stop, move |_| start()));
+        settle().await;
+        assert_eq!(started.load(Ordering::SeqCst), 0);
+        lead_tx.send_replace(Some(1));
+        settle().await;
+        assert_eq!(started.load(Ordering::SeqCst), 1, "no grace");
+        lead_tx.send_replace(None);
+        settle().await;
+        assert_eq!(stopped.load(Ordering::SeqCst), 1);
+        lead_tx.send_replace(Some(2));
+        settle().await;
+        assert_eq!(started.load(Ordering::SeqCst), 2, "leading again");
+        stop_tx.send_replace(true);
+        task.await.expect("ends at the stop");
+        assert_eq!(stopped.load(Ordering::SeqCst), 2);
     }
 }
