@@ -486,9 +486,53 @@ def test_https_on_every_nodes_http_port(cl):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@with_cluster
+def test_https_on_partitioned_nodes(cl):
+    """Partitioned nodes with --http-tls and node TLS: each HTTP port serves
+    HTTPS to everyone and takes the other nodes' calls in node TLS (told
+    apart by ALPN), so d's JSON API over HTTPS lists a function e owns and
+    e's log says d called it over node TLS; plain HTTP gets nothing."""
+    import ssl
+    from test_partitions import functions_on, owners  # noqa: E402
+    tmp = tempfile.mkdtemp(prefix="gs-partitions-https-")
+    try:
+        pki = test_tls.Pki(tmp)
+        cert, key = pki.server
+        flags = "--partitioned %s --ssl-certificate %s --ssl-key %s --http-tls" % (
+            link_tls_flags(pki), cert, key)
+        for n in "de":
+            cl.start(n, extra=flags)
+        ctx = ssl.create_default_context(cafile=pki.ca)
+
+        def https_get(n, path):
+            url = "https://127.0.0.1:%d%s" % (cl.http_port(n), path)
+            with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
+                return __import__("json").loads(r.read())
+        # As shared_by, with each node's view read over HTTPS.
+        h.wait_for(lambda: sorted(set(owners(cl).values())) == ["d", "e"]
+                   and all({p["node"] for p in https_get(n, "/api/v1/cluster")["partitions"]}
+                           == {"d", "e"} for n in "de"), 30, "d and e sharing the partitions")
+        func = functions_on(cl, 1, prefix="https")["e"][0]
+        w = raw_worker(cl.nodes["e"].port, func)
+        got = https_get("d", "/api/v1/functions")
+        check_eq(got["unreachable"], [], "e answered d's call")
+        check(func in [f["name"] for f in got["functions"]], "e's function through d: %r" % got)
+        h.wait_for(lambda: "HTTP from another node over node TLS" in cl.nodes["e"].log_text(),
+                   10, "e took d's call over node TLS")
+        w.close()
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/api/v1/functions" % cl.http_port("d"),
+                                   timeout=5)
+            raise h.TestFailure("plain HTTP was answered on an HTTPS-only port")
+        except (OSError, __import__("http.client").client.HTTPException):
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 TESTS = [test_followers_carry_connections_over_links,
          test_a_follower_holds_little_for_a_stopped_leader, test_tls_listeners_on_every_node,
          test_gearmand_style_ssl_cluster, test_tls_on_partitioned_nodes,
          test_nodes_talk_over_tls, test_partitioned_nodes_talk_over_tls,
          test_node_tls_turned_on_one_node_at_a_time, test_node_tls_certificates_reload_on_sighup,
-         test_https_on_every_nodes_http_port]
+         test_https_on_every_nodes_http_port, test_https_on_partitioned_nodes]

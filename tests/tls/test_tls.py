@@ -293,7 +293,8 @@ def test_https_on_the_http_port(tmp):
     """--http-tls: the JSON API answers over HTTPS with the Gearman
     certificate, plain HTTP gets no answer (a failed handshake, counted),
     the Gearman port stays plaintext, a SIGHUP's renewed certificate is
-    served on the HTTP port too, and partitioned nodes refuse the flag."""
+    served on the HTTP port too, and partitioned nodes without node TLS
+    refuse the flag."""
     pki = Pki(tmp)
     cert, key = pki.server
     s = Gearshift("--ssl-certificate %s --ssl-key %s --http-tls" % (cert, key), tls=False).start()
@@ -330,8 +331,8 @@ def test_https_on_the_http_port(tmp):
     r = h.run([GEARSHIFT, "serve", "-L", "127.0.0.1", "-p", "0",
                "--store", "postgres://gearshift@127.0.0.1:1/none", "--partitioned",
                "--ssl-certificate", cert, "--ssl-key", key, "--http-tls"], timeout=20)
-    check(r.returncode != 0 and "not supported on partitioned nodes" in r.stderr,
-          "partitioned nodes refuse --http-tls: %r" % r.stderr[-300:])
+    check(r.returncode != 0 and "needs --link-tls" in r.stderr,
+          "partitioned nodes without node TLS refuse --http-tls: %r" % r.stderr[-300:])
 
 
 def test_gearmand_style_ssl_makes_every_listener_tls(tmp):

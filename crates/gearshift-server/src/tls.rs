@@ -120,6 +120,14 @@ impl TlsServer {
         Ok(())
     }
 
+    /// The configuration in force, for a listener that chooses it by the
+    /// client's hello.
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        (self.acceptor.read().unwrap_or_else(PoisonError::into_inner))
+            .config()
+            .clone()
+    }
+
     /// The certificate file, for log lines.
     pub fn certificate(&self) -> &Path {
         &self.files.certificate

@@ -28,6 +28,10 @@ use crate::tls::{load_certs, load_key, ring, HANDSHAKE_TIMEOUT};
 /// The line a node sends before its TLS session begins.
 pub const TLS_MARKER: &[u8] = b"gearshift-tls\n";
 
+/// The ALPN protocol a node's HTTP calls to another offer, so an HTTP port
+/// that also serves HTTPS to everyone (`--http-tls`) knows them apart.
+pub const NODE_ALPN: &[u8] = b"gearshift-node";
+
 /// Where this node's link certificate, its key and the cluster's CA are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkTlsFiles {
@@ -161,7 +165,15 @@ impl LinkTls {
     /// The dialing side's configuration, for an HTTP client that calls
     /// other nodes' HTTP ports over TLS.
     pub fn client_config(&self) -> rustls::ClientConfig {
-        (*self.ends().client).clone()
+        let mut c = (*self.ends().client).clone();
+        c.alpn_protocols = vec![NODE_ALPN.to_vec()];
+        c
+    }
+
+    /// The taking side's configuration, for an HTTP port that chooses it
+    /// by the client's ALPN.
+    pub fn server_config(&self) -> Arc<rustls::ServerConfig> {
+        self.ends().acceptor.config().clone()
     }
 }
 

@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio_rustls::LazyConfigAcceptor;
 
-use crate::cluster::node_tls::{starts_tls, NodeStream};
+use crate::cluster::node_tls::{starts_tls, LinkTls, NodeStream, NODE_ALPN};
 use crate::cluster::relay::{Arrival, Origin, RelayGate};
 use crate::counters::ConnCounters;
-use crate::tls::TlsServer;
+use crate::tls::{TlsServer, HANDSHAKE_TIMEOUT};
 
 /// Accepted connections, as axum takes them.
 pub struct Incoming {
@@ -71,8 +72,8 @@ async fn accept_loop(
         let tx = tx.clone();
         match (&gate, &https) {
             // HTTPS only; a failed handshake is logged and closed. A
-            // leader also takes relayed connections, whose TLS the relaying
-            // node ended (partitioned nodes refuse --http-tls).
+            // cluster node also takes relayed connections, whose TLS the
+            // relaying node ended, and other nodes' calls (below).
             (None, Some((https, counters))) => {
                 let (https, counters) = (https.clone(), counters.clone());
                 tokio::spawn(async move {
@@ -93,17 +94,24 @@ async fn accept_loop(
                 let gate = gate.clone();
                 let https = https.clone();
                 tokio::spawn(async move {
-                    // Another node's HTTP call, in TLS (the JSON API's
-                    // cluster view on partitioned nodes).
-                    if let Some(tls) = gate.tls().filter(|_| https.is_none()) {
+                    // A TLS session: another node's HTTP call in node TLS
+                    // (the JSON API's cluster view on partitioned nodes) or,
+                    // with --http-tls, anyone's HTTPS.
+                    if let Some(tls) = gate.tls() {
                         if starts_tls(&stream).await {
-                            match tls.accept(stream).await {
-                                Ok(s) => {
-                                    tracing::info!(%peer, "HTTP from another node over node TLS");
+                            let public = https.as_ref().map(|(h, _)| h);
+                            match accept_either(stream, tls, public).await {
+                                Ok((s, from_node)) => {
+                                    if from_node {
+                                        tracing::info!(%peer, "HTTP from another node over node TLS");
+                                    }
                                     let _ = tx.send((NodeStream::Tls(Box::new(s)), peer)).await;
                                 }
                                 Err(e) => {
-                                    tracing::info!(%peer, "closing HTTP connection: its TLS handshake failed: {e}")
+                                    tracing::info!(%peer, "closing HTTP connection: its TLS handshake failed: {e}");
+                                    if let Some((_, counters)) = &https {
+                                        ConnCounters::bump(&counters.tls_failed);
+                                    }
                                 }
                             }
                             return;
@@ -132,6 +140,33 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// Ends a TLS session on the HTTP port: in node TLS when no HTTPS is
+/// served to everyone here or the client offers the nodes' ALPN, else with
+/// `--http-tls`'s certificate. Whether it came from another node.
+async fn accept_either(
+    stream: TcpStream,
+    node: &LinkTls,
+    public: Option<&TlsServer>,
+) -> std::io::Result<(tokio_rustls::server::TlsStream<TcpStream>, bool)> {
+    let Some(public) = public else {
+        return node.accept(stream).await.map(|s| (s, true));
+    };
+    let timed_out =
+        |_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no TLS handshake in time");
+    let hello = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+    let start = tokio::time::timeout(HANDSHAKE_TIMEOUT, hello)
+        .await
+        .map_err(timed_out)??;
+    let from_node = (start.client_hello().alpn()).is_some_and(|mut a| a.any(|p| p == NODE_ALPN));
+    let config = match from_node {
+        true => node.server_config(),
+        false => public.server_config(),
+    };
+    let s = (tokio::time::timeout(HANDSHAKE_TIMEOUT, start.into_stream(config)).await)
+        .map_err(timed_out)??;
+    Ok((s, from_node))
 }
 
 impl axum::serve::Listener for Incoming {

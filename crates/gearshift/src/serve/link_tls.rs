@@ -33,6 +33,11 @@ impl LinkTlsArgs {
         self.link_tls_ca.is_some()
     }
 
+    /// Whether nodes in the clear are let in (`--link-tls-allow-clear`).
+    pub(super) fn allows_clear(&self) -> bool {
+        self.link_tls_allow_clear
+    }
+
     /// The loaded files, if given.
     pub(super) fn load(&self) -> Result<Option<LinkTls>, String> {
         let (Some(certificate), Some(key), Some(ca)) = (

@@ -430,8 +430,9 @@ fn run(args: ServeArgs) -> Result<(), String> {
     let config_path = args.config.clone();
     let gearmonkey = gearmonkey::config(&args, gearmonkey_file)?;
     let etcd = etcd::config(&args.etcd, etcd_file, args.node_name.as_deref())?;
-    if args.http_tls && args.partitioned {
-        return Err("--http-tls is not supported on partitioned nodes yet: their HTTP ports call each other in plain HTTP (put a TLS proxy in front)".into());
+    if args.http_tls && args.partitioned && (!args.link_tls.given() || args.link_tls.allows_clear())
+    {
+        return Err("--http-tls on partitioned nodes needs --link-tls-* (and not --link-tls-allow-clear): their HTTP calls to each other go in node TLS".into());
     }
     if args.link_tls.given() && !matches!(cfg.store, StoreConfig::Postgres { .. }) {
         return Err("--link-tls-ca is for cluster nodes (a PostgreSQL store)".into());
