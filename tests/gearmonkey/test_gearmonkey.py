@@ -272,12 +272,25 @@ def bridged_job_is_marked_in_gearshift(ctx):
     h.wait_for(lambda: ctx.r.hget("job:%s:%d" % (func, jid), "status:divisor") == b"2", 10,
                "WORK_STATUS 1/2 in the hash while running")
     check_eq(ctx.r.hget("job:%s:%d" % (func, jid), "status"), b"busy", "status while running")
-    with open(ctx.path("php-%s.log" % func)) as f:
-        handle = f.read().split()[-1]
+    handle = gated_handle(ctx, func)
     detail = h.admin(ctx.port, "show job %s" % handle)
     check("unique: %s" % unique in detail, "show job names the GearMonkey job: %r" % detail)
     open(gate, "w").close()
     check_eq(ctx.wait_job(func, jid).get(b"output"), b"gated:g", "finished")
+
+
+def gated_handle(ctx, func):
+    """The handle a "gated" PHP worker logs once it has sent its status (so
+    it may not be in the log yet when the status is seen)."""
+    path = ctx.path("php-%s.log" % func)
+
+    def logged():
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            words = f.read().split()
+        return words[-1] if words else None
+    return h.wait_for(logged, 10, "the PHP worker's log of its handle")
 
 
 def bridged_job_in_events_and_api(ctx):
@@ -295,8 +308,7 @@ def bridged_job_in_events_and_api(ctx):
         line = stream.readline().decode()
         if line.startswith("event: "):
             kinds.append(line[7:].strip())
-    with open(ctx.path("php-%s.log" % func)) as f:
-        handle = f.read().split()[-1]
+    handle = gated_handle(ctx, func)
     with ctx.http("/api/v1/jobs/%s" % handle) as resp:
         job = json.loads(resp.read())
     check_eq(job.get("unique"), "gearmonkey:%s:%d" % (func, jid), "the API's unique")
