@@ -90,7 +90,9 @@ def work_status_updates_step(ctx):
     doc = ctx.q.job(jid)[1]
     check_eq(states(doc), ["QUEUED", "STARTED"], "running")
     # An ordinary Gearshift job, marked as etcd's in the JSON API.
-    handle = open(log).read().split()[-1]
+    # worker.php's gated mode logs its handle just after WORK_STATUS.
+    handle = h.wait_for(lambda: os.path.exists(log) and (open(log).read().split() or [None])[-1],
+                        10, "the PHP worker's log of its handle")
     with ctx.nodes[0].http("/api/v1/jobs/%s" % handle) as resp:
         check_eq(json.loads(resp.read()).get("unique"), "etcd:/" + jid, "the API's unique")
     open(gate, "w").close()
