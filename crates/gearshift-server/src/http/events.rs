@@ -278,7 +278,10 @@ pub async fn stream(
                 view,
                 super::fanout_events::peer_query(raw.as_deref()),
                 auth,
-                super::fanout::client(app.ctx.relays.as_ref().and_then(|g| g.tls())),
+                {
+                    let tls = app.ctx.relays.as_ref().and_then(|g| g.tls()).cloned();
+                    move || super::fanout::client(tls.as_ref())
+                },
             )
         });
     let reader = Reader {

@@ -34,12 +34,14 @@ impl Drop for Follow {
 }
 
 /// Follows every other partition owner's events for a subscriber whose
-/// query (without `stats`) is `query`.
+/// query (without `stats`) is `query`; `asker` gives the HTTP client (and
+/// scheme) for each connection, so one made after a certificate reload
+/// uses the new certificate.
 pub fn follow(
     view: Arc<ClusterView>,
     query: String,
     auth: Option<axum::http::HeaderValue>,
-    asker: (reqwest::Client, &'static str),
+    asker: impl Fn() -> (reqwest::Client, &'static str) + Send + 'static,
 ) -> (Follow, mpsc::Receiver<Remote>) {
     let (tx, rx) = mpsc::channel(MAX_WAITING);
     let manager = tokio::spawn(async move {
@@ -60,7 +62,7 @@ pub fn follow(
                         peer,
                         query.clone(),
                         auth.clone(),
-                        asker.clone(),
+                        asker(),
                         tx.clone(),
                     )));
                 }
