@@ -277,6 +277,21 @@ def refused_in_the_clear(cl, node, line):
                "the refusal in the node's log")
 
 
+def job_across(cl, func, at, by):
+    """A foreground job of `func` submitted on node `at` reaches a worker on
+    node `by`, and its result comes back to the client."""
+    w = raw_worker(cl.nodes[by].port, func)
+    client = h.Conn(cl.nodes[at].port)
+    client.send_pkt(h.SUBMIT_JOB, func, "", "ping")
+    handle = client.expect_pkt(h.JOB_CREATED)
+    job = grab(w)
+    check(job is not None and job[0] == handle, "%s's worker got %s's job of %s" % (by, at, func))
+    w.send_pkt(h.WORK_COMPLETE, handle, "pong")
+    check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on %s" % at)
+    w.close()
+    client.close()
+
+
 @with_cluster
 def test_nodes_talk_over_tls(cl):
     """With --link-tls-*, links and relays between nodes run in TLS with
@@ -340,16 +355,7 @@ def test_partitioned_nodes_talk_over_tls(cl):
             cl.start(n, extra="--partitioned " + flags)
         shared_by(cl, ["d", "e", "f"])
         func = functions_on(cl, 1, prefix="ptls")["f"][0]
-        w = raw_worker(cl.nodes["e"].port, func)
-        client = h.Conn(cl.nodes["d"].port)
-        client.send_pkt(h.SUBMIT_JOB, func, "", "ping")
-        handle = client.expect_pkt(h.JOB_CREATED)
-        job = grab(w)
-        check(job is not None and job[0] == handle, "e's worker got d's job owned by f")
-        w.send_pkt(h.WORK_COMPLETE, handle, "pong")
-        check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on d")
-        w.close()
-        client.close()
+        job_across(cl, func, "d", "e")
         # d's JSON API asks e and f for their parts over node TLS.
         got = http_get(cl.http_port("d"), "/api/v1/functions")
         check_eq(got["unreachable"], [], "every node answered d's call")
@@ -382,19 +388,7 @@ def test_node_tls_turned_on_one_node_at_a_time(cl):
         funcs = functions_on(cl, 1, prefix="half")
         # (owner, client's node, worker's node): every link, both ways.
         for owner, at, by in [("d", "e", "f"), ("e", "f", "d"), ("f", "d", "e")]:
-            func = funcs[owner][0]
-            w = raw_worker(cl.nodes[by].port, func)
-            client = h.Conn(cl.nodes[at].port)
-            client.send_pkt(h.SUBMIT_JOB, func, "", "ping")
-            handle = client.expect_pkt(h.JOB_CREATED)
-            job = grab(w)
-            check(job is not None and job[0] == handle,
-                  "%s's worker got %s's job owned by %s" % (by, at, owner))
-            w.send_pkt(h.WORK_COMPLETE, handle, "pong")
-            check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong",
-                     "the result on %s" % at)
-            w.close()
-            client.close()
+            job_across(cl, funcs[owner][0], at, by)
 
         def fell_back(n, to):
             addr = "127.0.0.1:%d" % cl.nodes[to].port
@@ -434,17 +428,7 @@ def test_node_tls_certificates_reload_on_sighup(cl):
                    "d's reload logged")
         cl.start("f", extra="--partitioned " + link_tls_flags(pki))
         shared_by(cl, ["d", "e", "f"])
-        func = functions_on(cl, 1, prefix="reload")["d"][0]
-        w = raw_worker(cl.nodes["f"].port, func)
-        client = h.Conn(cl.nodes["e"].port)
-        client.send_pkt(h.SUBMIT_JOB, func, "", "ping")
-        handle = client.expect_pkt(h.JOB_CREATED)
-        job = grab(w)
-        check(job is not None and job[0] == handle, "f's worker got e's job owned by d")
-        w.send_pkt(h.WORK_COMPLETE, handle, "pong")
-        check_eq(client.expect_pkt(h.WORK_COMPLETE), handle + b"\0pong", "the result on e")
-        w.close()
-        client.close()
+        job_across(cl, functions_on(cl, 1, prefix="reload")["d"][0], "e", "f")
         with open(key, "w") as f:
             f.write("not a key\n")
         os.kill(d.pid, signal.SIGHUP)
