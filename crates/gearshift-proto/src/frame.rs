@@ -74,6 +74,53 @@ pub fn decode_frame(buf: &mut BytesMut, max_body: usize) -> Result<Option<Frame>
     if first != 0 {
         return decode_text(buf);
     }
+    let Some((magic, kind, size)) = binary_header(buf, max_body)? else {
+        return Ok(None);
+    };
+    if size == 0 {
+        // GRAB_JOB, PRE_SLEEP, …: no need to share the buffer for nothing.
+        buf.advance(HEADER_LEN);
+        return Ok(Some(Frame::Packet(Packet {
+            magic,
+            kind,
+            body: Bytes::new(),
+        })));
+    }
+    // One cut of the shared buffer for header and body; stepping over the
+    // header in the frozen slice is cheaper than in the growable buffer.
+    let mut body = buf.split_to(HEADER_LEN + size).freeze();
+    body.advance(HEADER_LEN);
+    Ok(Some(Frame::Packet(Packet { magic, kind, body })))
+}
+
+/// As [`decode_frame`], with a packet's bytes as they came (its body shares
+/// them; empty for a text line): for a relay that reads a packet and passes
+/// it on unchanged, without encoding it again.
+pub fn decode_frame_whole(
+    buf: &mut BytesMut,
+    max_body: usize,
+) -> Result<Option<(Frame, Bytes)>, FrameError> {
+    let Some(&first) = buf.first() else {
+        return Ok(None);
+    };
+    if first != 0 {
+        return Ok(decode_text(buf)?.map(|f| (f, Bytes::new())));
+    }
+    let Some((magic, kind, size)) = binary_header(buf, max_body)? else {
+        return Ok(None);
+    };
+    let whole = buf.split_to(HEADER_LEN + size).freeze();
+    let body = whole.slice(HEADER_LEN..);
+    Ok(Some((Frame::Packet(Packet { magic, kind, body }), whole)))
+}
+
+/// A whole binary packet's magic, type and body size at the front of `buf`
+/// (which starts with a zero byte); None until all of it is there.
+#[inline(always)]
+fn binary_header(
+    buf: &BytesMut,
+    max_body: usize,
+) -> Result<Option<(Magic, PacketType, usize)>, FrameError> {
     if buf.len() < HEADER_LEN {
         // A prefix of a header can already be judged for its magic.
         let have = buf.len().min(4);
@@ -101,20 +148,7 @@ pub fn decode_frame(buf: &mut BytesMut, max_body: usize) -> Result<Option<Frame>
         // the server commit memory for a body that may never come.
         return Ok(None);
     }
-    if size == 0 {
-        // GRAB_JOB, PRE_SLEEP, …: no need to share the buffer for nothing.
-        buf.advance(HEADER_LEN);
-        return Ok(Some(Frame::Packet(Packet {
-            magic,
-            kind,
-            body: Bytes::new(),
-        })));
-    }
-    // One cut of the shared buffer for header and body; stepping over the
-    // header in the frozen slice is cheaper than in the growable buffer.
-    let mut body = buf.split_to(HEADER_LEN + size).freeze();
-    body.advance(HEADER_LEN);
-    Ok(Some(Frame::Packet(Packet { magic, kind, body })))
+    Ok(Some((magic, kind, size)))
 }
 
 fn bad_magic(seen: &[u8]) -> FrameError {
@@ -341,6 +375,56 @@ mod tests {
     fn split_too_few_separators() {
         let body = Bytes::from_static(b"only-one\0");
         assert!(split_args(PacketType::SubmitJob, &body).is_none());
+    }
+
+    #[test]
+    fn whole_frames_come_with_their_bytes() {
+        let mut buf = BytesMut::new();
+        encode_one(Magic::Req, PacketType::SubmitJob, b"f\0u\0data", &mut buf);
+        encode_one(Magic::Res, PacketType::Noop, b"", &mut buf);
+        buf.extend_from_slice(b"status\r\n");
+        let first_len = HEADER_LEN + 8;
+        let expected = buf.clone();
+        encode_one(Magic::Req, PacketType::GrabJob, b"", &mut buf);
+        buf.truncate(buf.len() - 1);
+
+        let (frame, whole) = decode_frame_whole(&mut buf, 1 << 20).unwrap().unwrap();
+        assert_eq!(&whole[..], &expected[..first_len]);
+        let Frame::Packet(p) = frame else {
+            panic!("a packet")
+        };
+        assert_eq!(
+            (p.magic, p.kind, &p.body[..]),
+            (Magic::Req, PacketType::SubmitJob, &b"f\0u\0data"[..])
+        );
+
+        let (frame, whole) = decode_frame_whole(&mut buf, 1 << 20).unwrap().unwrap();
+        assert_eq!(&whole[..], &expected[first_len..first_len + HEADER_LEN]);
+        assert!(matches!(
+            frame,
+            Frame::Packet(Packet {
+                kind: PacketType::Noop,
+                ..
+            })
+        ));
+
+        let (frame, whole) = decode_frame_whole(&mut buf, 1 << 20).unwrap().unwrap();
+        assert!(whole.is_empty());
+        assert_eq!(
+            frame,
+            decode_frame(&mut BytesMut::from(&b"status\r\n"[..]), 0)
+                .unwrap()
+                .unwrap()
+        );
+
+        // A packet cut short waits; one too large is refused.
+        assert_eq!(decode_frame_whole(&mut buf, 1 << 20).unwrap(), None);
+        let mut big = BytesMut::new();
+        encode_one(Magic::Req, PacketType::EchoReq, &[7; 100], &mut big);
+        assert!(matches!(
+            decode_frame_whole(&mut big, 99),
+            Err(FrameError::TooLarge { size: 100, max: 99 })
+        ));
     }
 
     #[test]

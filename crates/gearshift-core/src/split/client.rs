@@ -1,7 +1,7 @@
 //! Requests from the client, and where each goes.
 
 use bytes::{Bytes, BytesMut};
-use gearshift_proto::frame::{decode_frame, Frame, Magic, Packet};
+use gearshift_proto::frame::{decode_frame_whole, Frame, Magic, Packet, HEADER_LEN};
 use gearshift_proto::packet_type::PacketType;
 
 use super::packets::{self, bare, first_arg, foreground};
@@ -12,7 +12,7 @@ impl Split {
     /// stays in `buf`.
     pub fn from_client(&mut self, buf: &mut BytesMut, owners: &dyn Owners, out: &mut Vec<Out>) {
         loop {
-            let frame = match decode_frame(buf, self.max_packet) {
+            let (frame, bytes) = match decode_frame_whole(buf, self.max_packet) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
@@ -28,7 +28,7 @@ impl Split {
                 }
                 Frame::Packet(p) => {
                     self.sent_packet = true;
-                    self.request(p, owners, out)
+                    self.request(p, bytes, owners, out)
                 }
             }
             if self.pending.len() > MAX_PENDING {
@@ -41,9 +41,9 @@ impl Split {
         self.release(out);
     }
 
-    fn request(&mut self, p: Packet, owners: &dyn Owners, out: &mut Vec<Out>) {
+    /// One packet, `bytes` as it came.
+    fn request(&mut self, p: Packet, bytes: Bytes, owners: &dyn Owners, out: &mut Vec<Out>) {
         use PacketType::*;
-        let bytes = packets::raw(p.magic, p.kind, &p.body);
         if p.magic != Magic::Req {
             out.push(Out::ToOwner(owners.local(), bytes));
             return;
@@ -59,7 +59,10 @@ impl Split {
             | SubmitJobEpoch
             | SubmitReduceJob
             | SubmitReduceJobBackground => {
-                let function = first_arg(&p.body);
+                // Kept in a copy of its own: a slice would keep the whole
+                // read buffer alive while the submission waits.
+                let bytes = Bytes::copy_from_slice(&bytes);
+                let function = bytes.slice(HEADER_LEN..HEADER_LEN + first_arg(&p.body).len());
                 let kind = Kind::Single {
                     foreground: foreground(p.kind),
                 };

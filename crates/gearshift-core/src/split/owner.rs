@@ -3,7 +3,7 @@
 //! order.
 
 use bytes::{Bytes, BytesMut};
-use gearshift_proto::frame::{decode_frame, Frame, Magic};
+use gearshift_proto::frame::{decode_frame_whole, Frame, Magic};
 use gearshift_proto::packet_type::PacketType;
 
 use super::packets::{self, bare, error, first_arg, is_reply, second_arg};
@@ -38,12 +38,11 @@ impl Split {
                     }
                 }
             }
-            match decode_frame(buf, MAX_OWNER_PACKET.max(self.max_packet)) {
-                Ok(Some(Frame::Packet(p))) => {
-                    let bytes = packets::raw(p.magic, p.kind, &p.body);
+            match decode_frame_whole(buf, MAX_OWNER_PACKET.max(self.max_packet)) {
+                Ok(Some((Frame::Packet(p), bytes))) => {
                     self.answer(owner, p.kind, &p.body, bytes, out);
                 }
-                Ok(Some(Frame::Text(line))) => {
+                Ok(Some((Frame::Text(line), _))) => {
                     self.owner_text(owner, packets::line(&line), owners, out)
                 }
                 Ok(None) => break,
