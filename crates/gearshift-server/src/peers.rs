@@ -74,7 +74,7 @@ pub struct Peers {
     dirty: Vec<ConnId>,
     /// Connections whose socket failed (or that were cut off), for the hub.
     failed: Vec<ConnId>,
-    links: std::collections::HashMap<u64, LinkOut>,
+    links: IdMap<u64, LinkOut>,
     /// Links with output to write.
     dirty_links: Vec<u64>,
     handles: Handles,

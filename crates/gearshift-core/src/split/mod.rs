@@ -33,8 +33,9 @@ mod tests_park;
 #[cfg(test)]
 mod tests_resubmit;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::ids::{IdMap, IdSet};
 use bytes::{Bytes, BytesMut};
 
 /// A node slot chosen by the driver.
@@ -86,7 +87,7 @@ pub struct Split {
     pending: VecDeque<Entry>,
     head: u64,
     /// The sub-connections.
-    owners: HashMap<Owner, OwnerState>,
+    owners: IdMap<Owner, OwnerState>,
     /// Sub-connections that are gone, with output still to release in order.
     retired: Vec<OwnerState>,
     /// The worker's abilities: the packet that declared each, and the owner
@@ -97,7 +98,7 @@ pub struct Split {
     options: Vec<Bytes>,
     /// Jobs assigned to this worker, by handle: who assigned them
     /// (bounded by the jobs the worker holds).
-    assigned: HashMap<Bytes, Owner>,
+    assigned: IdMap<Bytes, Owner>,
     /// The worker sent PRE_SLEEP and no GRAB since; and was NOOPed since.
     sleeping: bool,
     woken: bool,
@@ -110,17 +111,17 @@ pub struct Split {
     /// Bytes held for the client.
     held_bytes: usize,
     /// Submissions in flight, kept to be sent again; their bytes.
-    retries: HashMap<u64, park::Retry>,
+    retries: IdMap<u64, park::Retry>,
     kept_bytes: usize,
     /// Submissions waiting for an owner, with the refusal to give if none
     /// comes.
     parked: BTreeMap<u64, Bytes>,
     /// Foreground jobs the client waits on, by the client's handle (bytes
     /// counted in `kept_bytes`).
-    foreground: HashMap<Bytes, resubmit::Foreground>,
+    foreground: IdMap<Bytes, resubmit::Foreground>,
     /// Jobs submitted again: the owner's handle to the client's, and back.
-    aliases: HashMap<Bytes, Bytes>,
-    renamed: HashMap<Bytes, Bytes>,
+    aliases: IdMap<Bytes, Bytes>,
+    renamed: IdMap<Bytes, Bytes>,
     /// The client sent admin text; a binary packet.
     sent_text: bool,
     sent_packet: bool,
@@ -135,7 +136,7 @@ struct OwnerState {
     held: VecDeque<Held>,
     /// Foreground jobs this client submitted there, unfinished (bounded by
     /// the client's outstanding foreground jobs).
-    foreground: HashSet<Bytes>,
+    foreground: IdSet<Bytes>,
     /// The admin lines it was asked, in order, and the part of the
     /// current answer read so far.
     text: VecDeque<u64>,
@@ -201,24 +202,24 @@ impl Split {
             max_packet,
             pending: VecDeque::new(),
             head: 0,
-            owners: HashMap::new(),
+            owners: IdMap::default(),
             retired: Vec::new(),
             abilities: BTreeMap::new(),
             client_id: None,
             options: Vec::new(),
-            assigned: HashMap::new(),
+            assigned: IdMap::default(),
             sleeping: false,
             woken: false,
             draining: false,
             hints: BTreeSet::new(),
             cursor: 0,
             held_bytes: 0,
-            retries: HashMap::new(),
+            retries: IdMap::default(),
             kept_bytes: 0,
             parked: BTreeMap::new(),
-            foreground: HashMap::new(),
-            aliases: HashMap::new(),
-            renamed: HashMap::new(),
+            foreground: IdMap::default(),
+            aliases: IdMap::default(),
+            renamed: IdMap::default(),
             sent_text: false,
             sent_packet: false,
         }

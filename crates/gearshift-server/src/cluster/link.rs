@@ -9,7 +9,6 @@
 //! owed more than the output limit is not read; one owed more than the hard
 //! limit (it does not read) is closed, and nothing else waits on it.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -78,7 +77,7 @@ impl ClientTx {
     }
 }
 
-pub(super) type Clients = HashMap<u32, (ClientTx, Arc<AtomicUsize>)>;
+pub(super) type Clients = gearshift_core::ids::IdMap<u32, (ClientTx, Arc<AtomicUsize>)>;
 
 /// Output limits for the clients (as [`crate::ServerConfig::max_output`]).
 #[derive(Debug, Clone, Copy)]

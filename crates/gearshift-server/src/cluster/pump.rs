@@ -3,7 +3,6 @@
 //! ended: closed in order (the node said goodbye, or never took the link,
 //! so nothing unanswered was taken) or lost.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -43,7 +42,7 @@ pub(super) async fn pump<R, W>(
 {
     tokio::pin!(ends);
     let mut input = BytesMut::with_capacity(LINK_BATCH);
-    let mut clients: Clients = HashMap::new();
+    let mut clients = Clients::default();
     let (mut bye, mut ready, mut write_failed) = (false, false, false);
     tracing::info!(node = %addr, "linked to a node");
     // Reading and writing go on together: the leader is never kept waiting

@@ -6,7 +6,6 @@
 //! every one of them is gone.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use gearshift_core::ids::IdMap;
 use gearshift_core::{ConnId, ConnInfo};
 use gearshift_proto::link::{decode_link, LinkFrame};
 
@@ -89,7 +89,7 @@ async fn serve(
     let max_packet = io.borrow().max_packet;
     // A frame carries at most what a client's socket read gives the node.
     let max_frame = max_packet.saturating_add(1 << 20);
-    let mut carried: HashMap<u32, Carried> = HashMap::new();
+    let mut carried: IdMap<u32, Carried> = IdMap::default();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let why = loop {
         let Some((blocked, paused)) = io
@@ -160,7 +160,7 @@ fn on_frame(
     t: &mut IoThread,
     link: u64,
     frame: LinkFrame,
-    carried: &mut HashMap<u32, Carried>,
+    carried: &mut IdMap<u32, Carried>,
     ctl: &Rc<Signal>,
     a: &LinkMeta,
     index: usize,
