@@ -532,10 +532,10 @@ async fn forward_reloads(
     }
 }
 
-/// Aborts the server's tasks (accept loops, HTTP) when [`Server::run`]'s
-/// future is dropped: a cluster node that lost its lease stops at once and
-/// its listeners serve the next role.
-struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+/// Aborts tasks when dropped: the server's (accept loops, HTTP) when
+/// [`Server::run`]'s future is dropped, so a cluster node that lost its
+/// lease stops at once and its listeners serve the next role.
+pub(crate) struct AbortOnDrop(pub(crate) Vec<tokio::task::AbortHandle>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use gearshift_core::ids::IdMap;
 use gearshift_core::split::{Out, Owner, Owners, Split};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -21,6 +22,7 @@ use crate::accept::LinkDoor;
 use crate::cluster::link::{ClientTx, Limits, LinkTx, ToClient, ToLink};
 use crate::cluster::relay::{accept_capped, Arrival, Origin, RelayGate, Upstream};
 use crate::tls::TlsServer;
+use crate::AbortOnDrop;
 
 /// Largest read of a client's socket.
 const CLIENT_CHUNK: usize = 64 * 1024;
@@ -234,7 +236,7 @@ async fn route<R, W>(
     peer: SocketAddr,
     identity: Option<String>,
     ctx: &RouteCtx,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Result<(), String>
 where
     R: AsyncRead + Unpin,
@@ -242,11 +244,14 @@ where
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<(u32, ToClient)>();
     let mut split = Split::new(ctx.max_packet);
-    let mut subs: HashMap<Owner, Sub> = HashMap::new();
+    let mut subs: IdMap<Owner, Sub> = IdMap::default();
     let mut own = ctx.ownership.clone();
     let mut view = own.borrow_and_update().clone();
+    let (mut ctl, _watching) = watch_node(own, stop);
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
+    // What goes to the client in one write, kept between turns.
+    let mut to_client = BytesMut::new();
     let mut parked_since = None;
     let mut next_retry = tokio::time::Instant::now();
     let mut drain_by: Option<tokio::time::Instant> = None;
@@ -267,7 +272,21 @@ where
         if buf.capacity() - buf.len() < CLIENT_CHUNK / 4 {
             buf.reserve(CLIENT_CHUNK);
         }
+        // The one timer this turn needs: a read held back by owed output
+        // looks again in 1 ms; the others are deadlines.
+        let wake = [
+            (!may_read).then(|| tokio::time::Instant::now() + Duration::from_millis(1)),
+            reopen_at,
+            split.parked().then_some(next_retry),
+            drain_by,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        // In this order, so that a turn polls the rare branches only when
+        // no byte waits (a flooding client is held back by `may_read`).
         tokio::select! {
+            biased;
             n = r.read_buf(&mut buf), if may_read => match n {
                 Ok(0) => break Ok(()),
                 Err(e) => break Err(format!("reading: {e}")),
@@ -285,36 +304,41 @@ where
                     }
                 }
             }
-            c = own.changed() => {
-                if c.is_err() { break Err("the node stops".into()) }
-                view = own.borrow_and_update().clone();
-                split.owners_changed(&*view, &mut out);
-            }
-            // Owed output drained below the limit: read again.
-            _ = tokio::time::sleep(Duration::from_millis(1)), if !may_read => {}
-            // Abilities an unreachable owner held go to their owners again.
-            _ = tokio::time::sleep_until(reopen_at.unwrap_or_else(tokio::time::Instant::now)),
-                if reopen_at.is_some() => {
-                reopen_at = None;
-                split.owners_changed(&*view, &mut out);
-            }
-            // Submissions wait for their partition's owner (it moves).
-            _ = tokio::time::sleep_until(next_retry), if split.parked() => {
-                next_retry = tokio::time::Instant::now() + PARK_RETRY;
-                let since = *parked_since.get_or_insert_with(tokio::time::Instant::now);
-                match since.elapsed() > park_limit {
-                    true => split.give_up_parked(&mut out),
-                    false => split.retry_parked(&*view, &mut out),
+            c = ctl.recv() => match c {
+                Some(Ctl::Moved(v)) => {
+                    view = v;
+                    split.owners_changed(&*view, &mut out);
                 }
-            }
-            // The node stops: what runs and waits here may finish first.
-            _ = stop.wait_for(|s| *s), if drain_by.is_none() => {
-                split.drain();
-                drain_by = Some(tokio::time::Instant::now() + DRAIN_WAIT);
-            }
-            _ = tokio::time::sleep_until(drain_by.unwrap_or_else(tokio::time::Instant::now)),
-                if drain_by.is_some() => {
-                break Err("the node stops: what this connection waited for did not finish".into());
+                // The node stops: what runs and waits here may finish first.
+                Some(Ctl::Stop) => {
+                    if drain_by.is_none() {
+                        split.drain();
+                        drain_by = Some(tokio::time::Instant::now() + DRAIN_WAIT);
+                    }
+                }
+                None => break Err("the node stops".into()),
+            },
+            _ = wake_at(wake), if wake.is_some() => {
+                let now = tokio::time::Instant::now();
+                if drain_by.is_some_and(|d| d <= now) {
+                    break Err("the node stops: what this connection waited for did not finish".into());
+                }
+                // Abilities an unreachable owner held go to their owners again.
+                if reopen_at.is_some_and(|t| t <= now) {
+                    reopen_at = None;
+                    split.owners_changed(&*view, &mut out);
+                }
+                // Submissions wait for their partition's owner (it moves).
+                if split.parked() && next_retry <= now {
+                    next_retry = now + PARK_RETRY;
+                    let since = *parked_since.get_or_insert(now);
+                    match since.elapsed() > park_limit {
+                        true => split.give_up_parked(&mut out),
+                        false => split.retry_parked(&*view, &mut out),
+                    }
+                }
+                // Otherwise owed output may have drained below the limit:
+                // the loop reads again.
             }
         }
         if !split.parked() {
@@ -323,6 +347,7 @@ where
         let carried = loop {
             let c = carry_out(
                 &mut out,
+                &mut to_client,
                 &mut subs,
                 &mut w,
                 &tx,
@@ -361,12 +386,60 @@ where
     result
 }
 
+/// What the node tells each connection.
+enum Ctl {
+    /// The partitions moved.
+    Moved(Arc<Ownership>),
+    /// The node stops (sent once).
+    Stop,
+}
+
+/// Watches the node's ownership and stop for one connection, in a task of
+/// its own that wakes only when they change: the connection's loop polls
+/// one channel each turn, not two watches. The channel closes when the
+/// ownership's sender is gone; the task ends with the returned guard.
+fn watch_node(
+    mut own: watch::Receiver<Arc<Ownership>>,
+    mut stop: watch::Receiver<bool>,
+) -> (mpsc::UnboundedReceiver<Ctl>, AbortOnDrop) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        let mut stopped = false;
+        loop {
+            tokio::select! {
+                c = own.changed() => {
+                    let v = own.borrow_and_update().clone();
+                    if c.is_err() || tx.send(Ctl::Moved(v)).is_err() {
+                        return;
+                    }
+                }
+                _ = stop.wait_for(|s| *s), if !stopped => {
+                    stopped = true;
+                    if tx.send(Ctl::Stop).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    (rx, AbortOnDrop(vec![task.abort_handle()]))
+}
+
+/// Sleeps until `at`; made each turn without reading the clock or touching
+/// the timer unless the turn has a deadline.
+async fn wake_at(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// One message from an owner's link, for the sub-connection `vid`; one
 /// for a sub-connection this connection no longer has is stale.
 fn from_owner(
     (vid, m): (u32, ToClient),
     split: &mut Split,
-    subs: &mut HashMap<Owner, Sub>,
+    subs: &mut IdMap<Owner, Sub>,
     view: &Ownership,
     out: &mut Vec<Out>,
 ) {
@@ -401,7 +474,8 @@ fn from_owner(
 #[allow(clippy::too_many_arguments)]
 async fn carry_out<W: AsyncWrite + Unpin>(
     out: &mut Vec<Out>,
-    subs: &mut HashMap<Owner, Sub>,
+    to_client: &mut BytesMut,
+    subs: &mut IdMap<Owner, Sub>,
     w: &mut W,
     tx: &mpsc::UnboundedSender<(u32, ToClient)>,
     client: (SocketAddr, Option<&str>),
@@ -409,7 +483,7 @@ async fn carry_out<W: AsyncWrite + Unpin>(
     view: &Ownership,
     failed: &mut Vec<Owner>,
 ) -> Result<(), String> {
-    let mut to_client = BytesMut::new();
+    to_client.clear();
     let mut closing = None;
     for o in out.drain(..) {
         match o {
@@ -457,9 +531,13 @@ async fn carry_out<W: AsyncWrite + Unpin>(
         }
     }
     if !to_client.is_empty() {
-        w.write_all(&to_client)
+        w.write_all(to_client)
             .await
             .map_err(|e| format!("writing: {e}"))?;
+        // A large result's room is not kept for the connection's life.
+        if to_client.capacity() > CLIENT_CHUNK {
+            *to_client = BytesMut::new();
+        }
     }
     closing.map_or(Ok(()), Err)
 }
