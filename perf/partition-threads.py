@@ -8,6 +8,9 @@ usage: perf/partition-threads.py plain|one|three
   GEARSHIFT, BENCH, F  as perf/partition-bench.py
   K      workload: 0 A (bg), 1 B_rt, 2 R_fg (default)
   ROUNDS rounds (default 2); `perf stat` watches the last one (needs perf)
+  RECORD a folder: `perf record` (cpu-clock samples) also watches the last
+         round, one record-MODE-NODE.data per node (`perf report -i` it);
+         with CALLS=1 it records call stacks too (DWARF, large files)
 """
 
 import importlib.util
@@ -72,6 +75,12 @@ def one_round(cl, names, r, stat, tmp):
     if stat:
         stats = [subprocess.Popen(["perf", "stat", "-x,", "-e", EVENTS, "-p", str(cl.nodes[n].pid),
                                    "-o", os.path.join(tmp, "stat-%s.txt" % n)]) for n in names]
+        if os.environ.get("RECORD"):
+            calls = ["--call-graph", "dwarf,16384"] if os.environ.get("CALLS") else []
+            stats += [subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000"] + calls + [
+                                        "-p", str(cl.nodes[n].pid), "-o",
+                                        os.path.join(os.environ["RECORD"], "record-%s-%s.data" % (MODE, n))],
+                                       stderr=subprocess.DEVNULL) for n in names]
     procs = [subprocess.Popen(pb.load(cl.nodes[names[i % len(names)]].port, "t%d_%d" % (r, i), K),
                               stdout=subprocess.PIPE, text=True) for i in range(pb.F)]
     jobs = rate = 0

@@ -53,9 +53,10 @@ impl Hasher for IdHasher {
     }
 }
 
-/// A map keyed by job or connection numbers.
+/// A map keyed by numbers (jobs, connections, owners) or by handles this
+/// server made; never by a client's bytes, as the hash has no key.
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-/// A set of job or connection numbers.
+/// A set of such keys.
 pub type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
 
 /// Handle numbers reserved in the store ahead of use. A restart skips at
