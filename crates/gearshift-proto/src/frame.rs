@@ -377,6 +377,12 @@ mod tests {
         assert!(split_args(PacketType::SubmitJob, &body).is_none());
     }
 
+    fn next(buf: &mut BytesMut) -> (Frame, Bytes) {
+        decode_frame_whole(buf, 1 << 20)
+            .expect("a good frame")
+            .expect("a whole frame")
+    }
+
     #[test]
     fn whole_frames_come_with_their_bytes() {
         let mut buf = BytesMut::new();
@@ -388,7 +394,7 @@ mod tests {
         encode_one(Magic::Req, PacketType::GrabJob, b"", &mut buf);
         buf.truncate(buf.len() - 1);
 
-        let (frame, whole) = decode_frame_whole(&mut buf, 1 << 20).unwrap().unwrap();
+        let (frame, whole) = next(&mut buf);
         assert_eq!(&whole[..], &expected[..first_len]);
         let Frame::Packet(p) = frame else {
             panic!("a packet")
@@ -398,7 +404,7 @@ mod tests {
             (Magic::Req, PacketType::SubmitJob, &b"f\0u\0data"[..])
         );
 
-        let (frame, whole) = decode_frame_whole(&mut buf, 1 << 20).unwrap().unwrap();
+        let (frame, whole) = next(&mut buf);
         assert_eq!(&whole[..], &expected[first_len..first_len + HEADER_LEN]);
         assert!(matches!(
             frame,
@@ -408,17 +414,13 @@ mod tests {
             })
         ));
 
-        let (frame, whole) = decode_frame_whole(&mut buf, 1 << 20).unwrap().unwrap();
+        let (frame, whole) = next(&mut buf);
         assert!(whole.is_empty());
-        assert_eq!(
-            frame,
-            decode_frame(&mut BytesMut::from(&b"status\r\n"[..]), 0)
-                .unwrap()
-                .unwrap()
-        );
+        let line = decode_frame(&mut BytesMut::from(&b"status\r\n"[..]), 0);
+        assert_eq!(Ok(Some(frame)), line);
 
         // A packet cut short waits; one too large is refused.
-        assert_eq!(decode_frame_whole(&mut buf, 1 << 20).unwrap(), None);
+        assert_eq!(decode_frame_whole(&mut buf, 1 << 20), Ok(None));
         let mut big = BytesMut::new();
         encode_one(Magic::Req, PacketType::EchoReq, &[7; 100], &mut big);
         assert!(matches!(
