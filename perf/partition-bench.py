@@ -6,7 +6,8 @@ node does, as the many-core work was, because this machine's cores are few.
 Starts a throwaway PostgreSQL (fsync and synchronous_commit on) and, in
 each round, node `a` alone (it owns every partition), then three nodes
 (`b` and `c` join; each owns a third): the harness's load tools
-(../shared/bench: gearload bg, rt; rawload fg) over F functions (one
+(../shared/bench: gearload bg, rt; rawload fg, then bg and drain) over F
+functions (one
 loader per function, each a 1/F share of the load), every loader's
 clients and workers on one node:
   one node        all loaders on `a` alone;
@@ -43,14 +44,21 @@ F = int(os.environ.get("F", "12"))
 NODES = ["a", "b", "c"]
 
 
+# The workloads in the order a round runs them: R_submit fills the queues
+# R_drain empties, so its CPU per job is the drain's alone.
+WORKLOADS = ("A", "B_rt", "R_fg", "R_submit", "R_drain")
+
+
 def load(port, tag, k):
-    """Workload k (0 A, 1 B, 2 R) for one loader: a 1/F share, one function."""
+    """Workload k (of WORKLOADS) for one loader: a 1/F share, one function."""
     gl, rl = os.path.join(cb.BENCH, "gearload"), os.path.join(cb.BENCH, "rawload")
+    n = str(60000 // F)
     return [
         [gl, "bg", "-p", str(port), "-n", str(24000 // F), "-c", "1", "-w", "1", "-f", "bg_" + tag],
         [gl, "rt", "-p", str(port), "-c", "1", "-w", "1", "-d", "4", "-f", "rt_" + tag],
-        [rl, "fg", "-p", str(port), "-n", str(60000 // F), "-m", "1", "-k", "1",
-         "-f", "fg_" + tag, "-L", "R_fg"],
+        [rl, "fg", "-p", str(port), "-n", n, "-m", "1", "-k", "1", "-f", "fg_" + tag, "-L", "R_fg"],
+        [rl, "bg", "-p", str(port), "-n", n, "-m", "1", "-f", "rd_" + tag, "-L", "R_submit"],
+        [rl, "drain", "-p", str(port), "-n", n, "-k", "1", "-f", "rd_" + tag, "-L", "R_drain"],
     ][k]
 
 
@@ -62,9 +70,9 @@ def serving(cl, names):
 
 
 def round_of(cl, targets, rep):
-    """Runs the three workloads; returns rates and CPU µs per job by node."""
+    """Runs the workloads; returns rates and CPU µs per job by node."""
     rates, cpu = {}, {}
-    for k, w in enumerate(("A", "B_rt", "R_fg")):
+    for k, w in enumerate(WORKLOADS):
         before = {n: cb.cpu_secs(cl.nodes[n].pid) for n in cl.nodes}
         procs = [subprocess.Popen(load(cl.nodes[targets[i % len(targets)]].port,
                                        "r%d_%d" % (rep, i), k),
@@ -151,11 +159,11 @@ def report(results, base_name):
     """The rates and CPU tables, as ratios to `base_name`'s."""
     base = results[base_name]
     print("\n## rates (jobs/s, median of %d rounds; ratio to %s)" % (REPS, base_name))
-    print("| setup | A_submit | A_drain | B_rt | R_fg |")
-    print("|---|---:|---:|---:|---:|")
+    print("| setup | A_submit | A_drain | B_rt | R_fg | R_submit | R_drain |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, rs in results.items():
         cells = []
-        for w in ("A_submit", "A_drain", "B_rt", "R_fg"):
+        for w in ("A_submit", "A_drain", "B_rt", "R_fg", "R_submit", "R_drain"):
             xs = [r[0].get(w, 0) for r in rs]
             ratio = statistics.median(r[0].get(w, 0) / b[0][w] for r, b in zip(rs, base)
                                       if b[0].get(w))
@@ -163,11 +171,11 @@ def report(results, base_name):
         print("| %s | %s |" % (name, " | ".join(cells)))
     print("\n## node CPU per job (µs; median of %d rounds): busiest node / all nodes, "
           "and their ratio to %s" % (REPS, base_name))
-    print("| setup | A (bg submit + drain) | B_rt | R_fg |")
-    print("|---|---:|---:|---:|")
+    print("| setup | A (bg submit + drain) | B_rt | R_fg | R_submit | R_drain |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, rs in results.items():
         cells = []
-        for w in ("A", "B_rt", "R_fg"):
+        for w in WORKLOADS:
             xs = [r[1][w] for r in rs if w in r[1]]
             bs = [b[1][w] for b in base if w in b[1]]
             if not xs or not bs:

@@ -6,7 +6,7 @@ workload of perf/partition-bench.py (twelve loaders, one function each).
 
 usage: perf/partition-threads.py plain|one|three
   GEARSHIFT, BENCH, F  as perf/partition-bench.py
-  K      workload: 0 A (bg), 1 B_rt, 2 R_fg (default)
+  K      workload: 0 A (bg), 1 B_rt, 2 R_fg (default), 3 R_submit (R_drain needs it first)
   ROUNDS rounds (default 2); `perf stat` watches the last one (needs perf)
   RECORD a folder: `perf record` (cpu-clock samples) also watches the last
          round, one record-MODE-NODE.data per node (`perf report -i` it);
