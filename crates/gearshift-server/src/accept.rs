@@ -236,16 +236,11 @@ impl LinkDoor {
         }
     }
 
-    /// Hands this node's own link (one end of a socket pair) to an I/O thread.
-    pub(crate) fn hand_local(&self, stream: std::os::unix::net::UnixStream, node: String) {
+    /// Hands this node's own link (one end of an in-process pair) to an
+    /// I/O thread.
+    pub(crate) fn hand_local(&self, end: crate::pipe::End, node: String) {
         let from = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        hand_link(
-            StdSock::Unix(stream),
-            from,
-            node,
-            &self.inboxes,
-            &self.next_id,
-        );
+        hand_link(StdSock::Mem(end), from, node, &self.inboxes, &self.next_id);
     }
 }
 

@@ -41,6 +41,7 @@ pub mod hub;
 pub mod io_thread;
 mod listeners;
 pub mod peers;
+mod pipe;
 pub mod policy_file;
 mod restore;
 pub mod signal;

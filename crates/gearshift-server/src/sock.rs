@@ -1,11 +1,12 @@
-//! A connection's socket: TCP, or the server's end of a socket pair whose
-//! other end a TLS session pumps ([`crate::tls`]). The I/O threads treat
-//! both alike.
+//! A connection's socket: TCP, the server's end of a socket pair whose
+//! other end a TLS session pumps ([`crate::tls`]), or a partitioned node's
+//! in-process link to itself ([`crate::pipe`]). The I/O threads treat them
+//! alike.
 
 use std::future::poll_fn;
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::AsRawFd;
 
 use bytes::BufMut;
 use tokio::io::Interest;
@@ -16,6 +17,8 @@ pub enum StdSock {
     Tcp(std::net::TcpStream),
     /// The plaintext side of a TLS connection.
     Unix(std::os::unix::net::UnixStream),
+    /// This node's own link, in process.
+    Mem(crate::pipe::End),
 }
 
 /// A registered, non-blocking socket.
@@ -24,6 +27,8 @@ pub enum Sock {
     Tcp(tokio::net::TcpStream),
     /// The plaintext side of a TLS connection.
     Unix(tokio::net::UnixStream),
+    /// This node's own link, in process.
+    Mem(crate::pipe::End),
 }
 
 impl Sock {
@@ -38,6 +43,7 @@ impl Sock {
                 s.set_nonblocking(true)?;
                 Sock::Unix(tokio::net::UnixStream::from_std(s)?)
             }
+            StdSock::Mem(e) => Sock::Mem(e),
         })
     }
 
@@ -48,6 +54,7 @@ impl Sock {
         poll_fn(|cx| match self {
             Sock::Tcp(s) => s.poll_read_ready(cx),
             Sock::Unix(s) => s.poll_read_ready(cx),
+            Sock::Mem(e) => e.poll_read_ready(cx),
         })
         .await
     }
@@ -57,6 +64,7 @@ impl Sock {
         poll_fn(|cx| match self {
             Sock::Tcp(s) => s.poll_write_ready(cx),
             Sock::Unix(s) => s.poll_write_ready(cx),
+            Sock::Mem(e) => e.poll_write_ready(cx),
         })
         .await
     }
@@ -66,6 +74,8 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.try_io(i, f),
             Sock::Unix(s) => s.try_io(i, f),
+            // No readiness to clear: a read finds out anew each time.
+            Sock::Mem(_) => f(),
         }
     }
 
@@ -74,6 +84,7 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.try_read_buf(buf),
             Sock::Unix(s) => s.try_read_buf(buf),
+            Sock::Mem(e) => e.try_read_buf(buf),
         }
     }
 
@@ -82,25 +93,28 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.try_write(buf),
             Sock::Unix(s) => s.try_write(buf),
+            Sock::Mem(e) => e.try_write(buf),
         }
     }
 
     /// Shuts one or both directions down; errors (a peer already gone) are moot.
     pub fn shutdown(&self, how: Shutdown) {
-        let _ = socket2::SockRef::from(self).shutdown(how);
+        let _ = match self {
+            Sock::Tcp(s) => socket2::SockRef::from(s).shutdown(how),
+            Sock::Unix(s) => socket2::SockRef::from(s).shutdown(how),
+            Sock::Mem(e) => {
+                e.shutdown(how);
+                Ok(())
+            }
+        };
     }
 
-    /// The descriptor number, as `workers` shows it.
+    /// The descriptor number, as `workers` shows it (-1 in process).
     pub fn raw_fd(&self) -> i32 {
-        self.as_fd().as_raw_fd()
-    }
-}
-
-impl AsFd for Sock {
-    fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
-            Sock::Tcp(s) => s.as_fd(),
-            Sock::Unix(s) => s.as_fd(),
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+            Sock::Mem(_) => -1,
         }
     }
 }

@@ -259,7 +259,9 @@ impl TlsServer {
                 .and_then(|()| UnixStream::from_std(s))
                 .map(|s| (s, identity))
                 .map_err(|e| format!("cannot register its TLS session: {e}")),
-            (StdSock::Tcp(_), _) => Err("TLS session without its socket pair".into()),
+            (StdSock::Tcp(_) | StdSock::Mem(_), _) => {
+                Err("TLS session without its socket pair".into())
+            }
         })
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::node_tls::Dialed;
@@ -372,8 +372,8 @@ async fn run_link(
     }
 }
 
-/// A link to this node's own job server: a socket pair, one end handed to
-/// its I/O threads (no preamble: nothing else can reach that end).
+/// A link to this node's own job server: an in-process pair, one end handed
+/// to its I/O threads (no preamble: nothing else can reach that end).
 async fn run_local(
     up: Upstream,
     mut door: watch::Receiver<Option<crate::accept::LinkDoor>>,
@@ -387,19 +387,8 @@ async fn run_local(
         tracing::warn!("cannot link to this node's job server: it serves no partitions now");
         return refuse_all(rx);
     };
-    let pair = std::os::unix::net::UnixStream::pair().and_then(|(mine, theirs)| {
-        mine.set_nonblocking(true)?;
-        Ok((UnixStream::from_std(mine)?, theirs))
-    });
-    let (mine, theirs) = match pair {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!("cannot link to this node's job server: {e}");
-            return refuse_all(rx);
-        }
-    };
+    let (theirs, r, w) = crate::pipe::pair();
     door.hand_local(theirs, up.node.to_string());
-    let (r, w) = mine.into_split();
     pump(
         &up.addr,
         r,

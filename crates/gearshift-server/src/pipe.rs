@@ -1,0 +1,293 @@
+//! An in-process socket pair: a partitioned node's link to its own job
+//! server, which would otherwise cost two system calls per batch each way.
+//! One end is an I/O thread's [`crate::sock::Sock`] (readiness, then a try),
+//! the other a task's `AsyncRead` and `AsyncWrite` halves. Each direction
+//! holds at most [`CAP`] bytes, as a socket's buffer would.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Bytes one direction holds before its writer waits.
+pub const CAP: usize = 1 << 20;
+
+/// One direction.
+#[derive(Default)]
+struct Pipe(Mutex<State>);
+
+#[derive(Default)]
+struct State {
+    buf: BytesMut,
+    /// The writer is gone or shut its side: the reader sees the end once
+    /// `buf` is empty.
+    write_closed: bool,
+    /// The reader is gone: writes fail.
+    read_closed: bool,
+    reader: Option<Waker>,
+    writer: Option<Waker>,
+}
+
+impl Pipe {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut s = self.lock();
+        if !s.buf.is_empty() || s.write_closed {
+            return Poll::Ready(Ok(()));
+        }
+        s.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut s = self.lock();
+        if s.buf.len() < CAP || s.read_closed {
+            return Poll::Ready(Ok(()));
+        }
+        s.writer = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// What is there, up to `max` bytes, given to `put`; `WouldBlock` when
+    /// nothing is, `Ok(0)` at the end.
+    fn try_read(&self, max: usize, put: impl FnOnce(&[u8])) -> io::Result<usize> {
+        let mut s = self.lock();
+        if s.buf.is_empty() {
+            return match s.write_closed {
+                true => Ok(0),
+                false => Err(io::ErrorKind::WouldBlock.into()),
+            };
+        }
+        let n = max.min(s.buf.len());
+        put(&s.buf[..n]);
+        s.buf.advance(n);
+        if let Some(w) = s.writer.take() {
+            w.wake();
+        }
+        Ok(n)
+    }
+
+    fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        let mut s = self.lock();
+        if s.read_closed {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let n = data.len().min(CAP - s.buf.len().min(CAP));
+        if n == 0 && !data.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        s.buf.extend_from_slice(&data[..n]);
+        if let Some(r) = s.reader.take() {
+            r.wake();
+        }
+        Ok(n)
+    }
+
+    fn close_write(&self) {
+        let mut s = self.lock();
+        s.write_closed = true;
+        if let Some(r) = s.reader.take() {
+            r.wake();
+        }
+    }
+
+    fn close_read(&self) {
+        let mut s = self.lock();
+        s.read_closed = true;
+        s.buf = BytesMut::new();
+        if let Some(w) = s.writer.take() {
+            w.wake();
+        }
+    }
+}
+
+/// A new pair: the I/O thread's end and the task's two halves.
+pub fn pair() -> (End, PeerRead, PeerWrite) {
+    let (to_end, from_end) = (Arc::new(Pipe::default()), Arc::new(Pipe::default()));
+    (
+        End {
+            rx: to_end.clone(),
+            tx: from_end.clone(),
+        },
+        PeerRead(from_end),
+        PeerWrite(to_end),
+    )
+}
+
+/// The I/O thread's end: reads what the peer wrote, writes what it reads.
+pub struct End {
+    rx: Arc<Pipe>,
+    tx: Arc<Pipe>,
+}
+
+impl End {
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.rx.poll_readable(cx)
+    }
+
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.tx.poll_writable(cx)
+    }
+
+    /// Reads into `buf`'s spare room, as a socket's `try_read_buf` does.
+    pub fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        let room = buf.chunk_mut().len();
+        self.rx.try_read(room, |bytes| buf.put_slice(bytes))
+    }
+
+    pub fn try_write(&self, data: &[u8]) -> io::Result<usize> {
+        self.tx.try_write(data)
+    }
+
+    /// As a socket's shutdown: reading ends the peer's writes, writing
+    /// gives the peer its end of file.
+    pub fn shutdown(&self, how: std::net::Shutdown) {
+        use std::net::Shutdown::*;
+        if matches!(how, Read | Both) {
+            self.rx.close_read();
+        }
+        if matches!(how, Write | Both) {
+            self.tx.close_write();
+        }
+    }
+}
+
+impl Drop for End {
+    fn drop(&mut self) {
+        self.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// The task's reading half.
+pub struct PeerRead(Arc<Pipe>);
+
+impl AsyncRead for PeerRead {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            match self
+                .0
+                .try_read(buf.remaining(), |bytes| buf.put_slice(bytes))
+            {
+                Ok(_) => return Poll::Ready(Ok(())),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.0.poll_readable(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl Drop for PeerRead {
+    fn drop(&mut self) {
+        self.0.close_read();
+    }
+}
+
+/// The task's writing half.
+pub struct PeerWrite(Arc<Pipe>);
+
+impl AsyncWrite for PeerWrite {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match self.0.try_write(data) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.0.poll_writable(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0.close_write();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for PeerWrite {
+    fn drop(&mut self) {
+        self.0.close_write();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn bytes_go_both_ways_and_ends_are_seen() {
+        let (end, mut r, mut w) = pair();
+        w.write_all(b"hello").await.expect("write");
+        std::future::poll_fn(|cx| end.poll_read_ready(cx))
+            .await
+            .expect("readable");
+        let mut got = BytesMut::new();
+        assert_eq!(end.try_read_buf(&mut got).expect("read"), 5);
+        assert_eq!(&got[..], b"hello");
+        assert_eq!(
+            end.try_read_buf(&mut got).map_err(|e| e.kind()),
+            Err(io::ErrorKind::WouldBlock)
+        );
+        assert_eq!(end.try_write(b"back").expect("write"), 4);
+        let mut four = [0; 4];
+        r.read_exact(&mut four).await.expect("read back");
+        assert_eq!(&four, b"back");
+        // The task's writer goes: the end reads its end of file.
+        drop(w);
+        assert_eq!(end.try_read_buf(&mut got).expect("end of file"), 0);
+        // The end goes: the task reads its end of file.
+        drop(end);
+        assert_eq!(r.read(&mut four).await.expect("end of file"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_direction_waits_for_its_reader() {
+        let (end, _r, mut w) = pair();
+        let big = vec![7u8; CAP + 10];
+        let writer = tokio::spawn(async move {
+            w.write_all(&big).await.expect("write");
+            w
+        });
+        tokio::task::yield_now().await;
+        let mut got = BytesMut::new();
+        while got.len() < CAP + 10 {
+            std::future::poll_fn(|cx| end.poll_read_ready(cx))
+                .await
+                .expect("readable");
+            end.try_read_buf(&mut got).expect("read");
+        }
+        assert!(got.iter().all(|&b| b == 7));
+        let _w = writer.await.expect("the writer finished");
+        // A write to a reader that is gone fails.
+        let (end, r, _w) = pair();
+        drop(r);
+        assert_eq!(
+            end.try_write(b"x").map_err(|e| e.kind()),
+            Err(io::ErrorKind::BrokenPipe)
+        );
+    }
+}
