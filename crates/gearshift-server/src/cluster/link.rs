@@ -158,7 +158,7 @@ impl LinkTx {
         LinkTx::spawn(|rx, queued| run_link(up, rx, queued, upstream, wait, timeout, limits))
     }
 
-    /// Starts a link to this node's own job server over a socket pair,
+    /// Starts a link to this node's own job server over an in-process pipe,
     /// handed through `door` once it is open (it waits up to `wait`).
     pub(crate) fn start_local(
         up: Upstream,

@@ -92,7 +92,7 @@ impl Links {
     }
 
     /// The link to `addr`, started if there is none (or it ended); this
-    /// node's own (`local`) goes over a socket pair through `door`.
+    /// node's own (`local`) goes over an in-process pipe through `door`.
     fn to(&self, addr: &str, local: Option<&watch::Receiver<Option<LinkDoor>>>) -> LinkTx {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((link, _)) = map.get(addr) {
@@ -104,7 +104,7 @@ impl Links {
             addr: addr.to_owned(),
             secret: self.secret.clone(),
             node: self.node.clone(),
-            // This node's own link is a socket pair in this process.
+            // This node's own link is a pipe in this process.
             tls: self.tls.clone().filter(|_| local.is_none()),
         };
         let (fixed, rx) = watch::channel(Some(up.clone()));
