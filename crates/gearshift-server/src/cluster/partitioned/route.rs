@@ -283,10 +283,10 @@ where
         .into_iter()
         .flatten()
         .min();
-        // In this order, so that a turn polls the rare branches only when
-        // no byte waits (a flooding client is held back by `may_read`).
+        // Branches are polled in a random order (no `biased`): a client and
+        // its owners that never pause must not starve the node's moves, its
+        // stop or the deadlines.
         tokio::select! {
-            biased;
             n = r.read_buf(&mut buf), if may_read => match n {
                 Ok(0) => break Ok(()),
                 Err(e) => break Err(format!("reading: {e}")),
