@@ -173,6 +173,10 @@ impl AsyncRead for PeerRead {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        // No room is not the end of file a zero-byte read would say.
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
         loop {
             match self
                 .0
@@ -256,6 +260,11 @@ mod tests {
         let mut four = [0; 4];
         r.read_exact(&mut four).await.expect("read back");
         assert_eq!(&four, b"back");
+        // A read with no room returns at once, whatever waits.
+        assert_eq!(end.try_write(b"more").expect("write"), 4);
+        assert_eq!(r.read(&mut []).await.expect("no room"), 0);
+        r.read_exact(&mut four).await.expect("read more");
+        assert_eq!(&four, b"more");
         // The task's writer goes: the end reads its end of file.
         drop(w);
         assert_eq!(end.try_read_buf(&mut got).expect("end of file"), 0);
