@@ -1,8 +1,9 @@
-//! An in-process socket pair: a partitioned node's link to its own job
-//! server, which would otherwise cost two system calls per batch each way.
-//! One end is an I/O thread's [`crate::sock::Sock`] (readiness, then a try),
-//! the other a task's `AsyncRead` and `AsyncWrite` halves. Each direction
-//! holds at most [`CAP`] bytes, as a socket's buffer would.
+//! An in-process socket pair, where a Unix one would cost two system calls
+//! per batch each way: a partitioned node's link to its own job server, and
+//! a TLS session's plaintext side. One end is an I/O thread's
+//! [`crate::sock::Sock`] (readiness, then a try) or a task's halves, the
+//! other a task's `AsyncRead` and `AsyncWrite` halves. Each direction holds
+//! at most [`CAP`] bytes, as a socket's buffer would.
 
 use std::io;
 use std::pin::Pin;
@@ -108,15 +109,25 @@ impl Pipe {
 }
 
 /// A new pair: the I/O thread's end and the task's two halves.
-pub fn pair() -> (End, PeerRead, PeerWrite) {
+pub fn pair() -> (End, ReadHalf, WriteHalf) {
     let (to_end, from_end) = (Arc::new(Pipe::default()), Arc::new(Pipe::default()));
     (
         End {
             rx: to_end.clone(),
             tx: from_end.clone(),
+            fd: -1,
         },
-        PeerRead(from_end),
-        PeerWrite(to_end),
+        ReadHalf(from_end),
+        WriteHalf(to_end),
+    )
+}
+
+/// A new pair of two tasks' halves: what one writes, the other reads.
+pub fn halves() -> ((ReadHalf, WriteHalf), (ReadHalf, WriteHalf)) {
+    let (ab, ba) = (Arc::new(Pipe::default()), Arc::new(Pipe::default()));
+    (
+        (ReadHalf(ba.clone()), WriteHalf(ab.clone())),
+        (ReadHalf(ab), WriteHalf(ba)),
     )
 }
 
@@ -124,9 +135,21 @@ pub fn pair() -> (End, PeerRead, PeerWrite) {
 pub struct End {
     rx: Arc<Pipe>,
     tx: Arc<Pipe>,
+    /// The descriptor `workers` shows for it.
+    fd: i32,
 }
 
 impl End {
+    /// Shows as descriptor `fd` (a TLS session's socket) rather than -1.
+    pub fn shown_as(mut self, fd: i32) -> End {
+        self.fd = fd;
+        self
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.rx.poll_readable(cx)
     }
@@ -164,10 +187,10 @@ impl Drop for End {
     }
 }
 
-/// The task's reading half.
-pub struct PeerRead(Arc<Pipe>);
+/// A task's reading half.
+pub struct ReadHalf(Arc<Pipe>);
 
-impl AsyncRead for PeerRead {
+impl AsyncRead for ReadHalf {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -194,16 +217,16 @@ impl AsyncRead for PeerRead {
     }
 }
 
-impl Drop for PeerRead {
+impl Drop for ReadHalf {
     fn drop(&mut self) {
         self.0.close_read();
     }
 }
 
-/// The task's writing half.
-pub struct PeerWrite(Arc<Pipe>);
+/// A task's writing half.
+pub struct WriteHalf(Arc<Pipe>);
 
-impl AsyncWrite for PeerWrite {
+impl AsyncWrite for WriteHalf {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -231,7 +254,7 @@ impl AsyncWrite for PeerWrite {
     }
 }
 
-impl Drop for PeerWrite {
+impl Drop for WriteHalf {
     fn drop(&mut self) {
         self.0.close_write();
     }
@@ -274,8 +297,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn two_tasks_halves_cross_and_see_each_end() {
+        let ((mut ar, mut aw), (mut br, mut bw)) = halves();
+        aw.write_all(b"ping").await.expect("write a");
+        bw.write_all(b"pong").await.expect("write b");
+        let mut four = [0; 4];
+        br.read_exact(&mut four).await.expect("read b");
+        assert_eq!(&four, b"ping");
+        ar.read_exact(&mut four).await.expect("read a");
+        assert_eq!(&four, b"pong");
+        // One side shuts its writing: the other reads the end, and can
+        // still answer.
+        aw.shutdown().await.expect("shutdown");
+        assert_eq!(br.read(&mut four).await.expect("end of file"), 0);
+        bw.write_all(b"last").await.expect("answer after the end");
+        ar.read_exact(&mut four).await.expect("read the answer");
+        assert_eq!(&four, b"last");
+        // A reader that is gone fails the other side's writes.
+        drop(ar);
+        assert_eq!(
+            bw.write_all(b"x").await.map_err(|e| e.kind()),
+            Err(io::ErrorKind::BrokenPipe)
+        );
+    }
+
+    #[tokio::test]
     async fn a_full_direction_waits_for_its_reader() {
         let (end, _r, mut w) = pair();
+        assert_eq!(end.fd(), -1, "a node's own link shows no descriptor");
         let big = vec![7u8; CAP + 10];
         let writer = tokio::spawn(async move {
             w.write_all(&big).await.expect("write");

@@ -1,6 +1,6 @@
-//! A connection's socket: TCP, the server's end of a socket pair whose
-//! other end a TLS session pumps ([`crate::tls`]), or a partitioned node's
-//! in-process link to itself ([`crate::pipe`]). The I/O threads treat them
+//! A connection's socket: TCP, or the end of an in-process pipe
+//! ([`crate::pipe`]) whose other end a TLS session pumps ([`crate::tls`]) or
+//! a partitioned node's link to itself writes. The I/O threads treat them
 //! alike.
 
 use std::future::poll_fn;
@@ -15,9 +15,7 @@ use tokio::io::Interest;
 pub enum StdSock {
     /// A plaintext TCP connection.
     Tcp(std::net::TcpStream),
-    /// The plaintext side of a TLS connection.
-    Unix(std::os::unix::net::UnixStream),
-    /// This node's own link, in process.
+    /// In process: a TLS connection's plaintext side, or this node's own link.
     Mem(crate::pipe::End),
 }
 
@@ -25,9 +23,7 @@ pub enum StdSock {
 pub enum Sock {
     /// A plaintext TCP connection.
     Tcp(tokio::net::TcpStream),
-    /// The plaintext side of a TLS connection.
-    Unix(tokio::net::UnixStream),
-    /// This node's own link, in process.
+    /// In process: a TLS connection's plaintext side, or this node's own link.
     Mem(crate::pipe::End),
 }
 
@@ -39,10 +35,6 @@ impl Sock {
                 s.set_nonblocking(true)?;
                 Sock::Tcp(tokio::net::TcpStream::from_std(s)?)
             }
-            StdSock::Unix(s) => {
-                s.set_nonblocking(true)?;
-                Sock::Unix(tokio::net::UnixStream::from_std(s)?)
-            }
             StdSock::Mem(e) => Sock::Mem(e),
         })
     }
@@ -53,7 +45,6 @@ impl Sock {
     pub async fn readable(&self) -> io::Result<()> {
         poll_fn(|cx| match self {
             Sock::Tcp(s) => s.poll_read_ready(cx),
-            Sock::Unix(s) => s.poll_read_ready(cx),
             Sock::Mem(e) => e.poll_read_ready(cx),
         })
         .await
@@ -63,7 +54,6 @@ impl Sock {
     pub async fn writable(&self) -> io::Result<()> {
         poll_fn(|cx| match self {
             Sock::Tcp(s) => s.poll_write_ready(cx),
-            Sock::Unix(s) => s.poll_write_ready(cx),
             Sock::Mem(e) => e.poll_write_ready(cx),
         })
         .await
@@ -73,7 +63,6 @@ impl Sock {
     pub fn try_io<R>(&self, i: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
         match self {
             Sock::Tcp(s) => s.try_io(i, f),
-            Sock::Unix(s) => s.try_io(i, f),
             // No readiness to clear: a read finds out anew each time.
             Sock::Mem(_) => f(),
         }
@@ -83,7 +72,6 @@ impl Sock {
     pub fn try_read_buf<B: BufMut>(&self, buf: &mut B) -> io::Result<usize> {
         match self {
             Sock::Tcp(s) => s.try_read_buf(buf),
-            Sock::Unix(s) => s.try_read_buf(buf),
             Sock::Mem(e) => e.try_read_buf(buf),
         }
     }
@@ -92,7 +80,6 @@ impl Sock {
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Sock::Tcp(s) => s.try_write(buf),
-            Sock::Unix(s) => s.try_write(buf),
             Sock::Mem(e) => e.try_write(buf),
         }
     }
@@ -101,7 +88,6 @@ impl Sock {
     pub fn shutdown(&self, how: Shutdown) {
         let _ = match self {
             Sock::Tcp(s) => socket2::SockRef::from(s).shutdown(how),
-            Sock::Unix(s) => socket2::SockRef::from(s).shutdown(how),
             Sock::Mem(e) => {
                 e.shutdown(how);
                 Ok(())
@@ -109,12 +95,12 @@ impl Sock {
         };
     }
 
-    /// The descriptor number, as `workers` shows it (-1 in process).
+    /// The descriptor number, as `workers` shows it (a TLS session's
+    /// socket; -1 for a node's own link).
     pub fn raw_fd(&self) -> i32 {
         match self {
             Sock::Tcp(s) => s.as_raw_fd(),
-            Sock::Unix(s) => s.as_raw_fd(),
-            Sock::Mem(_) => -1,
+            Sock::Mem(e) => e.fd(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! TLS on the Gearman port (`--ssl`): the server's certificate and key,
 //! optional client certificates checked against a CA, and the session of
-//! each TLS connection. A session is pumped through a socket pair, so the
-//! I/O threads serve its plaintext side like any TCP connection. A
+//! each TLS connection. A session is pumped through an in-process pipe
+//! ([`crate::pipe`]), so the I/O threads serve its plaintext side like any
+//! TCP connection. A
 //! SIGHUP reads the files again ([`TlsServer::reload`]) for the handshakes
 //! that follow.
 
@@ -13,10 +14,12 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
+use std::os::fd::AsRawFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::pipe::{ReadHalf, WriteHalf};
 use crate::sock::StdSock;
 
 /// Longest a client may take over its TLS handshake.
@@ -174,7 +177,7 @@ impl TlsServer {
     }
 
     /// Runs the handshake on `tcp`; on success starts pumping the session
-    /// and returns the plaintext socket for an I/O thread, with the
+    /// and returns the plaintext end for an I/O thread, with the
     /// subject of the client's certificate if it presented one.
     pub async fn accept(
         &self,
@@ -182,20 +185,16 @@ impl TlsServer {
         peer: std::net::SocketAddr,
     ) -> Option<(StdSock, Option<String>)> {
         let tls = self.handshake(tcp, peer).await?;
-        let identity = tls
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first())
-            .and_then(|c| subject_of(c));
-        match plaintext_end(tls) {
-            Ok(sock) => Some((sock, identity)),
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection: cannot hand its TLS session over");
-                None
-            }
-        }
+        let identity = identity_of(&tls);
+        Some((plaintext_end(tls), identity))
     }
+}
+
+/// The subject of the certificate the client presented, if any.
+fn identity_of(tls: &tokio_rustls::server::TlsStream<TcpStream>) -> Option<String> {
+    (tls.get_ref().1.peer_certificates())
+        .and_then(|c| c.first())
+        .and_then(|c| subject_of(c))
 }
 
 impl TlsServer {
@@ -221,48 +220,40 @@ impl TlsServer {
     }
 }
 
-/// Starts pumping an established session through a socket pair and
-/// returns the pair's plaintext end, for an I/O thread.
-pub fn plaintext_end(tls: tokio_rustls::server::TlsStream<TcpStream>) -> std::io::Result<StdSock> {
-    Ok(StdSock::Unix(pumped(tls)?.into_std()?))
+/// Starts pumping an established session through a pipe and returns the
+/// pipe's plaintext end for an I/O thread, shown as the session's socket.
+pub fn plaintext_end(tls: tokio_rustls::server::TlsStream<TcpStream>) -> StdSock {
+    let fd = tls.get_ref().0.as_raw_fd();
+    let (end, r, w) = crate::pipe::pair();
+    tokio::spawn(pump(tls, r, w));
+    StdSock::Mem(end.shown_as(fd))
 }
 
-/// Starts pumping an established session (either side's) through a socket
-/// pair and returns the pair's plaintext end, registered here. Every write
-/// reaches the session's socket at once (a TLS stream keeps what a full
-/// socket did not take until it is written to or flushed again).
-pub fn pumped<S>(tls: S) -> std::io::Result<UnixStream>
+/// Starts pumping an established session (either side's) through a pipe
+/// and returns the halves a task of this runtime reads and writes it by.
+/// Every write reaches the session's socket at once (a TLS stream keeps
+/// what a full socket did not take until it is written to or flushed again).
+pub fn pumped<S>(tls: S) -> (ReadHalf, WriteHalf)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
-    let (inner, outer) = UnixStream::pair()?;
-    tokio::spawn(pump(tls, inner));
-    Ok(outer)
+    let (ours, (r, w)) = crate::pipe::halves();
+    tokio::spawn(pump(tls, r, w));
+    ours
 }
 
-/// A TLS session's plaintext end, for a task of this runtime, with the
+/// A TLS session's plaintext halves, for a task of this runtime, with the
 /// subject of the client's certificate.
-pub type Session = (UnixStream, Option<String>);
+pub type Session = (ReadHalf, WriteHalf, Option<String>);
 
 impl TlsServer {
     /// [`TlsServer::accept`] for a task that serves the session itself
-    /// (a cluster node carrying it elsewhere). None: no session (logged);
-    /// an error: it could not be registered.
-    pub async fn accept_here(
-        &self,
-        tcp: TcpStream,
-        peer: std::net::SocketAddr,
-    ) -> Option<Result<Session, String>> {
-        Some(match self.accept(tcp, peer).await? {
-            (StdSock::Unix(s), identity) => s
-                .set_nonblocking(true)
-                .and_then(|()| UnixStream::from_std(s))
-                .map(|s| (s, identity))
-                .map_err(|e| format!("cannot register its TLS session: {e}")),
-            (StdSock::Tcp(_) | StdSock::Mem(_), _) => {
-                Err("TLS session without its socket pair".into())
-            }
-        })
+    /// (a cluster node carrying it elsewhere). None: no session (logged).
+    pub async fn accept_here(&self, tcp: TcpStream, peer: std::net::SocketAddr) -> Option<Session> {
+        let tls = self.handshake(tcp, peer).await?;
+        let identity = identity_of(&tls);
+        let (r, w) = pumped(tls);
+        Some((r, w, identity))
     }
 }
 
@@ -297,9 +288,12 @@ pub fn subject_of(der: &CertificateDer<'_>) -> Option<String> {
 /// Copies between the TLS session and the server's side until either ends:
 /// when the server closes, so does the session; when the client closes,
 /// the server's last replies still go out.
-async fn pump<S: tokio::io::AsyncRead + tokio::io::AsyncWrite>(tls: S, inner: UnixStream) {
+async fn pump<S: tokio::io::AsyncRead + tokio::io::AsyncWrite>(
+    tls: S,
+    mut rd: ReadHalf,
+    mut wr: WriteHalf,
+) {
     let (mut tls_rd, mut tls_wr) = tokio::io::split(tls);
-    let (mut rd, mut wr) = inner.into_split();
     let up = async {
         let r = copy(&mut tls_rd, &mut wr).await;
         let _ = wr.shutdown().await;

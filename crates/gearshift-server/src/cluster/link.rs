@@ -206,10 +206,12 @@ pub async fn link_loop(
         tokio::spawn(async move {
             let _permit = permit;
             let carried = match tls {
-                None => carry(client, peer, None, &linker, stop).await,
+                None => {
+                    let (r, w) = client.into_split();
+                    carry(r, w, peer, None, &linker, stop).await
+                }
                 Some(tls) => match tls.accept_here(client, peer).await {
-                    Some(Ok((s, identity))) => carry(s, peer, identity, &linker, stop).await,
-                    Some(Err(e)) => Err(e),
+                    Some((r, w, identity)) => carry(r, w, peer, identity, &linker, stop).await,
                     None => Ok(()),
                 },
             };
@@ -221,8 +223,9 @@ pub async fn link_loop(
 }
 
 /// Carries one client's connection until either side is done with it.
-async fn carry<S: AsyncRead + AsyncWrite>(
-    client: S,
+async fn carry<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    mut r: R,
+    mut w: W,
     peer: SocketAddr,
     identity: Option<String>,
     linker: &Linker,
@@ -250,7 +253,6 @@ async fn carry<S: AsyncRead + AsyncWrite>(
         owed: owed.clone(),
     };
     link.send(open)?;
-    let (mut r, mut w) = tokio::io::split(client);
     let max_output = linker.limits.max_output;
     let mut buf = BytesMut::new();
     let mut reading = true;
@@ -353,18 +355,12 @@ async fn run_link(
             let (r, w) = stream.into_split();
             pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
         }
-        // The session is pumped through a socket pair, as on the taking
-        // side: the link's own pump writes there and never flushes.
-        Ok(Dialed::Tls(s)) => match crate::tls::pumped(*s) {
-            Ok(s) => {
-                let (r, w) = s.into_split();
-                pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
-            }
-            Err(e) => {
-                tracing::warn!(node = %up.addr, "cannot link to the node over TLS: {e}");
-                refuse_all(rx);
-            }
-        },
+        // The session is pumped through a pipe, as on the taking side:
+        // the link's own pump writes there and never flushes.
+        Ok(Dialed::Tls(s)) => {
+            let (r, w) = crate::tls::pumped(*s);
+            pump(&up.addr, r, w, out, rx, &queued, changed, limits).await;
+        }
         Err(e) => {
             tracing::warn!(node = %up.addr, "cannot link to the node over TLS: {e}");
             refuse_all(rx);

@@ -199,13 +199,8 @@ async fn serve_tls(
     ctx: &RouteCtx,
     stop: watch::Receiver<bool>,
 ) {
-    match tls.accept_here(sock, peer).await {
-        Some(Ok((s, identity))) => {
-            let (r, w) = s.into_split();
-            serve(r, w, peer, identity, ctx, stop).await;
-        }
-        Some(Err(e)) => tracing::warn!(%peer, "closing connection: {e}"),
-        None => {}
+    if let Some((r, w, identity)) = tls.accept_here(sock, peer).await {
+        serve(r, w, peer, identity, ctx, stop).await;
     }
 }
 
