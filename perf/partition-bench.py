@@ -11,9 +11,13 @@ functions (one
 loader per function, each a 1/F share of the load), every loader's
 clients and workers on one node:
   one node        all loaders on `a` alone;
-  three nodes     loaders spread over a, b, c in turn.
+  three nodes     loaders spread over a, b, c in turn; with PLACE=owner,
+                  each loader on its function's owner (no job crosses a
+                  link: what the partitions cost without the hops).
 Each round also runs today's single node (no `--partitioned`, a database
-of its own). Reports rates and each node's CPU (user + system, from /proc)
+of its own) and, with CONTROL=1, three such nodes side by side (a database
+each, loaders spread as above): what three servers that share nothing
+cost on this machine's cores. Reports rates and each node's CPU (user + system, from /proc)
 per job: the busiest node's and the cluster's total, as ratios to one
 partitioned node and to the plain node.
 
@@ -21,6 +25,9 @@ usage: perf/partition-bench.py
   GEARSHIFT  binary (default target/release/gearshift; build it first)
   BENCH      the harness (default ../shared/bench)
   REPS       rounds (default 2)   F  functions (default 12)
+  PLACE      owner: as above (default: functions placed by their hash)
+  CONTROL    1: the three independent nodes too
+  PG_OPTS    extra PostgreSQL settings ("-c commit_delay=100 ...")
 """
 
 import importlib.util
@@ -41,12 +48,15 @@ h, Postgres, Cluster = cb.h, cb.Postgres, cb.Cluster
 
 REPS = int(os.environ.get("REPS", "2"))
 F = int(os.environ.get("F", "12"))
+PLACE = os.environ.get("PLACE", "hash")
+CONTROL = os.environ.get("CONTROL") == "1"
 NODES = ["a", "b", "c"]
 
 
 # The workloads in the order a round runs them: R_submit fills the queues
 # R_drain empties, so its CPU per job is the drain's alone.
 WORKLOADS = ("A", "B_rt", "R_fg", "R_submit", "R_drain")
+PREFIXES = ("bg_", "rt_", "fg_", "rd_", "rd_")
 
 
 def load(port, tag, k):
@@ -69,13 +79,28 @@ def serving(cl, names):
     test_partitions.shared_by(cl, names, timeout=60)
 
 
-def round_of(cl, targets, rep):
+def tag_for(cl, target, k, rep, i, by_owner):
+    """Loader i's function tag; `by_owner`: the first whose function
+    `target` owns."""
+    tag = "r%d_%d" % (rep, i)
+    if not by_owner:
+        return tag
+    import test_partitions
+    own = test_partitions.owners(cl)
+    for j in range(10000):
+        t = "%s_%d" % (tag, j)
+        if own.get(test_partitions.partition_of(PREFIXES[k] + t)) == target:
+            return t
+    raise RuntimeError("no function owned by %s" % target)
+
+
+def round_of(cl, targets, rep, by_owner=False):
     """Runs the workloads; returns rates and CPU µs per job by node."""
     rates, cpu = {}, {}
     for k, w in enumerate(WORKLOADS):
         before = {n: cb.cpu_secs(cl.nodes[n].pid) for n in cl.nodes}
-        procs = [subprocess.Popen(load(cl.nodes[targets[i % len(targets)]].port,
-                                       "r%d_%d" % (rep, i), k),
+        at = [targets[i % len(targets)] for i in range(F)]
+        procs = [subprocess.Popen(load(cl.nodes[at[i]].port, tag_for(cl, at[i], k, rep, i, by_owner), k),
                                   stdout=subprocess.PIPE, text=True) for i in range(F)]
         jobs = {}
         for p in procs:
@@ -105,6 +130,13 @@ def main():
     plain = Cluster(pg, timeout_ms=5000)
     plain.url = pg.store_url("plain")
     results = {"plain node": [], "one node": [], "three nodes": []}
+    solos = []
+    if CONTROL:
+        results["three plain nodes"] = []
+        for n in NODES:
+            pg.sql("CREATE DATABASE solo_%s" % n)
+            solos.append(Cluster(pg, timeout_ms=5000))
+            solos[-1].url = pg.store_url("solo_" + n)
     try:
         print("machine: %s, %d cores; PostgreSQL at its default durability; %s; %d functions"
               % (socket.gethostname(), os.cpu_count(), cb.GEARSHIFT, F))
@@ -122,7 +154,14 @@ def main():
             for n in ("b", "c"):
                 cl.start(n, extra="--partitioned")
             serving(cl, NODES)
-            results["three nodes"].append(round_of(cl, NODES, rep))
+            results["three nodes"].append(round_of(cl, NODES, rep, PLACE == "owner"))
+            if CONTROL:
+                for n, solo in zip(NODES, solos):
+                    solo.start(n)
+                both = type("Solos", (), {"nodes": {n: s.nodes[n] for n, s in zip(NODES, solos)}})
+                results["three plain nodes"].append(round_of(both, NODES, rep))
+                for solo in solos:
+                    solo.stop_all()
             for name in results:
                 print("rep %d %-12s %s" % (rep + 1, name,
                                             {k: round(v) for k, v in results[name][-1][0].items()}),
@@ -130,6 +169,8 @@ def main():
         latency(cl)
     finally:
         plain.stop_all()
+        for solo in solos:
+            solo.stop_all()
         cl.stop_all()
         pg.stop()
     for base_name in ("one node", "plain node"):

@@ -81,7 +81,9 @@ class Postgres:
         self._run([os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-l",
                    os.path.join(self.dir, "log"), "-w", "-t", "60", "-o",
                    "-p %d -k %s -c listen_addresses=127.0.0.1%s"
-                   % (self.port, self.dir, "" if durable else " -c fsync=off"), "start"],
+                   % (self.port, self.dir, ("" if durable else " -c fsync=off")
+                      + (" " + os.environ["PG_OPTS"] if os.environ.get("PG_OPTS") else "")),
+                   "start"],
                   timeout=90)
         return self
 
