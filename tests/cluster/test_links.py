@@ -231,6 +231,16 @@ def test_tls_on_partitioned_nodes(cl):
                         workers, re.M), "workers on the owner: %r" % workers)
         worker.close()
         client.close()
+        # A failed handshake on a's TLS port is counted in /metrics.
+        name = "gearshift_tls_handshake_failures_total"
+        check_eq(metric(cl.http_port("a"), name), 0.0, "handshake failures before")
+        with socket.create_connection(("127.0.0.1", tls_port(cl.nodes["a"])), timeout=5) as s:
+            s.sendall(b"\0REQ\0\0\0\x10\0\0\0\0")
+            got = b"".join(iter(lambda: s.recv(100), b""))
+            check(got == b"" or got.startswith(b"\x15\x03"),
+                  "a plaintext packet on the TLS port gets at most an alert: %r" % got)
+        h.wait_for(lambda: metric(cl.http_port("a"), name) == 1.0, 10,
+                   "a's /metrics to count the failed handshake")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for n in list(cl.nodes):

@@ -131,6 +131,9 @@ pub struct Server {
     owns: Option<hub::Owns>,
     /// Where its only I/O thread runs, when not on a thread of its own.
     local_io: Option<LocalIo>,
+    /// Connection events for `/metrics` (a partitioned node's outlive its
+    /// job servers, and its listeners count there too).
+    counters: Arc<counters::ConnCounters>,
 }
 
 /// Puts new per-function policies in force in a running server (a config
@@ -232,6 +235,7 @@ impl Server {
             local_io: None,
             submit_to: None,
             owns: None,
+            counters: Arc::default(),
             commit_latency: Arc::default(),
             reload: (reload_tx, reload_rx),
             cfg,
@@ -339,7 +343,7 @@ impl Server {
             }
         }
         let hard_output = config::output_hard_limit(self.cfg.max_output, self.cfg.max_packet_size);
-        let counters = Arc::new(counters::ConnCounters::default());
+        let counters = self.counters.clone();
         let flows: Vec<Arc<Flow>> = (0..threads).map(|_| Arc::default()).collect();
         let slots: Vec<Arc<OutSlot>> = (0..threads).map(|_| OutSlot::new()).collect();
         // The hub runs on the only I/O thread, or is shared by all of them.

@@ -20,6 +20,12 @@ impl Server {
         self.local_io = Some(here);
     }
 
+    /// Counts connection events in `counters` (shared with a partitioned
+    /// node's listeners, and kept across its job servers).
+    pub(crate) fn count_in(&mut self, counters: Arc<crate::counters::ConnCounters>) {
+        self.counters = counters;
+    }
+
     /// Takes submissions only for the functions `owns` says.
     pub(crate) fn only_functions(&mut self, owns: crate::hub::Owns) {
         self.owns = Some(owns);

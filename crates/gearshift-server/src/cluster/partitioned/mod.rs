@@ -129,6 +129,7 @@ pub(super) async fn run(
         wait: timeout * 2,
         active: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         view: view.clone(),
+        counters: Arc::default(),
     });
     view.entry_roles();
     let limit = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
@@ -162,6 +163,7 @@ pub(super) async fn run(
         cmds: cmd_tx.clone(),
         reloads,
         local_io,
+        counters: ctx.counters.clone(),
         gate: bound.link_tls.as_ref().map(|tls| {
             let gate = RelayGate::new(secret.to_string(), timeout);
             Arc::new(gate.with_tls(Some(tls.clone())))

@@ -43,6 +43,8 @@ pub(super) struct OwnerCtx {
     pub local_io: Option<crate::LocalIo>,
     /// With node TLS, the HTTP listener takes other nodes' calls over it.
     pub gate: Option<Arc<crate::cluster::relay::RelayGate>>,
+    /// The node's connection events, for every job server it runs.
+    pub counters: Arc<crate::counters::ConnCounters>,
 }
 
 /// Job ids a core takes at a time: a new block per start of the owner
@@ -219,6 +221,7 @@ async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> 
         server.submit_through(addr);
     }
     server.open_door(ctx.door.clone());
+    server.count_in(ctx.counters.clone());
     if let Some(here) = &ctx.local_io {
         server.run_io_here(here.clone());
     }

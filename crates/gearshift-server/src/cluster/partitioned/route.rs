@@ -54,6 +54,8 @@ pub(super) struct RouteCtx {
     pub active: Arc<AtomicUsize>,
     /// Where their roles are counted.
     pub view: Arc<crate::cluster::view::ClusterView>,
+    /// Where failed TLS handshakes are counted (the job servers' counters).
+    pub counters: Arc<crate::counters::ConnCounters>,
 }
 
 /// A link, and the upstream its task watches (it never changes).
@@ -199,8 +201,9 @@ async fn serve_tls(
     ctx: &RouteCtx,
     stop: watch::Receiver<bool>,
 ) {
-    if let Some((r, w, identity)) = tls.accept_here(sock, peer).await {
-        serve(r, w, peer, identity, ctx, stop).await;
+    match tls.accept_here(sock, peer).await {
+        Some((r, w, identity)) => serve(r, w, peer, identity, ctx, stop).await,
+        None => crate::counters::ConnCounters::bump(&ctx.counters.tls_failed),
     }
 }
 
