@@ -16,6 +16,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// Bytes one direction holds before its writer waits.
 pub const CAP: usize = 1 << 20;
 
+/// Room an emptied direction keeps; a bigger buffer (a burst, a large
+/// payload) is freed, so an idle connection holds little.
+const KEEP: usize = 64 * 1024;
+
 /// One direction.
 #[derive(Default)]
 struct Pipe(Mutex<State>);
@@ -30,6 +34,8 @@ struct State {
     read_closed: bool,
     reader: Option<Waker>,
     writer: Option<Waker>,
+    /// `buf` held more than [`KEEP`] since it was last empty.
+    grown: bool,
 }
 
 impl Pipe {
@@ -68,6 +74,10 @@ impl Pipe {
         let n = max.min(s.buf.len());
         put(&s.buf[..n]);
         s.buf.advance(n);
+        if s.buf.is_empty() && s.grown {
+            s.buf = BytesMut::new();
+            s.grown = false;
+        }
         if let Some(w) = s.writer.take() {
             w.wake();
         }
@@ -84,6 +94,7 @@ impl Pipe {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         s.buf.extend_from_slice(&data[..n]);
+        s.grown |= s.buf.len() > KEEP;
         if let Some(r) = s.reader.take() {
             r.wake();
         }
@@ -340,6 +351,8 @@ mod tests {
         }
         assert!(got.iter().all(|&b| b == 7));
         let _w = writer.await.expect("the writer finished");
+        // Emptied, the direction does not keep the burst's megabyte.
+        assert_eq!(end.rx.lock().buf.capacity(), 0);
         // A write to a reader that is gone fails.
         let (end, r, _w) = pair();
         drop(r);
