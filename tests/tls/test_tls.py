@@ -4,7 +4,7 @@ Certificates come from the `openssl` command (a throwaway CA, a server
 certificate for 127.0.0.1 and client certificates per test run). Checks:
 gearmand's flags and environment variables, clear errors at start for a
 missing or bad certificate, plaintext and TLS listeners side by side,
-Python's `ssl` module speaking the binary protocol, `openssl s_client`
+a TLS client that never reads closed alone, Python's `ssl` module speaking the binary protocol, `openssl s_client`
 speaking the admin protocol, no plaintext answer on a TLS port, client
 certificates (required or optional) whose subject names the worker in
 `workers` and the HTTP API, the `[access]` rules by network and by
@@ -45,7 +45,7 @@ from harness import check, check_eq  # noqa: E402
 
 GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
 
-CAN_DO, SUBMIT_JOB, JOB_CREATED, GRAB_JOB, JOB_ASSIGN = 1, 7, 8, 9, 11
+CAN_DO, SUBMIT_JOB, JOB_CREATED, GRAB_JOB, JOB_ASSIGN, WORK_DATA = 1, 7, 8, 9, 11, 28
 WORK_COMPLETE, ERROR, ECHO_REQ, ECHO_RES, SUBMIT_JOB_BG = 13, 19, 16, 17, 18
 
 
@@ -250,6 +250,48 @@ def test_plain_and_tls_listeners_side_by_side(tmp):
             return m and int(m.group(1)) >= 1
 
         h.wait_for(failures, 10, "the failed handshake counted in /metrics")
+    finally:
+        s.stop()
+
+
+def test_a_tls_client_that_never_reads_is_closed_alone(tmp):
+    """A TLS client that never reads what a worker floods it with is closed
+    once it owes past the hard output limit (so the server holds a bounded
+    amount for it); another TLS client is served meanwhile and after."""
+    pki = Pki(tmp)
+    s = Gearshift(tls_flags(pki, "--max-output 64K --max-packet-size 1M")).start()
+    try:
+        w = h.Conn(s.port, timeout=10)
+        w.send(pkt(CAN_DO, b"flood"))
+        hog = Tls(s.tls_port, pki.ca)
+        hog.send(pkt(SUBMIT_JOB, b"flood", b"", b"x"))
+        handle = hog.expect_pkt(JOB_CREATED)
+        w.send(pkt(GRAB_JOB))
+        check_eq(w.expect_pkt(JOB_ASSIGN).split(b"\0", 1)[0], handle, "the worker got the job")
+        chunk = b"z" * (512 * 1024)
+        for _ in range(32):
+            w.send(pkt(WORK_DATA, handle, chunk))
+        w.send(pkt(WORK_COMPLETE, handle, b""))
+        other = Tls(s.tls_port, pki.ca)
+        other.send(pkt(ECHO_REQ, b"still here"))
+        check_eq(other.expect_pkt(ECHO_RES, timeout=10), b"still here", "another TLS client")
+        hog.sock.settimeout(15)
+        got = 0
+        try:
+            while True:
+                data = hog.sock.recv(1 << 20)
+                if not data:
+                    break
+                got += len(data)
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        except socket.timeout:
+            raise h.TestFailure("the TLS client that never read was not closed (%d bytes)" % got)
+        check(got < 32 * len(chunk), "the closed client got only part of the flood (%d bytes)" % got)
+        check("its peer does not read what it is sent" in s.log(), "the log says why: %s"
+              % s.log()[-800:])
+        other.send(pkt(ECHO_REQ, b"and after"))
+        check_eq(other.expect_pkt(ECHO_RES, timeout=10), b"and after", "served after the close")
     finally:
         s.stop()
 
@@ -567,6 +609,7 @@ def test_debian_gearmand_ssl_is_plaintext(tmp):
 TESTS = [
     test_bad_certificates_stop_the_server_at_start,
     test_plain_and_tls_listeners_side_by_side,
+    test_a_tls_client_that_never_reads_is_closed_alone,
     test_sighup_reloads_the_certificate,
     test_https_on_the_http_port,
     test_gearmand_style_ssl_makes_every_listener_tls,

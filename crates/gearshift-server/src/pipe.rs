@@ -3,7 +3,7 @@
 //! a TLS session's plaintext side. One end is an I/O thread's
 //! [`crate::sock::Sock`] (readiness, then a try) or a task's halves, the
 //! other a task's `AsyncRead` and `AsyncWrite` halves. Each direction holds
-//! at most [`CAP`] bytes, as a socket's buffer would.
+//! a bounded number of bytes, as a socket's buffer would.
 
 use std::io;
 use std::pin::Pin;
@@ -13,15 +13,19 @@ use std::task::{Context, Poll, Waker};
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// Bytes one direction holds before its writer waits.
-pub const CAP: usize = 1 << 20;
+/// Bytes one direction of a node's link to itself holds before its writer
+/// waits (the link carries every client's traffic).
+pub const LINK_CAP: usize = 1 << 20;
+
+/// The same for a TLS session's plaintext side, about a Unix socket
+/// pair's buffer: what a client that does not read can leave there.
+pub const SESSION_CAP: usize = 256 * 1024;
 
 /// Room an emptied direction keeps; a bigger buffer (a burst, a large
 /// payload) is freed, so an idle connection holds little.
 const KEEP: usize = 64 * 1024;
 
 /// One direction.
-#[derive(Default)]
 struct Pipe(Mutex<State>);
 
 #[derive(Default)]
@@ -36,9 +40,18 @@ struct State {
     writer: Option<Waker>,
     /// `buf` held more than [`KEEP`] since it was last empty.
     grown: bool,
+    /// The most `buf` holds.
+    cap: usize,
 }
 
 impl Pipe {
+    fn new(cap: usize) -> Arc<Pipe> {
+        Arc::new(Pipe(Mutex::new(State {
+            cap,
+            ..State::default()
+        })))
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -54,7 +67,7 @@ impl Pipe {
 
     fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut s = self.lock();
-        if s.buf.len() < CAP || s.read_closed {
+        if s.buf.len() < s.cap || s.read_closed {
             return Poll::Ready(Ok(()));
         }
         s.writer = Some(cx.waker().clone());
@@ -89,7 +102,7 @@ impl Pipe {
         if s.read_closed {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        let n = data.len().min(CAP - s.buf.len().min(CAP));
+        let n = data.len().min(s.cap - s.buf.len().min(s.cap));
         if n == 0 && !data.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
@@ -119,9 +132,10 @@ impl Pipe {
     }
 }
 
-/// A new pair: the I/O thread's end and the task's two halves.
-pub fn pair() -> (End, ReadHalf, WriteHalf) {
-    let (to_end, from_end) = (Arc::new(Pipe::default()), Arc::new(Pipe::default()));
+/// A new pair holding `cap` bytes each way: the I/O thread's end and the
+/// task's two halves.
+pub fn pair(cap: usize) -> (End, ReadHalf, WriteHalf) {
+    let (to_end, from_end) = (Pipe::new(cap), Pipe::new(cap));
     (
         End {
             rx: to_end.clone(),
@@ -133,9 +147,10 @@ pub fn pair() -> (End, ReadHalf, WriteHalf) {
     )
 }
 
-/// A new pair of two tasks' halves: what one writes, the other reads.
-pub fn halves() -> ((ReadHalf, WriteHalf), (ReadHalf, WriteHalf)) {
-    let (ab, ba) = (Arc::new(Pipe::default()), Arc::new(Pipe::default()));
+/// A new pair of two tasks' halves holding `cap` bytes each way: what one
+/// writes, the other reads.
+pub fn halves(cap: usize) -> ((ReadHalf, WriteHalf), (ReadHalf, WriteHalf)) {
+    let (ab, ba) = (Pipe::new(cap), Pipe::new(cap));
     (
         (ReadHalf(ba.clone()), WriteHalf(ab.clone())),
         (ReadHalf(ab), WriteHalf(ba)),
@@ -278,7 +293,7 @@ mod tests {
 
     #[tokio::test]
     async fn bytes_go_both_ways_and_ends_are_seen() {
-        let (end, mut r, mut w) = pair();
+        let (end, mut r, mut w) = pair(LINK_CAP);
         w.write_all(b"hello").await.expect("write");
         std::future::poll_fn(|cx| end.poll_read_ready(cx))
             .await
@@ -309,7 +324,7 @@ mod tests {
 
     #[tokio::test]
     async fn two_tasks_halves_cross_and_see_each_end() {
-        let ((mut ar, mut aw), (mut br, mut bw)) = halves();
+        let ((mut ar, mut aw), (mut br, mut bw)) = halves(SESSION_CAP);
         aw.write_all(b"ping").await.expect("write a");
         bw.write_all(b"pong").await.expect("write b");
         let mut four = [0; 4];
@@ -334,16 +349,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_direction_waits_for_its_reader() {
-        let (end, _r, mut w) = pair();
+        let (end, _r, mut w) = pair(LINK_CAP);
         assert_eq!(end.fd(), -1, "a node's own link shows no descriptor");
-        let big = vec![7u8; CAP + 10];
+        let big = vec![7u8; LINK_CAP + 10];
         let writer = tokio::spawn(async move {
             w.write_all(&big).await.expect("write");
             w
         });
         tokio::task::yield_now().await;
         let mut got = BytesMut::new();
-        while got.len() < CAP + 10 {
+        while got.len() < LINK_CAP + 10 {
             std::future::poll_fn(|cx| end.poll_read_ready(cx))
                 .await
                 .expect("readable");
@@ -353,8 +368,16 @@ mod tests {
         let _w = writer.await.expect("the writer finished");
         // Emptied, the direction does not keep the burst's megabyte.
         assert_eq!(end.rx.lock().buf.capacity(), 0);
+        // A session's direction holds less.
+        let (end, _r, _w) = pair(SESSION_CAP);
+        let n = end.try_write(&vec![0; SESSION_CAP + 5]).expect("write");
+        assert_eq!(n, SESSION_CAP);
+        assert_eq!(
+            end.try_write(b"x").map_err(|e| e.kind()),
+            Err(io::ErrorKind::WouldBlock)
+        );
         // A write to a reader that is gone fails.
-        let (end, r, _w) = pair();
+        let (end, r, _w) = pair(LINK_CAP);
         drop(r);
         assert_eq!(
             end.try_write(b"x").map_err(|e| e.kind()),

@@ -224,7 +224,7 @@ impl TlsServer {
 /// pipe's plaintext end for an I/O thread, shown as the session's socket.
 pub fn plaintext_end(tls: tokio_rustls::server::TlsStream<TcpStream>) -> StdSock {
     let fd = tls.get_ref().0.as_raw_fd();
-    let (end, r, w) = crate::pipe::pair();
+    let (end, r, w) = crate::pipe::pair(crate::pipe::SESSION_CAP);
     tokio::spawn(pump(tls, r, w));
     StdSock::Mem(end.shown_as(fd))
 }
@@ -237,7 +237,7 @@ pub fn pumped<S>(tls: S) -> (ReadHalf, WriteHalf)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
 {
-    let (ours, (r, w)) = crate::pipe::halves();
+    let (ours, (r, w)) = crate::pipe::halves(crate::pipe::SESSION_CAP);
     tokio::spawn(pump(tls, r, w));
     ours
 }

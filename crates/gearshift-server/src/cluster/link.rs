@@ -383,7 +383,7 @@ async fn run_local(
         tracing::warn!("cannot link to this node's job server: it serves no partitions now");
         return refuse_all(rx);
     };
-    let (theirs, r, w) = crate::pipe::pair();
+    let (theirs, r, w) = crate::pipe::pair(crate::pipe::LINK_CAP);
     door.hand_local(theirs, up.node.to_string());
     pump(
         &up.addr,
