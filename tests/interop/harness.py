@@ -346,6 +346,23 @@ class Conn:
         check(body == token, "echo mismatch %r" % body)
 
 
+def bytes_until_closed(sock, timeout, ends=(ConnectionResetError,)):
+    """Reads `sock` until the server closes it (or an `ends` error) and
+    returns how many bytes came; a TestFailure if it stays open `timeout`."""
+    sock.settimeout(timeout)
+    got = 0
+    try:
+        while True:
+            data = sock.recv(1 << 20)
+            if not data:
+                return got
+            got += len(data)
+    except ends:
+        return got
+    except socket.timeout:
+        raise TestFailure("the connection was not closed (%d bytes read)" % got)
+
+
 def admin(port, line, timeout=5.0):
     c = Conn(port, timeout)
     try:
