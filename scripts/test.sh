@@ -69,6 +69,8 @@ PKGS="$PKGS libtest-exception-perl libtest-timer-perl libproc-guard-perl libtest
 PKGS="$PKGS redis-server python3-redis"
 # The etcd bridge: etcd-client's build runs protoc; its suite starts a real etcd.
 PKGS="$PKGS protobuf-compiler etcd-server etcd-client"
+# The import suite's MySQL queue: a throwaway MariaDB server of its own.
+PKGS="$PKGS mariadb-server"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -191,10 +193,11 @@ suite "etcd harness" /tmp/gearshift-etcd-harness.log \
 GEARSHIFT="$PWD/target/debug/gearshift" suite "etcd" /tmp/gearshift-etcd.log \
   timeout -k 10 300 python3 tests/etcd/test_etcd.py
 
-stage "import suite: real gearmand libsqlite3 and Postgres queues through gearshift import"
-# Needs gearman-job-server (gearmand with its libsqlite3 and Postgres queues),
-# postgresql (initdb, pg_ctl and psql for a cluster of the test's own, on a
-# free port of 127.0.0.1) and python3's stdlib.
+stage "import suite: real gearmand libsqlite3, Postgres and MySQL queues through gearshift import"
+# Needs gearman-job-server (gearmand with its libsqlite3, Postgres and MySQL
+# queues), postgresql (initdb, pg_ctl and psql for a cluster of the test's
+# own, on a free port of 127.0.0.1), mariadb-server (mariadb-install-db,
+# mariadbd and the mariadb client, likewise) and python3's stdlib.
 GEARSHIFT="$PWD/target/debug/gearshift" suite "import" /tmp/gearshift-import.log \
   timeout -k 10 300 python3 tests/import/test_import.py
 

@@ -1,5 +1,5 @@
-"""`gearshift import` against the real gearmand 1.1 libsqlite3 and Postgres
-queues.
+"""`gearshift import` against the real gearmand 1.1 libsqlite3, Postgres and
+MySQL queues.
 
 Each test fills a queue through a real gearmand (`-q libsqlite3`, or
 `-q Postgres` on a throwaway PostgreSQL cluster the test starts on
@@ -11,7 +11,8 @@ what gearmand actually left in the database (its key collisions), that a
 second import of the same file is refused without --force, and that an
 import into a directory a running server holds is refused. One test
 imports into a PostgreSQL store (`--store postgres://...`) instead, and
-serves it with `gearshift serve --store`.
+serves it with `gearshift serve --store`. The MySQL queue lives on a
+throwaway MariaDB server (tests/import/mysql_queue.py).
 
 Python 3 stdlib only; reuses tests/interop/harness.py. Every wait is
 bounded. Ends with `N passed, N failed, N skipped`.
@@ -21,6 +22,8 @@ usage: python3 tests/import/test_import.py [name-substring ...]
   GEARMAND   the gearmand binary (default: /usr/sbin/gearmand)
   PG_BIN     PostgreSQL's server programs (default: the newest
              /usr/lib/postgresql/*/bin, Debian's postgresql package)
+  MARIADBD   MariaDB's server (default: /usr/sbin/mariadbd, Debian's
+             mariadb-server package)
 """
 
 import glob
@@ -37,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
 import harness as h  # noqa: E402
+import mysql_queue  # noqa: E402
 from harness import check, check_eq  # noqa: E402
 
 GEARSHIFT = os.environ.get("GEARSHIFT") or os.path.join(ROOT, "target", "debug", "gearshift")
@@ -205,6 +209,24 @@ class Worker:
 
     def close(self):
         self.conn.close()
+
+
+def check_served(data_dir, f_jobs):
+    """Serves `data_dir`: a worker gets g's one job (`u-g`), then f's jobs
+    `f_jobs` ((unique, data) each) in that order, while f's epoch job waits."""
+    srv = gearshift_serve(data_dir)
+    try:
+        g = Worker(srv.port, "g")
+        check_eq([(j[1], j[2], j[3]) for j in g.drain()], [(b"g", b"u-g", b"g-data")],
+                 "g jobs")
+        g.close()
+        w = Worker(srv.port, "f")
+        check_eq([(j[2], j[3]) for j in w.drain() if j[1] == b"f"], f_jobs,
+                 "jobs in priority order, then table order; the epoch job is not due")
+        check_eq(h.status(srv.port).get("f", (0,))[0], 1, "the scheduled epoch job waits")
+        w.close()
+    finally:
+        srv.stop()
 
 
 def handle_number(handle):
@@ -454,24 +476,12 @@ def test_postgres_migration(tmp):
                  % (pg.url, data_dir), "summary line")
         check_eq(len(pg.sql("SELECT 1 FROM queue")), 6, "rows left in place (read-only)")
 
-        srv = gearshift_serve(data_dir)
-        try:
-            g = Worker(srv.port, "g")
-            check_eq([(j[1], j[2], j[3]) for j in g.drain()], [(b"g", b"u-g", b"g-data")],
-                     "g jobs")
-            g.close()
-            w = Worker(srv.port, "f")
-            got = [(j[1], j[2], j[3]) for j in w.drain()]
-            check_eq(got, [
-                (b"f", b"", b"empty-unique-high"),
-                (b"f", b"u-norm1", b"normal-1"),
-                (b"f", b"u-norm2", binary),
-                (b"f", b"u-low", b"low"),
-            ], "jobs in priority order, then table order; the epoch job is not due")
-            check_eq(h.status(srv.port).get("f", (0,))[0], 1, "the scheduled epoch job waits")
-            w.close()
-        finally:
-            srv.stop()
+        check_served(data_dir, [
+            (b"", b"empty-unique-high"),
+            (b"u-norm1", b"normal-1"),
+            (b"u-norm2", binary),
+            (b"u-low", b"low"),
+        ])
 
         r = pg_import()
         check(r.returncode != 0 and "already imported" in r.stderr and "--force" in r.stderr,
@@ -586,8 +596,14 @@ def test_import_into_postgres_store(tmp):
         pg.stop()
 
 
+def test_mysql_migration(tmp):
+    """gearmand's MySQL queue on a throwaway MariaDB, imported with
+    --gearmand-mysql (tests/import/mysql_queue.py)."""
+    mysql_queue.test_mysql_migration(tmp, GEARMAND, GEARSHIFT, submit, check_served, PREFIX)
+
+
 TESTS = [test_migration_keeps_every_stored_job, test_gearmand_quirks_custom_table,
-         test_postgres_migration, test_import_into_postgres_store]
+         test_postgres_migration, test_import_into_postgres_store, test_mysql_migration]
 
 
 def main():

@@ -1,5 +1,5 @@
 //! `gearshift import`: moves a gearmand 1.1 persistent queue (the table of
-//! its `libsqlite3` or `Postgres` plugin) into the embedded store or a
+//! its `libsqlite3`, `Postgres` or `MySQL` plugin) into the embedded store or a
 //! PostgreSQL store (`--store postgres://...`), so a migration loses no
 //! job.
 //!
@@ -33,12 +33,15 @@ use gearshift_store::{JobRecord, LogOptions, LogStore, PgOptions, PgStore, Store
 use crate::serve::{default_data_dir, default_handle_prefix, is_postgres_url, parse_store};
 
 mod marker;
+mod mysql;
 mod postgres;
 mod sqlite;
+mod table;
 #[cfg(test)]
 mod tests;
 
 use marker::{check_imports, check_marker, record_import, Source};
+use mysql::read_gearmand_mysql;
 use postgres::read_gearmand_postgres;
 use sqlite::read_gearmand_sqlite;
 
@@ -68,8 +71,16 @@ pub struct ImportArgs {
     /// read-only transaction, without TLS. Stop gearmand first.
     #[arg(long, value_name = "CONNINFO", group = "source")]
     gearmand_postgres: Option<String>,
-    /// Table holding the queue (gearmand's `--libsqlite3-table`, default
-    /// gearman_queue, or `--libpq-table`, default queue).
+    /// gearmand's MySQL (or MariaDB) queue, as
+    /// mysql://user:password@host:port/database (its `--mysql-user`,
+    /// `--mysql-password`, `--mysql-host`, `--mysql-port`, `--mysql-db`;
+    /// MYSQL_PWD gives a password the URL leaves out), read in one
+    /// read-only consistent snapshot, without TLS. Stop gearmand first.
+    #[arg(long, value_name = "URL", group = "source")]
+    gearmand_mysql: Option<String>,
+    /// Table holding the queue (gearmand's `--libsqlite3-table` or
+    /// `--mysql-table`, default gearman_queue, or `--libpq-table`, default
+    /// queue).
     #[arg(long)]
     table: Option<String>,
     /// Store to import into, as `serve --store` names it: `log` (the
@@ -308,9 +319,18 @@ fn import_leading(
 /// Reads the queue the flags name: its rows, what identifies it for the
 /// import record, and how the summary names it.
 fn read(args: &ImportArgs) -> Result<Queue, String> {
-    if let Some(conninfo) = &args.gearmand_postgres {
-        let table = args.table.as_deref().unwrap_or("queue");
-        let read = read_gearmand_postgres(conninfo, table)?;
+    let read = match (&args.gearmand_postgres, &args.gearmand_mysql) {
+        (Some(conninfo), _) => Some(read_gearmand_postgres(
+            conninfo,
+            args.table.as_deref().unwrap_or("queue"),
+        )?),
+        (_, Some(url)) => Some(read_gearmand_mysql(
+            url,
+            args.table.as_deref().unwrap_or("gearman_queue"),
+        )?),
+        _ => None,
+    };
+    if let Some(read) = read {
         let source = Source::table(&read.name, read.rows.len(), read.fingerprint);
         return Ok(Queue {
             rows: read.rows,
@@ -319,7 +339,10 @@ fn read(args: &ImportArgs) -> Result<Queue, String> {
         });
     }
     let Some(file) = &args.gearmand_sqlite else {
-        return Err("name the queue to import: --gearmand-sqlite or --gearmand-postgres".into());
+        return Err(
+            "name the queue to import: --gearmand-sqlite, --gearmand-postgres or --gearmand-mysql"
+                .into(),
+        );
     };
     let table = args.table.as_deref().unwrap_or("gearman_queue");
     let source = Source::of(file)?;

@@ -12,19 +12,8 @@ use gearshift_store::postgres::{causes, describe, libpq_defaults};
 use postgres::config::SslMode;
 use postgres::{Config, IsolationLevel, NoTls};
 
+use super::table::Read;
 use super::{check_function, check_unique, no_table, priority_of, queue_columns, Row};
-
-/// What was read, and what identifies it for the import marker.
-pub(super) struct Read {
-    /// Every row, in the table's physical order.
-    pub rows: Vec<Row>,
-    /// `postgres://user@host:port/db?table=name`: the connection string
-    /// without its password, and the table as PostgreSQL resolved it.
-    pub name: String,
-    /// A hash of every row read, in order: the same queue read again gives
-    /// the same value.
-    pub fingerprint: u64,
-}
 
 /// Connects with `conninfo` (libpq's `key=value` form, as gearmand's
 /// `--libpq-conninfo` takes it, or a `postgresql://` URL) and reads the
@@ -109,7 +98,6 @@ pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read
     tx.commit().map_err(sql_err)?;
 
     let mut out = Vec::with_capacity(rows.len());
-    let mut hash = Fnv::default();
     for row in &rows {
         let ctid: String = row.try_get(0).map_err(sql_err)?;
         let fail =
@@ -130,62 +118,15 @@ pub(super) fn read_gearmand_postgres(conninfo: &str, table: &str) -> Result<Read
             data: bytes(4)?,
             when: int(5)?.unwrap_or(0),
         };
-        hash.row(&r);
         out.push(r);
     }
-    Ok(Read {
-        rows: out,
-        name: format!("{server}?table={resolved}"),
-        fingerprint: hash.0,
-    })
-}
-
-/// FNV-1a, 64 bits: a stable hash (unlike std's) for the import marker.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn bytes(&mut self, b: &[u8]) {
-        // The length first, so adjacent fields cannot trade bytes.
-        for x in (b.len() as u64).to_le_bytes().iter().chain(b) {
-            self.0 = (self.0 ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn row(&mut self, r: &Row) {
-        self.bytes(&r.unique);
-        self.bytes(&r.function);
-        self.bytes(&[r.priority]);
-        self.bytes(&r.data);
-        self.bytes(&r.when.to_le_bytes());
-    }
+    Ok(Read::new(out, format!("{server}?table={resolved}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use postgres::config::Host;
-
-    fn row(unique: &str, function: &str, data: &str) -> Row {
-        Row {
-            unique: Bytes::copy_from_slice(unique.as_bytes()),
-            function: Bytes::copy_from_slice(function.as_bytes()),
-            priority: 1,
-            data: Bytes::copy_from_slice(data.as_bytes()),
-            when: 0,
-        }
-    }
-
-    fn hash(rows: &[Row]) -> u64 {
-        let mut h = Fnv::default();
-        rows.iter().for_each(|r| h.row(r));
-        h.0
-    }
 
     #[test]
     fn the_queue_is_named_without_its_password() {
@@ -195,21 +136,6 @@ mod tests {
         assert_eq!(describe(&c), "postgres://g@db.example:5433/gm");
         let c: Config = "postgresql://g:s3cret@db.example/gm".parse().expect("url");
         assert_eq!(describe(&c), "postgres://g@db.example:5432/gm");
-    }
-
-    #[test]
-    fn the_fingerprint_follows_every_byte_and_field_boundary() {
-        let a = [row("u1", "f", "data"), row("u2", "f", "more")];
-        assert_eq!(hash(&a), hash(&a.clone()));
-        // FNV-1a is fixed: a marker written by one build is read by the next.
-        assert_eq!(hash(&[]), 0xcbf2_9ce4_8422_2325);
-        let moved = [row("u1", "fd", "ata"), row("u2", "f", "more")];
-        assert_ne!(hash(&a), hash(&moved));
-        let reordered = [row("u2", "f", "more"), row("u1", "f", "data")];
-        assert_ne!(hash(&a), hash(&reordered));
-        let mut later = a.clone();
-        later[1].when = 1;
-        assert_ne!(hash(&a), hash(&later));
     }
 
     #[test]
@@ -246,8 +172,7 @@ mod tests {
     #[test]
     fn sslmode_require_is_refused_before_connecting() {
         let err = read_gearmand_postgres("host=127.0.0.1 port=1 sslmode=require user=g", "queue")
-            .err()
-            .expect("refused");
+            .expect_err("refused");
         assert!(err.contains("without TLS"), "{err}");
     }
 }

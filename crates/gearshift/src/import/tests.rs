@@ -24,6 +24,7 @@ fn args(file: &Path, data: &Path) -> ImportArgs {
     ImportArgs {
         gearmand_sqlite: Some(file.to_path_buf()),
         gearmand_postgres: None,
+        gearmand_mysql: None,
         table: None,
         store: "log".to_owned(),
         data_dir: Some(data.to_path_buf()),
