@@ -1,6 +1,6 @@
 //! Connecting: the URL (or libpq `key=value` string) with libpq's
-//! environment defaults, its `sslmode` and `sslrootcert`, a password-free
-//! name for messages, and how driver errors become [`StoreError`]s.
+//! environment defaults, its TLS settings, a password-free name for
+//! messages, and how driver errors become [`StoreError`]s.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -67,11 +67,15 @@ pub struct TlsSettings {
     /// `sslrootcert`, else `PGSSLROOTCERT`, else `~/.postgresql/root.crt`
     /// (used only if it exists, as libpq does).
     pub root_cert: Option<PathBuf>,
+    /// The client certificate (offered only if it exists, as libpq does)
+    /// and its key ([`super::client_cert::files`]).
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
 }
 
 /// Parses `url` and fills what it leaves out from the environment, as
 /// libpq does (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`,
-/// `PGSSLMODE`, `PGSSLROOTCERT`).
+/// `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`).
 pub(super) fn config(url: &str) -> Result<(Config, TlsSettings), StoreError> {
     let env = |name: &str| std::env::var(name).ok();
     let (rest, params) = take_tls_params(url)?;
@@ -83,11 +87,13 @@ pub(super) fn config(url: &str) -> Result<(Config, TlsSettings), StoreError> {
     Ok((config, tls_settings(params, env)?))
 }
 
-/// `sslmode` and `sslrootcert` as a connection string gives them.
+/// The TLS settings a connection string gives.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct TlsParams {
     sslmode: Option<String>,
     sslrootcert: Option<String>,
+    sslcert: Option<String>,
+    sslkey: Option<String>,
 }
 
 impl TlsParams {
@@ -97,14 +103,16 @@ impl TlsParams {
         match key {
             "sslmode" => self.sslmode = Some(value),
             "sslrootcert" => self.sslrootcert = Some(value),
+            "sslcert" => self.sslcert = Some(value),
+            "sslkey" => self.sslkey = Some(value),
             _ => return false,
         }
         true
     }
 }
 
-/// Takes `sslmode` and `sslrootcert` out of a URL or `key=value` string
-/// (the driver knows neither `verify-*` nor `sslrootcert`); the rest is
+/// Takes the TLS settings out of a URL or `key=value` string (the driver
+/// knows neither `verify-*` nor the certificate files); the rest is
 /// returned as written, for the driver. Errors never echo the string.
 fn take_tls_params(url: &str) -> Result<(String, TlsParams), StoreError> {
     let bad = |what: &str| StoreError::BadUrl(what.to_owned());
@@ -222,7 +230,13 @@ fn tls_settings(
             .filter(|h| !h.is_empty())
             .map(|h| Path::new(&h).join(".postgresql/root.crt")),
     };
-    Ok(TlsSettings { mode, root_cert })
+    let (client_cert, client_key) = super::client_cert::files(params.sslcert, params.sslkey, env);
+    Ok(TlsSettings {
+        mode,
+        root_cert,
+        client_cert,
+        client_key,
+    })
 }
 
 /// The TLS half of connecting: the settings and the rustls connector
@@ -439,6 +453,7 @@ mod tests {
         TlsParams {
             sslmode: mode.map(String::from),
             sslrootcert: root.map(String::from),
+            ..TlsParams::default()
         }
     }
 
@@ -468,6 +483,17 @@ mod tests {
             split("postgres://h/d?sslmode=disable&sslmode=verify-ca").1,
             params(Some("verify-ca"), None)
         );
+        // The client certificate's files too, in either form.
+        for url in [
+            "postgres://h/d?sslcert=%2Fc.pem&sslkey=/k.pem",
+            "sslcert='/c.pem' sslkey=/k.pem",
+        ] {
+            let p = split(url).1;
+            assert_eq!(
+                (p.sslcert, p.sslkey),
+                (Some("/c.pem".into()), Some("/k.pem".into()))
+            );
+        }
     }
 
     #[test]

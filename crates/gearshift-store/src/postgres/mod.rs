@@ -25,6 +25,7 @@
 //! - `imports`: the record of gearmand queues `gearshift import` loaded;
 //! - `repartition`: a set's store taking partitions on and letting them go.
 
+mod client_cert;
 mod cols;
 mod connect;
 

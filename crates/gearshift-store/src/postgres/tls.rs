@@ -71,12 +71,25 @@ pub(super) fn connector(settings: &TlsSettings) -> Result<Option<MakeRustlsConne
         check_name: check == Check::ChainAndName,
         provider: provider.clone(),
     };
-    let config = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("rustls: {e}"))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(Arc::new(verifier));
+    let (cert, key) = (
+        settings.client_cert.as_deref(),
+        settings.client_key.as_deref(),
+    );
+    let config = match super::client_cert::load(cert, key)? {
+        None => builder.with_no_client_auth(),
+        Some((chain, private)) => builder.with_client_auth_cert(chain, private).map_err(|e| {
+            format!(
+                "the client certificate {} and key {} do not go together: {e}",
+                cert.map_or(String::new(), |c| c.display().to_string()),
+                key.map_or(String::new(), |k| k.display().to_string())
+            )
+        })?,
+    };
     Ok(Some(MakeRustlsConnect::new(config)))
 }
 
@@ -178,6 +191,8 @@ mod tests {
         TlsSettings {
             mode,
             root_cert: root.map(PathBuf::from),
+            client_cert: None,
+            client_key: None,
         }
     }
 

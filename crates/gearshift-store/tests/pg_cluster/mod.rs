@@ -32,6 +32,9 @@ pub struct ServerTls {
     /// TCP connections to any database but `postgres` (which
     /// [`Cluster::fresh_db`] connects to, plain) must use TLS.
     pub tls_only: bool,
+    /// With `tls_only`: those connections authenticate with a client
+    /// certificate signed by this CA (PEM) naming their user (`cert`).
+    pub client_ca_pem: Option<String>,
 }
 
 /// The directory of the server programs: `PG_BIN`, else the newest
@@ -136,7 +139,12 @@ impl Cluster {
     fn set_up_tls(&mut self, tls: &ServerTls) {
         use std::os::unix::fs::PermissionsExt;
         let data = self.data();
-        for (name, pem) in [("server.crt", &tls.cert_pem), ("server.key", &tls.key_pem)] {
+        let client_ca = tls.client_ca_pem.clone().unwrap_or_default();
+        for (name, pem) in [
+            ("server.crt", &tls.cert_pem),
+            ("server.key", &tls.key_pem),
+            ("client-ca.crt", &client_ca),
+        ] {
             let path = data.join(name);
             std::fs::write(&path, pem).expect("write the server's TLS files");
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
@@ -152,6 +160,11 @@ impl Cluster {
             let mut new = String::from("host postgres all 127.0.0.1/32 trust\n");
             for line in text.lines() {
                 match line.strip_prefix("host ") {
+                    // `cert`: a client certificate naming the user.
+                    Some(rest) if tls.client_ca_pem.is_some() => new.push_str(&format!(
+                        "hostssl {}cert\n",
+                        rest.trim_end().trim_end_matches("trust")
+                    )),
                     Some(rest) => new.push_str(&format!("hostssl {rest}\n")),
                     None => new.push_str(&format!("{line}\n")),
                 }
@@ -159,6 +172,9 @@ impl Cluster {
             std::fs::write(&hba, new).expect("write pg_hba.conf");
         }
         self.extra = " -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key".into();
+        if tls.client_ca_pem.is_some() {
+            self.extra.push_str(" -c ssl_ca_file=client-ca.crt");
+        }
     }
 
     fn data(&self) -> PathBuf {
