@@ -12,7 +12,8 @@
 //! - `job`: one job from claim to `FINISHED`. `supervisor`: free workers
 //!   and which worker runs which job, from the admin port.
 //! - `registry`: Gearshift's workers under `<P>workers/`. `harvest`: the
-//!   harvester. [`stats`]: counters.
+//!   harvester. [`stats`]: counters. [`server`]: the worker list and events
+//!   it follows (a job server's, or a partitioned node's HTTP API's).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ mod job;
 pub mod keys;
 pub mod queue;
 mod registry;
+pub mod server;
 pub mod stats;
 mod store;
 mod supervisor;
@@ -190,8 +192,8 @@ fn options(config: &BridgeConfig) -> etcd_client::ConnectOptions {
     o
 }
 
-/// Runs the bridge (`control` reads the server's worker list for the
-/// registry): at `shutdown` true it claims nothing more, and it
+/// Runs the bridge (`server` gives the worker list for the registry, and
+/// `events` the server's events): at `shutdown` true it claims nothing more, and it
 /// returns once its running jobs are written back or the sender is dropped
 /// (the server has stopped). etcd not being there yet is not an error: the
 /// bridge waits for it (logging) while Gearshift runs.
@@ -199,7 +201,7 @@ pub async fn run(
     config: BridgeConfig,
     stats: Arc<stats::Stats>,
     events: mpsc::UnboundedReceiver<ServerEvent>,
-    control: gearshift_server::Control,
+    server: server::Server,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ConfigError> {
     check(&config)?;
@@ -256,7 +258,7 @@ pub async fn run(
     let (registry_stop, registry_stopped) = tokio::sync::watch::channel(false);
     let registry = tokio::spawn(registry::run(
         shared.clone(),
-        control,
+        server,
         events,
         jobs_rx,
         registry_stopped,

@@ -6,17 +6,20 @@
 //! `gearshift-bridge`): harvesting it puts back every job it claimed.
 //! Every heartbeat (and at once after missed events) it also reads the
 //! server's worker list: `Stats` the workers reported, `Name` changes,
-//! and entries for workers whose join or leave events it missed.
+//! and entries for workers whose join or leave events it missed. Where no
+//! events tell of workers (a partitioned node: [`Server::Api`]), the list
+//! is read every second, and an entry's key is the worker's node, address
+//! and port rather than its connection id.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gearshift_core::view::WorkerView;
-use gearshift_server::Control;
 use tokio::sync::{mpsc, watch};
 
 use crate::doc::WorkerDoc;
+use crate::server::{key_of_event, Server};
 use crate::stats::Stats;
 use crate::store::Write;
 use crate::supervisor::JobsByFd;
@@ -76,8 +79,8 @@ fn view_label(w: &WorkerView) -> String {
     }
 }
 
-fn entry(shared: &Shared, id: u64, fd: i64, name: &str, address: &str) -> Entry {
-    let instance = format!("{}-{id}", shared.owner);
+fn entry(shared: &Shared, key: &str, fd: i64, name: &str, address: &str) -> Entry {
+    let instance = format!("{}-{key}", shared.owner);
     Entry {
         key: shared.keys.worker(&instance),
         doc: WorkerDoc::new(name, &instance, address, &now_text()),
@@ -104,19 +107,19 @@ async fn left(shared: &Shared, mut e: Entry, gone: &mut Vec<Entry>) {
 /// dirty (`write`: written here, else on the caller's heartbeat).
 async fn sync(
     shared: &Shared,
-    control: &Control,
-    conns: &mut HashMap<u64, Entry>,
+    server: &Server,
+    conns: &mut HashMap<String, Entry>,
     gone: &mut Vec<Entry>,
     write: bool,
 ) {
-    let Ok(view) = control.call(|core| core.workers_view()).await else {
+    let Some(view) = server.workers().await else {
         return;
     };
-    let live: HashMap<u64, &WorkerView> = view.iter().map(|w| (w.id, w)).collect();
-    let lost: Vec<u64> = conns
+    let live: HashMap<&str, &WorkerView> = view.iter().map(|(k, w)| (k.as_str(), w)).collect();
+    let lost: Vec<String> = conns
         .keys()
-        .filter(|id| !live.contains_key(id))
-        .copied()
+        .filter(|k| !live.contains_key(k.as_str()))
+        .cloned()
         .collect();
     if !lost.is_empty() {
         tracing::info!(
@@ -129,11 +132,13 @@ async fn sync(
             left(shared, e, gone).await;
         }
     }
-    for w in &view {
+    for (key, w) in &view {
         let name = entry_name(w.identity.as_deref(), &view_label(w));
-        let e = conns.entry(w.id).or_insert_with(|| {
-            tracing::info!(worker = name, "etcd: a worker joined unseen; entry added");
-            entry(shared, w.id, w.fd, &name, &w.address)
+        let e = conns.entry(key.clone()).or_insert_with(|| {
+            if server.poll().is_none() {
+                tracing::info!(worker = name, "etcd: a worker joined unseen; entry added");
+            }
+            entry(shared, key, w.fd, &name, &w.address)
         });
         let mut changed = e.doc.set_name(&name);
         if let Some(s) = w.stats {
@@ -175,7 +180,7 @@ impl Outage {
 /// marks every entry `DEAD`.
 pub async fn run(
     shared: Arc<Shared>,
-    control: Control,
+    server: Server,
     mut events: mpsc::UnboundedReceiver<ServerEvent>,
     mut jobs: mpsc::UnboundedReceiver<JobsByFd>,
     mut stop_rx: watch::Receiver<bool>,
@@ -188,10 +193,12 @@ pub async fn run(
         dirty: true,
     };
     put(&shared, &mut bridge).await;
-    let mut conns: HashMap<u64, Entry> = HashMap::new();
+    let mut conns: HashMap<String, Entry> = HashMap::new();
     let mut gone: Vec<Entry> = Vec::new();
     let beat = (shared.cfg.harvest_after / 3).max(Duration::from_millis(100));
     let mut tick = tokio::time::interval(beat);
+    // Only where no events tell of joins and leaves.
+    let mut poll = server.poll().map(tokio::time::interval);
     let mut events_open = true;
     let mut outage = Outage::default();
     loop {
@@ -199,12 +206,13 @@ pub async fn run(
             ev = events.recv(), if events_open => match ev {
                 Some(ServerEvent::WorkerJoined { id, fd, label, address, identity }) => {
                     let name = entry_name(identity.as_deref(), &label);
-                    let mut e = entry(&shared, id, fd, &name, &address);
+                    let key = key_of_event(id);
+                    let mut e = entry(&shared, &key, fd, &name, &address);
                     put(&shared, &mut e).await;
-                    conns.insert(id, e);
+                    conns.insert(key, e);
                 }
                 Some(ServerEvent::WorkerLeft { id }) => {
-                    if let Some(e) = conns.remove(&id) {
+                    if let Some(e) = conns.remove(&key_of_event(id)) {
                         left(&shared, e, &mut gone).await;
                     }
                 }
@@ -214,10 +222,11 @@ pub async fn run(
                 Some(ServerEvent::Lagged) => {
                     tracing::warn!("etcd: fell behind the server's worker events; resynchronising the registry from its worker list");
                     Stats::bump(&shared.stats.events_lagged);
-                    sync(&shared, &control, &mut conns, &mut gone, true).await;
+                    sync(&shared, &server, &mut conns, &mut gone, true).await;
                 }
                 None => events_open = false,
             },
+            _ = next_tick(poll.as_mut()) => sync(&shared, &server, &mut conns, &mut gone, true).await,
             Some(map) = jobs.recv() => {
                 for e in conns.values_mut() {
                     let now = map.get(&e.fd);
@@ -233,7 +242,7 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
-                sync(&shared, &control, &mut conns, &mut gone, false).await;
+                sync(&shared, &server, &mut conns, &mut gone, false).await;
                 let now = now_text();
                 bridge.doc.set_heartbeat(&now);
                 put(&shared, &mut bridge).await;
@@ -257,9 +266,19 @@ pub async fn run(
     stop(&shared, bridge, conns).await;
 }
 
+/// The next tick of `poll`, or never.
+async fn next_tick(poll: Option<&mut tokio::time::Interval>) {
+    match poll {
+        Some(p) => {
+            p.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// The way out: running jobs back to `QUEUED`, every entry `DEAD`, within a
 /// few seconds (a graceful stop never waits on etcd for long).
-async fn stop(shared: &Shared, mut bridge: Entry, conns: HashMap<u64, Entry>) {
+async fn stop(shared: &Shared, mut bridge: Entry, conns: HashMap<String, Entry>) {
     let held: Vec<_> = shared.running().values().map(|r| r.held.clone()).collect();
     let work = async {
         for h in &held {

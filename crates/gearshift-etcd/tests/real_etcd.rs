@@ -78,7 +78,7 @@ async fn setup(etcd: &Etcd, layout: Layout) -> Setup {
         config,
         stats.clone(),
         events,
-        control,
+        gearshift_etcd::server::Server::Core(control),
         stopped,
     ));
     Setup {

@@ -61,7 +61,7 @@ async fn a_lagged_bridge_resyncs_the_registry_from_the_worker_list() {
         config,
         stats.clone(),
         rx,
-        control,
+        gearshift_etcd::server::Server::Core(control),
         stopped,
     ));
     wait_for(&mut kv, "/t/workers/gearshift-lag", |v| {

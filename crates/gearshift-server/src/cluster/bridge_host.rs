@@ -1,8 +1,9 @@
-//! Which node of a cluster runs its GearMonkey bridge (`--gearmonkey`):
-//! one at a time, since a bridge that starts puts back every job Redis
-//! shows taken, another bridge's running ones included. The leader in
-//! leader mode, the owner of partition 0 when partitioned, while its lease
-//! is trusted.
+//! Which node of a cluster runs its GearMonkey bridge (`--gearmonkey`),
+//! and on partitioned nodes its etcd bridge (`--etcd`): one at a time,
+//! since a GearMonkey bridge that starts puts back every job Redis shows
+//! taken, another bridge's running ones included, and one etcd registry
+//! lists each worker once. The leader in leader mode, the owner of
+//! partition 0 when partitioned, while its lease is trusted.
 
 use std::time::Duration;
 

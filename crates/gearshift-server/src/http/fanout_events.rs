@@ -104,24 +104,40 @@ async fn read_peer(
             return;
         }
     };
+    // A subscriber this far behind gets `dropped` from its own stream
+    // soon; what does not fit is not kept.
+    let read = each_event(&mut resp, |ev| {
+        !(tx.try_send(ev).is_err() && tx.is_closed())
+    })
+    .await;
+    if let Err(why) = read {
+        tracing::warn!(%peer, "another node's event stream: {why}");
+    }
+}
+
+/// Reads an event stream's events (but `stats`) as (kind, JSON text) into
+/// `take` until it returns false (Ok) or the stream ends (Ok), or a block
+/// runs past 1 MiB (Err).
+pub async fn each_event(
+    resp: &mut reqwest::Response,
+    mut take: impl FnMut(Remote) -> bool,
+) -> Result<(), &'static str> {
     let mut buf = Vec::new();
     while let Ok(Some(chunk)) = resp.chunk().await {
         buf.extend_from_slice(&chunk);
         while let Some(end) = find(&buf, b"\n\n") {
             let block: Vec<u8> = buf.drain(..end + 2).collect();
             if let Some(ev) = parse_block(&block) {
-                // A subscriber this far behind gets `dropped` from its own
-                // stream soon; what does not fit is not kept.
-                if tx.try_send(ev).is_err() && tx.is_closed() {
-                    return;
+                if !take(ev) {
+                    return Ok(());
                 }
             }
         }
         if buf.len() > 1 << 20 {
-            tracing::warn!(%peer, "another node's event stream sent a block too long");
-            return;
+            return Err("a block too long");
         }
     }
+    Ok(())
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

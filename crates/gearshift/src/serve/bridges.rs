@@ -3,7 +3,8 @@
 //! before the server so their own Gearman jobs never hold up a graceful
 //! stop, and on a cluster node running each only where the cluster has it
 //! run: the GearMonkey bridge on one chosen node, the etcd bridge beside
-//! a leader-mode node's job server while it leads.
+//! a leader-mode node's job server while it leads, or on the chosen
+//! partitioned node.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -64,10 +65,14 @@ pub(super) async fn stop(running: Running) {
 
 /// A cluster node's bridges: the GearMonkey one runs while the cluster has
 /// it run here ([`Node::hosts_bridge`]), the etcd one beside the job server
-/// while this leader-mode node leads ([`Node::leading`]).
+/// while this leader-mode node leads ([`Node::leading`]), or, on a
+/// partitioned node, while the cluster has it run here too.
 pub(super) struct OnNode {
     pub gearmonkey: Option<Bridge>,
     pub etcd: Option<etcd::Bridge>,
+    /// On a partitioned node: its HTTP address and token, through which
+    /// the etcd bridge follows the cluster's workers and events.
+    pub partitioned_api: Option<(std::net::SocketAddr, Option<String>)>,
 }
 
 impl OnNode {
@@ -80,13 +85,27 @@ impl OnNode {
     ) -> impl std::future::Future<Output = ()> {
         let (stopping_tx, stopping) = watch::channel(false);
         let host = node.hosts_bridge();
-        let gm = (self.gearmonkey)
-            .map(|b| tokio::spawn(while_hosted(host, stopping.clone(), move || b.spawn())));
-        let leading = node.leading();
-        let etcd = (self.etcd).map(|b| {
-            let start = move |l: Leading| etcd::spawn(&b, l.events, l.control);
-            tokio::spawn(while_leading(leading, stopping, start))
+        let gm = (self.gearmonkey).map(|b| {
+            let start = move || b.spawn();
+            tokio::spawn(while_hosted(
+                host.clone(),
+                stopping.clone(),
+                "GearMonkey",
+                start,
+            ))
         });
+        let leading = node.leading();
+        let etcd = match (self.etcd, self.partitioned_api) {
+            (None, _) => None,
+            (Some(b), Some((http, token))) => {
+                let start = move || etcd::spawn_on_partitioned(&b, http, token.clone());
+                Some(tokio::spawn(while_hosted(host, stopping, "etcd", start)))
+            }
+            (Some(b), None) => {
+                let start = move |l: Leading| etcd::spawn(&b, l.events, l.control);
+                Some(tokio::spawn(while_leading(leading, stopping, start)))
+            }
+        };
         async move {
             signal.await;
             stopping_tx.send_replace(true);
@@ -133,11 +152,13 @@ async fn while_leading<L: Clone>(
 /// few seconds, and two at once would put back each other's jobs.
 pub(super) const HOST_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs a bridge on a cluster node while `host` says this node is the one
-/// (after [`HOST_GRACE`]), stopping it when that ends, until `stopping`.
+/// Runs a bridge (`what`, for the log) on a cluster node while `host`
+/// says this node is the one (after [`HOST_GRACE`]), stopping it when that
+/// ends, until `stopping`.
 async fn while_hosted(
     mut host: watch::Receiver<bool>,
     mut stopping: watch::Receiver<bool>,
+    what: &'static str,
     start: impl Fn() -> Running,
 ) {
     loop {
@@ -145,7 +166,7 @@ async fn while_hosted(
         let chosen = async {
             loop {
                 host.wait_for(|h| *h).await.ok()?;
-                tracing::info!(grace = ?HOST_GRACE, "chosen to run the cluster's GearMonkey bridge: starting it after the grace");
+                tracing::info!(grace = ?HOST_GRACE, "chosen to run the cluster's {what} bridge: starting it after the grace");
                 tokio::select! {
                     _ = tokio::time::sleep(HOST_GRACE) => return Some(()),
                     r = host.wait_for(|h| !*h) => { r.ok()?; }
@@ -156,11 +177,11 @@ async fn while_hosted(
             c = chosen => if c.is_none() { return },
             _ = stopping.wait_for(|s| *s) => return,
         }
-        tracing::info!("running the cluster's GearMonkey bridge here");
+        tracing::info!("running the cluster's {what} bridge here");
         let running = start();
         tokio::select! {
             _ = host.wait_for(|h| !*h) => {
-                tracing::info!("no longer chosen to run the cluster's GearMonkey bridge: stopping it here");
+                tracing::info!("no longer chosen to run the cluster's {what} bridge: stopping it here");
             }
             _ = stopping.wait_for(|s| *s) => {}
         }
@@ -205,7 +226,7 @@ mod tests {
         let (started, stopped, start) = counted();
         let (host_tx, host) = watch::channel(false);
         let (stop_tx, stop) = watch::channel(false);
-        let task = tokio::spawn(while_hosted(host, stop, start));
+        let task = tokio::spawn(while_hosted(host, stop, "test", start));
         host_tx.send_replace(true);
         tokio::time::sleep(HOST_GRACE / 2).await;
         // Chosen only for a moment: nothing starts.

@@ -1,6 +1,7 @@
 //! `--etcd`: the etcd bridge (crate `gearshift-etcd`, cargo feature `etcd`)
 //! beside the server: its settings from the flags and the `[etcd]` table
-//! (flags win), the server's worker and retry events forwarded to it, its
+//! (flags win), the server's worker and retry events forwarded to it (on a
+//! partitioned node, the cluster's, through the node's HTTP API), its
 //! counters in `/metrics`. Built without the feature, `serve` refuses
 //! `--etcd` and `[etcd]` saying how to build with it.
 
@@ -102,10 +103,18 @@ mod imp {
     ) -> Running {
         match *bridge {}
     }
+
+    pub(in crate::serve) fn spawn_on_partitioned(
+        bridge: &Bridge,
+        _http: std::net::SocketAddr,
+        _token: Option<String>,
+    ) -> Running {
+        match *bridge {}
+    }
 }
 
 #[cfg(feature = "etcd")]
 #[path = "etcd_on.rs"]
 mod imp;
 
-pub(super) use imp::{config, prepare, spawn, Bridge, Config};
+pub(super) use imp::{config, prepare, spawn, spawn_on_partitioned, Bridge, Config};

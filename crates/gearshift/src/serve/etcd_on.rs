@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gearshift_etcd::keys::Layout;
+use gearshift_etcd::server::{Api, Server};
 use gearshift_etcd::stats::Stats;
 use gearshift_etcd::BridgeConfig;
 use gearshift_server::events::EventBus;
@@ -145,11 +146,36 @@ pub(in crate::serve) fn spawn(
     bus: Arc<EventBus>,
     control: gearshift_server::Control,
 ) -> Running {
+    let events = gearshift_etcd::events::forward(&bus);
+    start(bridge, events, Server::Core(control))
+}
+
+/// Starts the bridge on a partitioned node, following the cluster's
+/// workers and events through the node's HTTP API at `http` (`token`: the
+/// node's, which other nodes may want when asked for their part).
+pub(in crate::serve) fn spawn_on_partitioned(
+    bridge: &Bridge,
+    http: SocketAddr,
+    token: Option<String>,
+) -> Running {
+    let api = Api::new(bridge_side(http), token);
+    start(bridge, api.events(), Server::Api(api))
+}
+
+/// Where a bridge in this process reaches a listener bound to `addr`.
+fn bridge_side(addr: SocketAddr) -> SocketAddr {
+    loopback(&[addr]).unwrap_or(addr)
+}
+
+fn start(
+    bridge: &Bridge,
+    events: tokio::sync::mpsc::UnboundedReceiver<gearshift_etcd::ServerEvent>,
+    server: Server,
+) -> Running {
     let (tx, rx) = watch::channel(false);
     let (cfg, stats) = (bridge.cfg.clone(), bridge.stats.clone());
-    let events = gearshift_etcd::events::forward(&bus);
     let task = tokio::spawn(async move {
-        if let Err(e) = gearshift_etcd::run(cfg, stats, events, control, rx).await {
+        if let Err(e) = gearshift_etcd::run(cfg, stats, events, server, rx).await {
             tracing::error!("{e}");
         }
     });

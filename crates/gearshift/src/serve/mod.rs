@@ -438,8 +438,10 @@ fn run(args: ServeArgs) -> Result<(), String> {
         return Err("--link-tls-ca is for cluster nodes (a PostgreSQL store)".into());
     }
     if matches!(cfg.store, StoreConfig::Postgres { .. }) {
-        if etcd.is_some() && args.partitioned {
-            return Err("--etcd is not supported on partitioned nodes (--partitioned) yet; a leader-mode cluster runs it on its leader".into());
+        // The bridge follows the cluster through the node's HTTP API, in
+        // plain HTTP over loopback.
+        if etcd.is_some() && args.partitioned && (cfg.http.is_none() || args.http_tls) {
+            return Err("--etcd on a partitioned node follows the cluster through the node's plain HTTP API: leave --http on, without --http-tls".into());
         }
         let mut cluster = ClusterConfig {
             name: args.node_name.clone(),

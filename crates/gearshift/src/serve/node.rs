@@ -1,6 +1,7 @@
 //! `serve` on a cluster node (a PostgreSQL store): the node, its SIGHUP
 //! handling, and the bridges: GearMonkey's while the cluster has it run
-//! here, etcd's while this leader-mode node leads.
+//! here, etcd's while this leader-mode node leads (or, partitioned, while
+//! the cluster has it run here).
 
 use std::path::PathBuf;
 
@@ -24,6 +25,10 @@ pub(super) async fn run_node(
     let cfg_store = cfg.store.clone();
     let admin_allow = cfg.access.admin_allow.clone();
     let certs = crate::hangup::Certs::of(&cfg, cluster.link_tls.clone());
+    let (partitioned, token) = (
+        cluster.partitioned,
+        cfg.http.as_ref().and_then(|h| h.token.clone()),
+    );
     let node = Node::bind(cfg, cluster).await.map_err(|e| e.to_string())?;
     tracing::info!(
         "jobs are stored in PostgreSQL at {store}; node {} of its cluster",
@@ -58,6 +63,10 @@ pub(super) async fn run_node(
     let bridges = bridges::OnNode {
         gearmonkey: bridge,
         etcd: etcd::prepare(etcd, &node.local_addrs())?,
+        partitioned_api: node
+            .http_addr()
+            .filter(|_| partitioned)
+            .map(|http| (http, token)),
     };
     let stop = bridges.until(&node, shutdown_signal(pid_file));
     crate::sd_notify::notify("READY=1");
