@@ -6,6 +6,8 @@
 //! loopback, which answers for the whole cluster.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gearshift_core::view::WorkerView;
@@ -36,6 +38,29 @@ pub struct Api {
     base: String,
     token: Option<String>,
     client: reqwest::Client,
+    /// The worker list could not be had the last time.
+    list_down: Outage,
+}
+
+/// Something the bridge asks for every second out of reach (the node's
+/// job server restarts when partitions move): a warning when it goes, a
+/// line when it is back, not one each second.
+#[derive(Clone, Default)]
+struct Outage(Arc<AtomicBool>);
+
+impl Outage {
+    fn failed(&self, why: &str) {
+        match self.0.swap(true, Ordering::Relaxed) {
+            false => tracing::warn!("etcd: {why}; asking again every second"),
+            true => tracing::debug!("etcd: {why}"),
+        }
+    }
+
+    fn answered(&self, what: &str) {
+        if self.0.swap(false, Ordering::Relaxed) {
+            tracing::info!("etcd: {what} answers again");
+        }
+    }
 }
 
 impl Api {
@@ -46,6 +71,7 @@ impl Api {
             base: format!("http://{http}"),
             token,
             client: reqwest::Client::new(),
+            list_down: Outage::default(),
         }
     }
 
@@ -58,15 +84,18 @@ impl Api {
     }
 
     /// Follows the cluster's `retrying` events as [`ServerEvent::Retrying`];
-    /// a stream that ends or cannot be had is [`ServerEvent::Lagged`], and
-    /// is asked for again a second later. Ends when the receiver goes.
+    /// a stream that ends or cannot be had is asked for again a second
+    /// later (the worker list, read every second, needs no resync; a retry
+    /// in the gap shows only as the job's end). Ends when the receiver goes.
     pub fn events(&self) -> mpsc::UnboundedReceiver<ServerEvent> {
         let (tx, rx) = mpsc::unbounded_channel();
         let api = self.clone();
         tokio::spawn(async move {
+            let down = Outage::default();
             loop {
                 match api.get("/api/v1/events?kinds=retrying").send().await {
                     Ok(mut resp) if resp.status().is_success() => {
+                        down.answered("the node's event stream");
                         let read = gearshift_server::http::fanout_events::each_event(
                             &mut resp,
                             |(_, data)| match retrying(&data) {
@@ -76,15 +105,16 @@ impl Api {
                         )
                         .await;
                         if let Err(why) = read {
-                            tracing::warn!("etcd: the node's event stream: {why}");
+                            down.failed(&format!("the node's event stream: {why}"));
                         }
                     }
-                    Ok(resp) => {
-                        tracing::warn!(status = %resp.status(), "etcd: the node refused its event stream")
-                    }
-                    Err(e) => tracing::warn!("etcd: the node's event stream: {e}"),
+                    Ok(resp) => down.failed(&format!(
+                        "the node refused its event stream ({})",
+                        resp.status()
+                    )),
+                    Err(e) => down.failed(&format!("the node's event stream: {e}")),
                 }
-                if tx.send(ServerEvent::Lagged).is_err() {
+                if tx.is_closed() {
                     return;
                 }
                 tokio::time::sleep(POLL).await;
@@ -97,23 +127,24 @@ impl Api {
         let resp = match self.get("/api/v1/workers").timeout(API_WAIT).send().await {
             Ok(r) if r.status().is_success() => r,
             Ok(r) => {
-                tracing::warn!(status = %r.status(), "etcd: the node refused its worker list");
+                let why = format!("the node refused its worker list ({})", r.status());
+                self.list_down.failed(&why);
                 return None;
             }
             Err(e) => {
-                tracing::warn!("etcd: the node's worker list: {e}");
+                self.list_down
+                    .failed(&format!("the node's worker list: {e}"));
                 return None;
             }
         };
         let body: Value = resp.json().await.ok()?;
         // A node that gave no part would read as its workers all gone.
         if let Some(nodes) = body["unreachable"].as_array().filter(|n| !n.is_empty()) {
-            tracing::warn!(
-                ?nodes,
-                "etcd: nodes gave no worker list; the registry waits for them"
-            );
+            let why = format!("nodes {nodes:?} gave no worker list; the registry waits for them");
+            self.list_down.failed(&why);
             return None;
         }
+        self.list_down.answered("the cluster's worker list");
         let list = body.get("workers")?.as_array()?;
         Some(list.iter().filter_map(cluster_worker).collect())
     }
