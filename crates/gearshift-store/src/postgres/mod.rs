@@ -40,6 +40,7 @@ mod schema;
 mod session;
 mod statement;
 mod tls;
+mod tls_params;
 
 use std::time::Duration;
 
