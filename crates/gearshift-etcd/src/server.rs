@@ -102,8 +102,13 @@ impl Api {
                                 Some(ev) => tx.send(ev).is_ok(),
                                 None => true,
                             },
-                        )
-                        .await;
+                        );
+                        // The bridge stopped: the stream goes with it, even
+                        // one no event comes on.
+                        let read = tokio::select! {
+                            r = read => r,
+                            _ = tx.closed() => return,
+                        };
                         if let Err(why) = read {
                             down.failed(&format!("the node's event stream: {why}"));
                         }
@@ -259,6 +264,40 @@ mod tests {
             cluster_worker(&json!({"address": "a"})).is_none(),
             "no port"
         );
+    }
+
+    #[tokio::test]
+    async fn the_event_stream_goes_when_the_bridge_does() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let api = Api::new(listener.local_addr().expect("addr"), None);
+        let mut rx = api.events();
+        let (mut sock, _) = listener.accept().await.expect("the stream is asked for");
+        let mut request = [0u8; 1024];
+        let n = sock.read(&mut request).await.expect("request");
+        assert!(request[..n].starts_with(b"GET /api/v1/events?kinds=retrying "));
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                    transfer-encoding: chunked\r\n\r\n";
+        let event = r#"event: retrying
+data: {"kind":"retrying","handle":"H:x:1","retry_at_ms":7}
+
+"#;
+        let chunk = format!("{head}{:x}\r\n{event}\r\n", event.len());
+        sock.write_all(chunk.as_bytes()).await.expect("an event");
+        let got = rx.recv().await.expect("the event");
+        assert_eq!(
+            got,
+            ServerEvent::Retrying {
+                handle: "H:x:1".into(),
+                at_ms: 7
+            }
+        );
+        // No more events come; the bridge stops: the connection closes.
+        drop(rx);
+        let closed = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut request)).await;
+        assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "{closed:?}");
     }
 
     #[test]
