@@ -28,6 +28,7 @@ pub mod events;
 mod harvest;
 mod job;
 pub mod keys;
+mod outage;
 pub mod queue;
 mod registry;
 pub mod server;

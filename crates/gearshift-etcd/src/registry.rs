@@ -19,6 +19,7 @@ use gearshift_core::view::WorkerView;
 use tokio::sync::{mpsc, watch};
 
 use crate::doc::WorkerDoc;
+use crate::outage::{Change, Outage};
 use crate::server::{key_of_event, Server};
 use crate::stats::Stats;
 use crate::store::Write;
@@ -107,7 +108,7 @@ async fn left(shared: &Shared, mut e: Entry, gone: &mut Vec<Entry>) {
 /// dirty (`write`: written here, else on the caller's heartbeat).
 async fn sync(
     shared: &Shared,
-    server: &Server,
+    server: &mut Server,
     conns: &mut HashMap<String, Entry>,
     gone: &mut Vec<Entry>,
     write: bool,
@@ -153,26 +154,21 @@ async fn sync(
 
 /// etcd out of reach, as the bridge's own heartbeat sees it: one line
 /// when it goes, one (with how long) when it is back, and a count.
-#[derive(Default)]
-struct Outage {
-    since: Option<std::time::Instant>,
-}
-
-impl Outage {
-    fn heartbeat(&mut self, shared: &Shared, failed: bool) {
-        match (failed, self.since) {
-            (true, None) => {
-                self.since = Some(std::time::Instant::now());
-                Stats::bump(&shared.stats.etcd_outages);
-                tracing::warn!("etcd: out of reach; Gearman work goes on, etcd jobs and the registry wait for it");
-            }
-            (false, Some(t)) => {
-                self.since = None;
-                let secs = t.elapsed().as_secs();
-                tracing::warn!("etcd: reachable again after about {secs} s; results and entries are written now");
-            }
-            _ => {}
+fn heartbeat(outage: &mut Outage, shared: &Shared, failed: bool) {
+    match outage.note(failed) {
+        Change::Went => {
+            Stats::bump(&shared.stats.etcd_outages);
+            tracing::warn!(
+                "etcd: out of reach; Gearman work goes on, etcd jobs and the registry wait for it"
+            );
         }
+        Change::Back(d) => {
+            let secs = d.as_secs();
+            tracing::warn!(
+                "etcd: reachable again after about {secs} s; results and entries are written now"
+            );
+        }
+        Change::Same => {}
     }
 }
 
@@ -180,7 +176,7 @@ impl Outage {
 /// marks every entry `DEAD`.
 pub async fn run(
     shared: Arc<Shared>,
-    server: Server,
+    mut server: Server,
     mut events: mpsc::UnboundedReceiver<ServerEvent>,
     mut jobs: mpsc::UnboundedReceiver<JobsByFd>,
     mut stop_rx: watch::Receiver<bool>,
@@ -222,11 +218,11 @@ pub async fn run(
                 Some(ServerEvent::Lagged) => {
                     tracing::warn!("etcd: fell behind the server's worker events; resynchronising the registry from its worker list");
                     Stats::bump(&shared.stats.events_lagged);
-                    sync(&shared, &server, &mut conns, &mut gone, true).await;
+                    sync(&shared, &mut server, &mut conns, &mut gone, true).await;
                 }
                 None => events_open = false,
             },
-            _ = next_tick(poll.as_mut()) => sync(&shared, &server, &mut conns, &mut gone, true).await,
+            _ = next_tick(poll.as_mut()) => sync(&shared, &mut server, &mut conns, &mut gone, true).await,
             Some(map) = jobs.recv() => {
                 for e in conns.values_mut() {
                     let now = map.get(&e.fd);
@@ -242,11 +238,14 @@ pub async fn run(
                 }
             }
             _ = tick.tick() => {
-                sync(&shared, &server, &mut conns, &mut gone, false).await;
+                // Polled every second otherwise (written there too).
+                if poll.is_none() {
+                    sync(&shared, &mut server, &mut conns, &mut gone, false).await;
+                }
                 let now = now_text();
                 bridge.doc.set_heartbeat(&now);
                 put(&shared, &mut bridge).await;
-                outage.heartbeat(&shared, bridge.dirty);
+                heartbeat(&mut outage, &shared, bridge.dirty);
                 for e in conns.values_mut() {
                     e.doc.set_heartbeat(&now);
                     put(&shared, e).await;

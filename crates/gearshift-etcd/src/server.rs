@@ -6,8 +6,6 @@
 //! loopback, which answers for the whole cluster.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use gearshift_core::view::WorkerView;
@@ -16,6 +14,7 @@ use gearshift_server::Control;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::outage::{Change, Outage};
 use crate::ServerEvent;
 
 /// How often the worker list is read when no event tells of workers
@@ -42,24 +41,19 @@ pub struct Api {
     list_down: Outage,
 }
 
-/// Something the bridge asks for every second out of reach (the node's
-/// job server restarts when partitions move): a warning when it goes, a
-/// line when it is back, not one each second.
-#[derive(Clone, Default)]
-struct Outage(Arc<AtomicBool>);
-
-impl Outage {
-    fn failed(&self, why: &str) {
-        match self.0.swap(true, Ordering::Relaxed) {
-            false => tracing::warn!("etcd: {why}; asking again every second"),
-            true => tracing::debug!("etcd: {why}"),
-        }
+/// The node's API asked every second found out of reach (its job server
+/// restarts when partitions move): a warning when it goes, then debug.
+fn failed(down: &mut Outage, why: &str) {
+    match down.note(true) {
+        Change::Went => tracing::warn!("etcd: {why}; asking again every second"),
+        _ => tracing::debug!("etcd: {why}"),
     }
+}
 
-    fn answered(&self, what: &str) {
-        if self.0.swap(false, Ordering::Relaxed) {
-            tracing::info!("etcd: {what} answers again");
-        }
+/// The node's API answered: a line if it had not.
+fn answered(down: &mut Outage, what: &str) {
+    if let Change::Back(_) = down.note(false) {
+        tracing::info!("etcd: {what} answers again");
     }
 }
 
@@ -91,11 +85,11 @@ impl Api {
         let (tx, rx) = mpsc::unbounded_channel();
         let api = self.clone();
         tokio::spawn(async move {
-            let down = Outage::default();
+            let mut down = Outage::default();
             loop {
                 match api.get("/api/v1/events?kinds=retrying").send().await {
                     Ok(mut resp) if resp.status().is_success() => {
-                        down.answered("the node's event stream");
+                        answered(&mut down, "the node's event stream");
                         let read = gearshift_server::http::fanout_events::each_event(
                             &mut resp,
                             |(_, data)| match retrying(&data) {
@@ -110,14 +104,14 @@ impl Api {
                             _ = tx.closed() => return,
                         };
                         if let Err(why) = read {
-                            down.failed(&format!("the node's event stream: {why}"));
+                            failed(&mut down, &format!("the node's event stream: {why}"));
                         }
                     }
-                    Ok(resp) => down.failed(&format!(
-                        "the node refused its event stream ({})",
-                        resp.status()
-                    )),
-                    Err(e) => down.failed(&format!("the node's event stream: {e}")),
+                    Ok(resp) => failed(
+                        &mut down,
+                        &format!("the node refused its event stream ({})", resp.status()),
+                    ),
+                    Err(e) => failed(&mut down, &format!("the node's event stream: {e}")),
                 }
                 if tx.is_closed() {
                     return;
@@ -128,17 +122,16 @@ impl Api {
         rx
     }
 
-    async fn workers(&self) -> Option<Vec<(String, WorkerView)>> {
+    async fn workers(&mut self) -> Option<Vec<(String, WorkerView)>> {
         let resp = match self.get("/api/v1/workers").timeout(API_WAIT).send().await {
             Ok(r) if r.status().is_success() => r,
             Ok(r) => {
                 let why = format!("the node refused its worker list ({})", r.status());
-                self.list_down.failed(&why);
+                failed(&mut self.list_down, &why);
                 return None;
             }
             Err(e) => {
-                self.list_down
-                    .failed(&format!("the node's worker list: {e}"));
+                failed(&mut self.list_down, &format!("the node's worker list: {e}"));
                 return None;
             }
         };
@@ -146,10 +139,10 @@ impl Api {
         // A node that gave no part would read as its workers all gone.
         if let Some(nodes) = body["unreachable"].as_array().filter(|n| !n.is_empty()) {
             let why = format!("nodes {nodes:?} gave no worker list; the registry waits for them");
-            self.list_down.failed(&why);
+            failed(&mut self.list_down, &why);
             return None;
         }
-        self.list_down.answered("the cluster's worker list");
+        answered(&mut self.list_down, "the cluster's worker list");
         let list = body.get("workers")?.as_array()?;
         Some(list.iter().filter_map(cluster_worker).collect())
     }
@@ -158,11 +151,11 @@ impl Api {
 impl Server {
     /// Every worker connection, each with the key of its registry entry;
     /// None when the server did not answer.
-    pub async fn workers(&self) -> Option<Vec<(String, WorkerView)>> {
+    pub async fn workers(&mut self) -> Option<Vec<(String, WorkerView)>> {
         match self {
             Server::Core(control) => {
                 let view = control.call(|core| core.workers_view()).await.ok()?;
-                Some(view.into_iter().map(|w| (w.id.to_string(), w)).collect())
+                Some(view.into_iter().map(|w| (key_of_event(w.id), w)).collect())
             }
             Server::Api(api) => api.workers().await,
         }
@@ -178,7 +171,8 @@ impl Server {
     }
 }
 
-/// The registry's key of a connection the event with id `id` names.
+/// The registry's key of a job server's connection `id` (as its events
+/// and its worker list name it).
 pub fn key_of_event(id: u64) -> String {
     id.to_string()
 }

@@ -281,12 +281,14 @@ impl NodeStream {
     /// The socket an I/O thread registers: the TCP socket, or the
     /// plaintext end of a pipe the session is pumped through.
     pub fn into_std(self, peer: std::net::SocketAddr) -> Option<StdSock> {
-        let sock = match self {
-            NodeStream::Plain(s) => s.into_std().map(StdSock::Tcp),
-            NodeStream::Tls(s) => Ok(crate::tls::plaintext_end(*s)),
-        };
-        sock.map_err(|e| tracing::warn!(%peer, error = %e, "cannot hand a node's connection over"))
-            .ok()
+        match self {
+            NodeStream::Plain(s) => (s.into_std().map(StdSock::Tcp))
+                .map_err(
+                    |e| tracing::warn!(%peer, error = %e, "cannot hand a node's connection over"),
+                )
+                .ok(),
+            NodeStream::Tls(s) => Some(crate::tls::plaintext_end(*s)),
+        }
     }
 }
 
