@@ -107,8 +107,10 @@ def test_mysql_migration(tmp, gearmand_bin, gearshift_bin, submit, check_served,
     binary = b"\x00bin\x00ary\xff\x00"
     accented = "u-\u00e9t\u00e9".encode()
     when = int(time.time()) + 3600
-    db = MariaDB(tmp).start()
+    db = MariaDB(tmp)
     try:
+        # Inside the try: a server that started but never answered is stopped too.
+        db.start()
         gm = h.Server("%s -L 127.0.0.1 -p {port} -t 0 -q MySQL --mysql-host 127.0.0.1 "
                       "--mysql-port %d --mysql-user gearman --mysql-password pw "
                       "--mysql-db gearman --log-file=none" % (gearmand_bin, db.port),

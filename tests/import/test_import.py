@@ -423,8 +423,9 @@ def test_postgres_migration(tmp):
     data_dir = os.path.join(tmp, "data")
     binary = b"\x00bin\x00ary\xff\x00"
     when = int(time.time()) + 3600
-    pg = Postgres(tmp).start()
+    pg = Postgres(tmp)
     try:
+        pg.start()
         gm = h.Server("%s -L 127.0.0.1 -p {port} -t 0 -q Postgres --libpq-conninfo '%s' "
                       "--log-file=none" % (GEARMAND, pg.conninfo), "gearmand").start()
         try:
@@ -521,8 +522,9 @@ def test_import_into_postgres_store(tmp):
     finally:
         gm.stop()
 
-    pg = Postgres(tmp).start()
+    pg = Postgres(tmp)
     try:
+        pg.start()
         pg.sql("CREATE DATABASE gs")
         store = pg.store_url("gs")
 
