@@ -1,5 +1,6 @@
-//! `gearshift serve`'s log: JSON lines, no colour codes off a terminal, and
-//! a log file reopened on SIGHUP (logrotate's move-then-signal).
+//! `gearshift serve`'s log: JSON lines, no colour codes off a terminal, a
+//! start-up failure in the log file, and a log file reopened on SIGHUP
+//! (logrotate's move-then-signal).
 
 mod common;
 
@@ -58,6 +59,31 @@ fn stderr_that_is_not_a_terminal_gets_no_colour_codes() {
     let text = stderr.all();
     assert!(text.contains("SIGTERM received"), "{text}");
     assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+#[test]
+fn a_server_that_cannot_start_says_why_in_its_log_file_and_on_stderr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("data dir");
+    std::fs::write(data.join("queue.gslog"), b"not a queue file at all").expect("write");
+    let log = dir.path().join("gs.log");
+    let out = Command::new(BIN)
+        .args(["serve", "-L", "127.0.0.1", "-p", "0", "--http", "off"])
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--log-file")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run gearshift serve");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let logged = read(&log);
+    for text in [&*stderr, &*logged] {
+        assert!(text.contains("store file is corrupt"), "{text}");
+    }
+    assert!(logged.contains("ERROR"), "{logged}");
 }
 
 #[test]

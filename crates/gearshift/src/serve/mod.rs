@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
+use crate::logging::LogFile;
 use clap::Args;
 use gearshift_core::CoreConfig;
 use gearshift_server::allow::AllowList;
@@ -332,6 +333,17 @@ pub fn main(args: ServeArgs) -> ExitCode {
 fn run(args: ServeArgs) -> Result<(), String> {
     let filter = level(&args.verbose)?;
     let log_file = crate::logging::init(&args.log_file, args.log_format, filter)?;
+    let to_file = log_file.is_some();
+    // A server that cannot start says why in its log file too, where an
+    // operator looking at the log of a service that stopped will look.
+    serve(args, log_file).inspect_err(|e| {
+        if to_file {
+            tracing::error!("{e}");
+        }
+    })
+}
+
+fn serve(args: ServeArgs, log_file: Option<LogFile>) -> Result<(), String> {
     let prefix = args
         .job_handle_prefix
         .clone()
