@@ -1,10 +1,12 @@
 //! The `gearshift` command: `serve` runs the job server with gearmand's
 //! familiar flags; `import` moves a gearmand persistent queue into the
-//! embedded store or PostgreSQL; `submit`, `work` and `admin` are the
+//! embedded store or PostgreSQL; `check` reads (and repairs) the embedded
+//! store's file; `submit`, `work` and `admin` are the
 //! everyday client, worker and admin tools, built on the `gearshift-client`
 //! library.
 //!
-//! - `serve` (with `logging`), `import/`: the server side.
+//! - `serve` (with `logging`), `import/`, `check` (the queue file,
+//!   offline): the server side.
 //! - `docs_cmd`: shell completions and man pages from the clap definitions.
 //! - `submit` (and `batch` for `--lines`), `work`, `admin_cmd` (with
 //!   `table`): the tools; `bench/` the load tool; `servers` holds what they
@@ -15,6 +17,7 @@
 mod admin_cmd;
 mod batch;
 mod bench;
+mod check;
 mod docs_cmd;
 mod hangup;
 mod import;
@@ -42,8 +45,10 @@ struct Cli {
 enum Command {
     /// Run the job server.
     Serve(Box<serve::ServeArgs>),
-    /// Import a stopped gearmand's libsqlite3 or Postgres queue into the data directory or PostgreSQL.
+    /// Import a stopped gearmand's libsqlite3, Postgres or MySQL queue into the data directory or PostgreSQL.
     Import(import::ImportArgs),
+    /// Check the embedded store's queue file offline; --repair saves what a damaged one holds.
+    Check(check::CheckArgs),
     /// Submit a job (or one per input line) and print its result.
     Submit(submit::SubmitArgs),
     /// Run a worker: a command per job (stdin: workload, stdout: result).
@@ -65,6 +70,7 @@ fn main() -> std::process::ExitCode {
     match cli.command {
         Command::Serve(args) => serve::main(*args),
         Command::Import(args) => import::main(args),
+        Command::Check(args) => check::main(args),
         Command::Submit(args) => submit::main(args),
         Command::Work(args) => work::main(args),
         Command::Admin(args) => admin_cmd::main(args),

@@ -76,7 +76,7 @@ pub fn seal(buf: &mut [u8]) {
 }
 
 /// A frame header that checks out at `pos`: (payload length, payload CRC).
-fn header_at(file: &Bytes, pos: usize) -> Option<(usize, u32)> {
+pub(super) fn header_at(file: &Bytes, pos: usize) -> Option<(usize, u32)> {
     parse_header(file.get(pos..pos.checked_add(FRAME_HEADER)?)?)
 }
 
@@ -147,7 +147,7 @@ impl<R: std::io::Read> FrameReader<R> {
 }
 
 /// A valid frame at `pos`: its payload and the offset after it.
-fn frame_at(file: &Bytes, pos: usize) -> Option<(Bytes, usize)> {
+pub(super) fn frame_at(file: &Bytes, pos: usize) -> Option<(Bytes, usize)> {
     let (len, crc) = header_at(file, pos)?;
     let start = pos + FRAME_HEADER;
     let end = start.checked_add(len)?;

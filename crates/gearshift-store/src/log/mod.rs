@@ -11,6 +11,7 @@ mod compact;
 mod direct;
 pub mod frame;
 mod replay;
+pub mod salvage;
 mod sizes;
 mod swap;
 
@@ -147,18 +148,7 @@ impl LogStore {
     /// is an error, so no job is ever silently dropped.
     pub fn open(dir: &Path, opts: LogOptions) -> Result<LogStore, StoreError> {
         std::fs::create_dir_all(dir)?;
-        let lock = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join("LOCK"))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked(dir.display().to_string()))
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
-        }
+        let lock = lock_dir(dir)?;
         // A compaction cut short by a crash leaves its copy behind; the log
         // itself is intact, so the copy is only wasted space.
         match std::fs::remove_file(swap::compact_tmp(dir)) {
@@ -408,6 +398,23 @@ fn open_direct(path: &Path, file: &File, len: u64, opts: LogOptions) -> Option<d
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir)?.sync_all()?;
     Ok(())
+}
+
+/// Takes the data directory's lock (one process per directory), held as
+/// long as the returned file is.
+fn lock_dir(dir: &Path) -> Result<File, StoreError> {
+    let lock = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join("LOCK"))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(StoreError::Locked(dir.display().to_string()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
 }
 
 impl LogStore {

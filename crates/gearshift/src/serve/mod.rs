@@ -484,7 +484,9 @@ fn serve(args: ServeArgs, log_file: Option<LogFile>) -> Result<(), String> {
     }
     let certs = crate::hangup::Certs::of(&cfg, None);
     let result = rt.block_on(async move {
-        let server = Server::bind(cfg).await.map_err(|e| e.to_string())?;
+        let server = Server::bind(cfg)
+            .await
+            .map_err(|e| crate::check::explain(e, &cfg_store))?;
         match &cfg_store {
             StoreConfig::Log { dir, durability } => {
                 tracing::info!(

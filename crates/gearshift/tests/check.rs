@@ -1,0 +1,131 @@
+//! `gearshift check`: a queue file damaged in its middle stops `serve`,
+//! which names the tool; `check` reports the damage and `--repair` keeps
+//! every readable frame, so the server starts again with the jobs around
+//! the damage and handles past any it may have given out.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{Server, BIN, WAIT};
+
+fn handle_number(handle: &str) -> u64 {
+    handle
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a handle: {handle:?}"))
+}
+
+fn gearshift(args: &[&str], data: &Path) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run gearshift");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_damaged_queue_file_is_reported_repaired_and_served_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data_flag = data.to_str().expect("utf-8 path");
+    let flags = ["--data-dir", data_flag, "--http", "off"];
+    let mut last = 0;
+    {
+        let s = Server::gearshift_with(&flags);
+        // One flush each: three frames after the first reservation's.
+        for data in ["payload-one", "payload-two", "payload-three"] {
+            let out = s.run(&["submit", "-b", "-f", "kept", data], b"");
+            assert_eq!(out.code(), 0, "{out:?}");
+            last = handle_number(&out.stdout);
+        }
+        let mut proc = s.proc;
+        proc.signal("TERM");
+        assert!(proc.wait_within(WAIT).success());
+    }
+    let (code, out, _) = gearshift(&["check"], &data);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("sound: the server opens it and holds 3 jobs waiting"),
+        "{out}"
+    );
+
+    // Damage the second job's frame: a later frame follows it.
+    let file = data.join("queue.gslog");
+    let mut raw = std::fs::read(&file).expect("read");
+    let at = raw
+        .windows(11)
+        .position(|w| w == b"payload-two")
+        .expect("the job's data in the file");
+    raw[at] ^= 0x20;
+    std::fs::write(&file, &raw).expect("write");
+
+    let (code, _, err) = gearshift(
+        &["serve", "-L", "127.0.0.1", "-p", "0", "--http", "off"],
+        &data,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("store file is corrupt"), "{err}");
+    assert!(err.contains("gearshift check --data-dir"), "{err}");
+
+    let (code, out, _) = gearshift(&["check"], &data);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("damaged: the server refuses it"), "{out}");
+    assert_eq!(out.matches(" cannot be read").count(), 1, "{out}");
+    assert!(
+        out.contains("a repair keeps every readable frame: 2 jobs waiting"),
+        "{out}"
+    );
+    assert!(out.contains("gearshift check --repair"), "{out}");
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        raw,
+        "check changes nothing"
+    );
+
+    let (code, out, err) = gearshift(&["check", "--repair"], &data);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("repaired: the damaged file is kept as"),
+        "{out}"
+    );
+    let kept: Vec<_> = std::fs::read_dir(&data)
+        .expect("data dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("queue.gslog.damaged-")
+        })
+        .collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(std::fs::read(kept[0].path()).expect("read"), raw);
+    let (code, out, _) = gearshift(&["check"], &data);
+    assert_eq!(code, 0, "{out}");
+
+    let s = Server::gearshift_with(&flags);
+    let row = s.status_of("kept").expect("the function is back");
+    assert_eq!(row["total"], 2, "{row}");
+    let out = s.run(&["submit", "-b", "-f", "kept", "payload-four"], b"");
+    assert_eq!(out.code(), 0, "{out:?}");
+    let next = handle_number(&out.stdout);
+    assert!(next > last + 100_000, "new handle {next} after {last}");
+}
+
+#[test]
+fn check_without_a_store_is_an_error_not_a_verdict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _, err) = gearshift(&["check"], dir.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no queue file"), "{err}");
+}
