@@ -47,17 +47,33 @@ fn four_frames(dir: &Path, data_of_3: &[u8]) -> Vec<Range<usize>> {
     frames
 }
 
-fn poke(dir: &Path, at: usize) {
+/// Changes the log file with `change`; returns what it then holds.
+fn rewrite(dir: &Path, change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let path = dir.join(FILE_NAME);
     let mut raw = std::fs::read(&path).expect("read");
-    raw[at] ^= 0x55;
-    std::fs::write(&path, raw).expect("write");
+    change(&mut raw);
+    std::fs::write(&path, &raw).expect("write");
+    raw
+}
+
+fn poke(dir: &Path, at: usize) {
+    rewrite(dir, |raw| raw[at] ^= 0x55);
 }
 
 fn live_ids(dir: &Path) -> (Vec<u64>, u64) {
     let mut s = LogStore::open(dir, opts()).expect("the log opens");
     let r = s.replay().expect("replay");
     (r.jobs.iter().map(|j| j.id).collect(), r.next_id)
+}
+
+/// Checks that `frame` is the one damaged stretch, repairs, and returns
+/// the live jobs the repaired log holds.
+fn repaired_without(dir: &Path, frame: &Range<usize>) -> Vec<u64> {
+    let report = check(dir).expect("check");
+    assert!(report.refused);
+    assert_eq!(report.damaged, vec![frame.start as u64..frame.end as u64]);
+    repair(dir, STEP).expect("repair").expect("repaired");
+    live_ids(dir).0
 }
 
 #[test]
@@ -101,14 +117,7 @@ fn a_damaged_header_is_skipped_to_the_next_frame() {
     let dir = tempfile::tempdir().expect("tempdir");
     let frames = four_frames(dir.path(), b"three");
     poke(dir.path(), frames[2].start + 5);
-    let report = check(dir.path()).expect("check");
-    assert!(report.refused);
-    assert_eq!(
-        report.damaged,
-        vec![frames[2].start as u64..frames[2].end as u64]
-    );
-    repair(dir.path(), STEP).expect("repair").expect("repaired");
-    assert_eq!(live_ids(dir.path()).0, vec![2, 3, 4, 6]);
+    assert_eq!(repaired_without(dir.path(), &frames[2]), vec![2, 3, 4, 6]);
 }
 
 #[test]
@@ -124,15 +133,7 @@ fn a_frame_inside_a_damaged_frames_job_data_is_not_taken_for_one() {
         let dir = tempfile::tempdir().expect("tempdir");
         let frames = four_frames(dir.path(), &planted);
         poke(dir.path(), at(&frames[1]));
-        let report = check(dir.path()).expect("check");
-        assert!(report.refused);
-        assert_eq!(
-            report.damaged,
-            vec![frames[1].start as u64..frames[1].end as u64]
-        );
-        repair(dir.path(), STEP).expect("repair").expect("repaired");
-        let (ids, _) = live_ids(dir.path());
-        assert_eq!(ids, vec![1, 2, 5, 6]);
+        assert_eq!(repaired_without(dir.path(), &frames[1]), vec![1, 2, 5, 6]);
     }
 }
 
@@ -141,17 +142,15 @@ fn a_torn_tail_is_for_the_server_to_cut_not_a_repair() {
     let dir = tempfile::tempdir().expect("tempdir");
     let frames = four_frames(dir.path(), b"three");
     // The last frame cut short: its header intact, its payload incomplete.
-    let path = dir.path().join(FILE_NAME);
-    let mut raw = std::fs::read(&path).expect("read");
-    raw.truncate(frames[3].end - 3);
-    std::fs::write(&path, &raw).expect("write");
+    let raw = rewrite(dir.path(), |raw| raw.truncate(frames[3].end - 3));
     let report = check(dir.path()).expect("check");
     assert!(!report.refused);
     assert!(report.damaged.is_empty());
     assert!(report.tail > 0);
     assert_eq!(report.jobs, 4);
     assert_eq!(repair(dir.path(), STEP).expect("repair"), None);
-    assert_eq!(std::fs::read(&path).expect("read"), raw, "left as it was");
+    let now = std::fs::read(dir.path().join(FILE_NAME)).expect("read");
+    assert_eq!(now, raw, "left as it was");
 }
 
 #[test]
@@ -159,12 +158,11 @@ fn data_after_a_damaged_last_frame_is_cut_by_a_repair() {
     let dir = tempfile::tempdir().expect("tempdir");
     let frames = four_frames(dir.path(), b"three");
     // The last frame damaged, then bytes that are not a frame.
-    let path = dir.path().join(FILE_NAME);
-    let mut raw = std::fs::read(&path).expect("read");
-    raw.truncate(frames[3].end);
-    raw[frames[3].end - 1] ^= 1;
-    raw.extend_from_slice(b"not a frame");
-    std::fs::write(&path, &raw).expect("write");
+    rewrite(dir.path(), |raw| {
+        raw.truncate(frames[3].end);
+        raw[frames[3].end - 1] ^= 1;
+        raw.extend_from_slice(b"not a frame");
+    });
     assert!(LogStore::open(dir.path(), opts()).is_err());
     let report = check(dir.path()).expect("check");
     assert!(report.refused);
@@ -186,10 +184,7 @@ fn a_running_server_or_a_newer_file_is_left_alone() {
             Err(StoreError::Locked(_))
         ));
     }
-    let path = dir.path().join(FILE_NAME);
-    let mut raw = std::fs::read(&path).expect("read");
-    raw[8] = 99;
-    std::fs::write(&path, &raw).expect("write");
+    let raw = rewrite(dir.path(), |raw| raw[8] = 99);
     assert!(matches!(
         check(dir.path()),
         Err(StoreError::NewerFormat { .. })
@@ -198,7 +193,8 @@ fn a_running_server_or_a_newer_file_is_left_alone() {
         repair(dir.path(), STEP),
         Err(StoreError::NewerFormat { .. })
     ));
-    assert_eq!(std::fs::read(&path).expect("read"), raw);
+    let now = std::fs::read(dir.path().join(FILE_NAME)).expect("read");
+    assert_eq!(now, raw);
     let empty = tempfile::tempdir().expect("tempdir");
     let err = check(empty.path()).expect_err("no log");
     assert!(err.to_string().contains("no queue file"), "{err}");
@@ -256,13 +252,12 @@ mod damage {
         ) {
             let dir = tempfile::tempdir().expect("tempdir");
             let written = log(dir.path(), frames);
-            let path = dir.path().join(FILE_NAME);
-            let mut raw = std::fs::read(&path).expect("read");
-            let end = raw.len() - raw.iter().rev().take_while(|&&b| b == 0).count();
-            for (at, flip) in &hits {
-                raw[HEADER_LEN + at.index(end - HEADER_LEN)] ^= flip;
-            }
-            std::fs::write(&path, &raw).expect("write");
+            rewrite(dir.path(), |raw| {
+                let end = raw.len() - raw.iter().rev().take_while(|&&b| b == 0).count();
+                for (at, flip) in &hits {
+                    raw[HEADER_LEN + at.index(end - HEADER_LEN)] ^= flip;
+                }
+            });
             let report = check(dir.path()).expect("check");
             let opens = LogStore::open(dir.path(), opts()).is_ok();
             prop_assert_eq!(opens, !report.refused);
