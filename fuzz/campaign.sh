@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:?usage: campaign.sh SECONDS [TARGET...]}
 shift
-targets=${*:-"decode link admin config core core_model store_ops"}
+targets=${*:-$(./targets.sh)}
 
 out=target/campaign
 # A copy of the binaries, so a rebuild during the campaign does not change it.

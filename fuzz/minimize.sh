@@ -7,7 +7,7 @@
 # -use_counters=1) keeps several times more files, megabytes for config.
 set -euo pipefail
 cd "$(dirname "$0")"
-targets=${*:-"decode admin config core core_model store_ops"}
+targets=${*:-$(./targets.sh)}
 bin=$(./build.sh)
 for t in $targets; do
   new=$(mktemp -d)

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-10}
-targets=${FUZZ_TARGETS:-"decode link split admin config core core_model store_ops"}
+targets=${FUZZ_TARGETS:-$(fuzz/targets.sh)}
 
 # libfuzzer-sys compiles libFuzzer itself, which takes a C++ compiler.
 if ! command -v c++ >/dev/null; then
