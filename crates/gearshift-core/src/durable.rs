@@ -61,6 +61,7 @@ impl Core {
                 // as the foreground job it was.
                 self.table.set_background(id, false);
             }
+            self.table.refused_by_store(acks.len());
             let text = format!("Job could not be stored: {reason}");
             for &c in &acks {
                 let refusal = Response::error("QUEUE_ERROR", Bytes::from(text.clone()));

@@ -147,6 +147,7 @@ impl Core {
         }
         if let Some(acks) = self.acks.take(id) {
             self.schedules.remove(&id);
+            self.table.refused_by_store(acks.len());
             let text = format!("Schedule could not be stored: {reason}");
             for &c in &acks {
                 let r = Response::error("QUEUE_ERROR", Bytes::from(text.clone()));

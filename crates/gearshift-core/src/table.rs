@@ -61,6 +61,8 @@ pub struct JobTable {
     bytes: u64,
     /// Submissions refused, by [`Full`].
     refused: [u64; 2],
+    /// Submissions refused because the store could not write them.
+    refused_store: u64,
     /// Jobs a worker holds (running, or cancelled while running).
     runs: IdMap<JobId, Run>,
     /// Numbers assignments, so a stale CAN_DO_TIMEOUT timer is recognised.
@@ -263,6 +265,16 @@ impl JobTable {
     /// Submissions refused since start, by [`Full`].
     pub fn refused(&self) -> [u64; 2] {
         self.refused
+    }
+
+    /// Counts `n` submissions refused because the store could not write them.
+    pub fn refused_by_store(&mut self, n: usize) {
+        self.refused_store += n as u64;
+    }
+
+    /// Submissions the store could not write, since start.
+    pub fn store_refusals(&self) -> u64 {
+        self.refused_store
     }
 
     /// Puts a job in the table, counted in the state it starts in; a

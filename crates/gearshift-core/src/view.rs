@@ -177,6 +177,8 @@ pub struct Totals {
     pub refused_maxqueue: u64,
     /// Submissions refused by `--max-queue-memory`.
     pub refused_memory: u64,
+    /// Submissions refused because the store could not write them.
+    pub refused_store: u64,
     /// Requests the access rules refused: submit, work, admin read, admin change.
     pub denied: [u64; 4],
 }
@@ -342,6 +344,7 @@ impl Core {
             job_bytes: self.table.bytes(),
             refused_maxqueue: self.table.refused()[Full::Queue as usize],
             refused_memory: self.table.refused()[Full::Memory as usize],
+            refused_store: self.table.store_refusals(),
             denied: self.denied,
             ..Totals::default()
         };

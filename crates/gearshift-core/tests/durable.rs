@@ -130,11 +130,14 @@ fn background_duplicates_of_a_pending_job_all_fail_together() {
     let mut w = world();
     submit_unacked(&mut w, CLIENT, bg("f", "u", "x"));
     submit_unacked(&mut w, OTHER, bg("f", "u", "x"));
+    assert_eq!(w.core.totals().refused_store, 0);
     w.persist_failed(&[1], "io error");
     expect_queue_error(&mut w, CLIENT);
     expect_queue_error(&mut w, OTHER);
     w.all_quiet();
     assert_eq!(w.status_of("f").map(|s| s.0), Some(0));
+    // Each submission refused is counted (`/metrics`, reason "store").
+    assert_eq!(w.core.totals().refused_store, 2);
 }
 
 #[test]

@@ -32,6 +32,16 @@ fn created(w: &mut World, n: u64) -> Bytes {
     }
 }
 
+/// The text of the ERROR with `code` that connection `n` got next.
+fn error_of(w: &mut World, n: u64, code: &str) -> String {
+    match w.pop(n) {
+        Response::Error { code: got, text } if got == b(code) => {
+            String::from_utf8_lossy(&text).into_owned()
+        }
+        other => panic!("expected ERROR {code}, got {other:?}"),
+    }
+}
+
 fn checked(mut w: World) -> World {
     w.check = true;
     w
@@ -101,16 +111,8 @@ fn the_protocol_counts_days_from_monday_and_refuses_bad_fields() {
     let listing = w.probe("show schedules");
     assert!(listing.contains("1970-01-04T12:00:00.000Z"), "{listing}");
     sched(&mut w, 1, "f", "", ["61", "", "", "", ""]);
-    match w.pop(1) {
-        Response::Error { code, text } => {
-            assert_eq!(code, b("INVALID_ARGUMENT"));
-            assert!(
-                String::from_utf8_lossy(&text).contains("minute"),
-                "{text:?}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let text = error_of(&mut w, 1, "INVALID_ARGUMENT");
+    assert!(text.contains("minute"), "{text:?}");
 }
 
 #[test]
@@ -157,20 +159,26 @@ fn config_schedules_follow_reloads_and_cannot_be_dropped_by_admin() {
         .is_err());
 }
 
-#[test]
-fn with_a_durable_store_a_firing_and_its_next_time_are_stored_together() {
+/// A durable world where connection 1 asked for a schedule every ten
+/// minutes, and the record the store was handed for it (not acknowledged).
+fn every_ten_minutes_stored() -> (World, ScheduleRecord) {
     let mut w = checked(World::durable());
     w.conns(&[1]);
     sched(&mut w, 1, "f", "", ["*/10", "", "", "", ""]);
     w.quiet(1);
-    let ops = std::mem::take(&mut w.store_ops);
-    let rec = ops
-        .iter()
+    let rec = std::mem::take(&mut w.store_ops)
+        .into_iter()
         .find_map(|op| match op {
-            StoreOp::Schedule(s) => Some(s.clone()),
+            StoreOp::Schedule(s) => Some(s),
             _ => None,
         })
         .expect("the schedule is stored");
+    (w, rec)
+}
+
+#[test]
+fn with_a_durable_store_a_firing_and_its_next_time_are_stored_together() {
+    let (mut w, rec) = every_ten_minutes_stored();
     assert_eq!(rec.next_ms, Some(10 * MIN));
     assert!(rec.monday_zero);
     w.persisted(&[rec.id]);
@@ -192,6 +200,18 @@ fn with_a_durable_store_a_firing_and_its_next_time_are_stored_together() {
         1
     );
     let _ = h;
+}
+
+#[test]
+fn a_schedule_the_store_cannot_write_is_refused_and_counted() {
+    let (mut w, rec) = every_ten_minutes_stored();
+    w.persist_failed(&[rec.id], "disk full");
+    let text = error_of(&mut w, 1, "QUEUE_ERROR");
+    assert!(text.contains("disk full"), "{text:?}");
+    assert_eq!(w.core.totals().refused_store, 1);
+    // Nothing fires: the schedule is gone.
+    w.advance_to(10 * MIN);
+    assert!(std::mem::take(&mut w.store_ops).is_empty());
 }
 
 #[test]

@@ -109,8 +109,8 @@ pub struct Server {
     store: Option<Box<dyn Store>>,
     /// The HTTP listener, if configured and bound.
     http: Option<TcpListener>,
-    /// Group commit latencies of the store thread.
-    commit_latency: Arc<histogram::AtomicHistogram>,
+    /// The store thread's commit latencies and failures.
+    store_stats: Arc<store_task::StoreStats>,
     /// New policies for the running server ([`Server::reloader`]).
     reload: (ReloadTx, watch::Receiver<Option<Arc<Reload>>>),
     /// A cluster leader's check of relayed connections.
@@ -236,7 +236,7 @@ impl Server {
             submit_to: None,
             owns: None,
             counters: Arc::default(),
-            commit_latency: Arc::default(),
+            store_stats: Arc::default(),
             reload: (reload_tx, reload_rx),
             cfg,
             listeners,
@@ -334,7 +334,7 @@ impl Server {
                 })
             };
             let timing = store_task::Timing::of(&self.cfg.store);
-            match StoreTask::spawn(store, deliver, timing, self.commit_latency.clone()) {
+            match StoreTask::spawn(store, deliver, timing, self.store_stats.clone()) {
                 Ok(task) => hub.set_store(task),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start the store thread");
@@ -426,7 +426,7 @@ impl Server {
                     control,
                     bus,
                     auth: http::auth::Auth::new(hc.token.clone(), hc.public_read),
-                    commit_latency: self.commit_latency.clone(),
+                    store_stats: self.store_stats.clone(),
                     counters: counters.clone(),
                     access: access.clone(),
                     gearman,

@@ -72,10 +72,7 @@ async fn a_jobs_life_as_events() {
     };
     let s = start(cfg).await;
     let (mut sse, mut text) = subscribe(s.http, "?function=flaky").await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     c.job("other", "x")
         .background()
         .await
@@ -134,10 +131,7 @@ async fn a_reader_that_falls_behind_is_dropped() {
         .await
         .expect("write");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     // Job traffic goes on regardless of the reader.
     // Enough events to overrun what the kernel buffers on the server's side
     // too (its send buffer grows to megabytes): ~40,000 events.
@@ -201,10 +195,7 @@ async fn kinds_pick_what_is_produced_and_stats_come_each_second() {
         "?kinds=failed,retrying,dead,worker_joined,worker_left,stats",
     )
     .await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     c.job("flaky", "abc").background().await.expect("submit");
     let _w = reverser(s.gearman, "flaky", true);
     let kinds = read_kinds(&mut sse, &mut text, |k| {
@@ -241,10 +232,7 @@ async fn a_dead_event_says_why_and_after_how_many_attempts() {
     };
     let s = start(cfg).await;
     let (mut sse, mut text) = subscribe(s.http, "?kinds=failed,dead").await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     let h = c.job("doomed", "abc").background().await.expect("submit");
     let _w = reverser(s.gearman, "doomed", true);
     let kinds = read_kinds(&mut sse, &mut text, |k| k.iter().any(|k| k == "dead")).await;

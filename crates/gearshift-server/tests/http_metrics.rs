@@ -5,7 +5,9 @@ mod http_common;
 
 use std::collections::HashMap;
 
-use http_common::{client, config, start};
+use gearshift_store::fault::FaultyStore;
+use gearshift_store::MemoryStore;
+use http_common::{client, config, start, start_with_store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `name{labels}` → value; panics on a malformed line or a sample without
@@ -50,10 +52,7 @@ fn parse(text: &str) -> HashMap<String, f64> {
 #[tokio::test]
 async fn metrics_agree_with_status() {
     let s = start(config()).await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     for i in 0..3 {
         c.job("alpha", format!("{i}"))
             .background()
@@ -188,10 +187,7 @@ async fn metrics_follow_a_jobs_life() {
         ..Policies::default()
     };
     let s = start(cfg).await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     // Fails its first run, is retried after 50 ms, then completes.
     c.job("flaky", "abc").background().await.expect("submit");
     c.job("later", "x").background().await.expect("submit");
@@ -271,10 +267,7 @@ async fn the_grafana_dashboard_charts_only_exported_series() {
         serde_json::from_str(include_str!("../../../docs/grafana-dashboard.json"))
             .expect("dashboard JSON");
     let s = start(config()).await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     c.job("f", "x").background().await.expect("submit");
     let (text, _) = scrape(&s.base).await;
     let exported: std::collections::HashSet<&str> = text
@@ -313,14 +306,38 @@ async fn the_grafana_dashboard_charts_only_exported_series() {
 }
 
 #[tokio::test]
+async fn a_store_that_cannot_write_is_counted_with_the_submissions_it_refused() {
+    let faulty = FaultyStore::new(MemoryStore::new(), 1_000);
+    let budget = faulty.budget();
+    let s = start_with_store(config(), Box::new(faulty)).await;
+    let c = s.gearman_client();
+    c.job("f", "stored").background().await.expect("stored");
+    let refused = |m: &HashMap<String, f64>, reason: &str| {
+        m[&format!("gearshift_submissions_refused_total{{reason=\"{reason}\"}}")]
+    };
+    let (text, _) = scrape(&s.base).await;
+    let m = parse(&text);
+    assert_eq!(m["gearshift_store_failures_total"], 0.0);
+    assert_eq!(refused(&m, "store"), 0.0);
+    // The disk fills up.
+    budget.store(0, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..2 {
+        let answer = c.job("f", "not stored").background().await;
+        assert!(answer.is_err(), "{answer:?}");
+    }
+    let (text, _) = scrape(&s.base).await;
+    let m = parse(&text);
+    assert!(m["gearshift_store_failures_total"] >= 2.0, "{text}");
+    assert_eq!(refused(&m, "store"), 2.0);
+    assert_eq!(refused(&m, "maxqueue"), 0.0);
+}
+
+#[tokio::test]
 async fn refusals_by_the_queue_memory_cap_are_counted() {
     let mut cfg = config();
     cfg.core.max_job_bytes = 250;
     let s = start(cfg).await;
-    let c = gearshift_client::Client::builder()
-        .server(s.gearman)
-        .build()
-        .expect("client");
+    let c = s.gearman_client();
     let mut refused = 0;
     for _ in 0..4 {
         // 100 bytes each: the third passes 250.

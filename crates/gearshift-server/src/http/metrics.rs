@@ -11,7 +11,8 @@ use gearshift_core::function::{Histogram, BUCKETS_MS, REASONS};
 use gearshift_core::view::{FunctionView, Totals};
 
 use super::ApiError;
-use crate::histogram::{HistogramSnapshot, COMMIT_BUCKETS};
+use crate::histogram::COMMIT_BUCKETS;
+use crate::store_task::StoreFigures;
 
 /// The exposition's media type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -81,7 +82,7 @@ fn job_histogram(
 pub fn render(
     fs: &[FunctionView],
     t: &Totals,
-    commits: &HistogramSnapshot,
+    store: &StoreFigures,
     conns: crate::counters::Counts,
 ) -> String {
     let mut out = String::with_capacity(4096 + fs.len() * 2048);
@@ -212,11 +213,12 @@ pub fn render(
         &mut out,
         "gearshift_submissions_refused_total",
         "counter",
-        "Submissions refused because a queue was full.",
+        "Submissions refused: a full queue, or a store that could not write them.",
     );
     for (reason, n) in [
         ("maxqueue", t.refused_maxqueue),
         ("queue_memory", t.refused_memory),
+        ("store", t.refused_store),
     ] {
         let _ = writeln!(
             out,
@@ -313,12 +315,20 @@ pub fn render(
         "histogram",
         "Latency of the store's group commits.",
     );
+    let commits = &store.commits;
     for (bound, c) in COMMIT_BUCKETS.iter().zip(commits.cumulative) {
         let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {c}");
     }
     let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", commits.count);
     let _ = writeln!(out, "{name}_sum {}", commits.sum_seconds);
     let _ = writeln!(out, "{name}_count {}", commits.count);
+    head(
+        &mut out,
+        "gearshift_store_failures_total",
+        "counter",
+        "Store flushes, syncs and housekeeping that failed.",
+    );
+    let _ = writeln!(out, "gearshift_store_failures_total {}", store.failures);
     let version = escape(env!("CARGO_PKG_VERSION"));
     head(
         &mut out,
@@ -386,7 +396,7 @@ pub async fn scrape(State(app): State<super::State>) -> Result<Response, ApiErro
         .await?;
     let t = app.ctx.node_totals(t);
     let conns = app.ctx.counters.snapshot();
-    let mut body = render(&fs, &t, &app.ctx.commit_latency.snapshot(), conns);
+    let mut body = render(&fs, &t, &app.ctx.store_stats.snapshot(), conns);
     super::extra_metrics::append(&mut body);
     Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response())
 }

@@ -33,7 +33,6 @@ use tokio::sync::watch;
 
 use crate::control::{Control, Stopped};
 use crate::events::EventBus;
-use crate::histogram::AtomicHistogram;
 
 /// What the HTTP listener needs from the server.
 pub struct Context {
@@ -43,8 +42,8 @@ pub struct Context {
     pub bus: Arc<EventBus>,
     /// Who may do what.
     pub auth: auth::Auth,
-    /// The store's group commit latencies.
-    pub commit_latency: Arc<AtomicHistogram>,
+    /// The store's group commit latencies and failures.
+    pub store_stats: Arc<crate::store_task::StoreStats>,
     /// Networks besides loopback trusted like loopback (`--admin-allow`).
     pub access: Arc<crate::access::AccessCell>,
     /// Connections closed for sending nothing (`--idle-timeout`).

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::histogram::AtomicHistogram;
+use crate::histogram::{AtomicHistogram, HistogramSnapshot};
 use gearshift_core::{JobId, StoreOp};
 use gearshift_store::{Repartition, Store};
 
@@ -25,6 +25,41 @@ mod tests;
 pub struct Committer {
     store: Box<dyn Store>,
     unwritten: Vec<StoreOp>,
+    stats: Arc<StoreStats>,
+}
+
+/// What `/metrics` shows of the store.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    /// Group commit latencies (`gearshift_store_commit_seconds`).
+    pub commits: AtomicHistogram,
+    /// Flushes, syncs and housekeeping that failed
+    /// (`gearshift_store_failures_total`): a full disk, an I/O error, a
+    /// database that went away.
+    pub failures: AtomicU64,
+}
+
+/// A copy of [`StoreStats`] for a scrape.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoreFigures {
+    /// Group commit latencies.
+    pub commits: HistogramSnapshot,
+    /// Failures since start.
+    pub failures: u64,
+}
+
+impl StoreStats {
+    fn failed(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The figures now.
+    pub fn snapshot(&self) -> StoreFigures {
+        StoreFigures {
+            commits: self.commits.snapshot(),
+            failures: self.failures.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Where the store thread hands each commit's result (called on that
@@ -51,11 +86,12 @@ pub enum Commit {
 }
 
 impl Committer {
-    /// Wraps a store.
-    pub fn new(store: Box<dyn Store>) -> Self {
+    /// Wraps a store; its failures are counted in `stats`.
+    pub fn new(store: Box<dyn Store>, stats: Arc<StoreStats>) -> Self {
         Committer {
             store,
             unwritten: Vec::new(),
+            stats,
         }
     }
 
@@ -73,6 +109,7 @@ impl Committer {
         match self.store.flush() {
             Ok(()) => Commit::Stored(added),
             Err(e) => {
+                self.stats.failed();
                 tracing::error!(error = %e, jobs = added.len(), "store write failed; refusing the affected submissions");
                 // New jobs and schedules are refused, not written again.
                 self.unwritten = retry
@@ -101,6 +138,7 @@ impl Committer {
     /// Lets the store tidy up while no commit comes.
     pub fn idle(&mut self) {
         if let Err(e) = self.store.idle() {
+            self.stats.failed();
             tracing::error!(error = %e, "store housekeeping failed");
         }
     }
@@ -108,6 +146,7 @@ impl Committer {
     /// Forces written data to disk.
     pub fn sync(&mut self) {
         if let Err(e) = self.store.sync() {
+            self.stats.failed();
             tracing::error!(error = %e, "store sync failed");
         }
     }
@@ -117,6 +156,7 @@ impl Committer {
         let retry = std::mem::take(&mut self.unwritten);
         self.store.append(&retry);
         if let Err(e) = self.store.flush().and_then(|()| self.store.sync()) {
+            self.stats.failed();
             tracing::error!(error = %e, "final store flush failed");
         }
     }
@@ -176,8 +216,8 @@ pub struct StoreTask {
     inline: bool,
     /// The thread holds operations no one waits on (see `spawn`).
     hold: bool,
-    /// Group commit latencies (`gearshift_store_commit_seconds`).
-    latency: Arc<AtomicHistogram>,
+    /// Commit latencies and failures.
+    stats: Arc<StoreStats>,
 }
 
 impl StoreTask {
@@ -187,17 +227,17 @@ impl StoreTask {
         store: Box<dyn Store>,
         deliver: Deliver,
         timing: Timing,
-        latency: Arc<AtomicHistogram>,
+        stats: Arc<StoreStats>,
     ) -> std::io::Result<StoreTask> {
         let (tx, rx) = mpsc::channel::<Queued>();
-        let committer = Arc::new(Mutex::new(Committer::new(store)));
+        let committer = Arc::new(Mutex::new(Committer::new(store, stats.clone())));
         let done = Arc::new(AtomicU64::new(0));
         let dirty = Arc::new(AtomicBool::new(false));
         let (c, d, w, l) = (
             committer.clone(),
             done.clone(),
             dirty.clone(),
-            latency.clone(),
+            stats.clone(),
         );
         let thread = std::thread::Builder::new()
             .name("gearshift-store".into())
@@ -211,7 +251,7 @@ impl StoreTask {
             dirty,
             inline: timing.sync_every.is_some(),
             hold: timing.hold.is_some(),
-            latency,
+            stats,
         })
     }
 
@@ -227,7 +267,7 @@ impl StoreTask {
             if let Ok(mut committer) = self.committer.try_lock() {
                 let started = Instant::now();
                 let result = committer.commit([batch]);
-                self.latency.observe(started.elapsed());
+                self.stats.commits.observe(started.elapsed());
                 self.dirty.store(true, Ordering::Release);
                 return Some(result);
             }
@@ -336,7 +376,7 @@ fn store_thread(
     committer: Arc<Mutex<Committer>>,
     done: Arc<AtomicU64>,
     dirty: Arc<AtomicBool>,
-    latency: Arc<AtomicHistogram>,
+    stats: Arc<StoreStats>,
     mut deliver: Deliver,
     timing: Timing,
 ) {
@@ -449,7 +489,7 @@ fn store_thread(
                 let started = Instant::now();
                 let result = c.commit(batches);
                 last_took = started.elapsed();
-                latency.observe(last_took);
+                stats.commits.observe(last_took);
                 if awaited_now > 0 {
                     last_awaited = awaited_now;
                 }

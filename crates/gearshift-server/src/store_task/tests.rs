@@ -233,7 +233,7 @@ fn a_store_call_runs_after_the_batches_before_it_even_held_ones() {
 
 #[test]
 fn forgetting_unwritten_ops_keeps_the_other_functions() {
-    let mut c = Committer::new(Box::new(MemoryStore::new()));
+    let mut c = Committer::new(Box::new(MemoryStore::new()), Arc::default());
     let mut other = job(2);
     other.function = Bytes::from_static(b"g");
     c.unwritten = vec![StoreOp::Add(job(1)), StoreOp::Add(other), StoreOp::Done(3)];
@@ -241,4 +241,18 @@ fn forgetting_unwritten_ops_keeps_the_other_functions() {
     assert_eq!(c.unwritten.len(), 2);
     assert!(matches!(&c.unwritten[0], StoreOp::Add(j) if j.id == 2));
     assert!(matches!(c.unwritten[1], StoreOp::Done(3)));
+}
+
+#[test]
+fn failed_commits_and_syncs_are_counted() {
+    let faulty = gearshift_store::fault::FaultyStore::new(MemoryStore::new(), 0);
+    let budget = faulty.budget();
+    let stats = Arc::new(StoreStats::default());
+    let mut c = Committer::new(Box::new(faulty), stats.clone());
+    assert!(matches!(c.commit([vec![StoreOp::Add(job(1))]]), Commit::Failed(ids, _) if ids == [1]));
+    assert_eq!(stats.snapshot().failures, 1);
+    // Healed: the next commit is stored, and the count stays.
+    budget.store(1_000, std::sync::atomic::Ordering::SeqCst);
+    assert!(matches!(c.commit([vec![StoreOp::Add(job(2))]]), Commit::Stored(ids) if ids == [2]));
+    assert_eq!(stats.snapshot().failures, 1);
 }

@@ -30,6 +30,16 @@ impl Drop for Http {
     }
 }
 
+impl Http {
+    /// A Gearman client of this server.
+    pub fn gearman_client(&self) -> gearshift_client::Client {
+        gearshift_client::Client::builder()
+            .server(self.gearman)
+            .build()
+            .expect("client")
+    }
+}
+
 /// A config like the other tests', with HTTP on port 0.
 pub fn config() -> ServerConfig {
     let threads = std::env::var("GEARSHIFT_TEST_IO_THREADS")
@@ -50,7 +60,17 @@ pub fn config() -> ServerConfig {
 
 /// Starts `cfg`.
 pub async fn start(cfg: ServerConfig) -> Http {
-    let server = Server::bind(cfg).await.expect("bind");
+    run(Server::bind(cfg).await.expect("bind"))
+}
+
+/// Starts `cfg` on a store the test made.
+pub async fn start_with_store(cfg: ServerConfig, store: Box<dyn gearshift_store::Store>) -> Http {
+    run(Server::bind_with_store(cfg, Some(store))
+        .await
+        .expect("bind"))
+}
+
+fn run(server: Server) -> Http {
     let gearman = server.local_addrs()[0];
     let http = server.http_addr().expect("http bound");
     let (tx, rx) = oneshot::channel::<()>();
