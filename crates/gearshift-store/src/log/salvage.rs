@@ -73,7 +73,7 @@ pub struct Repaired {
 /// Reads the log in `dir` (no server may be running on it) and reports
 /// what it holds and whether the server would refuse it.
 pub fn check(dir: &Path) -> Result<Report, StoreError> {
-    let _lock = lock_dir(dir)?;
+    let _lock = lock_log(dir)?;
     let raw = read_log(dir)?;
     Ok(examine(&raw)?.0)
 }
@@ -84,7 +84,7 @@ pub fn check(dir: &Path) -> Result<Report, StoreError> {
 /// handle counter moves `reserve_step` (the server's reservation) past
 /// what each skipped stretch may have reserved. `None`: nothing to repair.
 pub fn repair(dir: &Path, reserve_step: u64) -> Result<Option<Repaired>, StoreError> {
-    let _lock = lock_dir(dir)?;
+    let _lock = lock_log(dir)?;
     let raw = read_log(dir)?;
     let (report, saved) = examine(&raw)?;
     drop(raw);
@@ -138,23 +138,25 @@ pub fn repair(dir: &Path, reserve_step: u64) -> Result<Option<Repaired>, StoreEr
     }))
 }
 
-fn read_log(dir: &Path) -> Result<Bytes, StoreError> {
+/// The data directory's lock, once its log is known to be there (a check
+/// of a directory without one leaves no lock file behind).
+fn lock_log(dir: &Path) -> Result<std::fs::File, StoreError> {
     let path = dir.join(FILE_NAME);
-    let mut file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(StoreError::Io(std::io::Error::new(
-                e.kind(),
-                format!(
-                    "no queue file {} (no store in this directory)",
-                    path.display()
-                ),
-            )))
-        }
-        Err(e) => return Err(e.into()),
-    };
+    if !path.is_file() {
+        return Err(StoreError::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "no queue file {} (no store in this directory)",
+                path.display()
+            ),
+        )));
+    }
+    lock_dir(dir)
+}
+
+fn read_log(dir: &Path) -> Result<Bytes, StoreError> {
     let mut raw = Vec::new();
-    file.read_to_end(&mut raw)?;
+    std::fs::File::open(dir.join(FILE_NAME))?.read_to_end(&mut raw)?;
     Ok(Bytes::from(raw))
 }
 

@@ -198,6 +198,10 @@ fn a_running_server_or_a_newer_file_is_left_alone() {
     let empty = tempfile::tempdir().expect("tempdir");
     let err = check(empty.path()).expect_err("no log");
     assert!(err.to_string().contains("no queue file"), "{err}");
+    let left = std::fs::read_dir(empty.path()).expect("dir").count();
+    assert_eq!(left, 0, "a check of an empty directory leaves nothing");
+    let err = check(&empty.path().join("absent")).expect_err("no directory");
+    assert!(err.to_string().contains("no queue file"), "{err}");
 }
 
 #[test]
