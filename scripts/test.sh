@@ -119,10 +119,11 @@ record "rust" "$status" "$(rust_counts /tmp/gearshift-cargo-test.log)"
 
 stage "store checks that need (or must lack) root"
 # The store tests ignored for want of privileges (or for having them) run
-# where they apply: as root the tmpfs mounts, else the read-only directory.
+# where they apply: as root the tmpfs mounts and a repair of another user's
+# file, else the read-only directory.
 status=0
-if [ "$(id -u)" -eq 0 ]; then only=disk_full; else only=faults; fi
-cargo test --workspace $FEATURES --test "$only" --quiet -- --ignored 2>&1 \
+if [ "$(id -u)" -eq 0 ]; then only=(--test disk_full --test repair_owner); else only=(--test faults); fi
+cargo test --workspace $FEATURES "${only[@]}" --quiet -- --ignored 2>&1 \
   | tee /tmp/gearshift-cargo-privileged.log || status=$?
 record "rust, store privilege checks" "$status" "$(rust_counts /tmp/gearshift-cargo-privileged.log)"
 

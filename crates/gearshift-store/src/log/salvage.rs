@@ -111,14 +111,11 @@ pub fn repair(dir: &Path, reserve_step: u64) -> Result<Option<Repaired>, StoreEr
     }
     let path = dir.join(FILE_NAME);
     let tmp = dir.join(format!("{FILE_NAME}.repair"));
-    let mut out = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    out.write_all(&saved)?;
-    out.sync_all()?;
-    drop(out);
+    let written = write_like(&path, &tmp, &saved);
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
     // A second name for the damaged file first, then the new one over the
     // log: a crash in between leaves one of the two whole under the log's name.
     let kept = keep_name(dir).and_then(|kept_as| {
@@ -136,6 +133,35 @@ pub fn repair(dir: &Path, reserve_step: u64) -> Result<Option<Repaired>, StoreEr
         kept_as,
         reserved,
     }))
+}
+
+/// Writes `bytes` to `tmp` durably, with the owner and mode of `like`: a
+/// repair run as root must leave a file the server's own user can open.
+fn write_like(like: &Path, tmp: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let was = std::fs::metadata(like)?;
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(tmp)?;
+    out.write_all(bytes)?;
+    out.set_permissions(was.permissions())?;
+    let now = out.metadata()?;
+    if (now.uid(), now.gid()) != (was.uid(), was.gid()) {
+        std::os::unix::fs::fchown(&out, Some(was.uid()), Some(was.gid())).map_err(|e| {
+            StoreError::Io(std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot give the repaired file the damaged one's owner ({}:{}): {e}; run the repair as that user or as root",
+                    was.uid(),
+                    was.gid()
+                ),
+            ))
+        })?;
+    }
+    out.sync_all()?;
+    Ok(())
 }
 
 /// The data directory's lock, once its log is known to be there (a check
