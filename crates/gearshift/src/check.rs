@@ -44,6 +44,22 @@ pub fn main(args: CheckArgs) -> ExitCode {
         );
         ExitCode::from(TROUBLE)
     };
+    if args.repair {
+        match salvage::repair(&dir, RESERVE_AHEAD) {
+            Ok(Some(done)) => {
+                print!("{}", describe(&done.report));
+                println!(
+                    "repaired: the damaged file is kept as {}; new job handles start at {}",
+                    done.kept_as.display(),
+                    done.reserved
+                );
+                return ExitCode::SUCCESS;
+            }
+            // Sound: reported below.
+            Ok(None) => {}
+            Err(e) => return fail("repair", e),
+        }
+    }
     let report = match salvage::check(&dir) {
         Ok(r) => r,
         Err(e) => return fail("check", e),
@@ -52,26 +68,11 @@ pub fn main(args: CheckArgs) -> ExitCode {
     if !report.refused {
         return ExitCode::SUCCESS;
     }
-    if !args.repair {
-        println!(
-            "to keep what can be read: gearshift check --repair --data-dir {}",
-            dir.display()
-        );
-        return ExitCode::from(DAMAGED);
-    }
-    match salvage::repair(&dir, RESERVE_AHEAD) {
-        Ok(Some(done)) => {
-            println!(
-                "repaired: the damaged file is kept as {}; new job handles start at {}",
-                done.kept_as.display(),
-                done.reserved
-            );
-            ExitCode::SUCCESS
-        }
-        // Someone repaired it between the two reads.
-        Ok(None) => ExitCode::SUCCESS,
-        Err(e) => fail("repair", e),
-    }
+    println!(
+        "to keep what can be read: gearshift check --repair --data-dir {}",
+        dir.display()
+    );
+    ExitCode::from(DAMAGED)
 }
 
 /// A server's start-up error; one the embedded store refused as damaged

@@ -110,8 +110,15 @@ fn a_damaged_queue_file_is_reported_repaired_and_served_again() {
         .collect();
     assert_eq!(kept.len(), 1);
     assert_eq!(std::fs::read(kept[0].path()).expect("read"), raw);
-    let (code, out, _) = gearshift(&["check"], &data);
+    // A sound file: --repair reports it and leaves it be.
+    let (code, out, _) = gearshift(&["check", "--repair"], &data);
     assert_eq!(code, 0, "{out}");
+    assert!(out.contains("sound: the server opens it"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(&data).expect("data dir").count(),
+        3,
+        "log, lock, kept"
+    );
 
     let s = Server::gearshift_with(&flags);
     let row = s.status_of("kept").expect("the function is back");
