@@ -19,6 +19,9 @@ const DAMAGED: u8 = 1;
 const TROUBLE: u8 = 2;
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 the server opens the file (or it was repaired), 1 it refuses it, 2 the file could not be read or repaired."
+)]
 pub struct CheckArgs {
     /// Data directory of the embedded store (default as for `serve`). No
     /// server may be running on it.

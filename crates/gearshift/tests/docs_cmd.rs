@@ -44,5 +44,7 @@ fn man_pages_are_written_one_per_subcommand() {
         serve.contains("node\\-timeout"),
         "the serve page names its flags"
     );
-    assert!(dir.path().join("gearshift-import.1").exists());
+    for page in ["gearshift-import.1", "gearshift-check.1"] {
+        assert!(dir.path().join(page).exists(), "{page}");
+    }
 }
