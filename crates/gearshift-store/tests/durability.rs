@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_store::conformance::{self, job};
+use gearshift_store::conformance::{self, job, live_ids};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{Durability, LogOptions, LogStore, Replayed, Store, StoreError};
 use tempfile::TempDir;
@@ -184,13 +184,7 @@ fn sync_works_on_the_file_that_replaced_the_old_one() {
     bytes.extend_from_slice(&[0x31, 0x46]);
     fs::write(&path, &bytes).expect("write");
     let mut s = LogStore::open(dir.path(), interval(0)).expect("open");
-    let ids: Vec<u64> = s
-        .replay()
-        .expect("replay")
-        .jobs
-        .iter()
-        .map(|j| j.id)
-        .collect();
+    let ids = live_ids(&mut s);
     assert_eq!(ids, vec![9, 10, 11]);
     s.sync().expect("sync after the cut");
     s.add(&job(12, "f", "", 1, b"z"));

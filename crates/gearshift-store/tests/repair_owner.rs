@@ -6,7 +6,7 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use gearshift_store::conformance::job;
+use gearshift_store::conformance::{job, live_ids};
 use gearshift_store::log::salvage;
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{Durability, LogOptions, LogStore, Store};
@@ -45,12 +45,6 @@ fn a_repair_keeps_the_owner_and_mode_of_the_damaged_file() {
     assert_eq!((now.uid(), now.gid()), (65534, 65534));
     assert_eq!(now.mode() & 0o777, 0o640);
     let mut s = LogStore::open(dir.path(), opts).expect("opens");
-    let ids: Vec<u64> = s
-        .replay()
-        .expect("replay")
-        .jobs
-        .iter()
-        .map(|j| j.id)
-        .collect();
+    let ids = live_ids(&mut s);
     assert_eq!(ids, vec![1, 3]);
 }

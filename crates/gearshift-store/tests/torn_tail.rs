@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gearshift_store::conformance::{job, kept, mark, sched};
+use gearshift_store::conformance::{job, kept, live_ids, mark, sched};
 use gearshift_store::log::frame::{self, FRAME_MAGIC, HEADER_LEN};
 use gearshift_store::log::FILE_NAME;
 use gearshift_store::{
@@ -474,13 +474,7 @@ fn job_data_that_looks_like_a_frame_inside_a_torn_write_is_not_corruption() {
     let full = fs::read(&path).expect("read");
     fs::write(&path, &full[..full.len() - 50]).expect("cut");
     let mut log = LogStore::open(dir.path(), opts()).expect("a torn write is not corruption");
-    let ids: Vec<u64> = log
-        .replay()
-        .expect("replay")
-        .jobs
-        .iter()
-        .map(|j| j.id)
-        .collect();
+    let ids = live_ids(&mut log);
     assert_eq!(
         ids,
         vec![1],

@@ -53,6 +53,12 @@ pub fn job(id: u64, function: &str, unique: &str, priority: u8, data: &[u8]) -> 
     }
 }
 
+/// The ids of the live jobs `store` replays, in order.
+pub fn live_ids(store: &mut impl Store) -> Vec<u64> {
+    let replayed = store.replay().expect("replay");
+    replayed.jobs.iter().map(|j| j.id).collect()
+}
+
 /// A test schedule: id, time fields, next firing. Its flags and priority
 /// vary with the id, so every field is exercised.
 pub fn sched(id: u64, when: &str, next_ms: Option<u64>) -> ScheduleRecord {
