@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use gearshift_store::fault::FaultyStore;
 use gearshift_store::MemoryStore;
-use http_common::{client, config, start, start_with_store};
+use http_common::{client, config, get, start, start_with_store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `name{labels}` → value; panics on a malformed line or a sample without
@@ -330,6 +330,10 @@ async fn a_store_that_cannot_write_is_counted_with_the_submissions_it_refused() 
     assert!(m["gearshift_store_failures_total"] >= 2.0, "{text}");
     assert_eq!(refused(&m, "store"), 2.0);
     assert_eq!(refused(&m, "maxqueue"), 0.0);
+    // The JSON API's overview says the same.
+    let (_, v) = get(&s.base, "/api/v1/overview").await;
+    assert!(v["store"]["failures"].as_u64() >= Some(2), "{v}");
+    assert_eq!(v["store"]["refused"], 2, "{v}");
 }
 
 #[tokio::test]

@@ -51,7 +51,7 @@ fn rule_for(method: &Method, path: &str) -> Option<Rule> {
     let parts: Vec<&str> = path.trim_start_matches("/api/v1/").split('/').collect();
     let get = method == Method::GET;
     match parts.as_slice() {
-        ["overview"] if get => Some(Rule::Sum(&["totals", "connections"])),
+        ["overview"] if get => Some(Rule::Sum(&["totals", "connections", "store"])),
         ["jobs"] if get => Some(Rule::Page("jobs")),
         ["dead"] if get => Some(Rule::Page("dead")),
         ["functions"] if get => Some(Rule::Functions),

@@ -9,12 +9,17 @@ pub async fn overview(State(app): State<crate::http::State>) -> Reply {
         .ctx
         .node_totals(app.ctx.control.call(|c| c.totals()).await?);
     let (totals, connections) = totals_json(&t);
+    let store = json!({
+        "failures": app.ctx.store_stats.snapshot().failures,
+        "refused": t.refused_store,
+    });
     ok(&json!({
         "version": env!("CARGO_PKG_VERSION"),
         "started_ms": app.started_ms,
         "now_ms": crate::http::now_ms(),
         "totals": totals,
         "connections": connections,
+        "store": store,
         "series": app.series.snapshot(),
     }))
 }
