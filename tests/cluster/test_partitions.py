@@ -296,7 +296,7 @@ def test_http_api_answers_for_the_whole_cluster(cl):
         # One worker connection, though it has a sub-connection on each owner.
         check_eq(over["connections"]["worker"], 1, "worker connections on %s" % n)
         check_eq(over["unreachable"], [], "every node answered on %s" % n)
-        check_eq(over["store"], {"failures": 0, "refused": 0},
+        check_eq(over["store"], {"failures": 0, "last_failure_ms": None, "refused": 0},
                  "the stores' health in the overview on %s" % n)
         # The worker has a sub-connection on each owner: listed once.
         workers = [wk for wk in http_get(port, "/api/v1/workers")["workers"]

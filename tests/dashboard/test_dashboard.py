@@ -653,6 +653,54 @@ class Run:
             pg.stop()
             shutil.rmtree(pgtmp, ignore_errors=True)
 
+    def store_failing(self, tmp):
+        """The database goes away under a PostgreSQL-backed server: a
+        submission is refused, and the overview says the store is failing;
+        a healthy server's overview says nothing of its store."""
+        b, t = self.b, self.tid
+        b.go(self.srv.url + "/")
+        b.find(t("totals"))
+        if b.js("return document.querySelector(arguments[0]) !== null;", t("store-health")):
+            raise Fail("a healthy memory server shows a store warning")
+        sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+        sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
+        from test_import import Postgres
+        pgtmp = tempfile.mkdtemp(prefix="dash-pg-")
+        os.chmod(pgtmp, 0o755)  # as root, PostgreSQL runs as `postgres`
+        pg = Postgres(pgtmp).start()
+        srv = None
+        try:
+            url = "postgres://gearshift@127.0.0.1:%d/postgres" % pg.port
+            srv = Server(tmp, [], name="server-store", store=url)
+            g = Gearman(srv.port)
+            g.submit_bg("dash_store", "stored")
+            b.go(srv.url + "/")
+            b.find(t("totals"))
+            if b.js("return document.querySelector(arguments[0]) !== null;", t("store-health")):
+                raise Fail("a healthy PostgreSQL store shows a warning")
+            pg.stop()
+            try:
+                g.submit_bg("dash_store", "not stored")
+                raise Fail("a submission was accepted with the database gone")
+            except Fail as e:
+                if "QUEUE_ERROR" not in str(e):
+                    raise
+            g.close()
+            b.find(t("store-health"))
+            health = b.js("var e = document.querySelector(arguments[0]);"
+                          "return [e.dataset.state, e.getAttribute('role'), e.textContent];",
+                          t("store-health"))
+            if health[0] != "failing" or health[1] != "alert":
+                raise Fail("the store's line is %r, not a failing alert" % (health,))
+            if "ERROR QUEUE_ERROR: 1." not in health[2] or "failing" not in health[2]:
+                raise Fail("the store's line reads %r" % health[2])
+            b.screenshot(os.path.join(self.shots, "store-failing.png"))
+        finally:
+            if srv:
+                srv.stop()
+            pg.stop()
+            shutil.rmtree(pgtmp, ignore_errors=True)
+
     def token(self, tmp):
         """With --http-token-file: a change asks for the token, a wrong one shows a clear 401."""
         b, t = self.b, self.tid
@@ -712,6 +760,7 @@ def main():
         run.check("Perl's prefixed names in the Functions view", run.perl_prefix)
         run.check("a token is asked for, kept, and a 401 explained", lambda: run.token(tmp))
         run.check("a cluster node offers the Cluster view", lambda: run.cluster_view(tmp))
+        run.check("a store that cannot write shows on the overview", lambda: run.store_failing(tmp))
     finally:
         if browser:
             browser.quit()

@@ -6,6 +6,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use gearshift_core::Millis;
 
+/// The wall clock now, in Unix milliseconds (0 before 1970).
+pub fn unix_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
 /// Maps monotonic instants to Unix milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -16,13 +23,9 @@ pub struct Clock {
 impl Clock {
     /// Anchors the clock at the current wall time.
     pub fn new() -> Self {
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
         Clock {
             start: Instant::now(),
-            start_unix_ms: unix as Millis,
+            start_unix_ms: unix_ms(),
         }
     }
 

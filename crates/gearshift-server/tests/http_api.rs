@@ -18,7 +18,10 @@ async fn reads_and_their_errors() {
     assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(v["totals"]["queued"], 0);
     assert!(v["connections"]["client"].is_u64());
-    assert_eq!(v["store"], json!({"failures": 0, "refused": 0}));
+    assert_eq!(
+        v["store"],
+        json!({"failures": 0, "last_failure_ms": null, "refused": 0})
+    );
     assert!(v["series"].is_array());
     assert_eq!(
         get(b, "/api/v1/functions").await,

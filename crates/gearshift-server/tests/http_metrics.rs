@@ -320,6 +320,13 @@ async fn a_store_that_cannot_write_is_counted_with_the_submissions_it_refused() 
     assert_eq!(m["gearshift_store_failures_total"], 0.0);
     assert_eq!(refused(&m, "store"), 0.0);
     // The disk fills up.
+    let (_, v) = get(&s.base, "/api/v1/overview").await;
+    assert_eq!(
+        v["store"]["last_failure_ms"],
+        serde_json::Value::Null,
+        "{v}"
+    );
+    let before = gearshift_server::clock::unix_ms();
     budget.store(0, std::sync::atomic::Ordering::SeqCst);
     for _ in 0..2 {
         let answer = c.job("f", "not stored").background().await;
@@ -334,6 +341,11 @@ async fn a_store_that_cannot_write_is_counted_with_the_submissions_it_refused() 
     let (_, v) = get(&s.base, "/api/v1/overview").await;
     assert!(v["store"]["failures"].as_u64() >= Some(2), "{v}");
     assert_eq!(v["store"]["refused"], 2, "{v}");
+    let at = v["store"]["last_failure_ms"].as_u64().expect("a time");
+    assert!(
+        (before..=gearshift_server::clock::unix_ms()).contains(&at),
+        "{v}"
+    );
 }
 
 #[tokio::test]

@@ -224,6 +224,21 @@
   // ---- views ---------------------------------------------------------------
   var views = {};
 
+  // The store's health (`overview.store`): a red line while writes fail
+  // (the last failure under a minute ago), an amber one after.
+  var STORE_FAILING_MS = 60000;
+  function storeHealth(st, now) {
+    if (!st || (!st.failures && !st.refused)) return null;
+    var failing = st.last_failure_ms && now - st.last_failure_ms < STORE_FAILING_MS;
+    return el('p', {
+      class: 'message ' + (failing ? 'error' : 'warning'), role: failing ? 'alert' : null,
+      'data-testid': 'store-health', 'data-state': failing ? 'failing' : 'recovered',
+      text: (failing ? 'The store is failing. ' : 'The store failed earlier. ') + 'Failed writes since start: ' +
+        num(st.failures) + ', the last at ' + when(st.last_failure_ms) + '; submissions refused with ' +
+        'ERROR QUEUE_ERROR: ' + num(st.refused) + '. The server log says why.'
+    });
+  }
+
   views.overview = function (gen) {
     return api('GET', API + '/overview').then(guard(gen, function (o) {
       var t = o.totals || {}, c = o.connections || {};
@@ -240,6 +255,7 @@
         el('p', { class: 'sub', 'data-testid': 'server-info' },
           'Gearshift ' + (o.version || '?') + ' · up since ' + when(o.started_ms) +
           ' · connections: ' + num(c.client) + ' client, ' + num(c.worker) + ' worker, ' + num(c.admin) + ' admin'),
+        storeHealth(o.store, o.now_ms || Date.now()),
         el('div', { class: 'cards', 'data-testid': 'totals' },
           card('queued', 'queued'), card('running', 'running'), card('workers', 'workers'), card('functions', 'functions'),
           card('dead', 'dead'), card('submitted', 'submitted'), card('completed', 'completed'), card('failed', 'failed'), card('retried', 'retried')),

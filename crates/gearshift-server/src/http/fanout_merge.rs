@@ -117,12 +117,17 @@ pub(super) fn merge_pages(key: &str, limit: usize, merged: &mut Value, parts: Ve
     *merged = out;
 }
 
-/// `a += b` for numbers, field by field for objects of numbers.
+/// `a += b` for numbers, field by field for objects of numbers (times:
+/// [`latest`]).
 fn add(a: &mut Value, b: &Value) {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in b {
-                add(a.entry(k.clone()).or_insert(Value::from(0)), v);
+                if k.ends_with("_ms") {
+                    latest(a.entry(k.clone()).or_insert(Value::Null), v);
+                } else {
+                    add(a.entry(k.clone()).or_insert(Value::from(0)), v);
+                }
             }
         }
         (a @ Value::Number(_), Value::Number(b)) => {
@@ -130,6 +135,13 @@ fn add(a: &mut Value, b: &Value) {
             *a = Value::from(n);
         }
         _ => {}
+    }
+}
+
+/// A time (`*_ms`, or `null` for never) is not added up: the latest wins.
+fn latest(a: &mut Value, b: &Value) {
+    if b.as_u64() > a.as_u64() {
+        *a = b.clone();
     }
 }
 
@@ -268,6 +280,13 @@ mod tests {
             o,
             json!({"totals": {"queued": 5, "dead": 1}, "version": "v"})
         );
+        // A time is the latest of the nodes', not their sum; null is never.
+        let store = |f: u64, at: Value| json!({"store": {"failures": f, "last_failure_ms": at}});
+        let mut o = store(0, Value::Null);
+        join_sums(&["store"], &mut o, &store(2, json!(1_000)));
+        join_sums(&["store"], &mut o, &store(1, json!(700)));
+        join_sums(&["store"], &mut o, &store(0, Value::Null));
+        assert_eq!(o, store(3, json!(1_000)));
     }
     #[test]
     fn a_function_is_listed_once_from_its_owner() {

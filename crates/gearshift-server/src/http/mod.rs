@@ -20,7 +20,7 @@ pub mod submit;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
@@ -158,13 +158,6 @@ pub fn loopback_of(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, addr.port())
 }
 
-/// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Every route, with the access rules in front.
 pub fn router(app: State) -> Router {
     let max_body = app.ctx.max_body;
@@ -228,7 +221,7 @@ pub async fn serve(listener: TcpListener, ctx: Context, mut stop: watch::Receive
         submitter: submit::Submitter::new(ctx.gearman),
         ctx,
         series,
-        started_ms: now_ms(),
+        started_ms: crate::clock::unix_ms(),
         stop: stop.clone(),
     });
     let incoming = match listener::Incoming::new(

@@ -93,7 +93,7 @@ pub async fn sample_loop(
             return;
         };
         let now = super::node_totals(cluster.as_deref(), now);
-        let at = super::now_ms();
+        let at = crate::clock::unix_ms();
         series.push(sample(at, &prev, &now));
         series.set_latest(at, now);
         prev = now;

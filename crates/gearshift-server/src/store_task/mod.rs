@@ -37,6 +37,8 @@ pub struct StoreStats {
     /// (`gearshift_store_failures_total`): a full disk, an I/O error, a
     /// database that went away.
     pub failures: AtomicU64,
+    /// When the last of them happened (Unix milliseconds; 0: never).
+    pub last_failure_ms: AtomicU64,
 }
 
 /// A copy of [`StoreStats`] for a scrape.
@@ -46,11 +48,15 @@ pub struct StoreFigures {
     pub commits: HistogramSnapshot,
     /// Failures since start.
     pub failures: u64,
+    /// When the last failure happened (Unix milliseconds), if one did.
+    pub last_failure_ms: Option<u64>,
 }
 
 impl StoreStats {
     fn failed(&self) {
         self.failures.fetch_add(1, Ordering::Relaxed);
+        self.last_failure_ms
+            .fetch_max(crate::clock::unix_ms(), Ordering::Relaxed);
     }
 
     /// The figures now.
@@ -58,6 +64,7 @@ impl StoreStats {
         StoreFigures {
             commits: self.commits.snapshot(),
             failures: self.failures.load(Ordering::Relaxed),
+            last_failure_ms: Some(self.last_failure_ms.load(Ordering::Relaxed)).filter(|&t| t > 0),
         }
     }
 }

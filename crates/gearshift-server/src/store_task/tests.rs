@@ -249,10 +249,15 @@ fn failed_commits_and_syncs_are_counted() {
     let budget = faulty.budget();
     let stats = Arc::new(StoreStats::default());
     let mut c = Committer::new(Box::new(faulty), stats.clone());
+    assert_eq!(stats.snapshot().last_failure_ms, None);
+    let before = crate::clock::unix_ms();
     assert!(matches!(c.commit([vec![StoreOp::Add(job(1))]]), Commit::Failed(ids, _) if ids == [1]));
     assert_eq!(stats.snapshot().failures, 1);
-    // Healed: the next commit is stored, and the count stays.
+    let at = stats.snapshot().last_failure_ms.expect("a time");
+    assert!((before..=crate::clock::unix_ms()).contains(&at));
+    // Healed: the next commit is stored, and the count and time stay.
     budget.store(1_000, std::sync::atomic::Ordering::SeqCst);
     assert!(matches!(c.commit([vec![StoreOp::Add(job(2))]]), Commit::Stored(ids) if ids == [2]));
     assert_eq!(stats.snapshot().failures, 1);
+    assert_eq!(stats.snapshot().last_failure_ms, Some(at));
 }

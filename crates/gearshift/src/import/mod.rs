@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use clap::{ArgGroup, Args};
@@ -107,7 +107,7 @@ pub struct ImportArgs {
 
 /// Runs the import; prints the summary or why nothing was imported.
 pub fn main(args: ImportArgs) -> ExitCode {
-    match run(&args, now_ms()) {
+    match run(&args, gearshift_server::clock::unix_ms()) {
         Ok(summary) => {
             println!("{}", summary.line);
             for w in summary.warnings {
@@ -416,12 +416,6 @@ fn utc(ms: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Why the queue table was not found, naming the tables that were; `hint`

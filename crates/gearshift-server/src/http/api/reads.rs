@@ -9,14 +9,16 @@ pub async fn overview(State(app): State<crate::http::State>) -> Reply {
         .ctx
         .node_totals(app.ctx.control.call(|c| c.totals()).await?);
     let (totals, connections) = totals_json(&t);
+    let figures = app.ctx.store_stats.snapshot();
     let store = json!({
-        "failures": app.ctx.store_stats.snapshot().failures,
+        "failures": figures.failures,
+        "last_failure_ms": figures.last_failure_ms,
         "refused": t.refused_store,
     });
     ok(&json!({
         "version": env!("CARGO_PKG_VERSION"),
         "started_ms": app.started_ms,
-        "now_ms": crate::http::now_ms(),
+        "now_ms": crate::clock::unix_ms(),
         "totals": totals,
         "connections": connections,
         "store": store,
