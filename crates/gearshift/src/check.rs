@@ -88,12 +88,18 @@ pub fn explain(e: ServerError, store: &StoreConfig) -> String {
                 ..
             },
             StoreConfig::Log { dir, .. },
-        ) => format!(
-            "{e}\n`gearshift check --data-dir {}` says what can still be read; with --repair it keeps that and sets the damaged file aside",
-            dir.display()
-        ),
+        ) => format!("{e}\n{}", repair_hint(dir)),
         _ => e.to_string(),
     }
+}
+
+/// The way out of a damaged queue file in `dir`, for the commands that
+/// stop on one.
+pub fn repair_hint(dir: &std::path::Path) -> String {
+    format!(
+        "`gearshift check --data-dir {}` says what can still be read; with --repair it keeps that and sets the damaged file aside",
+        dir.display()
+    )
 }
 
 /// What the report says, one finding a line.

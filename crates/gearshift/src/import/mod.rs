@@ -19,7 +19,7 @@
 //! writes while it does, and its flush is fenced by the lease's epoch.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -190,11 +190,14 @@ fn into_log(args: &ImportArgs, queue: &Queue, prefix: &str, now: u64) -> Result<
             "{} is in use by a running Gearshift server; stop it, import, then start it again",
             dir.display()
         ),
+        StoreError::Corrupt(_) => damaged(&dir, e),
         e => format!("cannot open the store in {}: {e}", dir.display()),
     })?;
     check_marker(&dir, source, args.force)?;
-    append(&mut store, rows, prefix, now)
-        .map_err(|e| format!("cannot write the store in {}: {e}", dir.display()))?;
+    append(&mut store, rows, prefix, now).map_err(|e| match e {
+        StoreError::Corrupt(_) => damaged(&dir, e),
+        e => format!("cannot write the store in {}: {e}", dir.display()),
+    })?;
     // The jobs are durable now: a failure to record the import must not
     // read as "nothing imported", or a retry would queue them twice.
     if let Err(e) = record_import(&dir, source, rows.len(), now) {
@@ -209,6 +212,15 @@ fn into_log(args: &ImportArgs, queue: &Queue, prefix: &str, now: u64) -> Result<
         line: summary_line(rows, from, &dir.display().to_string()),
         warnings,
     })
+}
+
+/// A damaged queue file stops the import before it writes, naming the way out.
+fn damaged(dir: &Path, e: StoreError) -> String {
+    format!(
+        "nothing imported: the store in {} is damaged: {e}\n{}",
+        dir.display(),
+        crate::check::repair_hint(dir)
+    )
 }
 
 /// Imports into the PostgreSQL store at `url`, holding its cluster's lease

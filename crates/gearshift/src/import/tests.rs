@@ -185,6 +185,41 @@ fn formats_utc() {
 }
 
 #[test]
+fn a_damaged_store_is_refused_with_the_way_out() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let data = tmp.path().join("data");
+    // Two imports: two frames, so damage to the first is not a torn end.
+    for (name, payload) in [("one", "first-payload"), ("two", "second-payload")] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).expect("mkdir");
+        let insert = format!("INSERT INTO gearman_queue VALUES ('{name}', 'f', 1, '{payload}', 0)");
+        let mut a = args(&db(&dir, &[CREATE, &insert]), &data);
+        a.force = true;
+        run(&a, NOW).expect("import");
+    }
+    let file = data.join("queue.gslog");
+    let mut raw = std::fs::read(&file).expect("read");
+    let at = raw
+        .windows(13)
+        .position(|w| w == b"first-payload")
+        .expect("the job in the file");
+    raw[at] ^= 0x20;
+    std::fs::write(&file, &raw).expect("write");
+    let dir = tmp.path().join("three");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let insert = "INSERT INTO gearman_queue VALUES ('three', 'f', 1, 'x', 0)";
+    let mut a = args(&db(&dir, &[CREATE, insert]), &data);
+    a.force = true;
+    let e = run(&a, NOW).expect_err("damaged");
+    assert!(e.contains("nothing imported"), "{e}");
+    assert!(
+        e.contains(&format!("gearshift check --data-dir {}", data.display())),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), raw, "nothing written");
+}
+
+#[test]
 fn locked_data_dir_is_refused() {
     let tmp = tempfile::tempdir().expect("tmp");
     let file = db(
