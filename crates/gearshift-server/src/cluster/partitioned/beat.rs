@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gearshift_core::placement::Placement;
 use gearshift_store::postgres::lease::Lease;
 use gearshift_store::postgres::partitions::{Owned, PartitionLeases};
 use tokio::sync::watch;
@@ -25,10 +26,12 @@ pub struct Mine {
     pub give_up: Vec<u32>,
     /// Until when the owned leases are surely valid.
     pub trusted_until: Instant,
+    /// Where each function lives (a pin changes it).
+    pub placement: Placement,
 }
 
 impl Mine {
-    fn of(o: &Owned) -> Mine {
+    fn of(o: &Owned, placement: Placement) -> Mine {
         Mine {
             serve: o
                 .owned
@@ -38,6 +41,7 @@ impl Mine {
                 .collect(),
             give_up: o.give_up.clone(),
             trusted_until: o.trusted_until,
+            placement,
         }
     }
 }
@@ -126,7 +130,7 @@ pub fn run(
                     tracing::info!(server = %leases.server(), "the cluster's database answers again");
                     failing = false;
                 }
-                let next_view = Ownership::new(placement, &owners, leases.me(), &mut slots);
+                let next_view = Ownership::new(placement.clone(), &owners, leases.me(), &mut slots);
                 ownership.send_if_modified(|cur| {
                     if **cur == next_view {
                         false
@@ -136,11 +140,11 @@ pub fn run(
                     }
                 });
                 trust.extend(owned.trusted_until);
-                let m = Mine::of(&owned);
+                let m = Mine::of(&owned, placement);
                 mine.send_if_modified(|cur| {
-                    let changed = cur
-                        .as_ref()
-                        .is_none_or(|c| c.serve != m.serve || c.give_up != m.give_up);
+                    let changed = cur.as_ref().is_none_or(|c| {
+                        c.serve != m.serve || c.give_up != m.give_up || c.placement != m.placement
+                    });
                     *cur = Some(m);
                     changed
                 });

@@ -159,7 +159,6 @@ pub(super) async fn run(
             .and_then(|l| l.local_addr().ok())
             .map(crate::http::loopback_of),
         door,
-        ownership: own_rx,
         cmds: cmd_tx.clone(),
         reloads,
         local_io,

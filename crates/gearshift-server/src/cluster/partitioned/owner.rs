@@ -14,7 +14,6 @@ use tokio::sync::{oneshot, watch};
 
 use super::beat::{Cmd, Mine};
 use super::moves::{self, Served};
-use super::owners::Ownership;
 use crate::accept::LinkDoor;
 use crate::cluster::reloads::{follow, Following, Reloads};
 use crate::cluster::trust::LeaseTrust;
@@ -35,7 +34,6 @@ pub(super) struct OwnerCtx {
     /// This node's Gearman listener, for the HTTP API's submissions.
     pub entry: Option<std::net::SocketAddr>,
     pub door: Arc<watch::Sender<Option<LinkDoor>>>,
-    pub ownership: watch::Receiver<Arc<Ownership>>,
     pub cmds: mpsc::Sender<Cmd>,
     /// Config reloads, put in force in the running server.
     pub reloads: Reloads,
@@ -127,12 +125,11 @@ pub(super) async fn manage(
         let want = mine.borrow_and_update().clone();
         let ended = current.as_ref().is_some_and(|r| r.task.is_finished());
         if let Some(m) = want {
-            let differs = current.as_ref().is_none_or(|r| r.serving != m.serve);
+            let differs = current
+                .as_ref()
+                .is_none_or(|r| r.serving != m.serve || *r.served.placement() != m.placement);
             let in_place = match current.as_mut() {
-                Some(r) if differs && !ended => {
-                    let placement = ctx.ownership.borrow().placement().clone();
-                    r.repartition(&m.serve, &placement).await
-                }
+                Some(r) if differs && !ended => r.repartition(&m.serve, &m.placement).await,
                 _ => false,
             };
             let restart = !in_place && (differs || ended);
@@ -146,7 +143,7 @@ pub(super) async fn manage(
                 let _ = ctx.cmds.send(Cmd::Release(m.give_up.clone()));
             }
             if restart {
-                match start(&ctx, &m.serve).await {
+                match start(&ctx, &m.serve, &m.placement).await {
                     Ok(r) => current = Some(r),
                     Err(e) => {
                         tracing::error!("cannot serve this node's partitions: {e}");
@@ -178,8 +175,12 @@ pub(super) async fn manage(
 }
 
 /// Opens the store over `serve` and starts a server on it.
-async fn start(ctx: &OwnerCtx, serve: &[(u32, i64)]) -> Result<Running, String> {
-    let placement = ctx.ownership.borrow().placement().clone();
+async fn start(
+    ctx: &OwnerCtx,
+    serve: &[(u32, i64)],
+    placement: &Placement,
+) -> Result<Running, String> {
+    let placement = placement.clone();
     let (tx, rx) = oneshot::channel();
     let _ = ctx.cmds.send(Cmd::Reserve(ID_BLOCK, tx));
     let ids = rx.await.ok().flatten().ok_or("cannot reserve job ids")?;
