@@ -9,6 +9,7 @@ by test_cluster.py; the partitioned-node helpers are test_partitions'.
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -19,8 +20,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
-from test_cluster import grab, raw_worker, submit_bg, with_cluster, work_jobs  # noqa: E402
-from test_partitions import PARTS, functions_on, owners, shared_by, start  # noqa: E402
+from test_cluster import GEARSHIFT, grab, raw_worker, submit_bg, with_cluster, work_jobs  # noqa: E402
+from test_partitions import PARTS, functions_on, owners, partition_of, shared_by, start  # noqa: E402
 
 
 class Load:
@@ -640,6 +641,63 @@ def test_a_pause_moves_with_its_function(cl):
     w.close()
 
 
+def pin(cl, *args):
+    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url] + list(args),
+                       capture_output=True, text=True, timeout=30)
+    check_eq(r.returncode, 0, "gearshift pin %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+    return r.stdout
+
+
+def rows_in(cl, f):
+    """The stored jobs of `f`, by partition."""
+    rows = cl.pg.sql("SELECT partition, count(*) FROM gearshift_jobs "
+                     "WHERE convert_from(function, 'UTF8') = '%s' GROUP BY 1" % f)
+    return {int(r[0]): int(r[1]) for r in rows if r and r[0]}
+
+
+@with_cluster
+def test_a_pinned_function_moves_with_its_jobs(cl):
+    """`gearshift pin` places a function in a partition another node owns:
+    its queued jobs move there with it, a new submission lands there, a
+    worker on a third node gets every one, and their ends are stored (the
+    old owner, fenced, would have stored nothing)."""
+    start(cl, ["a", "b", "c"])
+    own = owners(cl)
+    f = "pinned_fn"
+    src = partition_of(f)
+    dst = next(p for p in sorted(own) if own[p] != own[src])
+    out = pin(cl, f)
+    check("partition %d (its name's hash), owned by node %s" % (src, own[src]) in out, out)
+    handles = [submit_bg(cl.nodes["a"].port, f, "old%d" % i, "old%d" % i) for i in range(5)]
+    check_eq(rows_in(cl, f), {src: 5}, "stored where the name places them")
+
+    out = pin(cl, f, str(dst))
+    check("partition %d -> %d" % (src, dst) in out and "stored rows moved: 5" in out, out)
+    check_eq(rows_in(cl, f), {dst: 5}, "moved with the pin")
+    check("pinned_fn\tpartition %d" % dst in pin(cl), "listed")
+    shared_by(cl, ["a", "b", "c"])
+    handles.append(submit_retrying(cl.nodes["b"].port, f, "new", timeout=20))
+    check_eq(rows_in(cl, f), {dst: 6}, "a new submission stored in the new partition")
+
+    w = raw_worker(cl.nodes["c"].port, f)
+    got = []
+    deadline = time.time() + 20
+    while len(got) < 6 and time.time() < deadline:
+        job = grab(w, timeout=2)
+        if job is None:
+            continue
+        got.append(job[0])
+        w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    w.close()
+    check_eq(sorted(set(got)), sorted(handles), "every job, old and new, served once")
+    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "the ends stored: %r" % rows_in(cl, f))
+
+    out = pin(cl, f, "--unpin")
+    check("partition %d -> %d" % (dst, src) in out, out)
+    check("no function is pinned" in pin(cl), "unpinned")
+
+
 TESTS = [test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
          test_frozen_owner_fenced_per_partition, test_frozen_owner_woken_with_a_submission_pending,
-         test_seeded_chaos_partitioned, test_a_pause_moves_with_its_function]
+         test_seeded_chaos_partitioned, test_a_pause_moves_with_its_function,
+         test_a_pinned_function_moves_with_its_jobs]

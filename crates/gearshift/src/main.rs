@@ -1,12 +1,12 @@
 //! The `gearshift` command: `serve` runs the job server with gearmand's
 //! familiar flags; `import` moves a gearmand persistent queue into the
 //! embedded store or PostgreSQL; `check` reads (and repairs) the embedded
-//! store's file; `submit`, `work` and `admin` are the
+//! store's file; `pin` places a function of a partitioned cluster; `submit`, `work` and `admin` are the
 //! everyday client, worker and admin tools, built on the `gearshift-client`
 //! library.
 //!
 //! - `serve` (with `logging`), `import/`, `check` (the queue file,
-//!   offline): the server side.
+//!   offline), `pin` (a cluster's placement): the server side.
 //! - `docs_cmd`: shell completions and man pages from the clap definitions.
 //! - `submit` (and `batch` for `--lines`), `work`, `admin_cmd` (with
 //!   `table`): the tools; `bench/` the load tool; `servers` holds what they
@@ -22,6 +22,7 @@ mod docs_cmd;
 mod hangup;
 mod import;
 mod logging;
+mod pin;
 mod sd_notify;
 mod serve;
 mod servers;
@@ -49,6 +50,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Check the embedded store's queue file offline; --repair saves what a damaged one holds.
     Check(check::CheckArgs),
+    /// Place a function of a partitioned cluster in a partition by hand (or list the pins).
+    Pin(pin::PinArgs),
     /// Submit a job (or one per input line) and print its result.
     Submit(submit::SubmitArgs),
     /// Run a worker: a command per job (stdin: workload, stdout: result).
@@ -71,6 +74,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::main(*args),
         Command::Import(args) => import::main(args),
         Command::Check(args) => check::main(args),
+        Command::Pin(args) => pin::main(args),
         Command::Submit(args) => submit::main(args),
         Command::Work(args) => work::main(args),
         Command::Admin(args) => admin_cmd::main(args),

@@ -44,7 +44,7 @@ fn man_pages_are_written_one_per_subcommand() {
         serve.contains("node\\-timeout"),
         "the serve page names its flags"
     );
-    for page in ["gearshift-import.1", "gearshift-check.1"] {
+    for page in ["gearshift-import.1", "gearshift-check.1", "gearshift-pin.1"] {
         assert!(dir.path().join(page).exists(), "{page}");
     }
 }

@@ -34,6 +34,7 @@ mod flush;
 mod imports;
 pub mod lease;
 pub mod partitions;
+pub mod pins;
 mod repartition;
 mod replay;
 mod schema;

@@ -34,7 +34,7 @@ pub const DEFAULT_COUNT: u32 = DEFAULT_PARTITIONS;
 
 /// The advisory lock that makes two opens set up the partitions one after
 /// the other (`gsparts!` in ASCII).
-const SETUP_LOCK: i64 = 0x6773_7061_7274_7321;
+pub(super) const SETUP_LOCK: i64 = 0x6773_7061_7274_7321;
 
 /// The partitions a partitioned node's store holds ([`super::PgOptions::partitions`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,47 +330,11 @@ impl PartitionLeases {
             .collect()
     }
 
-    /// The functions placed by hand.
-    pub fn pins(&mut self) -> Result<BTreeMap<Bytes, u32>, StoreError> {
-        let pins = self.db.with("reading the pins", read_pins)?;
-        Ok(pins)
-    }
-
-    /// Places `function` in `partition` from now on, or back where its
-    /// name hashes with None. Rows already stored keep their partition:
-    /// moving a function's jobs is the owners' business.
-    pub fn set_pin(&mut self, function: &[u8], partition: Option<u32>) -> Result<(), StoreError> {
-        let Some(p) = partition else {
-            self.db.with("removing a pin", |c| {
-                c.execute(
-                    "DELETE FROM gearshift_pins WHERE function = $1",
-                    &[&function],
-                )
-            })?;
-            return Ok(());
-        };
-        if p >= self.count {
-            return Err(StoreError::InvalidRequest(format!(
-                "partition {p} is past the cluster's {} partitions",
-                self.count
-            )));
-        }
-        let p = p as i32;
-        self.db.with("writing a pin", |c| {
-            c.execute(
-                "INSERT INTO gearshift_pins (function, partition) VALUES ($1, $2)
-                 ON CONFLICT (function) DO UPDATE SET partition = EXCLUDED.partition",
-                &[&function, &p],
-            )
-        })?;
-        Ok(())
-    }
-
     /// The placement in force: the count and the pins.
     pub fn placement(&mut self) -> Result<Placement, StoreError> {
         Ok(Placement {
             count: self.count,
-            pins: self.pins()?,
+            pins: self.db.with("reading the pins", read_pins)?,
         })
     }
 
@@ -405,7 +369,9 @@ fn get<'a, T: postgres::types::FromSql<'a>>(
         .map_err(|e| StoreError::Corrupt(format!("gearshift_partitions, column {i}: {e}")))
 }
 
-fn read_pins(c: &mut impl GenericClient) -> Result<BTreeMap<Bytes, u32>, postgres::Error> {
+pub(super) fn read_pins(
+    c: &mut impl GenericClient,
+) -> Result<BTreeMap<Bytes, u32>, postgres::Error> {
     let mut pins = BTreeMap::new();
     for row in c.query("SELECT function, partition FROM gearshift_pins", &[])? {
         let (f, p): (Vec<u8>, i32) = (row.try_get(0)?, row.try_get(1)?);
