@@ -514,7 +514,9 @@ def test_seeded_chaos_partitioned(cl):
     restarts them under their old name or joins new ones (at most four
     live), never leaving fewer than one live node; or kills one with
     SIGKILL and starts it again at once under the same name (its leases
-    not yet expired: the new process renews them at the same epochs). After each move it
+    not yet expired: the new process renews them at the same epochs); or
+    pins one of the load's functions to a partition (`gearshift pin`), or
+    unpins it. After each move it
     waits until every partition is owned by a live node.
     Afterwards: every acknowledged job was done (none lost), a job ran
     again only when its earlier run was cut off by one of those moves (its
@@ -535,6 +537,7 @@ def test_seeded_chaos_partitioned(cl):
     spare = ["e", "f", "g", "h", "i", "j"]
     gone = []  # names that may come back
     moves = []  # (when, what)
+    pinned = set()
     with Load(cl, funcs) as load:
         h.wait_for(lambda: len(load.done) > 50, 30, "jobs flowing")
         end = time.monotonic() + seconds
@@ -547,8 +550,19 @@ def test_seeded_chaos_partitioned(cl):
             kinds.append("bounce")  # kill -9 and start again at once, same name
             if len(live) < 4:
                 kinds += ["start", "start"]
+            kinds.append("pin")
             kind = rng.choice(kinds)
-            if kind == "start":
+            if kind == "pin":
+                f = rng.choice(funcs)
+                if f in pinned and rng.random() < 0.5:
+                    args = [f, "--unpin"]
+                    pinned.discard(f)
+                else:
+                    args = [f, str(rng.randrange(PARTS))]
+                    pinned.add(f)
+                moves.append((time.monotonic(), "pin " + " ".join(args)))
+                pin(cl, *args)
+            elif kind == "start":
                 if gone and rng.random() < 0.6:
                     name = gone.pop(rng.randrange(len(gone)))
                 else:
