@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
-from test_cluster import GEARSHIFT, grab, raw_worker, submit_bg, with_cluster, work_jobs  # noqa: E402
+from test_cluster import (GEARSHIFT, grab, http_get, raw_worker, submit_bg, with_cluster,  # noqa: E402
+                          work_jobs)
 from test_partitions import PARTS, functions_on, owners, partition_of, shared_by, start  # noqa: E402
 
 
@@ -690,6 +691,10 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
     check_eq(rows_in(cl, f), {dst: 5}, "moved with the pin")
     check("pinned_fn\tpartition %d" % dst in pin(cl), "listed")
     shared_by(cl, ["a", "b", "c"])
+    for n in "abc":
+        h.wait_for(lambda: http_get(cl.http_port(n), "/api/v1/cluster").get("pins") ==
+                   [{"function": f, "partition": dst, "node": owners(cl)[dst]}], 10,
+                   "the pin in %s's cluster view" % n)
     handles.append(submit_retrying(cl.nodes["b"].port, f, "new", timeout=20))
     check_eq(rows_in(cl, f), {dst: 6}, "a new submission stored in the new partition")
 

@@ -645,6 +645,17 @@ class Run:
                 raise Fail("the mode reads %r" % b.text(t("cluster-mode")))
             if "(this node)" not in b.text(t("node-row-dash-node")):
                 raise Fail("the node is not marked as this node")
+            if b.js("return document.querySelector(arguments[0]) !== null;", t("pins")):
+                raise Fail("pins are listed before any function is pinned")
+            r = subprocess.run([BIN, "pin", "--store", url, "dash_pinned", "7"],
+                               capture_output=True, text=True, timeout=30)
+            if r.returncode != 0:
+                raise Fail("gearshift pin failed: %s%s" % (r.stdout, r.stderr))
+            b.find(t("pin-row-dash_pinned"), timeout=20)
+            cells = b.js("return Array.from(document.querySelectorAll(arguments[0] + ' td'))"
+                         ".map(function (c) { return c.textContent; });", t("pin-row-dash_pinned"))
+            if cells != ["dash_pinned", "7", "dash-node"]:
+                raise Fail("the pin's row reads %r" % (cells,))
             b.screenshot(os.path.join(self.shots, "cluster.png"))
             w.close()
         finally:

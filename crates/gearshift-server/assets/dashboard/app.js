@@ -471,13 +471,21 @@
           td(num(n.workers), { 'data-testid': 'node-workers-' + n.name, 'data-label': 'workers' }));
       });
       var unowned = (owned[''] || []).length;
+      var pins = (c.pins || []).map(function (p) {
+        return el('tr', { 'data-testid': 'pin-row-' + p.function },
+          td(shown(p.function), { class: 'mono', 'data-label': 'function' }),
+          td(String(p.partition), { 'data-label': 'partition' }),
+          td(p.node === null || p.node === undefined ? 'no owner now' : shown(p.node), { class: 'mono', 'data-label': 'node' }));
+      });
       replace(el('h1', { text: 'Cluster' }),
         el('p', { 'data-testid': 'cluster-mode', text: partitioned
           ? 'Partitioned: each node serves the jobs of the partitions it owns; ' + (c.partitions || []).length + ' partitions.'
           : 'One leader serves every job; the other nodes carry their connections to it.' }),
         table('cards-sm', ['node', partitioned ? 'partitions' : 'role', 'gearman', 'http', 'version', 'last heartbeat', 'workers'], rows),
         unowned ? el('p', { class: 'warn', 'data-testid': 'cluster-unowned',
-          text: unowned + ' partitions have no owner now (' + runs(owned['']) + '): the live nodes take them over within --node-timeout.' }) : null);
+          text: unowned + ' partitions have no owner now (' + runs(owned['']) + '): the live nodes take them over within --node-timeout.' }) : null,
+        pins.length ? [el('h2', { text: 'Functions placed by hand (gearshift pin)' }),
+          el('div', { 'data-testid': 'pins' }, table('cards-sm', ['function', 'partition', 'node'], pins))] : null);
     }));
   };
   views.cluster.every = 5000;

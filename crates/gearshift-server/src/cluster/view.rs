@@ -96,6 +96,15 @@ impl ClusterView {
         }
     }
 
+    /// The functions placed by hand, with their partitions.
+    pub fn pins(&self) -> Vec<(bytes::Bytes, u32)> {
+        let placement = self.placement.lock();
+        let pins = placement.as_ref().ok().and_then(|p| p.as_ref());
+        pins.map_or_else(Vec::new, |p| {
+            p.pins.iter().map(|(f, &n)| (f.clone(), n)).collect()
+        })
+    }
+
     /// The HTTP address of the node serving `function`, when that is
     /// another node (None: this node, or nobody known).
     pub fn function_peer(&self, function: &[u8]) -> Option<String> {

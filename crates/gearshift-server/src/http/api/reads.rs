@@ -366,8 +366,14 @@ pub async fn cluster(State(app): State<crate::http::State>) -> Reply {
         .iter()
         .map(|p| json!({ "partition": p.partition, "epoch": p.epoch, "node": p.node.as_ref().map(|n| &n.name) }))
         .collect();
+    let owner_of = |n: u32| owners.iter().find(|p| p.partition == n)?.node.as_ref();
+    let pins: Vec<Value> = view
+        .pins()
+        .iter()
+        .map(|(f, n)| json!({ "function": lossy(f), "partition": n, "node": owner_of(*n).map(|o| &o.name) }))
+        .collect();
     ok(&json!({
         "node": view.me, "mode": "partitioned", "nodes": nodes, "workers": total,
-        "partitions": partitions,
+        "partitions": partitions, "pins": pins,
     }))
 }
