@@ -716,7 +716,36 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
     check("no function is pinned" in pin(cl), "unpinned")
 
 
+@with_cluster
+def test_a_leader_mode_database_taken_on_by_partitioned_nodes(cl):
+    """An upgrade in place: the jobs a leader-mode node stored (no
+    partition on their rows) are placed when partitioned nodes open the
+    database, and a worker on either node gets each once."""
+    cl.start("a", wait_leader=True)
+    funcs = ["upgraded%d" % i for i in range(6)]
+    handles = sorted(submit_bg(cl.nodes["a"].port, f, "u-" + f, f) for f in funcs)
+    check_eq(cl.pg.sql("SELECT count(*) FROM gearshift_jobs WHERE partition IS NULL")[0][0],
+             "6", "a leader's rows carry no partition")
+    cl.nodes.pop("a").stop()
+    start(cl, ["a", "b"])
+    check_eq(cl.pg.sql("SELECT count(*) FROM gearshift_jobs WHERE partition IS NULL")[0][0],
+             "0", "every row placed")
+    w = raw_worker(cl.nodes["b"].port, *funcs)
+    got = []
+    for _ in funcs:
+        job = grab(w, timeout=5)
+        check(job is not None, "a job for each function (got %d)" % len(got))
+        got.append(job[0])
+        w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check_eq(grab(w, timeout=1), None, "nothing more")
+    w.close()
+    check_eq(sorted(got), handles, "the leader's jobs, under their handles")
+    h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_jobs")[0][0] == "0", 10,
+               "their ends stored")
+
+
 TESTS = [test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
          test_frozen_owner_fenced_per_partition, test_frozen_owner_woken_with_a_submission_pending,
          test_seeded_chaos_partitioned, test_a_pause_moves_with_its_function,
-         test_a_pinned_function_moves_with_its_jobs]
+         test_a_pinned_function_moves_with_its_jobs,
+         test_a_leader_mode_database_taken_on_by_partitioned_nodes]
