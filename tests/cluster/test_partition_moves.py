@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -675,16 +676,31 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
     """`gearshift pin` places a function in a partition another node owns:
     its queued jobs move there with it, a new submission lands there, a
     worker on a third node gets every one, and their ends are stored (the
-    old owner, fenced, would have stored nothing)."""
+    old owner, fenced, would have stored nothing). The third node, which
+    holds neither partition, takes the pin in place: a job running there
+    meanwhile is not cut off."""
     start(cl, ["a", "b", "c"])
     own = owners(cl)
     f = "pinned_fn"
     src = partition_of(f)
     dst = next(p for p in sorted(own) if own[p] != own[src])
+    third = next(n for n in "abc" if n not in (own[src], own[dst]))
     out = pin(cl, f)
     check("partition %d (its name's hash), owned by node %s" % (src, own[src]) in out, out)
     handles = [submit_bg(cl.nodes["a"].port, f, "old%d" % i, "old%d" % i) for i in range(5)]
     check_eq(rows_in(cl, f), {src: 5}, "stored where the name places them")
+    g = functions_on(cl, 1, prefix="held")[third][0]
+    submit_bg(cl.nodes[third].port, g, "held", "held")
+    holder = raw_worker(cl.nodes[third].port, g)
+    held = grab(holder, timeout=5)
+    check(held is not None, "the held job runs")
+
+    def starts():
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics?scope=node"
+                                      % cl.http_port(third), timeout=10).read().decode()
+        return [line for line in text.splitlines()
+                if line.startswith("gearshift_cluster_owner_starts_total ")]
+    before = starts()
 
     out = pin(cl, f, str(dst))
     check("partition %d -> %d" % (src, dst) in out and "stored rows moved: 5" in out, out)
@@ -697,6 +713,23 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
                    "the pin in %s's cluster view" % n)
     handles.append(submit_retrying(cl.nodes["b"].port, f, "new", timeout=20))
     check_eq(rows_in(cl, f), {dst: 6}, "a new submission stored in the new partition")
+    # A server started again would first drain (up to 10 s for the held
+    # job): this submission would wait, and the start come after the end.
+    c = h.Conn(cl.nodes["a"].port)
+    c.send_pkt(h.SUBMIT_JOB_BG, g, "meanwhile", "meanwhile")
+    _, t, body = c.read_pkt(timeout=3)
+    c.close()
+    check_eq(t, h.JOB_CREATED, "a submission to node %s's function while its job runs: %r"
+             % (third, body))
+    holder.send_pkt(h.WORK_COMPLETE, held[0], "done")
+    got_next = grab(holder, timeout=5)
+    check(got_next is not None and got_next[2] == b"meanwhile",
+          "the next job, not the held one again: %r" % (got_next,))
+    holder.send_pkt(h.WORK_COMPLETE, got_next[0], "done")
+    h.wait_for(lambda: rows_in(cl, g) == {}, 10, "their ends stored")
+    holder.close()
+    time.sleep(1)
+    check_eq(starts(), before, "node %s's job server not started again" % third)
 
     w = raw_worker(cl.nodes["c"].port, f)
     got = []

@@ -181,6 +181,11 @@ pub trait Repartition {
     /// nothing buffered: otherwise [`StoreError::InvalidRequest`], and
     /// nothing changes. Unknown partitions are ignored.
     fn release(&mut self, parts: &[u32]) -> Result<(), StoreError>;
+    /// Writes rows by `placement` from now on (a pin moved a function
+    /// between two partitions this set does not hold, so nothing held
+    /// moves). Call with nothing buffered: otherwise
+    /// [`StoreError::InvalidRequest`], and nothing changes.
+    fn place(&mut self, placement: gearshift_core::Placement) -> Result<(), StoreError>;
 }
 
 /// What every backend keeps between flushes of what the next flush must

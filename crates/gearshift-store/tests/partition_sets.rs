@@ -224,3 +224,49 @@ fn rows_of_a_single_leader_are_served_by_their_partitions_set() {
         .expect("replay");
     assert_eq!(r3.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [2]);
 }
+
+#[test]
+fn a_set_store_takes_a_new_placement_while_it_runs() {
+    let url = shared().fresh_db();
+    let mut l = leases(&url, "n1");
+    let owned = l.beat().expect("beat");
+    let ids = l.reserve_ids(100).expect("reserve");
+    let mut a = set_store(&url, &pick(&owned, &[0, 1]), ids.clone());
+    a.replay().expect("replay");
+    // A function of partition 3, pinned into partition 1: refused until
+    // the store takes the placement with the pin.
+    let f = function_in(3);
+    let mut pinned = Placement::new(COUNT);
+    pinned.pins.insert(bytes::Bytes::from(f.clone()), 1);
+    a.add(&job(ids.start, &f, "", 0, b"x"));
+    assert!(
+        a.repartition()
+            .expect("a set")
+            .place(pinned.clone())
+            .is_err(),
+        "ops buffered"
+    );
+    assert!(matches!(a.flush(), Err(StoreError::InvalidRequest(_))));
+    a.repartition()
+        .expect("a set")
+        .place(pinned)
+        .expect("place");
+    a.add(&job(ids.start + 1, &f, "", 0, b"y"));
+    a.flush().expect("stored in partition 1");
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let rows: Vec<(i64, Option<i32>)> = db
+        .query("SELECT id, partition FROM gearshift_jobs", &[])
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        rows,
+        [(i64::try_from(ids.start + 1).expect("small"), Some(1))]
+    );
+    // A store over one partition is not a set: it has no placement to take.
+    let mut single = PgStore::open(&url, PgOptions::default()).expect("open");
+    assert!(single
+        .repartition()
+        .is_none_or(|r| r.place(Placement::new(COUNT)).is_err()));
+}

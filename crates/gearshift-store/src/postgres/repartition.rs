@@ -134,6 +134,16 @@ impl Repartition for PgStore {
         self.refence(&set, owned.collect());
         Ok(())
     }
+
+    fn place(&mut self, placement: gearshift_core::Placement) -> Result<(), StoreError> {
+        let set = self.set_fence()?;
+        self.nothing_buffered("changing the placement")?;
+        self.fence = Fence::Set(Arc::new(SetFence {
+            placement,
+            ..(*set).clone()
+        }));
+        Ok(())
+    }
 }
 
 /// The adopted partitions' rows, once each is seen at its epoch (else

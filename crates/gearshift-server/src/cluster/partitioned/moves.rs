@@ -3,7 +3,7 @@
 //! done, those arriving are read from the store and taken on.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use gearshift_core::{HandOverPending, Placement, TakenOver};
@@ -16,7 +16,7 @@ use crate::Control;
 /// The partitions an owner server serves, read by its hub at every
 /// submission (a function of any other is refused, to be sent again).
 pub(super) struct Served {
-    placement: Placement,
+    placement: RwLock<Placement>,
     on: Vec<AtomicBool>,
 }
 
@@ -26,13 +26,20 @@ impl Served {
         let on = (0..placement.count.max(1))
             .map(|p| AtomicBool::new(parts.contains(&p)))
             .collect();
-        Arc::new(Served { placement, on })
+        Arc::new(Served {
+            placement: RwLock::new(placement),
+            on,
+        })
     }
 
     /// Whether `function`'s partition is served.
     pub(super) fn owns(&self, function: &[u8]) -> bool {
-        let p = self.placement.partition_of(function) as usize;
+        let p = self.read().partition_of(function) as usize;
         self.on.get(p).is_some_and(|b| b.load(Ordering::Acquire))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Placement> {
+        self.placement.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn set(&self, parts: &[u32], on: bool) {
@@ -43,10 +50,39 @@ impl Served {
         }
     }
 
-    /// The placement the server was started with.
-    pub(super) fn placement(&self) -> &Placement {
-        &self.placement
+    /// The placement the server serves by.
+    pub(super) fn placement(&self) -> Placement {
+        self.read().clone()
     }
+}
+
+/// Whether the change from placement `was` to `now` (pins) moves a
+/// function into or out of any of `parts`: only then must the server over
+/// them start again.
+pub(super) fn moves_any(was: &Placement, now: &Placement, parts: &[u32]) -> bool {
+    was.pins.keys().chain(now.pins.keys()).any(|f| {
+        let (a, b) = (was.partition_of(f), now.partition_of(f));
+        a != b && (parts.contains(&a) || parts.contains(&b))
+    })
+}
+
+/// Puts `placement` in force in the store and the hub (a pin that moves
+/// nothing this server holds).
+pub(super) async fn re_place(
+    control: &Control,
+    served: &Arc<Served>,
+    placement: Placement,
+) -> Result<(), MoveError> {
+    let p = placement.clone();
+    control
+        .store(move |committer| match committer.repartition() {
+            Some(r) => r.place(p).map_err(|e| e.to_string()),
+            None => Err("not a partition set".to_owned()),
+        })
+        .await?
+        .map_err(MoveError::Store)?;
+    *served.placement.write().unwrap_or_else(|p| p.into_inner()) = placement;
+    Ok(())
 }
 
 /// This process's moves, for `/metrics`.
@@ -228,7 +264,7 @@ type Gone = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 /// Whether a function lives in one of `parts`.
 fn gone_fn(served: &Arc<Served>, parts: &[u32]) -> Gone {
-    let placement = served.placement().clone();
+    let placement = served.placement();
     let parts = parts.to_vec();
     Arc::new(move |f: &[u8]| parts.contains(&placement.partition_of(f)))
 }
@@ -241,5 +277,29 @@ fn taken_over(r: Replayed) -> TakenOver {
         kept: r.kept,
         functions: r.functions,
         running: r.running,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_pin_moves_only_what_lives_in_its_two_partitions() {
+        let was = Placement::new(8);
+        let hashed = was.partition_of(b"hot");
+        let to = (hashed + 3) % 8;
+        let mut now = was.clone();
+        now.pins.insert(Bytes::from_static(b"hot"), to);
+        assert!(moves_any(&was, &now, &[hashed]), "the partition it leaves");
+        assert!(moves_any(&now, &was, &[to]), "unpinned, the one it leaves");
+        assert!(moves_any(&was, &now, &[to, 99]), "the partition it joins");
+        let others: Vec<u32> = (0..8).filter(|p| ![hashed, to].contains(p)).collect();
+        assert!(!moves_any(&was, &now, &others), "neither");
+        // A pin to where the name hashes moves nothing.
+        let mut same = was.clone();
+        same.pins.insert(Bytes::from_static(b"hot"), hashed);
+        assert!(!moves_any(&was, &same, &[hashed]));
     }
 }

@@ -63,9 +63,20 @@ impl Running {
     /// Moves the partitions in place to serve `want`; false when the
     /// server must be started again instead.
     async fn repartition(&mut self, want: &[(u32, i64)], placement: &Placement) -> bool {
-        if self.served.placement() != placement {
-            tracing::info!("functions were pinned: the owner server starts again");
-            return false;
+        let was = self.served.placement();
+        if was != *placement {
+            let held: Vec<u32> = self.serving.iter().chain(want).map(|&(p, _)| p).collect();
+            if moves::moves_any(&was, placement, &held) {
+                tracing::info!("a pin moves a function served here: the owner server starts again");
+                return false;
+            }
+            if let Err(e) = moves::re_place(&self.control, &self.served, placement.clone()).await {
+                tracing::warn!(
+                    "cannot take the new pins in place ({e}): the owner server starts again"
+                );
+                return false;
+            }
+            tracing::info!("functions were pinned elsewhere: placement taken in place");
         }
         // A partition kept at another epoch was another node's meanwhile.
         let moved = want
@@ -127,7 +138,7 @@ pub(super) async fn manage(
         if let Some(m) = want {
             let differs = current
                 .as_ref()
-                .is_none_or(|r| r.serving != m.serve || *r.served.placement() != m.placement);
+                .is_none_or(|r| r.serving != m.serve || r.served.placement() != m.placement);
             let in_place = match current.as_mut() {
                 Some(r) if differs && !ended => r.repartition(&m.serve, &m.placement).await,
                 _ => false,
