@@ -14,6 +14,7 @@ Needs the Debian packages chromium and chromium-driver. Exits non-zero on
 any failure; the last line is "N passed, M failed, 0 skipped".
 """
 import base64
+import contextlib
 import json
 import os
 import re
@@ -259,6 +260,28 @@ class Server:
             self.proc.kill()
         self.log.close()
 
+
+
+@contextlib.contextmanager
+def postgres_server(tmp, extra, name):
+    """A throwaway PostgreSQL and a server storing in it: (its cluster,
+    its URL, the server); both stopped at the end."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
+    from test_import import Postgres
+    pgtmp = tempfile.mkdtemp(prefix="dash-pg-")
+    os.chmod(pgtmp, 0o755)  # as root, PostgreSQL runs as `postgres`
+    pg = Postgres(pgtmp).start()
+    srv = None
+    try:
+        url = "postgres://gearshift@127.0.0.1:%d/postgres" % pg.port
+        srv = Server(tmp, extra, name=name, store=url)
+        yield pg, url, srv
+    finally:
+        if srv:
+            srv.stop()
+        pg.stop()
+        shutil.rmtree(pgtmp, ignore_errors=True)
 
 class Gearman:
     """One connection speaking the binary protocol."""
@@ -619,17 +642,8 @@ class Run:
         time.sleep(1.0)  # the dashboard's probe of /api/v1/cluster has answered 404
         if b.js("return document.querySelector(arguments[0]).hidden;", t("nav-cluster")) is not True:
             raise Fail("a memory server offers the Cluster view")
-        sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
-        sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
-        from test_import import Postgres
-        pgtmp = tempfile.mkdtemp(prefix="dash-pg-")
-        os.chmod(pgtmp, 0o755)  # as root, PostgreSQL runs as `postgres`
-        pg = Postgres(pgtmp).start()
-        srv = None
-        try:
-            url = "postgres://gearshift@127.0.0.1:%d/postgres" % pg.port
-            srv = Server(tmp, ["--partitioned", "--node-name", "dash-node"], name="server-cluster",
-                         store=url)
+        with postgres_server(tmp, ["--partitioned", "--node-name", "dash-node"],
+                             "server-cluster") as (_, url, srv):
             w = Gearman(srv.port)
             w.send(1, "dash_cluster")  # CAN_DO
             wait_for("the node to own every partition and count the worker", lambda: (
@@ -658,11 +672,6 @@ class Run:
                 raise Fail("the pin's row reads %r" % (cells,))
             b.screenshot(os.path.join(self.shots, "cluster.png"))
             w.close()
-        finally:
-            if srv:
-                srv.stop()
-            pg.stop()
-            shutil.rmtree(pgtmp, ignore_errors=True)
 
     def store_failing(self, tmp):
         """The database goes away under a PostgreSQL-backed server: a
@@ -673,16 +682,7 @@ class Run:
         b.find(t("totals"))
         if b.js("return document.querySelector(arguments[0]) !== null;", t("store-health")):
             raise Fail("a healthy memory server shows a store warning")
-        sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
-        sys.path.insert(0, os.path.join(ROOT, "tests", "import"))
-        from test_import import Postgres
-        pgtmp = tempfile.mkdtemp(prefix="dash-pg-")
-        os.chmod(pgtmp, 0o755)  # as root, PostgreSQL runs as `postgres`
-        pg = Postgres(pgtmp).start()
-        srv = None
-        try:
-            url = "postgres://gearshift@127.0.0.1:%d/postgres" % pg.port
-            srv = Server(tmp, [], name="server-store", store=url)
+        with postgres_server(tmp, [], "server-store") as (pg, _, srv):
             g = Gearman(srv.port)
             g.submit_bg("dash_store", "stored")
             b.go(srv.url + "/")
@@ -706,11 +706,6 @@ class Run:
             if "ERROR QUEUE_ERROR: 1." not in health[2] or "failing" not in health[2]:
                 raise Fail("the store's line reads %r" % health[2])
             b.screenshot(os.path.join(self.shots, "store-failing.png"))
-        finally:
-            if srv:
-                srv.stop()
-            pg.stop()
-            shutil.rmtree(pgtmp, ignore_errors=True)
 
     def token(self, tmp):
         """With --http-token-file: a change asks for the token, a wrong one shows a clear 401."""

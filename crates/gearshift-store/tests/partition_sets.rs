@@ -160,14 +160,21 @@ fn a_set_store_holds_its_partitions_rows_and_hands_out_its_block() {
     assert_eq!(setting_rows(&mut db), want);
 }
 
-#[test]
-fn a_set_store_refuses_another_sets_function_and_is_fenced_by_any_move() {
+/// A fresh database whose one node owns every partition, and a store
+/// over partitions 0 and 1 handing out 100 ids, replayed.
+fn fresh_set_of_0_and_1() -> (String, std::ops::Range<u64>, PgStore) {
     let url = shared().fresh_db();
     let mut l = leases(&url, "n1");
     let owned = l.beat().expect("beat");
     let ids = l.reserve_ids(100).expect("reserve");
     let mut a = set_store(&url, &pick(&owned, &[0, 1]), ids.clone());
     a.replay().expect("replay");
+    (url, ids, a)
+}
+
+#[test]
+fn a_set_store_refuses_another_sets_function_and_is_fenced_by_any_move() {
+    let (url, ids, mut a) = fresh_set_of_0_and_1();
     a.add(&job(ids.start, &function_in(3), "", 0, b"x"));
     let err = a.flush().expect_err("a function of partition 3");
     assert!(matches!(err, StoreError::InvalidRequest(_)), "{err:?}");
@@ -227,12 +234,7 @@ fn rows_of_a_single_leader_are_served_by_their_partitions_set() {
 
 #[test]
 fn a_set_store_takes_a_new_placement_while_it_runs() {
-    let url = shared().fresh_db();
-    let mut l = leases(&url, "n1");
-    let owned = l.beat().expect("beat");
-    let ids = l.reserve_ids(100).expect("reserve");
-    let mut a = set_store(&url, &pick(&owned, &[0, 1]), ids.clone());
-    a.replay().expect("replay");
+    let (url, ids, mut a) = fresh_set_of_0_and_1();
     // A function of partition 3, pinned into partition 1: refused until
     // the store takes the placement with the pin.
     let f = function_in(3);

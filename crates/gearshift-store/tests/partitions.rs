@@ -4,6 +4,7 @@
 //! nodes in one process (spread, join, release, a silent node).
 
 mod pg_cluster;
+mod set_common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use gearshift_store::postgres::lease::NodeAddrs;
 use gearshift_store::postgres::partitions::{check_partition_epoch, Owned, PartitionLeases};
 use gearshift_store::{Op, PgOptions, PgStore, Store, StoreError};
 use pg_cluster::shared;
+use set_common::epoch_of;
 
 const TIMEOUT: Duration = Duration::from_millis(400);
 
@@ -41,16 +43,6 @@ fn part_store(url: &str, partition: u32, epoch: i64) -> PgStore {
 
 fn sql(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).expect("connect for a check")
-}
-
-/// The epoch `owned` lists for `partition`.
-fn epoch_of(owned: &Owned, partition: u32) -> i64 {
-    owned
-        .owned
-        .iter()
-        .find(|(p, _)| *p == partition)
-        .map(|(_, e)| *e)
-        .unwrap_or_else(|| panic!("partition {partition} is not owned: {owned:?}"))
 }
 
 fn ids(db: &mut postgres::Client, query: &str) -> Vec<i64> {

@@ -3,33 +3,22 @@
 //! it left, so a node still writing it there stores nothing.
 
 mod pg_cluster;
+mod set_common;
 
 use std::time::Duration;
 
 use gearshift_core::Placement;
 use gearshift_store::conformance::{func, job, kept};
-use gearshift_store::postgres::lease::NodeAddrs;
-use gearshift_store::postgres::partitions::{Owned, PartitionLeases};
+use gearshift_store::postgres::partitions::PartitionLeases;
 use gearshift_store::postgres::pins::{Pinned, Pins};
 use gearshift_store::{Op, PgOptions, PgStore, Store, StoreError};
 use pg_cluster::shared;
+use set_common::epoch_of;
 
 const COUNT: u32 = 8;
 
 fn leases(url: &str, name: &str) -> PartitionLeases {
-    let me = NodeAddrs {
-        name: name.into(),
-        gearman: format!("{name}.test:4730"),
-        http: None,
-    };
-    PartitionLeases::open(
-        url,
-        &PgOptions::default(),
-        me,
-        Duration::from_secs(5),
-        COUNT,
-    )
-    .expect("open the partition leases")
+    set_common::leases(url, name, Duration::from_secs(5), COUNT)
 }
 
 fn part_store(url: &str, partition: u32, epoch: i64) -> PgStore {
@@ -40,15 +29,6 @@ fn part_store(url: &str, partition: u32, epoch: i64) -> PgStore {
     let mut s = PgStore::open(url, opts).expect("open a partition's store");
     s.replay().expect("replay");
     s
-}
-
-fn epoch_of(owned: &Owned, partition: u32) -> i64 {
-    owned
-        .owned
-        .iter()
-        .find(|(p, _)| *p == partition)
-        .map(|(_, e)| *e)
-        .unwrap_or_else(|| panic!("partition {partition} is not owned: {owned:?}"))
 }
 
 /// Each table's (id or function, partition) rows of function `f`.

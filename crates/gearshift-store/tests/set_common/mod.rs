@@ -1,11 +1,13 @@
-//! What the tests of partition sets share: a node's leases, a function of
-//! a given partition, and a set's store.
+//! What the tests of partition sets share: a node's leases, a partition's
+//! epoch in a beat, a function of a given partition, and a set's store.
+//! Each test crate uses some of them.
+#![allow(dead_code)]
 
 use std::time::Duration;
 
 use gearshift_core::Placement;
 use gearshift_store::postgres::lease::NodeAddrs;
-use gearshift_store::postgres::partitions::{PartitionLeases, PartitionSet};
+use gearshift_store::postgres::partitions::{Owned, PartitionLeases, PartitionSet};
 use gearshift_store::{PgOptions, PgStore};
 
 /// Node `name`'s partition leases over `count` partitions.
@@ -17,6 +19,16 @@ pub fn leases(url: &str, name: &str, timeout: Duration, count: u32) -> Partition
     };
     PartitionLeases::open(url, &PgOptions::default(), me, timeout, count)
         .expect("open the partition leases")
+}
+
+/// The epoch `owned` lists for `partition`.
+pub fn epoch_of(owned: &Owned, partition: u32) -> i64 {
+    owned
+        .owned
+        .iter()
+        .find(|(p, _)| *p == partition)
+        .map(|(_, e)| *e)
+        .unwrap_or_else(|| panic!("partition {partition} is not owned: {owned:?}"))
 }
 
 /// A function name that `placement` puts in `partition`.
