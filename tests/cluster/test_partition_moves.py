@@ -747,6 +747,10 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
     out = pin(cl, f, "--unpin")
     check("partition %d -> %d" % (dst, src) in out, out)
     check("no function is pinned" in pin(cl), "unpinned")
+    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url, f, str(PARTS)],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "past the cluster's 64 partitions" in r.stderr,
+          "a partition past the count refused: %r" % (r,))
 
 
 @with_cluster
