@@ -85,7 +85,8 @@ fn run(args: &PinArgs) -> Result<String, String> {
         let list: Vec<String> = fenced.iter().map(|p| p.to_string()).collect();
         out += &format!(
             "taken from their owners and served again from the database: partition {} \
-             (jobs running in it are requeued, as after a takeover)\n",
+             (an owner stores nothing until its job server starts again at its next beat: \
+             jobs running on it run again, as after a takeover)\n",
             list.join(", ")
         );
     }
