@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use gearshift_core::Placement;
 use gearshift_store::conformance::{func, job, kept};
-use gearshift_store::postgres::partitions::PartitionLeases;
+use gearshift_store::postgres::partitions::{check_partition_epoch, PartitionLeases};
 use gearshift_store::postgres::pins::{Pinned, Pins};
 use gearshift_store::{Op, PgOptions, PgStore, Store, StoreError};
 use pg_cluster::shared;
@@ -147,4 +147,42 @@ fn pins_are_refused_past_the_count_and_before_partitions() {
         other => panic!("a pin past the count must be refused, got {other:?}"),
     }
     assert!(pins.placement().expect("placement").pins.is_empty());
+}
+
+#[test]
+fn a_pin_waits_for_a_flush_in_flight_instead_of_deadlocking_with_it() {
+    let url = shared().fresh_db();
+    let owned = leases(&url, "n1").beat().expect("beat");
+    let from = Placement::new(COUNT).partition_of(b"busy");
+    let to = (from + 1) % COUNT;
+    let epoch = epoch_of(&owned, from);
+    let mut s = part_store(&url, from, epoch);
+    s.add(&job(1, "busy", "", 0, b"before"));
+    s.flush().expect("flush");
+    // A flush in flight: the partition's row key-share-locked, its rows
+    // still to be written.
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let mut tx = db.transaction().expect("tx");
+    let server = s.server().to_owned();
+    check_partition_epoch(&mut tx, &server, from, epoch).expect("the fence");
+    let pin_url = url.clone();
+    let pinning = std::thread::spawn(move || {
+        let mut pins = Pins::open(&pin_url, &PgOptions::default()).expect("pins");
+        pins.pin(b"busy", Some(to))
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!pinning.is_finished(), "the pin waits for the flush");
+    tx.execute("UPDATE gearshift_jobs SET data = 'after' WHERE id = 1", &[])
+        .expect("the flush writes its rows");
+    tx.commit().expect("the flush commits");
+    let pinned = pinning.join().expect("the pin's thread").expect("pin");
+    assert_eq!(pinned.moved, 1);
+    let row = db
+        .query_one(
+            "SELECT partition, data FROM gearshift_jobs WHERE id = 1",
+            &[],
+        )
+        .expect("row");
+    assert_eq!(row.get::<_, i32>(0), to as i32);
+    assert_eq!(row.get::<_, Vec<u8>>(1), b"after");
 }

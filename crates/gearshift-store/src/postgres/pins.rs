@@ -129,13 +129,20 @@ impl Pins {
                 }
             }
             let to = Placement { count, pins }.partition_of(function);
-            let (moved, left) = move_rows(&mut tx, function, to)?;
-            let mut fenced: BTreeSet<u32> = left;
+            let mut fenced = partitions_holding(&mut tx, function, to)?;
             if from != to {
                 fenced.insert(from);
             }
             let fenced: Vec<u32> = fenced.into_iter().collect();
             let parts: Vec<i32> = fenced.iter().map(|&p| p as i32).collect();
+            // Their rows first, as a flush takes them: a flush in flight
+            // ends before the rows move, and none starts after.
+            tx.query(
+                "SELECT 1 FROM gearshift_partitions WHERE partition = ANY($1)
+                 ORDER BY partition FOR UPDATE",
+                &[&parts],
+            )?;
+            let moved = move_rows(&mut tx, function, to)?;
             tx.execute(
                 "UPDATE gearshift_partitions SET epoch = epoch + 1, node = NULL, expires_at = now()
                  WHERE partition = ANY($1) AND node IS NOT NULL",
@@ -152,34 +159,39 @@ impl Pins {
     }
 }
 
-/// Moves `function`'s rows in every table to partition `to`; returns how
-/// many moved and the partitions they left.
-fn move_rows(
+/// The partitions other than `to` that hold rows of `function`.
+fn partitions_holding(
     c: &mut impl GenericClient,
     function: &[u8],
     to: u32,
-) -> Result<(u64, BTreeSet<u32>), postgres::Error> {
-    let to = to as i32;
-    let mut left = BTreeSet::new();
-    let mut moved = 0;
+) -> Result<BTreeSet<u32>, postgres::Error> {
+    let mut held = BTreeSet::new();
     for table in TABLES {
         for row in c.query(
             &format!(
                 "SELECT DISTINCT partition FROM {table}
                  WHERE function = $1 AND partition IS DISTINCT FROM $2 AND partition IS NOT NULL"
             ),
-            &[&function, &to],
+            &[&function, &(to as i32)],
         )? {
             let p: i32 = row.try_get(0)?;
-            left.insert(p.max(0) as u32);
+            held.insert(p.max(0) as u32);
         }
+    }
+    Ok(held)
+}
+
+/// Moves `function`'s rows in every table to partition `to`; how many.
+fn move_rows(c: &mut impl GenericClient, function: &[u8], to: u32) -> Result<u64, postgres::Error> {
+    let mut moved = 0;
+    for table in TABLES {
         moved += c.execute(
             &format!(
                 "UPDATE {table} SET partition = $2
                  WHERE function = $1 AND partition IS DISTINCT FROM $2 AND partition IS NOT NULL"
             ),
-            &[&function, &to],
+            &[&function, &(to as i32)],
         )?;
     }
-    Ok((moved, left))
+    Ok(moved)
 }
