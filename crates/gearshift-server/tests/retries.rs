@@ -185,14 +185,29 @@ async fn a_reload_puts_new_policies_in_force() {
         let h = client.expect_created().await;
         grab(&mut worker).await.expect("job");
         worker.send(&fail(&h)).await;
-        let shown = admin
-            .admin_line(&format!("show job {}", String::from_utf8_lossy(&h)))
-            .await;
-        if shown.starts_with("ERR UNKNOWN_JOB") {
+        // Unknown: final (no policy yet). The admin connection may sit on
+        // another I/O thread than the worker's, so its question can
+        // overtake the WORK_FAIL: ask until the job no longer runs.
+        let mut state = None;
+        for _ in 0..100 {
+            let cmd = format!("show job {}", String::from_utf8_lossy(&h));
+            let first = admin.admin_line(&cmd).await;
+            if first.starts_with("ERR UNKNOWN_JOB") {
+                break;
+            }
+            let shown = first + &admin.read_list().await;
+            if field(&shown, "state") != "running" {
+                state = Some(field(&shown, "state"));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let Some(state) = state else {
             client.expect(Response::WorkFail(h)).await;
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
-        }
+        };
+        assert_eq!(state, "retrying");
         let (again, _) = grab_when_due(&mut worker).await;
         assert_eq!(again, h);
         worker.send(&work_complete(&h, b"ok")).await;
