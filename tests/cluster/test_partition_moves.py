@@ -565,7 +565,8 @@ def test_seeded_chaos_partitioned(cl):
                 moves.append((time.monotonic(), "pin " + " ".join(args)))
                 pin(cl, *args)
             elif kind == "start":
-                if gone and rng.random() < 0.6:
+                # With fewer than four live, a name is gone if no spare is left.
+                if gone and (rng.random() < 0.6 or not spare):
                     name = gone.pop(rng.randrange(len(gone)))
                 else:
                     name = spare.pop(0)
