@@ -89,12 +89,7 @@ fn a_set_store_holds_its_partitions_rows_and_hands_out_its_block() {
     b.flush().expect("flush b");
 
     let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-    let rows: Vec<(i64, Option<i32>)> = db
-        .query("SELECT id, partition FROM gearshift_jobs ORDER BY id", &[])
-        .expect("rows")
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let rows = set_common::job_partitions(&url);
     let big = |id: u64| i64::try_from(id).expect("small id");
     assert_eq!(
         rows,
@@ -255,15 +250,8 @@ fn a_set_store_takes_a_new_placement_while_it_runs() {
         .expect("place");
     a.add(&job(ids.start + 1, &f, "", 0, b"y"));
     a.flush().expect("stored in partition 1");
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-    let rows: Vec<(i64, Option<i32>)> = db
-        .query("SELECT id, partition FROM gearshift_jobs", &[])
-        .expect("rows")
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
     assert_eq!(
-        rows,
+        set_common::job_partitions(&url),
         [(i64::try_from(ids.start + 1).expect("small"), Some(1))]
     );
     // A store over one partition is not a set: it has no placement to take.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use gearshift_core::Placement;
 use gearshift_store::conformance::{func, job, kept};
-use gearshift_store::postgres::partitions::{check_partition_epoch, PartitionLeases};
+use gearshift_store::postgres::partitions::{check_partition_epoch, Owned, PartitionLeases};
 use gearshift_store::postgres::pins::{Pinned, Pins};
 use gearshift_store::{Op, PgOptions, PgStore, Store, StoreError};
 use pg_cluster::shared;
@@ -31,6 +31,14 @@ fn part_store(url: &str, partition: u32, epoch: i64) -> PgStore {
     s
 }
 
+/// A fresh database whose one node owns every partition: its URL, that
+/// node's beat, and the partition `function`'s name places it in.
+fn fresh(function: &[u8]) -> (String, Owned, u32) {
+    let url = shared().fresh_db();
+    let owned = leases(&url, "n1").beat().expect("beat");
+    (url, owned, Placement::new(COUNT).partition_of(function))
+}
+
 /// Each table's (id or function, partition) rows of function `f`.
 fn rows_of(url: &str, f: &str) -> Vec<(String, i32)> {
     let mut db = postgres::Client::connect(url, postgres::NoTls).expect("connect");
@@ -49,9 +57,7 @@ fn rows_of(url: &str, f: &str) -> Vec<(String, i32)> {
 
 #[test]
 fn a_pin_moves_the_rows_and_fences_the_partition_left() {
-    let url = shared().fresh_db();
-    let owned = leases(&url, "n1").beat().expect("beat");
-    let from = Placement::new(COUNT).partition_of(b"resize");
+    let (url, owned, from) = fresh(b"resize");
     let to = (from + 3) % COUNT;
     let mut old = part_store(&url, from, epoch_of(&owned, from));
     old.add(&job(1, "resize", "", 0, b"queued"));
@@ -115,10 +121,8 @@ fn a_pin_moves_the_rows_and_fences_the_partition_left() {
 
 #[test]
 fn a_pin_of_a_function_with_no_rows_still_fences_where_it_was() {
-    let url = shared().fresh_db();
-    let owned = leases(&url, "n1").beat().expect("beat");
+    let (url, owned, from) = fresh(b"new");
     let mut pins = Pins::open(&url, &PgOptions::default()).expect("pins");
-    let from = Placement::new(COUNT).partition_of(b"new");
     let to = (from + 1) % COUNT;
     let pinned = pins.pin(b"new", Some(to)).expect("pin");
     assert_eq!((pinned.moved, pinned.fenced), (0, vec![from]));
@@ -151,9 +155,7 @@ fn pins_are_refused_past_the_count_and_before_partitions() {
 
 #[test]
 fn a_pin_waits_for_a_flush_in_flight_instead_of_deadlocking_with_it() {
-    let url = shared().fresh_db();
-    let owned = leases(&url, "n1").beat().expect("beat");
-    let from = Placement::new(COUNT).partition_of(b"busy");
+    let (url, owned, from) = fresh(b"busy");
     let to = (from + 1) % COUNT;
     let epoch = epoch_of(&owned, from);
     let mut s = part_store(&url, from, epoch);

@@ -62,11 +62,6 @@ impl Pins {
         Ok(Pins { db, count })
     }
 
-    /// `postgres://user@host:port/db`, without the password.
-    pub fn server(&self) -> &str {
-        self.db.server()
-    }
-
     /// The placement in force: the count and the pins.
     pub fn placement(&mut self) -> Result<Placement, StoreError> {
         let pins = self.db.with("reading the pins", read_pins)?;

@@ -1,5 +1,6 @@
 //! What the tests of partition sets share: a node's leases, a partition's
-//! epoch in a beat, a function of a given partition, and a set's store.
+//! epoch in a beat, a function of a given partition, a set's store, and
+//! the stored jobs' partitions.
 //! Each test crate uses some of them.
 #![allow(dead_code)]
 
@@ -55,4 +56,14 @@ pub fn set_store(
         ..PgOptions::default()
     };
     PgStore::open(url, opts).expect("open a set's store")
+}
+
+/// Every stored job's id and partition, by id.
+pub fn job_partitions(url: &str) -> Vec<(i64, Option<i32>)> {
+    let mut db = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    db.query("SELECT id, partition FROM gearshift_jobs ORDER BY id", &[])
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
 }

@@ -194,10 +194,8 @@ fn into_log(args: &ImportArgs, queue: &Queue, prefix: &str, now: u64) -> Result<
         e => format!("cannot open the store in {}: {e}", dir.display()),
     })?;
     check_marker(&dir, source, args.force)?;
-    append(&mut store, rows, prefix, now).map_err(|e| match e {
-        StoreError::Corrupt(_) => damaged(&dir, e),
-        e => format!("cannot write the store in {}: {e}", dir.display()),
-    })?;
+    append(&mut store, rows, prefix, now)
+        .map_err(|e| format!("cannot write the store in {}: {e}", dir.display()))?;
     // The jobs are durable now: a failure to record the import must not
     // read as "nothing imported", or a retry would queue them twice.
     if let Err(e) = record_import(&dir, source, rows.len(), now) {
@@ -214,7 +212,8 @@ fn into_log(args: &ImportArgs, queue: &Queue, prefix: &str, now: u64) -> Result<
     })
 }
 
-/// A damaged queue file stops the import before it writes, naming the way out.
+/// A damaged queue file (found at open) stops the import before it
+/// writes, naming the way out.
 fn damaged(dir: &Path, e: StoreError) -> String {
     format!(
         "nothing imported: the store in {} is damaged: {e}\n{}",
