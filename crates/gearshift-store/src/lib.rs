@@ -186,6 +186,28 @@ pub trait Repartition {
     /// moves). Call with nothing buffered: otherwise
     /// [`StoreError::InvalidRequest`], and nothing changes.
     fn place(&mut self, placement: gearshift_core::Placement) -> Result<(), StoreError>;
+    /// Moves `function`, which lives in a partition of the set, to
+    /// `asked`, as the pin asked for it says (`gearshift pin`; None: where
+    /// its name places it): its rows move and the pin is put in force in
+    /// one transaction fenced on the set, the function's rows leave the
+    /// store's memory, and the placement in force after is returned and
+    /// written by. When that pin is no longer asked for, nothing moves and
+    /// the placement read is returned and put in force all the same. Call
+    /// with nothing buffered.
+    fn give_function(
+        &mut self,
+        function: &[u8],
+        asked: Option<u32>,
+    ) -> Result<gearshift_core::Placement, StoreError>;
+    /// Writes rows by `placement` from now on, under which `function` lives
+    /// in a partition of the set, and reads that function's rows there as
+    /// [`Repartition::adopt`] reads a partition's (those already in memory
+    /// left out). Call with nothing buffered.
+    fn adopt_function(
+        &mut self,
+        function: &[u8],
+        placement: gearshift_core::Placement,
+    ) -> Result<Replayed, StoreError>;
 }
 
 /// What every backend keeps between flushes of what the next flush must

@@ -258,11 +258,16 @@ fn a_version_5_database_gains_the_functions_table() {
     // Back to version 5: the table and its record gone.
     sql(&url)
         .batch_execute(
-            "DROP TABLE gearshift_functions; DELETE FROM gearshift_schema WHERE version >= 6",
+            "DROP TABLE gearshift_functions, gearshift_pin_moves;
+             DELETE FROM gearshift_schema WHERE version >= 6",
         )
         .expect("make the database version 5");
     let mut s = open(&url);
-    assert_eq!(s.applied_migrations(), [6], "only version 6 is applied");
+    assert_eq!(
+        s.applied_migrations(),
+        [6, 7],
+        "only versions 6 and 7 are applied"
+    );
     let r = s.replay().expect("replay");
     assert_eq!(r.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1]);
     assert!(r.functions.is_empty());

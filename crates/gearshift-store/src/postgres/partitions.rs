@@ -338,6 +338,13 @@ impl PartitionLeases {
         })
     }
 
+    /// The pins asked for and not in force yet (`gearshift pin`): each is
+    /// moved by the owner of the partition its function lives in.
+    pub fn pin_moves(&mut self) -> Result<Vec<super::pins::PinMove>, StoreError> {
+        self.db
+            .with("reading the pins asked for", super::pins::read_moves)
+    }
+
     /// Takes the next `n` handle numbers from the cluster's one
     /// reservation row, atomically, so every node's numbers differ.
     pub fn reserve_ids(&mut self, n: u64) -> Result<Range<u64>, StoreError> {

@@ -1,9 +1,12 @@
-//! Placing a function by hand (`gearshift pin`): the pin is written, the
-//! function's stored rows move to its new partition, and the partitions
-//! they left (and the one its name placed it in before) are taken from
-//! their owners, all in one transaction. A node still writing the function
-//! where it was is therefore fenced, and nodes serve the new placement
-//! from their next beat.
+//! Placing a function by hand (`gearshift pin`). A pin is asked for, and
+//! the node that owns the partition the function lives in moves it once
+//! its running jobs are done ([`move_asked`], called by that node's store):
+//! in one transaction the function's stored rows move to the new
+//! partition and the pin is put in force, so nothing is fenced and
+//! nothing runs twice. Where no live node owns that partition, the pin
+//! moves the rows at once ([`Pins::pin`]) and takes the partitions they
+//! left from any owner, so a node still writing the function there is
+//! fenced. Nodes serve the new placement from their next beat.
 
 use std::collections::BTreeSet;
 
@@ -11,7 +14,7 @@ use bytes::Bytes;
 use gearshift_core::placement::Placement;
 use postgres::GenericClient;
 
-use super::partitions::{read_pins, SETUP_LOCK};
+use super::partitions::{check_partition_epoch, read_pins, SETUP_LOCK};
 use super::session::Session;
 use super::PgOptions;
 use crate::StoreError;
@@ -35,6 +38,36 @@ pub struct Pinned {
     pub moved: u64,
     /// The partitions taken from their owners, to be served again.
     pub fenced: Vec<u32>,
+}
+
+/// What asking for a pin did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// Moved at once: the function stays where it is, or no live node
+    /// owns the partition it leaves.
+    Moved(Pinned),
+    /// Waiting for `owner`, the live owner of partition `from`, to move it
+    /// to `to` once the function's running jobs are done.
+    Waiting {
+        /// Where the function lives.
+        from: u32,
+        /// Where it is asked to live.
+        to: u32,
+        /// The node that owns `from` and moves it.
+        owner: String,
+    },
+}
+
+/// A pin asked for and not in force yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinMove {
+    /// The function to move.
+    pub function: Bytes,
+    /// The partition asked for; None: back where its name places it.
+    pub partition: Option<u32>,
+    /// When it was asked for (µs since the Unix epoch, the database's
+    /// clock): a pin asked for again is another move.
+    pub asked_us: i64,
 }
 
 /// A session for reading and changing the pins of a partitioned cluster.
@@ -73,85 +106,242 @@ impl Pins {
 
     /// The live owner of `partition`, if any.
     pub fn owner_of(&mut self, partition: u32) -> Result<Option<String>, StoreError> {
-        let row = self.db.with("reading a partition's owner", |c| {
-            c.query_opt(
-                "SELECT node FROM gearshift_partitions
-                 WHERE partition = $1 AND node IS NOT NULL AND expires_at >= now()",
-                &[&(partition as i32)],
-            )
-        })?;
-        Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+        self.db
+            .with("reading a partition's owner", |c| live_owner(c, partition))
+    }
+
+    /// Asks for `function` to be placed in `partition` (None: back where
+    /// its name hashes): waiting for the owner of the partition it lives
+    /// in, if a live node owns it, else moved at once as [`Pins::pin`].
+    pub fn ask(&mut self, function: &[u8], partition: Option<u32>) -> Result<Asked, StoreError> {
+        self.in_range(partition)?;
+        let count = self.count;
+        self.db.with("asking for a pin", |c| {
+            let mut tx = c.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
+            let (from, to) = from_to(&mut tx, count, function, partition)?;
+            if from != to {
+                if let Some(owner) = live_owner(&mut tx, from)? {
+                    tx.execute(
+                        "INSERT INTO gearshift_pin_moves (function, partition, asked_at)
+                         VALUES ($1, $2, clock_timestamp())
+                         ON CONFLICT (function) DO UPDATE
+                         SET partition = EXCLUDED.partition, asked_at = EXCLUDED.asked_at",
+                        &[&function, &partition.map(|p| p as i32)],
+                    )?;
+                    tx.commit()?;
+                    return Ok(Asked::Waiting { from, to, owner });
+                }
+            }
+            let pinned = pin_at_once(&mut tx, count, function, partition)?;
+            tx.commit()?;
+            Ok(Asked::Moved(pinned))
+        })
     }
 
     /// Places `function` in `partition` (None: back where its name
-    /// hashes), moves its stored rows there, and takes the partitions it
-    /// leaves from their owners (epoch raised, lease ended).
+    /// hashes) at once: moves its stored rows there, and takes the
+    /// partitions it leaves from their owners (epoch raised, lease ended),
+    /// so jobs running there run again, as after a takeover.
     pub fn pin(&mut self, function: &[u8], partition: Option<u32>) -> Result<Pinned, StoreError> {
-        if let Some(p) = partition.filter(|&p| p >= self.count) {
-            return Err(StoreError::InvalidRequest(format!(
-                "partition {p} is past the cluster's {} partitions (0 to {})",
-                self.count,
-                self.count - 1
-            )));
-        }
+        self.in_range(partition)?;
         let count = self.count;
         self.db.with("pinning a function", |c| {
             let mut tx = c.transaction()?;
-            // One change of placement at a time, and none while a node
-            // places rows written before partitions.
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
-            let mut pins = read_pins(&mut tx)?;
-            let from = Placement {
-                count,
-                pins: pins.clone(),
-            }
-            .partition_of(function);
-            match partition {
-                Some(p) => {
-                    tx.execute(
-                        "INSERT INTO gearshift_pins (function, partition) VALUES ($1, $2)
-                         ON CONFLICT (function) DO UPDATE SET partition = EXCLUDED.partition",
-                        &[&function, &(p as i32)],
-                    )?;
-                    pins.insert(Bytes::copy_from_slice(function), p);
-                }
-                None => {
-                    tx.execute(
-                        "DELETE FROM gearshift_pins WHERE function = $1",
-                        &[&function],
-                    )?;
-                    pins.remove(function);
-                }
-            }
-            let to = Placement { count, pins }.partition_of(function);
-            let mut fenced = partitions_holding(&mut tx, function, to)?;
-            if from != to {
-                fenced.insert(from);
-            }
-            let fenced: Vec<u32> = fenced.into_iter().collect();
-            let parts: Vec<i32> = fenced.iter().map(|&p| p as i32).collect();
-            // Their rows first, as a flush takes them: a flush in flight
-            // ends before the rows move, and none starts after.
-            tx.query(
-                "SELECT 1 FROM gearshift_partitions WHERE partition = ANY($1)
-                 ORDER BY partition FOR UPDATE",
-                &[&parts],
-            )?;
-            let moved = move_rows(&mut tx, function, to)?;
-            tx.execute(
-                "UPDATE gearshift_partitions SET epoch = epoch + 1, node = NULL, expires_at = now()
-                 WHERE partition = ANY($1) AND node IS NOT NULL",
-                &[&parts],
-            )?;
+            let pinned = pin_at_once(&mut tx, count, function, partition)?;
             tx.commit()?;
-            Ok(Pinned {
-                from,
-                to,
-                moved,
-                fenced,
-            })
+            Ok(pinned)
         })
     }
+
+    /// The pins asked for and not in force yet.
+    pub fn asked(&mut self) -> Result<Vec<PinMove>, StoreError> {
+        self.db.with("reading the pins asked for", read_moves)
+    }
+
+    fn in_range(&self, partition: Option<u32>) -> Result<(), StoreError> {
+        match partition.filter(|&p| p >= self.count) {
+            Some(p) => Err(StoreError::InvalidRequest(format!(
+                "partition {p} is past the cluster's {} partitions (0 to {})",
+                self.count,
+                self.count - 1
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The partition `function` lives in, and the one it would live in with
+/// `partition` pinned (None: unpinned).
+fn from_to(
+    c: &mut impl GenericClient,
+    count: u32,
+    function: &[u8],
+    partition: Option<u32>,
+) -> Result<(u32, u32), postgres::Error> {
+    let mut placement = Placement {
+        count,
+        pins: read_pins(c)?,
+    };
+    let from = placement.partition_of(function);
+    set_pin(&mut placement, function, partition);
+    Ok((from, placement.partition_of(function)))
+}
+
+fn set_pin(placement: &mut Placement, function: &[u8], partition: Option<u32>) {
+    match partition {
+        Some(p) => placement.pins.insert(Bytes::copy_from_slice(function), p),
+        None => placement.pins.remove(function),
+    };
+}
+
+/// Writes the pin (or removes it) in the pins table.
+fn write_pin(
+    c: &mut impl GenericClient,
+    function: &[u8],
+    partition: Option<u32>,
+) -> Result<(), postgres::Error> {
+    match partition {
+        Some(p) => c.execute(
+            "INSERT INTO gearshift_pins (function, partition) VALUES ($1, $2)
+             ON CONFLICT (function) DO UPDATE SET partition = EXCLUDED.partition",
+            &[&function, &(p as i32)],
+        )?,
+        None => c.execute(
+            "DELETE FROM gearshift_pins WHERE function = $1",
+            &[&function],
+        )?,
+    };
+    Ok(())
+}
+
+/// The live owner of `partition`, if any.
+fn live_owner(
+    c: &mut impl GenericClient,
+    partition: u32,
+) -> Result<Option<String>, postgres::Error> {
+    let row = c.query_opt(
+        "SELECT node FROM gearshift_partitions
+         WHERE partition = $1 AND node IS NOT NULL AND expires_at >= now()",
+        &[&(partition as i32)],
+    )?;
+    Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+}
+
+/// The pins asked for, by function.
+pub(super) fn read_moves(c: &mut impl GenericClient) -> Result<Vec<PinMove>, postgres::Error> {
+    c.query(
+        "SELECT function, partition, (extract(epoch FROM asked_at) * 1000000)::bigint
+         FROM gearshift_pin_moves ORDER BY function",
+        &[],
+    )?
+    .iter()
+    .map(|row| {
+        let (f, p): (Vec<u8>, Option<i32>) = (row.try_get(0)?, row.try_get(1)?);
+        // The column's CHECK keeps it from being negative.
+        Ok(PinMove {
+            function: Bytes::from(f),
+            partition: p.map(|p| p.max(0) as u32),
+            asked_us: row.try_get(2)?,
+        })
+    })
+    .collect()
+}
+
+/// [`Pins::pin`] in `tx` (which holds the set-up lock); any pin asked for
+/// the function is dropped.
+fn pin_at_once(
+    tx: &mut postgres::Transaction<'_>,
+    count: u32,
+    function: &[u8],
+    partition: Option<u32>,
+) -> Result<Pinned, postgres::Error> {
+    let (from, to) = from_to(tx, count, function, partition)?;
+    write_pin(tx, function, partition)?;
+    tx.execute(
+        "DELETE FROM gearshift_pin_moves WHERE function = $1",
+        &[&function],
+    )?;
+    let mut fenced = partitions_holding(tx, function, to)?;
+    if from != to {
+        fenced.insert(from);
+    }
+    let fenced: Vec<u32> = fenced.into_iter().collect();
+    let parts: Vec<i32> = fenced.iter().map(|&p| p as i32).collect();
+    // Their rows first, as a flush takes them: a flush in flight
+    // ends before the rows move, and none starts after.
+    tx.query(
+        "SELECT 1 FROM gearshift_partitions WHERE partition = ANY($1)
+         ORDER BY partition FOR UPDATE",
+        &[&parts],
+    )?;
+    let moved = move_rows(tx, function, to)?;
+    tx.execute(
+        "UPDATE gearshift_partitions SET epoch = epoch + 1, node = NULL, expires_at = now()
+         WHERE partition = ANY($1) AND node IS NOT NULL",
+        &[&parts],
+    )?;
+    Ok(Pinned {
+        from,
+        to,
+        moved,
+        fenced,
+    })
+}
+
+/// The pin asked for `function` (to `asked`), moved by the node whose
+/// store holds the partition it lives in, `from` at `epoch` (nothing of it
+/// buffered): its rows go to the partition asked for and the pin is put in
+/// force, in one transaction fenced on that epoch. Returns the placement in
+/// force after (unchanged when that pin is no longer asked for: asked
+/// again otherwise meanwhile, or dropped).
+pub(super) fn move_asked(
+    c: &mut postgres::Client,
+    server: &str,
+    count: u32,
+    (function, asked): (&[u8], Option<u32>),
+    (from, epoch): (u32, i64),
+) -> Result<Placement, StoreError> {
+    let err =
+        |e: postgres::Error| super::connect::unreachable_or_refused(&e, server, "a pin's move");
+    let mut tx = c.transaction().map_err(err)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
+        .map_err(err)?;
+    let row = tx
+        .query_opt(
+            "SELECT partition FROM gearshift_pin_moves WHERE function = $1",
+            &[&function],
+        )
+        .map_err(err)?
+        .map(|r| r.try_get::<_, Option<i32>>(0))
+        .transpose()
+        .map_err(err)?;
+    let mut placement = Placement {
+        count,
+        pins: read_pins(&mut tx).map_err(err)?,
+    };
+    let still = row.filter(|p| p.map(|p| p.max(0) as u32) == asked);
+    if let Some(partition) = still {
+        if placement.partition_of(function) != from {
+            return Err(StoreError::InvalidRequest(format!(
+                "the function does not live in partition {from}"
+            )));
+        }
+        check_partition_epoch(&mut tx, server, from, epoch)?;
+        let partition = partition.map(|p| p.max(0) as u32);
+        set_pin(&mut placement, function, partition);
+        let to = placement.partition_of(function);
+        move_rows(&mut tx, function, to).map_err(err)?;
+        write_pin(&mut tx, function, partition).map_err(err)?;
+        tx.execute(
+            "DELETE FROM gearshift_pin_moves WHERE function = $1",
+            &[&function],
+        )
+        .map_err(err)?;
+    }
+    tx.commit().map_err(err)?;
+    Ok(placement)
 }
 
 /// The partitions other than `to` that hold rows of `function`.

@@ -11,9 +11,11 @@ use postgres::Client;
 
 use super::connect::unreachable_or_refused;
 use super::flush::{Fence, SetFence};
+use super::pins;
 use super::replay::{self, Scope};
 use super::PgStore;
 use crate::{Repartition, Replayed, Sets, StoreError};
+use gearshift_core::Placement;
 
 impl PgStore {
     /// The set this store is fenced on; an error for any other store.
@@ -93,9 +95,10 @@ impl Repartition for PgStore {
             });
         }
         let server = self.server.clone();
-        let read = self
-            .conn()
-            .and_then(|(client, _)| read_adopted(client, &server, &new));
+        let read = self.conn().and_then(|(client, _)| {
+            let parts = new.iter().map(|&(p, _)| p).collect();
+            read_adopted(client, &server, &new, &Scope::Partitions(parts))
+        });
         let loaded = match read {
             Ok(loaded) => loaded,
             Err(e) => return Err(self.failed(e)),
@@ -135,7 +138,7 @@ impl Repartition for PgStore {
         Ok(())
     }
 
-    fn place(&mut self, placement: gearshift_core::Placement) -> Result<(), StoreError> {
+    fn place(&mut self, placement: Placement) -> Result<(), StoreError> {
         let set = self.set_fence()?;
         self.nothing_buffered("changing the placement")?;
         self.fence = Fence::Set(Arc::new(SetFence {
@@ -144,12 +147,103 @@ impl Repartition for PgStore {
         }));
         Ok(())
     }
+
+    fn give_function(
+        &mut self,
+        function: &[u8],
+        asked: Option<u32>,
+    ) -> Result<Placement, StoreError> {
+        let set = self.set_fence()?;
+        self.nothing_buffered("moving a function")?;
+        let from = set.placement.partition_of(function);
+        let epoch = epoch_in(&set, from).ok_or_else(|| {
+            StoreError::InvalidRequest(format!("partition {from} is not in this store's set"))
+        })?;
+        let (server, count) = (self.server.clone(), set.placement.count);
+        let moved = self.conn().and_then(|(client, _)| {
+            pins::move_asked(client, &server, count, (function, asked), (from, epoch))
+        });
+        let placement = match moved {
+            Ok(placement) => placement,
+            Err(e) => return Err(self.failed(e)),
+        };
+        if let Some(sets) = self.sets.as_mut() {
+            forget(sets, |f| f == function);
+        }
+        self.fence = Fence::Set(Arc::new(SetFence {
+            placement: placement.clone(),
+            ..(*set).clone()
+        }));
+        Ok(placement)
+    }
+
+    fn adopt_function(
+        &mut self,
+        function: &[u8],
+        placement: Placement,
+    ) -> Result<Replayed, StoreError> {
+        let set = self.set_fence()?;
+        self.nothing_buffered("taking a function on")?;
+        let to = placement.partition_of(function);
+        let epoch = epoch_in(&set, to).ok_or_else(|| {
+            StoreError::InvalidRequest(format!("partition {to} is not in this store's set"))
+        })?;
+        let server = self.server.clone();
+        let n = to as i32;
+        let scope = Scope::Function(n, function.to_vec());
+        let read = self
+            .conn()
+            .and_then(|(client, _)| read_adopted(client, &server, &[(n, epoch)], &scope));
+        let mut loaded = match read {
+            Ok(loaded) => loaded,
+            Err(e) => return Err(self.failed(e)),
+        };
+        if let Some(sets) = self.sets.as_mut() {
+            leave_out_known(&mut loaded, sets);
+        }
+        let mut replayed = loaded.replayed();
+        replayed.next_id = next_id(self.sets.as_ref(), set.ids.start);
+        if let Some(sets) = self.sets.as_mut() {
+            merge(sets, loaded);
+        }
+        self.fence = Fence::Set(Arc::new(SetFence {
+            placement,
+            ..(*set).clone()
+        }));
+        Ok(replayed)
+    }
+}
+
+/// The epoch `set` holds partition `p` at.
+fn epoch_in(set: &SetFence, p: u32) -> Option<i64> {
+    let n = i32::try_from(p).ok()?;
+    let i = set.parts.iter().position(|&q| q == n)?;
+    set.epochs.get(i).copied()
+}
+
+/// Drops from `loaded` what `known` already holds.
+fn leave_out_known(loaded: &mut Sets, known: &Sets) {
+    loaded.live.retain(|id, _| !known.live.contains_key(id));
+    loaded.dead.retain(|id, _| !known.dead.contains_key(id));
+    loaded
+        .schedules
+        .retain(|id, _| !known.schedules.contains_key(id));
+    loaded.kept.retain(|id, _| !known.kept.contains_key(id));
+    loaded
+        .functions
+        .retain(|f, _| !known.functions.contains_key(f));
+    loaded.running.retain(|id| !known.running.contains(id));
 }
 
 /// The adopted partitions' rows, once each is seen at its epoch (else
 /// [`StoreError::Fenced`]): the previous owner's last flush has then
 /// committed or failed, as a takeover waits for the flushes it fences.
-fn read_adopted(client: &mut Client, server: &str, new: &[(i32, i64)]) -> Result<Sets, StoreError> {
+fn read_adopted(
+    client: &mut Client,
+    server: &str,
+    new: &[(i32, i64)],
+    scope: &Scope,
+) -> Result<Sets, StoreError> {
     let parts: Vec<i32> = new.iter().map(|&(p, _)| p).collect();
     let epochs: Vec<i64> = new.iter().map(|&(_, e)| e).collect();
     let at: i64 = client
@@ -166,7 +260,7 @@ fn read_adopted(client: &mut Client, server: &str, new: &[(i32, i64)]) -> Result
             "{server} (partitions {parts:?})"
         )));
     }
-    replay::load(client, server, &Scope::Partitions(parts))
+    replay::load(client, server, scope)
 }
 
 /// The first handle number the store hands out as it stands, as its

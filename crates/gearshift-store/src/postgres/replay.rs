@@ -14,6 +14,8 @@ use crate::{
 pub(super) enum Scope {
     All,
     Partitions(Vec<i32>),
+    /// One function's rows in its partition.
+    Function(i32, Vec<u8>),
 }
 
 /// The whole stored state, or some partitions', read in one
@@ -29,6 +31,7 @@ pub(super) fn load(client: &mut Client, server: &str, scope: &Scope) -> Result<S
     // One partition's rows, or all of them.
     let (only, params): (&str, Vec<&(dyn postgres::types::ToSql + Sync)>) = match scope {
         Scope::Partitions(p) => (" WHERE partition = ANY($1)", vec![p]),
+        Scope::Function(p, f) => (" WHERE partition = $1 AND function = $2", vec![p, f]),
         Scope::All => ("", vec![]),
     };
     let jobs = tx
@@ -73,6 +76,11 @@ pub(super) fn load(client: &mut Client, server: &str, scope: &Scope) -> Result<S
         Scope::Partitions(_) => tx.query(
             "SELECT r.id FROM gearshift_running r JOIN gearshift_jobs j ON j.id = r.id \
              WHERE j.partition = ANY($1) ORDER BY r.id",
+            &params,
+        ),
+        Scope::Function(..) => tx.query(
+            "SELECT r.id FROM gearshift_running r JOIN gearshift_jobs j ON j.id = r.id \
+             WHERE j.partition = $1 AND j.function = $2 ORDER BY r.id",
             &params,
         ),
         Scope::All => tx.query("SELECT id FROM gearshift_running ORDER BY id", &[]),

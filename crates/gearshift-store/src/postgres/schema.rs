@@ -16,7 +16,7 @@ use super::connect::unreachable_or_refused;
 use crate::StoreError;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The highest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -177,6 +177,17 @@ CREATE TABLE gearshift_functions (
     partition     INT
 );
 CREATE INDEX gearshift_functions_partition ON gearshift_functions (partition, function);
+";
+
+/// Version 7: pins asked for and not yet in force (`pins.rs`): the owner
+/// of the partition a function lives in moves it once its running jobs
+/// are done. `partition` NULL asks it back where its name places it.
+const V7: &str = "
+CREATE TABLE gearshift_pin_moves (
+    function      BYTEA PRIMARY KEY,
+    partition     INT CHECK (partition >= 0),
+    asked_at      TIMESTAMPTZ NOT NULL DEFAULT now()
+);
 ";
 
 /// Brings the schema up to [`SCHEMA_VERSION`]; returns the versions this
