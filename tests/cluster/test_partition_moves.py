@@ -659,8 +659,8 @@ def test_a_pause_moves_with_its_function(cl):
 
 
 def pin(cl, *args):
-    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url] + list(args),
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url, "--wait", "20"] + list(args),
+                       capture_output=True, text=True, timeout=40)
     check_eq(r.returncode, 0, "gearshift pin %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
     return r.stdout
 
@@ -674,12 +674,14 @@ def rows_in(cl, f):
 
 @with_cluster
 def test_a_pinned_function_moves_with_its_jobs(cl):
-    """`gearshift pin` places a function in a partition another node owns:
-    its queued jobs move there with it, a new submission lands there, a
-    worker on a third node gets every one, and their ends are stored (the
-    old owner, fenced, would have stored nothing). The third node, which
-    holds neither partition, takes the pin in place: a job running there
-    meanwhile is not cut off."""
+    """`gearshift pin` places a function in a partition another node owns.
+    The owner of the partition it lives in moves it once its running job
+    is done (the pin waits for it meanwhile), and that job's end is stored
+    there and it does not run again. The queued jobs move with it, a new
+    submission lands in the new partition, and a worker on a third node
+    gets every one, once. No node's job server starts again: the third
+    node, which holds neither partition, takes the pin in place, and a job
+    running there meanwhile is not cut off."""
     start(cl, ["a", "b", "c"])
     own = owners(cl)
     f = "pinned_fn"
@@ -688,24 +690,42 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
     third = next(n for n in "abc" if n not in (own[src], own[dst]))
     out = pin(cl, f)
     check("partition %d (its name's hash), owned by node %s" % (src, own[src]) in out, out)
-    handles = [submit_bg(cl.nodes["a"].port, f, "old%d" % i, "old%d" % i) for i in range(5)]
-    check_eq(rows_in(cl, f), {src: 5}, "stored where the name places them")
+    handles = [submit_bg(cl.nodes["a"].port, f, "old%d" % i, "old%d" % i) for i in range(6)]
+    check_eq(rows_in(cl, f), {src: 6}, "stored where the name places them")
     g = functions_on(cl, 1, prefix="held")[third][0]
     submit_bg(cl.nodes[third].port, g, "held", "held")
     holder = raw_worker(cl.nodes[third].port, g)
     held = grab(holder, timeout=5)
     check(held is not None, "the held job runs")
+    # A job of the pinned function runs when the pin is asked for.
+    runner = raw_worker(cl.nodes[third].port, f)
+    running = grab(runner, timeout=5)
+    check(running is not None, "a job of the function runs")
 
-    def starts():
+    def starts(n):
         text = urllib.request.urlopen("http://127.0.0.1:%d/metrics?scope=node"
-                                      % cl.http_port(third), timeout=10).read().decode()
+                                      % cl.http_port(n), timeout=10).read().decode()
         return [line for line in text.splitlines()
                 if line.startswith("gearshift_cluster_owner_starts_total ")]
-    before = starts()
+    before = {n: starts(n) for n in "abc"}
 
-    out = pin(cl, f, str(dst))
-    check("partition %d -> %d" % (src, dst) in out and "stored rows moved: 5" in out, out)
-    check_eq(rows_in(cl, f), {dst: 5}, "moved with the pin")
+    asking = subprocess.Popen([GEARSHIFT, "pin", "--store", cl.url, f, str(dst)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2 * cl.timeout_ms / 1000)
+    check(asking.poll() is None, "the pin waits for the running job")
+    check_eq(rows_in(cl, f), {src: 6}, "nothing moved while the job runs")
+    check("asked: partition %d" % dst in pin(cl, f), "the pin listed as asked for")
+    h.wait_for(lambda: http_get(cl.http_port(third), "/api/v1/cluster").get("pins_asked") ==
+               [{"function": f, "from": src, "partition": dst, "node": own[src]}], 5,
+               "the pin asked for in the cluster view")
+    runner.send_pkt(h.WORK_COMPLETE, running[0], "done before the move")
+    out, err = asking.communicate(timeout=30)
+    check(asking.returncode == 0, "gearshift pin: %s%s" % (out, err))
+    check("partition %d -> %d, asked of node %s" % (src, dst, own[src]) in out
+          and "moved: partition %d, owned by node %s" % (dst, own[dst]) in out, out)
+    handles.remove(running[0])
+    check_eq(rows_in(cl, f), {dst: 5}, "moved with the pin, the job done there gone")
+    runner.close()
     check("pinned_fn\tpartition %d" % dst in pin(cl), "listed")
     shared_by(cl, ["a", "b", "c"])
     for n in "abc":
@@ -730,7 +750,7 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
     h.wait_for(lambda: rows_in(cl, g) == {}, 10, "their ends stored")
     holder.close()
     time.sleep(1)
-    check_eq(starts(), before, "node %s's job server not started again" % third)
+    check_eq({n: starts(n) for n in "abc"}, before, "no node's job server started again")
 
     w = raw_worker(cl.nodes["c"].port, f)
     got = []
@@ -741,12 +761,32 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
             continue
         got.append(job[0])
         w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check(grab(w, timeout=1) is None, "nothing more: the job done before the move ran once")
     w.close()
-    check_eq(sorted(set(got)), sorted(handles), "every job, old and new, served once")
+    check_eq(sorted(got), sorted(handles), "every job, old and new, served once")
     h.wait_for(lambda: rows_in(cl, f) == {}, 10, "the ends stored: %r" % rows_in(cl, f))
 
     out = pin(cl, f, "--unpin")
-    check("partition %d -> %d" % (dst, src) in out, out)
+    check("partition %d -> %d" % (dst, src) in out and "moved: partition %d" % src in out, out)
+    check_eq(pin(cl, f, str(dst), "--at-once").count("stored rows moved: 0"), 1,
+             "moved at once, with no rows")
+    pin(cl, f, "--unpin")
+    # Between two partitions of one node: its workers keep the function.
+    shared_by(cl, ["a", "b", "c"])
+    own = owners(cl)
+    same = next(p for p in sorted(own) if own[p] == own[src] and p != src)
+    w = raw_worker(cl.nodes[third].port, f)
+    check(grab(w, timeout=2) is None, "nothing queued")
+    out = pin(cl, f, str(same))
+    check("moved: partition %d, owned by node %s" % (same, own[src]) in out, out)
+    moved = submit_retrying(cl.nodes["a"].port, f, "same node", timeout=20)
+    got = grab(w, timeout=5)
+    check(got is not None and got[0] == moved, "the worker registered before the pin gets "
+          "its job: %r" % (got,))
+    w.send_pkt(h.WORK_COMPLETE, got[0], "")
+    w.close()
+    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "its end stored: %r" % rows_in(cl, f))
+    pin(cl, f, "--unpin")
     check("no function is pinned" in pin(cl), "unpinned")
     r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url, f, str(PARTS)],
                        capture_output=True, text=True, timeout=30)

@@ -3,9 +3,10 @@
 //! function that should not share its node's work with others.
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::Args;
-use gearshift_store::postgres::pins::{Pinned, Pins};
+use gearshift_store::postgres::pins::{Asked, Pinned, Pins};
 use gearshift_store::PgOptions;
 
 use crate::serve::is_postgres_url;
@@ -23,6 +24,13 @@ pub struct PinArgs {
     /// Put the function back where its name places it.
     #[arg(long, requires = "function", conflicts_with = "partition")]
     unpin: bool,
+    /// Move it now, without waiting for its running jobs: the partition
+    /// it leaves is taken from its owner, whose running jobs run again.
+    #[arg(long, requires = "function")]
+    at_once: bool,
+    /// How long to wait for the owner to move it (seconds; 0: do not wait).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    wait: u64,
 }
 
 pub fn main(args: PinArgs) -> ExitCode {
@@ -53,6 +61,15 @@ fn run(args: &PinArgs) -> Result<String, String> {
         for (f, p) in &placement.pins {
             out += &format!("{}\tpartition {p}\n", String::from_utf8_lossy(f));
         }
+        for m in pins.asked().map_err(err)? {
+            let to = m
+                .partition
+                .map_or("unpinned".to_owned(), |p| format!("partition {p}"));
+            out += &format!(
+                "{}\tasked: {to}, moved by the owner of where it lives\n",
+                String::from_utf8_lossy(&m.function)
+            );
+        }
         return Ok(out);
     };
     let f = function.as_bytes();
@@ -64,17 +81,68 @@ fn run(args: &PinArgs) -> Result<String, String> {
         } else {
             "its name's hash"
         };
-        return Ok(format!(
+        let mut out = format!(
             "{function}: partition {p} ({how}), {}\n",
             owned(pins.owner_of(p).map_err(err)?)
-        ));
+        );
+        if let Some(m) = pins.asked().map_err(err)?.iter().find(|m| m.function == f) {
+            let to = m
+                .partition
+                .map_or("unpinned".to_owned(), |p| format!("partition {p}"));
+            out += &format!("asked: {to} (its owner moves it once its running jobs are done)\n");
+        }
+        return Ok(out);
     }
+    let asked = match args.at_once {
+        true => Asked::Moved(pins.pin(f, args.partition).map_err(err)?),
+        false => pins.ask(f, args.partition).map_err(err)?,
+    };
+    let (from, to, owner) = match asked {
+        Asked::Moved(pinned) => {
+            let to = pinned.to;
+            let mut out = moved_at_once(function, pinned);
+            out += &format!(
+                "nodes place it from their next beat; partition {to}: {}\n",
+                owned(pins.owner_of(to).map_err(err)?)
+            );
+            return Ok(out);
+        }
+        Asked::Waiting { from, to, owner } => (from, to, owner),
+    };
+    let mut out = format!(
+        "{function}: partition {from} -> {to}, asked of node {owner}, which moves it once the \
+         function's running jobs are done (up to 10 s); its submissions wait meanwhile\n"
+    );
+    let until = Instant::now() + Duration::from_secs(args.wait);
+    loop {
+        if !pins.asked().map_err(err)?.iter().any(|m| m.function == f) {
+            let now = pins.placement().map_err(err)?.partition_of(f);
+            out += &format!(
+                "moved: partition {now}, {}; nodes place it from their next beat\n",
+                owned(pins.owner_of(now).map_err(err)?)
+            );
+            return Ok(out);
+        }
+        if Instant::now() >= until {
+            print!("{out}");
+            return Err(format!(
+                "not moved after {} s: the pin stays asked for, and node {owner} moves it once \
+                 it can (`--at-once` moves it now, and jobs running there run again)",
+                args.wait
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What a pin moved at once says.
+fn moved_at_once(function: &str, pinned: Pinned) -> String {
     let Pinned {
         from,
         to,
         moved,
         fenced,
-    } = pins.pin(f, args.partition).map_err(err)?;
+    } = pinned;
     let mut out = if from == to {
         format!("{function} stays in partition {to}\n")
     } else {
@@ -90,11 +158,7 @@ fn run(args: &PinArgs) -> Result<String, String> {
             list.join(", ")
         );
     }
-    out += &format!(
-        "nodes place it from their next beat; partition {to}: {}\n",
-        owned(pins.owner_of(to).map_err(err)?)
-    );
-    Ok(out)
+    out
 }
 
 fn owned(node: Option<String>) -> String {

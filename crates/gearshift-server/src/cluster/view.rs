@@ -20,6 +20,8 @@ pub struct ClusterView {
     partitions: Mutex<Vec<PartitionOwner>>,
     /// Which partition each function lives in, on partitioned nodes.
     placement: Mutex<Option<Placement>>,
+    /// Pins asked for and not in force yet: function, partition asked.
+    asked: Mutex<Vec<(bytes::Bytes, Option<u32>)>>,
     /// The connections a partitioned node accepted, by role (its job
     /// server sees each once per owner it talks to).
     entry: OnceLock<EntryRoles>,
@@ -63,6 +65,7 @@ impl ClusterView {
             nodes: Mutex::new(Vec::new()),
             partitions: Mutex::new(Vec::new()),
             placement: Mutex::new(None),
+            asked: Mutex::new(Vec::new()),
             entry: OnceLock::new(),
         }
     }
@@ -86,14 +89,37 @@ impl ClusterView {
         }
     }
 
-    /// Replaces the partitions' owners and the functions' placement.
-    pub fn set_partitions(&self, owners: Vec<PartitionOwner>, placement: Placement) {
+    /// Replaces the partitions' owners, the functions' placement and the
+    /// pins asked for.
+    pub fn set_partitions(
+        &self,
+        owners: Vec<PartitionOwner>,
+        placement: Placement,
+        asked: Vec<(bytes::Bytes, Option<u32>)>,
+    ) {
         if let Ok(mut p) = self.partitions.lock() {
             *p = owners;
         }
         if let Ok(mut p) = self.placement.lock() {
             *p = Some(placement);
         }
+        if let Ok(mut a) = self.asked.lock() {
+            *a = asked;
+        }
+    }
+
+    /// The pins asked for and not in force yet, with the partition each
+    /// function lives in now and the one asked (None: unpinned).
+    pub fn pins_asked(&self) -> Vec<(bytes::Bytes, u32, Option<u32>)> {
+        let asked = self.asked.lock().map(|a| a.clone()).unwrap_or_default();
+        let placement = self.placement.lock();
+        let Some(p) = placement.as_ref().ok().and_then(|p| p.as_ref()) else {
+            return Vec::new();
+        };
+        asked
+            .into_iter()
+            .map(|(f, to)| (f.clone(), p.partition_of(&f), to))
+            .collect()
     }
 
     /// The functions placed by hand, with their partitions.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use gearshift_core::placement::Placement;
 use gearshift_store::postgres::lease::Lease;
 use gearshift_store::postgres::partitions::{Owned, PartitionLeases};
+use gearshift_store::postgres::pins::PinMove;
 use tokio::sync::watch;
 
 use super::owners::{Ownership, Slots};
@@ -28,10 +29,13 @@ pub struct Mine {
     pub trusted_until: Instant,
     /// Where each function lives (a pin changes it).
     pub placement: Placement,
+    /// Pins asked for, moved by the owner of where each function lives
+    /// (read before `placement`: a pin not listed here is in it).
+    pub moves: Vec<PinMove>,
 }
 
 impl Mine {
-    fn of(o: &Owned, placement: Placement) -> Mine {
+    fn of(o: &Owned, placement: Placement, moves: Vec<PinMove>) -> Mine {
         Mine {
             serve: o
                 .owned
@@ -42,6 +46,7 @@ impl Mine {
             give_up: o.give_up.clone(),
             trusted_until: o.trusted_until,
             placement,
+            moves,
         }
     }
 }
@@ -117,12 +122,14 @@ pub fn run(
         next = Instant::now() + every;
         let beat = leases.beat().and_then(|o| {
             let owners = leases.owners()?;
+            let moves = leases.pin_moves()?;
             let placement = leases.placement()?;
-            Ok((o, owners, placement))
+            Ok((o, owners, placement, moves))
         });
         match beat {
-            Ok((owned, owners, placement)) => {
-                view.set_partitions(owners.clone(), placement.clone());
+            Ok((owned, owners, placement, moves)) => {
+                let asked = moves.iter().map(|m| (m.function.clone(), m.partition));
+                view.set_partitions(owners.clone(), placement.clone(), asked.collect());
                 if let Ok(rows) = node_table.nodes() {
                     view.set(rows);
                 }
@@ -140,10 +147,13 @@ pub fn run(
                     }
                 });
                 trust.extend(owned.trusted_until);
-                let m = Mine::of(&owned, placement);
+                let m = Mine::of(&owned, placement, moves);
                 mine.send_if_modified(|cur| {
                     let changed = cur.as_ref().is_none_or(|c| {
-                        c.serve != m.serve || c.give_up != m.give_up || c.placement != m.placement
+                        c.serve != m.serve
+                            || c.give_up != m.give_up
+                            || c.placement != m.placement
+                            || c.moves != m.moves
                     });
                     *cur = Some(m);
                     changed

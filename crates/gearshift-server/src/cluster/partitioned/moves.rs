@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use gearshift_core::{HandOverPending, Placement, TakenOver};
+use gearshift_store::postgres::pins::PinMove;
 use gearshift_store::Replayed;
 
 use super::owner::STOP_WAIT;
@@ -16,8 +18,15 @@ use crate::Control;
 /// The partitions an owner server serves, read by its hub at every
 /// submission (a function of any other is refused, to be sent again).
 pub(super) struct Served {
-    placement: RwLock<Placement>,
+    placed: RwLock<Placed>,
     on: Vec<AtomicBool>,
+}
+
+/// The placement served by, and the function being handed over for a pin
+/// (refused meanwhile), if any.
+struct Placed {
+    placement: Placement,
+    leaving: Option<Bytes>,
 }
 
 impl Served {
@@ -27,19 +36,30 @@ impl Served {
             .map(|p| AtomicBool::new(parts.contains(&p)))
             .collect();
         Arc::new(Served {
-            placement: RwLock::new(placement),
+            placed: RwLock::new(Placed {
+                placement,
+                leaving: None,
+            }),
             on,
         })
     }
 
     /// Whether `function`'s partition is served.
     pub(super) fn owns(&self, function: &[u8]) -> bool {
-        let p = self.read().partition_of(function) as usize;
+        let placed = self.read();
+        if placed.leaving.as_deref() == Some(function) {
+            return false;
+        }
+        let p = placed.placement.partition_of(function) as usize;
         self.on.get(p).is_some_and(|b| b.load(Ordering::Acquire))
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Placement> {
-        self.placement.read().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Placed> {
+        self.placed.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Placed> {
+        self.placed.write().unwrap_or_else(|p| p.into_inner())
     }
 
     fn set(&self, parts: &[u32], on: bool) {
@@ -50,20 +70,34 @@ impl Served {
         }
     }
 
+    fn serves(&self, p: u32) -> bool {
+        self.on
+            .get(p as usize)
+            .is_some_and(|b| b.load(Ordering::Acquire))
+    }
+
     /// The placement the server serves by.
     pub(super) fn placement(&self) -> Placement {
-        self.read().clone()
+        self.read().placement.clone()
+    }
+
+    pub(super) fn place(&self, placement: Placement) {
+        let mut placed = self.write();
+        placed.placement = placement;
+        placed.leaving = None;
     }
 }
 
-/// Whether the change from placement `was` to `now` (pins) moves a
-/// function into or out of any of `parts`: only then must the server over
-/// them start again.
-pub(super) fn moves_any(was: &Placement, now: &Placement, parts: &[u32]) -> bool {
-    was.pins.keys().chain(now.pins.keys()).any(|f| {
-        let (a, b) = (was.partition_of(f), now.partition_of(f));
-        a != b && (parts.contains(&a) || parts.contains(&b))
-    })
+/// Functions a change of placement from `was` to `now` (pins) moves, with
+/// the partitions they leave and join.
+pub(super) fn pinned_moves(was: &Placement, now: &Placement) -> Vec<(Bytes, u32, u32)> {
+    let names: std::collections::BTreeSet<&Bytes> =
+        was.pins.keys().chain(now.pins.keys()).collect();
+    names
+        .into_iter()
+        .map(|f| (f.clone(), was.partition_of(f), now.partition_of(f)))
+        .filter(|(_, a, b)| a != b)
+        .collect()
 }
 
 /// Puts `placement` in force in the store and the hub (a pin that moves
@@ -81,7 +115,7 @@ pub(super) async fn re_place(
         })
         .await?
         .map_err(MoveError::Store)?;
-    *served.placement.write().unwrap_or_else(|p| p.into_inner()) = placement;
+    served.place(placement);
     Ok(())
 }
 
@@ -180,31 +214,7 @@ pub(super) async fn hand_over(
     control
         .call(move |core| core.hold_for_hand_over(&*g))
         .await?;
-    let until = Instant::now() + STOP_WAIT;
-    loop {
-        // Counts first: the pass over every job runs once none is running.
-        let g = gone.clone();
-        let pending = control
-            .call(move |core| match core.running_in(&*g) {
-                0 => core.hand_over_pending(&*g),
-                running => HandOverPending {
-                    running,
-                    ..HandOverPending::default()
-                },
-            })
-            .await?;
-        if pending.running == 0 && pending.unacked == 0 {
-            break;
-        }
-        if Instant::now() >= until {
-            tracing::warn!(
-                running = pending.running,
-                "jobs still run in the partitions leaving: their new owner counts them as cut off"
-            );
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    drain(control, &gone).await?;
     let g = gone.clone();
     let forgotten = control
         .call(move |core| core.hand_over(&*g, Clock::new().now()))
@@ -224,6 +234,146 @@ pub(super) async fn hand_over(
         .handed_over
         .fetch_add(leaving.len() as u64, Ordering::Relaxed);
     tracing::info!(partitions = ?leaving, jobs = forgotten, "partitions handed over in place");
+    Ok(())
+}
+
+/// Waits until no job of a function `gone` names runs and no submission of
+/// one waits for the store, for up to [`STOP_WAIT`].
+async fn drain(control: &Control, gone: &Gone) -> Result<(), MoveError> {
+    let until = Instant::now() + STOP_WAIT;
+    loop {
+        // Counts first: the pass over every job runs once none is running.
+        let g = gone.clone();
+        let pending = control
+            .call(move |core| match core.running_in(&*g) {
+                0 => core.hand_over_pending(&*g),
+                running => HandOverPending {
+                    running,
+                    ..HandOverPending::default()
+                },
+            })
+            .await?;
+        if pending.running == 0 && pending.unacked == 0 {
+            break;
+        }
+        if Instant::now() >= until {
+            tracing::warn!(
+                running = pending.running,
+                "jobs still run in what is handed over: their new owner counts them as cut off"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Moves a function where the pin asked for it (`asked`) names, this
+/// server holding the partition it lives in. Into a partition served here
+/// too, only its rows move ([`re_pin_here`]). Otherwise its submissions are
+/// refused meanwhile (sent again by their nodes), its running jobs may
+/// finish (up to [`STOP_WAIT`]), then the core forgets it and the store
+/// moves its rows and puts the pin in force (a pin asked again meanwhile
+/// moves nothing: the function is taken on again). Returns the placement
+/// now in force.
+pub(super) async fn give_function(
+    control: &Control,
+    served: &Arc<Served>,
+    asked: &PinMove,
+) -> Result<Placement, MoveError> {
+    let function = asked.function.clone();
+    let mut target = served.placement();
+    match asked.partition {
+        Some(p) => target.pins.insert(function.clone(), p),
+        None => target.pins.remove(&function),
+    };
+    if served.serves(target.partition_of(&function)) {
+        return re_pin_here(control, served, asked).await;
+    }
+    served.write().leaving = Some(function.clone());
+    let f = function.clone();
+    let gone: Gone = Arc::new(move |name: &[u8]| name == &f[..]);
+    let g = gone.clone();
+    control
+        .call(move |core| core.hold_for_hand_over(&*g))
+        .await?;
+    drain(control, &gone).await?;
+    let g = gone.clone();
+    control
+        .call(move |core| core.hand_over(&*g, Clock::new().now()))
+        .await?;
+    let (f, to) = (function.clone(), asked.partition);
+    let placement = control
+        .store(move |committer| {
+            committer.forget_unwritten(&*gone);
+            match committer.repartition() {
+                Some(r) => r.give_function(&f, to).map_err(|e| e.to_string()),
+                None => Err("not a partition set".to_owned()),
+            }
+        })
+        .await?
+        .map_err(MoveError::Store)?;
+    let to = placement.partition_of(&function);
+    if served.serves(to) {
+        take_function(control, function.clone(), placement.clone()).await?;
+    }
+    served.place(placement.clone());
+    tracing::info!(function = %String::from_utf8_lossy(&function), partition = to, "a pinned function moved");
+    Ok(placement)
+}
+
+/// A pin between two partitions served here: the store moves the
+/// function's rows and reads them back into its memory, while the core
+/// keeps the function as it is (its jobs, runs and workers).
+async fn re_pin_here(
+    control: &Control,
+    served: &Arc<Served>,
+    asked: &PinMove,
+) -> Result<Placement, MoveError> {
+    let (f, to) = (asked.function.clone(), asked.partition);
+    let placement = control
+        .store(move |committer| {
+            let Some(r) = committer.repartition() else {
+                return Err("not a partition set".to_owned());
+            };
+            let placement = r.give_function(&f, to).map_err(|e| e.to_string())?;
+            r.adopt_function(&f, placement.clone())
+                .map_err(|e| e.to_string())?;
+            Ok(placement)
+        })
+        .await?
+        .map_err(MoveError::Store)?;
+    served.place(placement.clone());
+    tracing::info!(
+        function = %String::from_utf8_lossy(&asked.function),
+        partition = placement.partition_of(&asked.function),
+        "a pinned function moved between partitions served here"
+    );
+    Ok(placement)
+}
+
+/// Takes on `function`, which `placement` moves into a partition served
+/// here: the store writes by `placement` and reads the function's rows,
+/// and the core takes them on. The caller serves by `placement` after.
+pub(super) async fn take_function(
+    control: &Control,
+    function: Bytes,
+    placement: Placement,
+) -> Result<(), MoveError> {
+    let f = function.clone();
+    let replayed = control
+        .store(move |committer| match committer.repartition() {
+            Some(r) => r.adopt_function(&f, placement).map_err(|e| e.to_string()),
+            None => Err("not a partition set".to_owned()),
+        })
+        .await?
+        .map_err(MoveError::Store)?;
+    let jobs = replayed.jobs.len();
+    let taken = taken_over(replayed);
+    control
+        .call(move |core| core.take_over(taken, Clock::new().now()))
+        .await?;
+    tracing::info!(function = %String::from_utf8_lossy(&function), jobs, "a pinned function taken on in place");
     Ok(())
 }
 
@@ -286,20 +436,18 @@ mod tests {
     use bytes::Bytes;
 
     #[test]
-    fn a_pin_moves_only_what_lives_in_its_two_partitions() {
+    fn a_pin_moves_only_the_functions_it_places_elsewhere() {
         let was = Placement::new(8);
         let hashed = was.partition_of(b"hot");
         let to = (hashed + 3) % 8;
         let mut now = was.clone();
         now.pins.insert(Bytes::from_static(b"hot"), to);
-        assert!(moves_any(&was, &now, &[hashed]), "the partition it leaves");
-        assert!(moves_any(&now, &was, &[to]), "unpinned, the one it leaves");
-        assert!(moves_any(&was, &now, &[to, 99]), "the partition it joins");
-        let others: Vec<u32> = (0..8).filter(|p| ![hashed, to].contains(p)).collect();
-        assert!(!moves_any(&was, &now, &others), "neither");
-        // A pin to where the name hashes moves nothing.
-        let mut same = was.clone();
-        same.pins.insert(Bytes::from_static(b"hot"), hashed);
-        assert!(!moves_any(&was, &same, &[hashed]));
+        // Pinned where its name hashes: nothing moves.
+        now.pins
+            .insert(Bytes::from_static(b"cold"), was.partition_of(b"cold"));
+        let hot = Bytes::from_static(b"hot");
+        assert_eq!(pinned_moves(&was, &now), [(hot.clone(), hashed, to)]);
+        assert_eq!(pinned_moves(&now, &was), [(hot, to, hashed)], "unpinned");
+        assert!(pinned_moves(&now, &now).is_empty());
     }
 }

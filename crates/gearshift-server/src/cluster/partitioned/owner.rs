@@ -19,7 +19,9 @@ use crate::cluster::reloads::{follow, Following, Reloads};
 use crate::cluster::trust::LeaseTrust;
 use crate::cluster::view::ClusterView;
 use crate::{Control, Server, ServerConfig};
+use bytes::Bytes;
 use gearshift_core::Placement;
+use gearshift_store::postgres::pins::PinMove;
 
 /// How long a stopping owner server may take to finish.
 pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -53,6 +55,9 @@ const ID_BLOCK: u64 = 1 << 32;
 struct Running {
     serving: Vec<(u32, i64)>,
     served: Arc<Served>,
+    /// The pins this server moved, until a beat no longer lists them as
+    /// asked for (one that does read the pins before the move).
+    given: Vec<PinMove>,
     control: Control,
     _reloads: Following,
     stop: oneshot::Sender<()>,
@@ -64,19 +69,8 @@ impl Running {
     /// server must be started again instead.
     async fn repartition(&mut self, want: &[(u32, i64)], placement: &Placement) -> bool {
         let was = self.served.placement();
-        if was != *placement {
-            let held: Vec<u32> = self.serving.iter().chain(want).map(|&(p, _)| p).collect();
-            if moves::moves_any(&was, placement, &held) {
-                tracing::info!("a pin moves a function served here: the owner server starts again");
-                return false;
-            }
-            if let Err(e) = moves::re_place(&self.control, &self.served, placement.clone()).await {
-                tracing::warn!(
-                    "cannot take the new pins in place ({e}): the owner server starts again"
-                );
-                return false;
-            }
-            tracing::info!("functions were pinned elsewhere: placement taken in place");
+        if was != *placement && !self.follow_pins(want, &was, placement).await {
+            return false;
         }
         // A partition kept at another epoch was another node's meanwhile.
         let moved = want
@@ -114,6 +108,60 @@ impl Running {
         }
     }
 
+    /// Puts a new placement (pins) in force in place: a function it moves
+    /// into a partition served here is taken on. False when it moves one
+    /// out of a partition held here that this server did not hand over
+    /// (the server starts again).
+    async fn follow_pins(&mut self, want: &[(u32, i64)], was: &Placement, now: &Placement) -> bool {
+        let held: Vec<u32> = self.serving.iter().chain(want).map(|&(p, _)| p).collect();
+        let moved = moves::pinned_moves(was, now);
+        if moved.iter().any(|(_, from, _)| held.contains(from)) {
+            tracing::info!("a pin moved a function served here: the owner server starts again");
+            return false;
+        }
+        let incoming: Vec<Bytes> = moved
+            .into_iter()
+            .filter(|(_, _, to)| self.serving.iter().any(|&(p, _)| p == *to))
+            .map(|(f, _, _)| f)
+            .collect();
+        let done = async {
+            if incoming.is_empty() {
+                return moves::re_place(&self.control, &self.served, now.clone()).await;
+            }
+            for f in incoming {
+                moves::take_function(&self.control, f, now.clone()).await?;
+            }
+            self.served.place(now.clone());
+            Ok(())
+        };
+        match done.await {
+            Ok(()) => {
+                tracing::info!("functions were pinned: placement taken in place");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "cannot take the new pins in place ({e}): the owner server starts again"
+                );
+                false
+            }
+        }
+    }
+
+    /// Moves the functions whose pins were asked for and that live in a
+    /// partition served here ([`moves::give_function`]).
+    async fn move_pins(&mut self, asked: &[PinMove]) -> Result<(), moves::MoveError> {
+        for m in asked {
+            let from = self.served.placement().partition_of(&m.function);
+            if self.given.contains(m) || !self.serving.iter().any(|&(p, _)| p == from) {
+                continue;
+            }
+            moves::give_function(&self.control, &self.served, m).await?;
+            self.given.push(m.clone());
+        }
+        Ok(())
+    }
+
     async fn stop(self) {
         let _ = self.stop.send(());
         let mut task = self.task;
@@ -135,7 +183,15 @@ pub(super) async fn manage(
     loop {
         let want = mine.borrow_and_update().clone();
         let ended = current.as_ref().is_some_and(|r| r.task.is_finished());
-        if let Some(m) = want {
+        if let Some(mut m) = want {
+            // A beat that read the pins before this server's own move
+            // committed would undo it.
+            if let Some(r) = current.as_mut() {
+                r.given.retain(|g| m.moves.contains(g));
+                if !r.given.is_empty() {
+                    m.placement = r.served.placement();
+                }
+            }
             let differs = current
                 .as_ref()
                 .is_none_or(|r| r.serving != m.serve || r.served.placement() != m.placement);
@@ -162,6 +218,20 @@ pub(super) async fn manage(
                         continue;
                     }
                 }
+            }
+            let moved = match current.as_mut() {
+                Some(r) => r.move_pins(&m.moves).await,
+                None => Ok(()),
+            };
+            if let Err(e) = moved {
+                tracing::warn!(
+                    "cannot move a pinned function in place ({e}): the owner server starts again"
+                );
+                if let Some(r) = current.take() {
+                    r.stop().await;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
             }
         }
         let task_done = async {
@@ -248,6 +318,7 @@ async fn start(
     Ok(Running {
         serving: serve.to_vec(),
         served,
+        given: Vec::new(),
         control,
         _reloads: reloads,
         stop,

@@ -372,8 +372,13 @@ pub async fn cluster(State(app): State<crate::http::State>) -> Reply {
         .iter()
         .map(|(f, n)| json!({ "function": lossy(f), "partition": n, "node": owner_of(*n).map(|o| &o.name) }))
         .collect();
+    let asked: Vec<Value> = view
+        .pins_asked()
+        .iter()
+        .map(|(f, from, to)| json!({ "function": lossy(f), "from": from, "partition": to, "node": owner_of(*from).map(|o| &o.name) }))
+        .collect();
     ok(&json!({
         "node": view.me, "mode": "partitioned", "nodes": nodes, "workers": total,
-        "partitions": partitions, "pins": pins,
+        "partitions": partitions, "pins": pins, "pins_asked": asked,
     }))
 }
