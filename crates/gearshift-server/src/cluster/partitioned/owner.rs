@@ -69,7 +69,7 @@ impl Running {
     /// server must be started again instead.
     async fn repartition(&mut self, want: &[(u32, i64)], placement: &Placement) -> bool {
         let was = self.served.placement();
-        if was != *placement && !self.follow_pins(want, &was, placement).await {
+        if was != *placement && !self.follow_pins(&was, placement).await {
             return false;
         }
         // A partition kept at another epoch was another node's meanwhile.
@@ -108,20 +108,20 @@ impl Running {
         }
     }
 
-    /// Puts a new placement (pins) in force in place: a function it moves
-    /// into a partition served here is taken on. False when it moves one
-    /// out of a partition held here that this server did not hand over
-    /// (the server starts again).
-    async fn follow_pins(&mut self, want: &[(u32, i64)], was: &Placement, now: &Placement) -> bool {
-        let held: Vec<u32> = self.serving.iter().chain(want).map(|&(p, _)| p).collect();
+    /// Puts a new placement (pins) in force in place, before partitions
+    /// arrive: a function it moves into a partition served here is taken
+    /// on. False when it moves one out of a partition served here that this
+    /// server did not hand over (the server starts again).
+    async fn follow_pins(&mut self, was: &Placement, now: &Placement) -> bool {
         let moved = moves::pinned_moves(was, now);
-        if moved.iter().any(|(_, from, _)| held.contains(from)) {
+        let serves = |p: &u32| self.serving.iter().any(|&(q, _)| q == *p);
+        if moved.iter().any(|(_, from, _)| serves(from)) {
             tracing::info!("a pin moved a function served here: the owner server starts again");
             return false;
         }
         let incoming: Vec<Bytes> = moved
             .into_iter()
-            .filter(|(_, _, to)| self.serving.iter().any(|&(p, _)| p == *to))
+            .filter(|(_, _, to)| serves(to))
             .map(|(f, _, _)| f)
             .collect();
         let done = async {
