@@ -535,9 +535,10 @@ def main():
     import test_links
     import test_partitions
     import test_partition_moves
+    import test_pins
     wanted = [a for a in sys.argv[1:] if not a.startswith("-")]
     tests = [t for t in TESTS + test_links.TESTS + test_partitions.TESTS + test_partition_moves.TESTS
-             + test_bridge.TESTS
+             + test_pins.TESTS + test_bridge.TESTS
              if not wanted or any(w in t.__name__ for w in wanted)]
     if not os.access(GEARSHIFT, os.X_OK):
         print("!! %s is not an executable (cargo build -p gearshift)" % GEARSHIFT)

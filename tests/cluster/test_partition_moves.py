@@ -9,11 +9,9 @@ by test_cluster.py; the partitioned-node helpers are test_partitions'.
 import os
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -21,9 +19,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 
 import harness as h  # noqa: E402
 from harness import check, check_eq  # noqa: E402
-from test_cluster import (GEARSHIFT, grab, http_get, raw_worker, submit_bg, with_cluster,  # noqa: E402
-                          work_jobs)
-from test_partitions import PARTS, functions_on, owners, partition_of, shared_by, start  # noqa: E402
+from test_cluster import grab, raw_worker, submit_bg, with_cluster, work_jobs  # noqa: E402
+from test_partitions import PARTS, functions_on, owners, shared_by, start  # noqa: E402
 
 
 class Load:
@@ -527,6 +524,7 @@ def test_seeded_chaos_partitioned(cl):
     jobs flowed again after every move, and the store ends empty once a
     last worker has done the unacknowledged submissions that were stored.
     """
+    import test_pins  # it imports this module
     seed = int(os.environ.get("CHAOS_SEED") or random.randrange(1 << 31))
     seconds = float(os.environ.get("CHAOS_SECONDS", "40"))
     rng = random.Random(seed)
@@ -563,7 +561,7 @@ def test_seeded_chaos_partitioned(cl):
                     args = [f, str(rng.randrange(PARTS))]
                     pinned.add(f)
                 moves.append((time.monotonic(), "pin " + " ".join(args)))
-                pin(cl, *args)
+                test_pins.pin(cl, *args)
             elif kind == "start":
                 # With fewer than four live, a name is gone if no spare is left.
                 if gone and (rng.random() < 0.6 or not spare):
@@ -658,142 +656,6 @@ def test_a_pause_moves_with_its_function(cl):
     w.close()
 
 
-def pin(cl, *args):
-    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url, "--wait", "20"] + list(args),
-                       capture_output=True, text=True, timeout=40)
-    check_eq(r.returncode, 0, "gearshift pin %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
-    return r.stdout
-
-
-def rows_in(cl, f):
-    """The stored jobs of `f`, by partition."""
-    rows = cl.pg.sql("SELECT partition, count(*) FROM gearshift_jobs "
-                     "WHERE convert_from(function, 'UTF8') = '%s' GROUP BY 1" % f)
-    return {int(r[0]): int(r[1]) for r in rows if r and r[0]}
-
-
-@with_cluster
-def test_a_pinned_function_moves_with_its_jobs(cl):
-    """`gearshift pin` places a function in a partition another node owns.
-    The owner of the partition it lives in moves it once its running job
-    is done (the pin waits for it meanwhile), and that job's end is stored
-    there and it does not run again. The queued jobs move with it, a new
-    submission lands in the new partition, and a worker on a third node
-    gets every one, once. No node's job server starts again: the third
-    node, which holds neither partition, takes the pin in place, and a job
-    running there meanwhile is not cut off."""
-    start(cl, ["a", "b", "c"])
-    own = owners(cl)
-    f = "pinned_fn"
-    src = partition_of(f)
-    dst = next(p for p in sorted(own) if own[p] != own[src])
-    third = next(n for n in "abc" if n not in (own[src], own[dst]))
-    out = pin(cl, f)
-    check("partition %d (its name's hash), owned by node %s" % (src, own[src]) in out, out)
-    handles = [submit_bg(cl.nodes["a"].port, f, "old%d" % i, "old%d" % i) for i in range(6)]
-    check_eq(rows_in(cl, f), {src: 6}, "stored where the name places them")
-    g = functions_on(cl, 1, prefix="held")[third][0]
-    submit_bg(cl.nodes[third].port, g, "held", "held")
-    holder = raw_worker(cl.nodes[third].port, g)
-    held = grab(holder, timeout=5)
-    check(held is not None, "the held job runs")
-    # A job of the pinned function runs when the pin is asked for.
-    runner = raw_worker(cl.nodes[third].port, f)
-    running = grab(runner, timeout=5)
-    check(running is not None, "a job of the function runs")
-
-    def starts(n):
-        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics?scope=node"
-                                      % cl.http_port(n), timeout=10).read().decode()
-        return [line for line in text.splitlines()
-                if line.startswith("gearshift_cluster_owner_starts_total ")]
-    before = {n: starts(n) for n in "abc"}
-
-    asking = subprocess.Popen([GEARSHIFT, "pin", "--store", cl.url, f, str(dst)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2 * cl.timeout_ms / 1000)
-    check(asking.poll() is None, "the pin waits for the running job")
-    check_eq(rows_in(cl, f), {src: 6}, "nothing moved while the job runs")
-    check("asked: partition %d" % dst in pin(cl, f), "the pin listed as asked for")
-    h.wait_for(lambda: http_get(cl.http_port(third), "/api/v1/cluster").get("pins_asked") ==
-               [{"function": f, "from": src, "partition": dst, "node": own[src]}], 5,
-               "the pin asked for in the cluster view")
-    runner.send_pkt(h.WORK_COMPLETE, running[0], "done before the move")
-    out, err = asking.communicate(timeout=30)
-    check(asking.returncode == 0, "gearshift pin: %s%s" % (out, err))
-    check("partition %d -> %d, asked of node %s" % (src, dst, own[src]) in out
-          and "moved: partition %d, owned by node %s" % (dst, own[dst]) in out, out)
-    handles.remove(running[0])
-    check_eq(rows_in(cl, f), {dst: 5}, "moved with the pin, the job done there gone")
-    runner.close()
-    check("pinned_fn\tpartition %d" % dst in pin(cl), "listed")
-    shared_by(cl, ["a", "b", "c"])
-    for n in "abc":
-        h.wait_for(lambda: http_get(cl.http_port(n), "/api/v1/cluster").get("pins") ==
-                   [{"function": f, "partition": dst, "node": owners(cl)[dst]}], 10,
-                   "the pin in %s's cluster view" % n)
-    handles.append(submit_retrying(cl.nodes["b"].port, f, "new", timeout=20))
-    check_eq(rows_in(cl, f), {dst: 6}, "a new submission stored in the new partition")
-    # A server started again would first drain (up to 10 s for the held
-    # job): this submission would wait, and the start come after the end.
-    c = h.Conn(cl.nodes["a"].port)
-    c.send_pkt(h.SUBMIT_JOB_BG, g, "meanwhile", "meanwhile")
-    _, t, body = c.read_pkt(timeout=3)
-    c.close()
-    check_eq(t, h.JOB_CREATED, "a submission to node %s's function while its job runs: %r"
-             % (third, body))
-    holder.send_pkt(h.WORK_COMPLETE, held[0], "done")
-    got_next = grab(holder, timeout=5)
-    check(got_next is not None and got_next[2] == b"meanwhile",
-          "the next job, not the held one again: %r" % (got_next,))
-    holder.send_pkt(h.WORK_COMPLETE, got_next[0], "done")
-    h.wait_for(lambda: rows_in(cl, g) == {}, 10, "their ends stored")
-    holder.close()
-    time.sleep(1)
-    check_eq({n: starts(n) for n in "abc"}, before, "no node's job server started again")
-
-    w = raw_worker(cl.nodes["c"].port, f)
-    got = []
-    deadline = time.time() + 20
-    while len(got) < 6 and time.time() < deadline:
-        job = grab(w, timeout=2)
-        if job is None:
-            continue
-        got.append(job[0])
-        w.send_pkt(h.WORK_COMPLETE, job[0], "")
-    check(grab(w, timeout=1) is None, "nothing more: the job done before the move ran once")
-    w.close()
-    check_eq(sorted(got), sorted(handles), "every job, old and new, served once")
-    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "the ends stored: %r" % rows_in(cl, f))
-
-    out = pin(cl, f, "--unpin")
-    check("partition %d -> %d" % (dst, src) in out and "moved: partition %d" % src in out, out)
-    check_eq(pin(cl, f, str(dst), "--at-once").count("stored rows moved: 0"), 1,
-             "moved at once, with no rows")
-    pin(cl, f, "--unpin")
-    # Between two partitions of one node: its workers keep the function.
-    shared_by(cl, ["a", "b", "c"])
-    own = owners(cl)
-    same = next(p for p in sorted(own) if own[p] == own[src] and p != src)
-    w = raw_worker(cl.nodes[third].port, f)
-    check(grab(w, timeout=2) is None, "nothing queued")
-    out = pin(cl, f, str(same))
-    check("moved: partition %d, owned by node %s" % (same, own[src]) in out, out)
-    moved = submit_retrying(cl.nodes["a"].port, f, "same node", timeout=20)
-    got = grab(w, timeout=5)
-    check(got is not None and got[0] == moved, "the worker registered before the pin gets "
-          "its job: %r" % (got,))
-    w.send_pkt(h.WORK_COMPLETE, got[0], "")
-    w.close()
-    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "its end stored: %r" % rows_in(cl, f))
-    pin(cl, f, "--unpin")
-    check("no function is pinned" in pin(cl), "unpinned")
-    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url, f, str(PARTS)],
-                       capture_output=True, text=True, timeout=30)
-    check(r.returncode == 1 and "past the cluster's 64 partitions" in r.stderr,
-          "a partition past the count refused: %r" % (r,))
-
-
 @with_cluster
 def test_a_leader_mode_database_taken_on_by_partitioned_nodes(cl):
     """An upgrade in place: the jobs a leader-mode node stored (no
@@ -825,5 +687,4 @@ def test_a_leader_mode_database_taken_on_by_partitioned_nodes(cl):
 TESTS = [test_kill_an_owner_under_load, test_join_takes_a_share, test_stopping_node_hands_over,
          test_frozen_owner_fenced_per_partition, test_frozen_owner_woken_with_a_submission_pending,
          test_seeded_chaos_partitioned, test_a_pause_moves_with_its_function,
-         test_a_pinned_function_moves_with_its_jobs,
          test_a_leader_mode_database_taken_on_by_partitioned_nodes]

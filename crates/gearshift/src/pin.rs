@@ -113,6 +113,9 @@ fn run(args: &PinArgs) -> Result<String, String> {
         "{function}: partition {from} -> {to}, asked of node {owner}, which moves it once the \
          function's running jobs are done (up to 10 s); its submissions wait meanwhile\n"
     );
+    if args.wait == 0 {
+        return Ok(out);
+    }
     let until = Instant::now() + Duration::from_secs(args.wait);
     loop {
         if !pins.asked().map_err(err)?.iter().any(|m| m.function == f) {

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The cluster suite's tests of `gearshift pin`: a pin asked for is moved
+by the owner of the function's partition once its running jobs are done,
+without restarting any job server; a pin survives its mover's death; and
+`--at-once`. Run by test_cluster.py; the partitioned-node helpers are
+test_partitions' and test_partition_moves'.
+"""
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
+
+import harness as h  # noqa: E402
+from harness import check, check_eq  # noqa: E402
+from test_cluster import GEARSHIFT, grab, http_get, raw_worker, submit_bg, with_cluster  # noqa: E402
+from test_partitions import PARTS, functions_on, owners, partition_of, shared_by, start  # noqa: E402
+from test_partition_moves import submit_retrying  # noqa: E402
+
+
+def pin(cl, *args, wait="20"):
+    """`gearshift pin` against the cluster's database; its output."""
+    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url, "--wait", wait] + list(args),
+                       capture_output=True, text=True, timeout=40)
+    check_eq(r.returncode, 0, "gearshift pin %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+    return r.stdout
+
+
+def rows_in(cl, f):
+    """The stored jobs of `f`, by partition."""
+    rows = cl.pg.sql("SELECT partition, count(*) FROM gearshift_jobs "
+                     "WHERE convert_from(function, 'UTF8') = '%s' GROUP BY 1" % f)
+    return {int(r[0]): int(r[1]) for r in rows if r and r[0]}
+
+
+@with_cluster
+def test_a_pinned_function_moves_with_its_jobs(cl):
+    """`gearshift pin` places a function in a partition another node owns.
+    The owner of the partition it lives in moves it once its running job
+    is done (the pin waits for it meanwhile), and that job's end is stored
+    there and it does not run again. The queued jobs move with it, a new
+    submission lands in the new partition, and a worker on a third node
+    gets every one, once. No node's job server starts again: the third
+    node, which holds neither partition, takes the pin in place, and a job
+    running there meanwhile is not cut off."""
+    start(cl, ["a", "b", "c"])
+    own = owners(cl)
+    f = "pinned_fn"
+    src = partition_of(f)
+    dst = next(p for p in sorted(own) if own[p] != own[src])
+    third = next(n for n in "abc" if n not in (own[src], own[dst]))
+    out = pin(cl, f)
+    check("partition %d (its name's hash), owned by node %s" % (src, own[src]) in out, out)
+    handles = [submit_bg(cl.nodes["a"].port, f, "old%d" % i, "old%d" % i) for i in range(6)]
+    check_eq(rows_in(cl, f), {src: 6}, "stored where the name places them")
+    g = functions_on(cl, 1, prefix="held")[third][0]
+    submit_bg(cl.nodes[third].port, g, "held", "held")
+    holder = raw_worker(cl.nodes[third].port, g)
+    held = grab(holder, timeout=5)
+    check(held is not None, "the held job runs")
+    # A job of the pinned function runs when the pin is asked for.
+    runner = raw_worker(cl.nodes[third].port, f)
+    running = grab(runner, timeout=5)
+    check(running is not None, "a job of the function runs")
+
+    def starts(n):
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics?scope=node"
+                                      % cl.http_port(n), timeout=10).read().decode()
+        return [line for line in text.splitlines()
+                if line.startswith("gearshift_cluster_owner_starts_total ")]
+    before = {n: starts(n) for n in "abc"}
+
+    asking = subprocess.Popen([GEARSHIFT, "pin", "--store", cl.url, f, str(dst)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2 * cl.timeout_ms / 1000)
+    check(asking.poll() is None, "the pin waits for the running job")
+    check_eq(rows_in(cl, f), {src: 6}, "nothing moved while the job runs")
+    check("asked: partition %d" % dst in pin(cl, f), "the pin listed as asked for")
+    h.wait_for(lambda: http_get(cl.http_port(third), "/api/v1/cluster").get("pins_asked") ==
+               [{"function": f, "from": src, "partition": dst, "node": own[src]}], 5,
+               "the pin asked for in the cluster view")
+    runner.send_pkt(h.WORK_COMPLETE, running[0], "done before the move")
+    out, err = asking.communicate(timeout=30)
+    check(asking.returncode == 0, "gearshift pin: %s%s" % (out, err))
+    check("partition %d -> %d, asked of node %s" % (src, dst, own[src]) in out
+          and "moved: partition %d, owned by node %s" % (dst, own[dst]) in out, out)
+    handles.remove(running[0])
+    check_eq(rows_in(cl, f), {dst: 5}, "moved with the pin, the job done there gone")
+    runner.close()
+    check("pinned_fn\tpartition %d" % dst in pin(cl), "listed")
+    shared_by(cl, ["a", "b", "c"])
+    for n in "abc":
+        h.wait_for(lambda: http_get(cl.http_port(n), "/api/v1/cluster").get("pins") ==
+                   [{"function": f, "partition": dst, "node": owners(cl)[dst]}], 10,
+                   "the pin in %s's cluster view" % n)
+    handles.append(submit_retrying(cl.nodes["b"].port, f, "new", timeout=20))
+    check_eq(rows_in(cl, f), {dst: 6}, "a new submission stored in the new partition")
+    # A server started again would first drain (up to 10 s for the held
+    # job): this submission would wait, and the start come after the end.
+    c = h.Conn(cl.nodes["a"].port)
+    c.send_pkt(h.SUBMIT_JOB_BG, g, "meanwhile", "meanwhile")
+    _, t, body = c.read_pkt(timeout=3)
+    c.close()
+    check_eq(t, h.JOB_CREATED, "a submission to node %s's function while its job runs: %r"
+             % (third, body))
+    holder.send_pkt(h.WORK_COMPLETE, held[0], "done")
+    got_next = grab(holder, timeout=5)
+    check(got_next is not None and got_next[2] == b"meanwhile",
+          "the next job, not the held one again: %r" % (got_next,))
+    holder.send_pkt(h.WORK_COMPLETE, got_next[0], "done")
+    h.wait_for(lambda: rows_in(cl, g) == {}, 10, "their ends stored")
+    holder.close()
+    time.sleep(1)
+    check_eq({n: starts(n) for n in "abc"}, before, "no node's job server started again")
+
+    w = raw_worker(cl.nodes["c"].port, f)
+    got = []
+    deadline = time.time() + 20
+    while len(got) < 6 and time.time() < deadline:
+        job = grab(w, timeout=2)
+        if job is None:
+            continue
+        got.append(job[0])
+        w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check(grab(w, timeout=1) is None, "nothing more: the job done before the move ran once")
+    w.close()
+    check_eq(sorted(got), sorted(handles), "every job, old and new, served once")
+    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "the ends stored: %r" % rows_in(cl, f))
+
+    out = pin(cl, f, "--unpin")
+    check("partition %d -> %d" % (dst, src) in out and "moved: partition %d" % src in out, out)
+    check_eq(pin(cl, f, str(dst), "--at-once").count("stored rows moved: 0"), 1,
+             "moved at once, with no rows")
+    pin(cl, f, "--unpin")
+    # Between two partitions of one node: its workers keep the function.
+    shared_by(cl, ["a", "b", "c"])
+    own = owners(cl)
+    same = next(p for p in sorted(own) if own[p] == own[src] and p != src)
+    w = raw_worker(cl.nodes[third].port, f)
+    check(grab(w, timeout=2) is None, "nothing queued")
+    out = pin(cl, f, str(same))
+    check("moved: partition %d, owned by node %s" % (same, own[src]) in out, out)
+    moved = submit_retrying(cl.nodes["a"].port, f, "same node", timeout=20)
+    got = grab(w, timeout=5)
+    check(got is not None and got[0] == moved, "the worker registered before the pin gets "
+          "its job: %r" % (got,))
+    w.send_pkt(h.WORK_COMPLETE, got[0], "")
+    w.close()
+    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "its end stored: %r" % rows_in(cl, f))
+    pin(cl, f, "--unpin")
+    check("no function is pinned" in pin(cl), "unpinned")
+    r = subprocess.run([GEARSHIFT, "pin", "--store", cl.url, f, str(PARTS)],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "past the cluster's 64 partitions" in r.stderr,
+          "a partition past the count refused: %r" % (r,))
+
+
+@with_cluster
+def test_a_pin_outlives_the_node_that_was_to_move_it(cl):
+    """The owner of a pinned function's partition is killed (SIGKILL)
+    while the function's job runs there, the pin asked for and waiting for
+    it: the node that takes the partition over requeues the cut-off job as
+    lost and moves the function; every job is then served once by a worker
+    on another node."""
+    start(cl, ["a", "b", "c"])
+    own = owners(cl)
+    f = "orphan_pin"
+    src = partition_of(f)
+    victim = own[src]
+    dst = next(p for p in sorted(own) if own[p] != victim)
+    other = next(n for n in "abc" if n != victim)
+    handles = [submit_bg(cl.nodes[other].port, f, "q%d" % i, "q%d" % i) for i in range(3)]
+    runner = raw_worker(cl.nodes[other].port, f)
+    running = grab(runner, timeout=5)
+    check(running is not None, "a job of the function runs")
+    out = pin(cl, f, str(dst), wait="0")
+    check("asked of node %s" % victim in out, out)
+    time.sleep(2 * cl.timeout_ms / 1000)
+    check_eq(rows_in(cl, f), {src: 3}, "nothing moved while the job runs")
+    cl.kill(victim)
+    h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_pin_moves")[0][0] == "0",
+               cl.timeout_ms / 1000 + 15, "the pin moved by the partition's next owner")
+    check_eq(cl.pg.sql("SELECT partition FROM gearshift_pins "
+                       "WHERE convert_from(function, 'UTF8') = '%s'" % f), [[str(dst)]],
+             "the pin in force")
+    check_eq(rows_in(cl, f), {dst: 3}, "the jobs moved with it, the cut-off one too")
+    runner.close()
+    w = raw_worker(cl.nodes[other].port, f)
+    got = []
+    deadline = time.time() + 20
+    while len(got) < 3 and time.time() < deadline:
+        job = grab(w, timeout=2)
+        if job is not None:
+            got.append(job[0])
+            w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check(grab(w, timeout=1) is None, "nothing more")
+    w.close()
+    check_eq(sorted(got), sorted(handles), "every job once, the cut-off one again")
+    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "their ends stored: %r" % rows_in(cl, f))
+
+
+TESTS = [test_a_pinned_function_moves_with_its_jobs, test_a_pin_outlives_the_node_that_was_to_move_it]
