@@ -38,6 +38,23 @@ def rows_in(cl, f):
     return {int(r[0]): int(r[1]) for r in rows if r and r[0]}
 
 
+def serve_all(cl, node, f, n):
+    """A worker on `node` does `f`'s jobs until `n` are done and no more
+    come; their handles, sorted, once their ends are stored."""
+    w = raw_worker(cl.nodes[node].port, f)
+    got = []
+    deadline = time.time() + 20
+    while len(got) < n and time.time() < deadline:
+        job = grab(w, timeout=2)
+        if job is not None:
+            got.append(job[0])
+            w.send_pkt(h.WORK_COMPLETE, job[0], "")
+    check(grab(w, timeout=1) is None, "nothing more after %d jobs of %s" % (len(got), f))
+    w.close()
+    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "their ends stored: %r" % rows_in(cl, f))
+    return sorted(got)
+
+
 @with_cluster
 def test_a_pinned_function_moves_with_its_jobs(cl):
     """`gearshift pin` places a function in a partition another node owns.
@@ -118,19 +135,8 @@ def test_a_pinned_function_moves_with_its_jobs(cl):
     time.sleep(1)
     check_eq({n: starts(n) for n in "abc"}, before, "no node's job server started again")
 
-    w = raw_worker(cl.nodes["c"].port, f)
-    got = []
-    deadline = time.time() + 20
-    while len(got) < 6 and time.time() < deadline:
-        job = grab(w, timeout=2)
-        if job is None:
-            continue
-        got.append(job[0])
-        w.send_pkt(h.WORK_COMPLETE, job[0], "")
-    check(grab(w, timeout=1) is None, "nothing more: the job done before the move ran once")
-    w.close()
-    check_eq(sorted(got), sorted(handles), "every job, old and new, served once")
-    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "the ends stored: %r" % rows_in(cl, f))
+    check_eq(serve_all(cl, "c", f, 6), sorted(handles),
+             "every job, old and new, served once (the one done before the move not again)")
 
     out = pin(cl, f, "--unpin")
     check("partition %d -> %d" % (dst, src) in out and "moved: partition %d" % src in out, out)
@@ -190,18 +196,7 @@ def test_a_pin_outlives_the_node_that_was_to_move_it(cl):
              "the pin in force")
     check_eq(rows_in(cl, f), {dst: 3}, "the jobs moved with it, the cut-off one too")
     runner.close()
-    w = raw_worker(cl.nodes[other].port, f)
-    got = []
-    deadline = time.time() + 20
-    while len(got) < 3 and time.time() < deadline:
-        job = grab(w, timeout=2)
-        if job is not None:
-            got.append(job[0])
-            w.send_pkt(h.WORK_COMPLETE, job[0], "")
-    check(grab(w, timeout=1) is None, "nothing more")
-    w.close()
-    check_eq(sorted(got), sorted(handles), "every job once, the cut-off one again")
-    h.wait_for(lambda: rows_in(cl, f) == {}, 10, "their ends stored: %r" % rows_in(cl, f))
+    check_eq(serve_all(cl, other, f, 3), sorted(handles), "every job once, the cut-off one again")
 
 
 TESTS = [test_a_pinned_function_moves_with_its_jobs, test_a_pin_outlives_the_node_that_was_to_move_it]
