@@ -635,7 +635,8 @@ class Run:
 
     def cluster_view(self, tmp):
         """A partitioned node on PostgreSQL offers the Cluster view: itself,
-        its 64 partitions and its worker; a memory server does not offer it."""
+        its 64 partitions, its worker and its pins; a memory server does not
+        offer it."""
         b, t = self.b, self.tid
         b.go(self.srv.url + "/")
         b.find(t("totals"))
@@ -672,6 +673,56 @@ class Run:
                 raise Fail("the pin's row reads %r" % (cells,))
             b.screenshot(os.path.join(self.shots, "cluster.png"))
             w.close()
+            self.pin_asked(tmp, url, srv)
+
+    def pin_asked(self, tmp, url, srv):
+        """With a second node, a pin asked for while the function's job
+        runs is listed as asked until the job is done, then as in force."""
+        b, t = self.b, self.tid
+        other = Server(tmp, ["--partitioned", "--node-name", "dash-other"],
+                       name="server-other", store=url)
+        try:
+            def owners():
+                return {p["partition"]: p["node"] for p in srv.get("/api/v1/cluster")["partitions"]}
+            wait_for("the second node to take its share", lambda: (
+                lambda o: len(o) == 64 and None not in o.values()
+                and sorted(set(o.values())) == ["dash-node", "dash-other"])(owners()), timeout=30)
+            f = "dash_asked"
+            r = subprocess.run([BIN, "pin", "--store", url, f], capture_output=True, text=True,
+                               timeout=30)
+            m = re.search(r"partition (\d+) \(its name's hash\), owned by node (\S+)", r.stdout)
+            if not m:
+                raise Fail("where %s lives: %s%s" % (f, r.stdout, r.stderr))
+            src, mover = int(m.group(1)), m.group(2)
+            own = owners()
+            dst = next(p for p in sorted(own) if own[p] != mover)
+            w = Gearman(srv.port)
+            w.submit_bg(f, "held")
+            w.send(1, f)                             # CAN_DO
+            w.send(9)                                # GRAB_JOB
+            ptype, body = w.recv()
+            if ptype != 11:                          # JOB_ASSIGN
+                raise Fail("GRAB_JOB answered with packet %d %r" % (ptype, body))
+            handle = body.split(b"\0")[0]
+            r = subprocess.run([BIN, "pin", "--store", url, "--wait", "0", f, str(dst)],
+                               capture_output=True, text=True, timeout=30)
+            if r.returncode != 0 or "asked of node %s" % mover not in r.stdout:
+                raise Fail("gearshift pin --wait 0: %s%s" % (r.stdout, r.stderr))
+            b.go(srv.url + "/#/cluster")
+            b.find(t("pin-asked-row-" + f), timeout=20)
+            cells = b.js("return Array.from(document.querySelectorAll(arguments[0] + ' td'))"
+                         ".map(function (c) { return c.textContent; });", t("pin-asked-row-" + f))
+            if cells != [f, str(src), str(dst), mover]:
+                raise Fail("the asked pin's row reads %r" % (cells,))
+            b.screenshot(os.path.join(self.shots, "cluster-pin-asked.png"))
+            w.send(13, handle, b"")                  # WORK_COMPLETE
+            b.find(t("pin-row-" + f), timeout=20)
+            wait_for("the asked pin's row to go", lambda: b.js(
+                "return document.querySelector(arguments[0]) === null;",
+                t("pin-asked-row-" + f)), timeout=10)
+            w.close()
+        finally:
+            other.stop()
 
     def store_failing(self, tmp):
         """The database goes away under a PostgreSQL-backed server: a

@@ -477,6 +477,13 @@
           td(String(p.partition), { 'data-label': 'partition' }),
           td(p.node === null || p.node === undefined ? 'no owner now' : shown(p.node), { class: 'mono', 'data-label': 'node' }));
       });
+      var asked = (c.pins_asked || []).map(function (p) {
+        return el('tr', { 'data-testid': 'pin-asked-row-' + p.function },
+          td(shown(p.function), { class: 'mono', 'data-label': 'function' }),
+          td(String(p.from), { 'data-label': 'lives in' }),
+          td(p.partition === null || p.partition === undefined ? 'unpinned' : String(p.partition), { 'data-label': 'asked' }),
+          td(p.node === null || p.node === undefined ? 'no owner now' : shown(p.node), { class: 'mono', 'data-label': 'moved by' }));
+      });
       replace(el('h1', { text: 'Cluster' }),
         el('p', { 'data-testid': 'cluster-mode', text: partitioned
           ? 'Partitioned: each node serves the jobs of the partitions it owns; ' + (c.partitions || []).length + ' partitions.'
@@ -485,7 +492,9 @@
         unowned ? el('p', { class: 'warn', 'data-testid': 'cluster-unowned',
           text: unowned + ' partitions have no owner now (' + runs(owned['']) + '): the live nodes take them over within --node-timeout.' }) : null,
         pins.length ? [el('h2', { text: 'Functions placed by hand (gearshift pin)' }),
-          el('div', { 'data-testid': 'pins' }, table('cards-sm', ['function', 'partition', 'node'], pins))] : null);
+          el('div', { 'data-testid': 'pins' }, table('cards-sm', ['function', 'partition', 'node'], pins))] : null,
+        asked.length ? [el('h2', { text: 'Pins asked for: moved once the function\'s running jobs are done' }),
+          el('div', { 'data-testid': 'pins-asked' }, table('cards-sm', ['function', 'lives in', 'asked', 'moved by'], asked))] : null);
     }));
   };
   views.cluster.every = 5000;
