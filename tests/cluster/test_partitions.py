@@ -289,8 +289,11 @@ def test_http_api_answers_for_the_whole_cluster(cl):
     w = raw_worker(cl.nodes["b"].port, fa, fb, fc)
     for n in "abc":
         port = cl.http_port(n)
-        names = {f["name"] for f in http_get(port, "/api/v1/functions")["functions"]}
-        check({fa, fb, fc} <= names, "functions on %s: %r" % (n, names))
+        placed = {f["name"]: (f["partition"], f["node"])
+                  for f in http_get(port, "/api/v1/functions")["functions"]}
+        check({fa, fb, fc} <= set(placed), "functions on %s: %r" % (n, placed))
+        for owner, f in (("a", fa), ("b", fb), ("c", fc)):
+            check_eq(placed[f], (partition_of(f), owner), "%s's partition and node on %s" % (f, n))
         over = http_get(port, "/api/v1/overview")
         check_eq(over["totals"]["queued"], 3, "queued jobs in the overview on %s" % n)
         # One worker connection, though it has a sub-connection on each owner.

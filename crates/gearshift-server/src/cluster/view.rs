@@ -145,9 +145,14 @@ impl ClusterView {
             .http
     }
 
+    /// The partition `function` lives in (None: not partitioned).
+    pub fn partition_of(&self, function: &[u8]) -> Option<u32> {
+        Some(self.placement.lock().ok()?.as_ref()?.partition_of(function))
+    }
+
     /// The name of the node serving `function` (None: nobody known).
     pub fn function_owner(&self, function: &[u8]) -> Option<String> {
-        let partition = self.placement.lock().ok()?.as_ref()?.partition_of(function);
+        let partition = self.partition_of(function)?;
         self.partitions()
             .into_iter()
             .find(|p| p.partition == partition)?

@@ -83,9 +83,25 @@ fn function_json(f: &FunctionView) -> Value {
 }
 
 /// `GET /api/v1/functions`.
+/// On a partitioned node each function also names its partition and that
+/// partition's owner.
 pub async fn functions(State(app): State<crate::http::State>) -> Reply {
     let fs = app.ctx.control.call(|c| c.functions_view()).await?;
-    let list: Vec<Value> = fs.iter().map(function_json).collect();
+    let view = app.ctx.cluster.as_deref();
+    let placed = view.filter(|v| v.partition_of(b"").is_some());
+    let list: Vec<Value> = fs
+        .iter()
+        .map(|f| {
+            let mut v = function_json(f);
+            if let Some(view) = placed {
+                v["partition"] = view.partition_of(&f.name).map_or(Value::Null, Value::from);
+                v["node"] = view
+                    .function_owner(&f.name)
+                    .map_or(Value::Null, Value::from);
+            }
+            v
+        })
+        .collect();
     ok(&json!({ "functions": list }))
 }
 
