@@ -672,6 +672,11 @@ class Run:
             if cells != ["dash_pinned", "7", "dash-node"]:
                 raise Fail("the pin's row reads %r" % (cells,))
             b.screenshot(os.path.join(self.shots, "cluster.png"))
+            # The Functions view names each function's node and partition.
+            placed = next(f for f in srv.get("/api/v1/functions")["functions"]
+                          if f["name"] == "dash_cluster")
+            b.go(srv.url + "/#/functions")
+            b.wait_text(t("node-of-dash_cluster"), "dash-node (%d)" % placed["partition"])
             w.close()
             self.pin_asked(tmp, url, srv)
 

@@ -272,6 +272,8 @@
   views.functions = function (gen) {
     return api('GET', API + '/functions').then(guard(gen, function (d) {
       var fs = (d.functions || []).slice().sort(function (a, b) { return a.name < b.name ? -1 : a.name > b.name ? 1 : 0; });
+      // Partitioned nodes name each function's partition and its owner.
+      var placed = fs.some(function (f) { return f.partition !== undefined; });
       var rows = fs.map(function (f) {
         var q = f.queued || {}, total = (q.high || 0) + (q.normal || 0) + (q.low || 0), n = f.name;
         var btn = f.paused
@@ -291,11 +293,13 @@
           td(num(f.completed), { 'data-testid': 'count-completed-' + n, 'data-label': 'completed' }),
           td(num(f.failed), { 'data-testid': 'count-failed-' + n, 'data-label': 'failed' }),
           td(num(f.dead), { 'data-testid': 'count-dead-' + n, 'data-label': 'dead' }),
+          placed ? td((f.node === null ? 'no owner now' : shown(f.node)) + ' (' + f.partition + ')',
+            { class: 'mono', 'data-testid': 'node-of-' + n, 'data-label': 'node (partition)' }) : null,
           tdLabel('', btn));
       });
       replace(el('h1', { text: 'Functions' }),
         fs.length ? table('cards-sm', ['function', 'queued', 'high/norm/low', 'scheduled', 'running', 'workers', 'paused',
-          'submitted', 'completed', 'failed', 'dead', ''], rows)
+          'submitted', 'completed', 'failed', 'dead'].concat(placed ? ['node (partition)'] : [], ['']), rows)
           : el('p', { class: 'empty', 'data-testid': 'functions-empty', text: 'No functions yet: submit a job or connect a worker.' }));
     }, true));
   };
