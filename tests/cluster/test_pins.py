@@ -199,4 +199,37 @@ def test_a_pin_outlives_the_node_that_was_to_move_it(cl):
     check_eq(serve_all(cl, other, f, 3), sorted(handles), "every job once, the cut-off one again")
 
 
-TESTS = [test_a_pinned_function_moves_with_its_jobs, test_a_pin_outlives_the_node_that_was_to_move_it]
+
+@with_cluster
+def test_a_pin_whose_move_fails_is_moved_once_it_can(cl):
+    """The database refuses the move's transaction (a trigger, for the
+    test): the owner starts its job server again by the pins as stored,
+    serves the function where it was meanwhile, and moves it once the
+    database lets it; every job is served once."""
+    start(cl, ["a", "b"])
+    own = owners(cl)
+    f = "refused_pin"
+    src = partition_of(f)
+    mover = own[src]
+    dst = next(p for p in sorted(own) if own[p] != mover)
+    handles = [submit_bg(cl.nodes["a"].port, f, "r%d" % i, "r%d" % i) for i in range(2)]
+    cl.pg.sql("CREATE FUNCTION gs_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+              "'BEGIN RAISE EXCEPTION ''refused for the test''; END'")
+    cl.pg.sql("CREATE TRIGGER gs_test_refuse BEFORE DELETE ON gearshift_pin_moves "
+              "FOR EACH ROW EXECUTE FUNCTION gs_test_refuse()")
+    pin(cl, f, str(dst), wait="0")
+    h.wait_for(lambda: "cannot move a pinned function in place" in cl.nodes[mover].log_text(),
+               cl.timeout_ms / 1000 + 10, "the move refused on %s" % mover)
+    check_eq(rows_in(cl, f), {src: 2}, "nothing moved")
+    check("asked: partition %d" % dst in pin(cl, f), "still asked for")
+    handles.append(submit_retrying(cl.nodes["b"].port, f, "meanwhile", timeout=20))
+    check_eq(rows_in(cl, f), {src: 3}, "served where it was meanwhile")
+    cl.pg.sql("DROP TRIGGER gs_test_refuse ON gearshift_pin_moves")
+    h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_pin_moves")[0][0] == "0",
+               cl.timeout_ms / 1000 + 15, "the pin moved once the database lets it")
+    check_eq(rows_in(cl, f), {dst: 3}, "the jobs moved with it")
+    check_eq(serve_all(cl, "a", f, 3), sorted(handles), "every job once")
+
+
+TESTS = [test_a_pinned_function_moves_with_its_jobs, test_a_pin_outlives_the_node_that_was_to_move_it,
+         test_a_pin_whose_move_fails_is_moved_once_it_can]

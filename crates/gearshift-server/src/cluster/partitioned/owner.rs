@@ -21,7 +21,7 @@ use crate::cluster::view::ClusterView;
 use crate::{Control, Server, ServerConfig};
 use bytes::Bytes;
 use gearshift_core::Placement;
-use gearshift_store::postgres::pins::PinMove;
+use gearshift_store::postgres::pins::{PinMove, Pins};
 
 /// How long a stopping owner server may take to finish.
 pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -149,14 +149,22 @@ impl Running {
     }
 
     /// Moves the functions whose pins were asked for and that live in a
-    /// partition served here ([`moves::give_function`]).
-    async fn move_pins(&mut self, asked: &[PinMove]) -> Result<(), moves::MoveError> {
+    /// partition served here ([`moves::give_function`]); on error, the
+    /// pin whose move failed.
+    async fn move_pins(
+        &mut self,
+        asked: &[PinMove],
+        held_off: Option<&PinMove>,
+    ) -> Result<(), (PinMove, moves::MoveError)> {
         for m in asked {
             let from = self.served.placement().partition_of(&m.function);
-            if self.given.contains(m) || !self.serving.iter().any(|&(p, _)| p == from) {
+            let skip = self.given.contains(m) || held_off == Some(m);
+            if skip || !self.serving.iter().any(|&(p, _)| p == from) {
                 continue;
             }
-            moves::give_function(&self.control, &self.served, m).await?;
+            if let Err(e) = moves::give_function(&self.control, &self.served, m).await {
+                return Err((m.clone(), e));
+            }
             self.given.push(m.clone());
         }
         Ok(())
@@ -180,10 +188,27 @@ pub(super) async fn manage(
     mut stopping: watch::Receiver<bool>,
 ) {
     let mut current: Option<Running> = None;
+    let mut retry = PinRetry::default();
     loop {
         let want = mine.borrow_and_update().clone();
         let ended = current.as_ref().is_some_and(|r| r.task.is_finished());
         if let Some(mut m) = want {
+            let mut given = Vec::new();
+            if let Some(f) = &retry.failed {
+                match read_placement(&ctx.url).await {
+                    Ok(p) => {
+                        if p.partition_of(&f.function) != m.placement.partition_of(&f.function) {
+                            given.push(f.clone());
+                        }
+                        m.placement = p;
+                    }
+                    Err(e) => {
+                        tracing::warn!("cannot read the pins: {e}");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                }
+            }
             // A beat that read the pins before this server's own move
             // committed would undo it.
             if let Some(r) = current.as_mut() {
@@ -211,7 +236,11 @@ pub(super) async fn manage(
             }
             if restart {
                 match start(&ctx, &m.serve, &m.placement).await {
-                    Ok(r) => current = Some(r),
+                    Ok(mut r) => {
+                        r.given = given;
+                        retry.failed = None;
+                        current = Some(r);
+                    }
                     Err(e) => {
                         tracing::error!("cannot serve this node's partitions: {e}");
                         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -220,17 +249,17 @@ pub(super) async fn manage(
                 }
             }
             let moved = match current.as_mut() {
-                Some(r) => r.move_pins(&m.moves).await,
+                Some(r) => r.move_pins(&m.moves, retry.held_off()).await,
                 None => Ok(()),
             };
-            if let Err(e) = moved {
+            if let Err((pin, e)) = moved {
                 tracing::warn!(
                     "cannot move a pinned function in place ({e}): the owner server starts again"
                 );
                 if let Some(r) = current.take() {
                     r.stop().await;
                 }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                retry.failed(pin);
                 continue;
             }
         }
@@ -244,8 +273,10 @@ pub(super) async fn manage(
                 None => std::future::pending().await,
             }
         };
+        let again = retry.at();
         tokio::select! {
             c = mine.changed() => if c.is_err() { break },
+            _ = sleep_until(again), if again.is_some() => retry.now(),
             _ = stopping.wait_for(|s| *s) => break,
             () = task_done => tracing::warn!("the owner server ended: starting it again"),
         }
@@ -253,6 +284,73 @@ pub(super) async fn manage(
     if let Some(r) = current.take() {
         r.stop().await;
     }
+}
+
+/// How long a pin whose move failed first waits before it is tried again
+/// (doubled at each failure of the same pin, up to 32 times).
+const PIN_RETRY: Duration = Duration::from_secs(10);
+
+/// A pin whose move failed. It may have committed all the same (the answer
+/// lost with the connection), so the server starts again by the pins as
+/// the database has them, not as the last beat read them; and it is tried
+/// again later, longer after each failure, the function served where it
+/// is meanwhile.
+#[derive(Default)]
+struct PinRetry {
+    /// Until the server has started again.
+    failed: Option<PinMove>,
+    held_off: Option<(PinMove, tokio::time::Instant)>,
+    strikes: Option<(PinMove, u32)>,
+}
+
+impl PinRetry {
+    fn failed(&mut self, pin: PinMove) {
+        let n = match &self.strikes {
+            Some((p, n)) if *p == pin => n + 1,
+            _ => 1,
+        };
+        self.strikes = Some((pin.clone(), n));
+        let wait = PIN_RETRY * 2u32.pow(n.min(6) - 1);
+        tracing::warn!(
+            seconds = wait.as_secs(),
+            "the pin's move is tried again later"
+        );
+        self.held_off = Some((pin.clone(), tokio::time::Instant::now() + wait));
+        self.failed = Some(pin);
+    }
+
+    /// The pin not to try now.
+    fn held_off(&self) -> Option<&PinMove> {
+        self.held_off.as_ref().map(|(p, _)| p)
+    }
+
+    /// When to try it again.
+    fn at(&self) -> Option<tokio::time::Instant> {
+        self.held_off.as_ref().map(|(_, at)| *at)
+    }
+
+    fn now(&mut self) {
+        self.held_off = None;
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The placement in force in the database.
+async fn read_placement(url: &str) -> Result<Placement, String> {
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut pins = Pins::open(&url, &PgOptions::default())?;
+        pins.placement()
+    })
+    .await
+    .map_err(|e| format!("reading the pins panicked: {e}"))?
+    .map_err(|e| e.to_string())
 }
 
 /// Opens the store over `serve` and starts a server on it.
