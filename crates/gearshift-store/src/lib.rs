@@ -189,10 +189,11 @@ pub trait Repartition {
     /// Moves `function`, which lives in a partition of the set, to
     /// `asked`, as the pin asked for it says (`gearshift pin`; None: where
     /// its name places it): its rows move and the pin is put in force in
-    /// one transaction fenced on the set, the function's rows leave the
-    /// store's memory, and the placement in force after is returned and
-    /// written by. When that pin is no longer asked for, nothing moves and
-    /// the placement read is returned and put in force all the same. Call
+    /// one transaction fenced on the set, and the function's rows leave the
+    /// store's memory. Returns the store's placement with that pin in force
+    /// (unchanged when the pin is no longer asked for), written by from
+    /// now on; other pins change only through
+    /// [`Repartition::place`] and [`Repartition::adopt_function`]. Call
     /// with nothing buffered.
     fn give_function(
         &mut self,

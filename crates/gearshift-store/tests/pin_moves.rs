@@ -190,3 +190,28 @@ fn a_move_by_a_node_no_longer_at_its_epoch_is_fenced() {
         Err(StoreError::InvalidRequest(_))
     ));
 }
+
+#[test]
+fn a_move_puts_only_its_own_pin_in_force() {
+    let (url, _, mut store) = owned_by_one();
+    store.replay().expect("replay");
+    let placement = Placement::new(COUNT);
+    let from = placement.partition_of(b"mine");
+    let other = set_common::function_in(&placement, (from + 1) % COUNT);
+    let mut pins = Pins::open(&url, &PgOptions::default()).expect("pins");
+    // Another function pinned meanwhile: this store learns of it from its
+    // node's beat, which takes on what it moves in, not from this move.
+    pins.pin(other.as_bytes(), Some((from + 2) % COUNT))
+        .expect("another pin");
+    pins.ask(b"mine", Some((from + 3) % COUNT)).expect("ask");
+    let after = repartition(&mut store)
+        .give_function(b"mine", Some((from + 3) % COUNT))
+        .expect("give");
+    assert_eq!(after.partition_of(b"mine"), (from + 3) % COUNT);
+    assert_eq!(
+        after.partition_of(other.as_bytes()),
+        placement.partition_of(other.as_bytes()),
+        "the other pin is not put in force by this move"
+    );
+    assert_eq!(pins.placement().expect("stored").pins.len(), 2);
+}

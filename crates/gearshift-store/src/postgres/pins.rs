@@ -293,13 +293,15 @@ fn pin_at_once(
 /// The pin asked for `function` (to `asked`), moved by the node whose
 /// store holds the partition it lives in, `from` at `epoch` (nothing of it
 /// buffered): its rows go to the partition asked for and the pin is put in
-/// force, in one transaction fenced on that epoch. Returns the placement in
-/// force after (unchanged when that pin is no longer asked for: asked
-/// again otherwise meanwhile, or dropped).
+/// force, in one transaction fenced on that epoch. Returns `current` (the
+/// store's placement) with that pin in force, or unchanged when the pin is
+/// no longer asked for (asked again otherwise meanwhile, or dropped). Other
+/// pins stored meanwhile are left to the node's beats, which take on what
+/// they move in.
 pub(super) fn move_asked(
     c: &mut postgres::Client,
     server: &str,
-    count: u32,
+    current: &Placement,
     (function, asked): (&[u8], Option<u32>),
     (from, epoch): (u32, i64),
 ) -> Result<Placement, StoreError> {
@@ -317,13 +319,14 @@ pub(super) fn move_asked(
         .map(|r| r.try_get::<_, Option<i32>>(0))
         .transpose()
         .map_err(err)?;
-    let mut placement = Placement {
-        count,
+    let stored = Placement {
+        count: current.count,
         pins: read_pins(&mut tx).map_err(err)?,
     };
+    let mut placement = current.clone();
     let still = row.filter(|p| p.map(|p| p.max(0) as u32) == asked);
     if let Some(partition) = still {
-        if placement.partition_of(function) != from {
+        if stored.partition_of(function) != from {
             return Err(StoreError::InvalidRequest(format!(
                 "the function does not live in partition {from}"
             )));

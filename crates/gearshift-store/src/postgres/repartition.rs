@@ -159,9 +159,15 @@ impl Repartition for PgStore {
         let epoch = epoch_in(&set, from).ok_or_else(|| {
             StoreError::InvalidRequest(format!("partition {from} is not in this store's set"))
         })?;
-        let (server, count) = (self.server.clone(), set.placement.count);
+        let server = self.server.clone();
         let moved = self.conn().and_then(|(client, _)| {
-            pins::move_asked(client, &server, count, (function, asked), (from, epoch))
+            pins::move_asked(
+                client,
+                &server,
+                &set.placement,
+                (function, asked),
+                (from, epoch),
+            )
         });
         let placement = match moved {
             Ok(placement) => placement,
