@@ -41,6 +41,14 @@ impl Placement {
             _ => hash_partition(function, count),
         }
     }
+
+    /// Pins `function` to `partition`, or unpins it (None).
+    pub fn set_pin(&mut self, function: &[u8], partition: Option<u32>) {
+        match partition {
+            Some(p) => self.pins.insert(Bytes::copy_from_slice(function), p),
+            None => self.pins.remove(function),
+        };
+    }
 }
 
 /// The hashed partition of `function` among `count` (at least 1).

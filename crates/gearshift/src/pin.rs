@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gearshift_store::postgres::pins::{Asked, Pinned, Pins};
+use gearshift_store::postgres::pins::{Asked, PinMove, Pinned, Pins};
 use gearshift_store::PgOptions;
 
 use crate::serve::is_postgres_url;
@@ -62,12 +62,10 @@ fn run(args: &PinArgs) -> Result<String, String> {
             out += &format!("{}\tpartition {p}\n", String::from_utf8_lossy(f));
         }
         for m in pins.asked().map_err(err)? {
-            let to = m
-                .partition
-                .map_or("unpinned".to_owned(), |p| format!("partition {p}"));
             out += &format!(
-                "{}\tasked: {to}, moved by the owner of where it lives\n",
-                String::from_utf8_lossy(&m.function)
+                "{}\tasked: {}, moved by the owner of where it lives\n",
+                String::from_utf8_lossy(&m.function),
+                asked_to(&m)
             );
         }
         return Ok(out);
@@ -86,10 +84,10 @@ fn run(args: &PinArgs) -> Result<String, String> {
             owned(pins.owner_of(p).map_err(err)?)
         );
         if let Some(m) = pins.asked().map_err(err)?.iter().find(|m| m.function == f) {
-            let to = m
-                .partition
-                .map_or("unpinned".to_owned(), |p| format!("partition {p}"));
-            out += &format!("asked: {to} (its owner moves it once its running jobs are done)\n");
+            out += &format!(
+                "asked: {} (its owner moves it once its running jobs are done)\n",
+                asked_to(m)
+            );
         }
         return Ok(out);
     }
@@ -162,6 +160,12 @@ fn moved_at_once(function: &str, pinned: Pinned) -> String {
         );
     }
     out
+}
+
+/// Where a pin asked for places its function.
+fn asked_to(m: &PinMove) -> String {
+    m.partition
+        .map_or("unpinned".to_owned(), |p| format!("partition {p}"))
 }
 
 fn owned(node: Option<String>) -> String {

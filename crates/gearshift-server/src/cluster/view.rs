@@ -9,6 +9,7 @@ use gearshift_core::placement::Placement;
 use gearshift_core::split::Role;
 use gearshift_store::postgres::lease::NodeRow;
 use gearshift_store::postgres::partitions::PartitionOwner;
+use gearshift_store::postgres::pins::PinMove;
 
 /// The cluster's members, refreshed by the lease thread.
 #[derive(Debug)]
@@ -20,8 +21,8 @@ pub struct ClusterView {
     partitions: Mutex<Vec<PartitionOwner>>,
     /// Which partition each function lives in, on partitioned nodes.
     placement: Mutex<Option<Placement>>,
-    /// Pins asked for and not in force yet: function, partition asked.
-    asked: Mutex<Vec<(bytes::Bytes, Option<u32>)>>,
+    /// Pins asked for and not in force yet.
+    asked: Mutex<Vec<PinMove>>,
     /// The connections a partitioned node accepted, by role (its job
     /// server sees each once per owner it talks to).
     entry: OnceLock<EntryRoles>,
@@ -95,7 +96,7 @@ impl ClusterView {
         &self,
         owners: Vec<PartitionOwner>,
         placement: Placement,
-        asked: Vec<(bytes::Bytes, Option<u32>)>,
+        asked: Vec<PinMove>,
     ) {
         if let Ok(mut p) = self.partitions.lock() {
             *p = owners;
@@ -118,7 +119,10 @@ impl ClusterView {
         };
         asked
             .into_iter()
-            .map(|(f, to)| (f.clone(), p.partition_of(&f), to))
+            .map(|m| {
+                let from = p.partition_of(&m.function);
+                (m.function, from, m.partition)
+            })
             .collect()
     }
 

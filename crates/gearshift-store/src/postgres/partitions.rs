@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use gearshift_core::placement::{Placement, DEFAULT_PARTITIONS};
-use postgres::{GenericClient, Transaction};
+use postgres::{Client, GenericClient, Transaction};
 
 use super::lease::{heartbeat, register, NodeAddrs};
 use super::session::Session;
@@ -143,8 +143,7 @@ impl PartitionLeases {
             .ok_or_else(|| StoreError::InvalidRequest(format!("{count} partitions")))?;
         let mut db = Session::open(url, opts)?;
         let (count, placed) = db.with("setting up the partitions", |c| {
-            let mut tx = c.transaction()?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
+            let mut tx = setup_tx(c)?;
             tx.execute(
                 "INSERT INTO gearshift_settings (one, partitions) VALUES (TRUE, $1)
                  ON CONFLICT (one) DO NOTHING",
@@ -386,6 +385,14 @@ pub(super) fn read_pins(
         pins.insert(Bytes::from(f), p.max(0) as u32);
     }
     Ok(pins)
+}
+
+/// A transaction holding the lock under which partitions are set up and
+/// pins change: one such change at a time.
+pub(super) fn setup_tx(c: &mut Client) -> Result<Transaction<'_>, postgres::Error> {
+    let mut tx = c.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
+    Ok(tx)
 }
 
 /// Fails with [`StoreError::Fenced`] unless `partition` is still at

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use gearshift_core::placement::Placement;
 use postgres::GenericClient;
 
-use super::partitions::{check_partition_epoch, read_pins, SETUP_LOCK};
+use super::partitions::{check_partition_epoch, read_pins, setup_tx};
 use super::session::Session;
 use super::PgOptions;
 use crate::StoreError;
@@ -117,8 +117,7 @@ impl Pins {
         self.in_range(partition)?;
         let count = self.count;
         self.db.with("asking for a pin", |c| {
-            let mut tx = c.transaction()?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
+            let mut tx = setup_tx(c)?;
             let (from, to) = from_to(&mut tx, count, function, partition)?;
             if from != to {
                 if let Some(owner) = live_owner(&mut tx, from)? {
@@ -147,8 +146,7 @@ impl Pins {
         self.in_range(partition)?;
         let count = self.count;
         self.db.with("pinning a function", |c| {
-            let mut tx = c.transaction()?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
+            let mut tx = setup_tx(c)?;
             let pinned = pin_at_once(&mut tx, count, function, partition)?;
             tx.commit()?;
             Ok(pinned)
@@ -185,15 +183,8 @@ fn from_to(
         pins: read_pins(c)?,
     };
     let from = placement.partition_of(function);
-    set_pin(&mut placement, function, partition);
+    placement.set_pin(function, partition);
     Ok((from, placement.partition_of(function)))
-}
-
-fn set_pin(placement: &mut Placement, function: &[u8], partition: Option<u32>) {
-    match partition {
-        Some(p) => placement.pins.insert(Bytes::copy_from_slice(function), p),
-        None => placement.pins.remove(function),
-    };
 }
 
 /// Writes the pin (or removes it) in the pins table.
@@ -307,9 +298,7 @@ pub(super) fn move_asked(
 ) -> Result<Placement, StoreError> {
     let err =
         |e: postgres::Error| super::connect::unreachable_or_refused(&e, server, "a pin's move");
-    let mut tx = c.transaction().map_err(err)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
-        .map_err(err)?;
+    let mut tx = setup_tx(c).map_err(err)?;
     let row = tx
         .query_opt(
             "SELECT partition FROM gearshift_pin_moves WHERE function = $1",
@@ -333,7 +322,7 @@ pub(super) fn move_asked(
         }
         check_partition_epoch(&mut tx, server, from, epoch)?;
         let partition = partition.map(|p| p.max(0) as u32);
-        set_pin(&mut placement, function, partition);
+        placement.set_pin(function, partition);
         let to = placement.partition_of(function);
         move_rows(&mut tx, function, to).map_err(err)?;
         write_pin(&mut tx, function, partition).map_err(err)?;

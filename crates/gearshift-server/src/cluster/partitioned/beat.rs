@@ -128,8 +128,7 @@ pub fn run(
         });
         match beat {
             Ok((owned, owners, placement, moves)) => {
-                let asked = moves.iter().map(|m| (m.function.clone(), m.partition));
-                view.set_partitions(owners.clone(), placement.clone(), asked.collect());
+                view.set_partitions(owners.clone(), placement.clone(), moves.clone());
                 if let Ok(rows) = node_table.nodes() {
                     view.set(rows);
                 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use gearshift_core::{HandOverPending, Placement, TakenOver};
 use gearshift_store::postgres::pins::PinMove;
-use gearshift_store::Replayed;
+use gearshift_store::{Repartition, Replayed, StoreError};
 
 use super::owner::STOP_WAIT;
 use crate::clock::Clock;
@@ -50,8 +50,7 @@ impl Served {
         if placed.leaving.as_deref() == Some(function) {
             return false;
         }
-        let p = placed.placement.partition_of(function) as usize;
-        self.on.get(p).is_some_and(|b| b.load(Ordering::Acquire))
+        self.serves(placed.placement.partition_of(function))
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Placed> {
@@ -108,15 +107,31 @@ pub(super) async fn re_place(
     placement: Placement,
 ) -> Result<(), MoveError> {
     let p = placement.clone();
-    control
-        .store(move |committer| match committer.repartition() {
-            Some(r) => r.place(p).map_err(|e| e.to_string()),
-            None => Err("not a partition set".to_owned()),
-        })
-        .await?
-        .map_err(MoveError::Store)?;
+    on_set(control, None, move |r| r.place(p)).await?;
     served.place(placement);
     Ok(())
+}
+
+/// Runs `f` on the store's partition set, between commits, once the ops a
+/// failed flush left to write again that name a function `forget` says are
+/// dropped (their partition's new owner writes them).
+async fn on_set<R: Send + 'static>(
+    control: &Control,
+    forget: Option<Gone>,
+    f: impl FnOnce(&mut dyn Repartition) -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, MoveError> {
+    control
+        .store(move |committer| {
+            if let Some(gone) = forget {
+                committer.forget_unwritten(&*gone);
+            }
+            match committer.repartition() {
+                Some(r) => f(r).map_err(|e| e.to_string()),
+                None => Err("not a partition set".to_owned()),
+            }
+        })
+        .await?
+        .map_err(MoveError::Store)
 }
 
 /// This process's moves, for `/metrics`.
@@ -210,26 +225,9 @@ pub(super) async fn hand_over(
     }
     served.set(leaving, false);
     let gone = gone_fn(served, leaving);
-    let g = gone.clone();
-    control
-        .call(move |core| core.hold_for_hand_over(&*g))
-        .await?;
-    drain(control, &gone).await?;
-    let g = gone.clone();
-    let forgotten = control
-        .call(move |core| core.hand_over(&*g, Clock::new().now()))
-        .await?;
+    let forgotten = let_go(control, &gone).await?;
     let parts = leaving.to_vec();
-    control
-        .store(move |committer| {
-            committer.forget_unwritten(&*gone);
-            match committer.repartition() {
-                Some(r) => r.release(&parts).map_err(|e| e.to_string()),
-                None => Err("not a partition set".to_owned()),
-            }
-        })
-        .await?
-        .map_err(MoveError::Store)?;
+    on_set(control, Some(gone), move |r| r.release(&parts)).await?;
     MOVES
         .handed_over
         .fetch_add(leaving.len() as u64, Ordering::Relaxed);
@@ -237,9 +235,15 @@ pub(super) async fn hand_over(
     Ok(())
 }
 
-/// Waits until no job of a function `gone` names runs and no submission of
-/// one waits for the store, for up to [`STOP_WAIT`].
-async fn drain(control: &Control, gone: &Gone) -> Result<(), MoveError> {
+/// Lets the functions `gone` names go from the core: no job of theirs is
+/// handed out, their running jobs may finish and their submissions be
+/// stored (up to [`STOP_WAIT`]), then the core forgets them. Returns the
+/// jobs forgotten.
+async fn let_go(control: &Control, gone: &Gone) -> Result<usize, MoveError> {
+    let g = gone.clone();
+    control
+        .call(move |core| core.hold_for_hand_over(&*g))
+        .await?;
     let until = Instant::now() + STOP_WAIT;
     loop {
         // Counts first: the pass over every job runs once none is running.
@@ -265,7 +269,10 @@ async fn drain(control: &Control, gone: &Gone) -> Result<(), MoveError> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok(())
+    let g = gone.clone();
+    Ok(control
+        .call(move |core| core.hand_over(&*g, Clock::new().now()))
+        .await?)
 }
 
 /// Moves a function where the pin asked for it (`asked`) names, this
@@ -283,36 +290,16 @@ pub(super) async fn give_function(
 ) -> Result<Placement, MoveError> {
     let function = asked.function.clone();
     let mut target = served.placement();
-    match asked.partition {
-        Some(p) => target.pins.insert(function.clone(), p),
-        None => target.pins.remove(&function),
-    };
+    target.set_pin(&function, asked.partition);
     if served.serves(target.partition_of(&function)) {
         return re_pin_here(control, served, asked).await;
     }
     served.write().leaving = Some(function.clone());
     let f = function.clone();
     let gone: Gone = Arc::new(move |name: &[u8]| name == &f[..]);
-    let g = gone.clone();
-    control
-        .call(move |core| core.hold_for_hand_over(&*g))
-        .await?;
-    drain(control, &gone).await?;
-    let g = gone.clone();
-    control
-        .call(move |core| core.hand_over(&*g, Clock::new().now()))
-        .await?;
+    let_go(control, &gone).await?;
     let (f, to) = (function.clone(), asked.partition);
-    let placement = control
-        .store(move |committer| {
-            committer.forget_unwritten(&*gone);
-            match committer.repartition() {
-                Some(r) => r.give_function(&f, to).map_err(|e| e.to_string()),
-                None => Err("not a partition set".to_owned()),
-            }
-        })
-        .await?
-        .map_err(MoveError::Store)?;
+    let placement = on_set(control, Some(gone), move |r| r.give_function(&f, to)).await?;
     let to = placement.partition_of(&function);
     if served.serves(to) {
         take_function(control, function.clone(), placement.clone()).await?;
@@ -331,18 +318,12 @@ async fn re_pin_here(
     asked: &PinMove,
 ) -> Result<Placement, MoveError> {
     let (f, to) = (asked.function.clone(), asked.partition);
-    let placement = control
-        .store(move |committer| {
-            let Some(r) = committer.repartition() else {
-                return Err("not a partition set".to_owned());
-            };
-            let placement = r.give_function(&f, to).map_err(|e| e.to_string())?;
-            r.adopt_function(&f, placement.clone())
-                .map_err(|e| e.to_string())?;
-            Ok(placement)
-        })
-        .await?
-        .map_err(MoveError::Store)?;
+    let placement = on_set(control, None, move |r| {
+        let placement = r.give_function(&f, to)?;
+        r.adopt_function(&f, placement.clone())?;
+        Ok(placement)
+    })
+    .await?;
     served.place(placement.clone());
     tracing::info!(
         function = %String::from_utf8_lossy(&asked.function),
@@ -361,18 +342,9 @@ pub(super) async fn take_function(
     placement: Placement,
 ) -> Result<(), MoveError> {
     let f = function.clone();
-    let replayed = control
-        .store(move |committer| match committer.repartition() {
-            Some(r) => r.adopt_function(&f, placement).map_err(|e| e.to_string()),
-            None => Err("not a partition set".to_owned()),
-        })
-        .await?
-        .map_err(MoveError::Store)?;
+    let replayed = on_set(control, None, move |r| r.adopt_function(&f, placement)).await?;
     let jobs = replayed.jobs.len();
-    let taken = taken_over(replayed);
-    control
-        .call(move |core| core.take_over(taken, Clock::new().now()))
-        .await?;
+    take_on(control, replayed).await?;
     tracing::info!(function = %String::from_utf8_lossy(&function), jobs, "a pinned function taken on in place");
     Ok(())
 }
@@ -388,19 +360,9 @@ pub(super) async fn take_over(
         return Ok(());
     }
     let parts = arriving.to_vec();
-    let replayed = control
-        .store(move |committer| match committer.repartition() {
-            Some(r) => r.adopt(&parts).map_err(|e| e.to_string()),
-            None => Err("not a partition set".to_owned()),
-        })
-        .await?
-        .map_err(MoveError::Store)?;
-    let jobs = replayed.jobs.len();
-    let cut_off = replayed.running.len();
-    let taken = taken_over(replayed);
-    control
-        .call(move |core| core.take_over(taken, Clock::new().now()))
-        .await?;
+    let replayed = on_set(control, None, move |r| r.adopt(&parts)).await?;
+    let (jobs, cut_off) = (replayed.jobs.len(), replayed.running.len());
+    take_on(control, replayed).await?;
     let numbers: Vec<u32> = arriving.iter().map(|&(p, _)| p).collect();
     served.set(&numbers, true);
     MOVES
@@ -419,15 +381,19 @@ fn gone_fn(served: &Arc<Served>, parts: &[u32]) -> Gone {
     Arc::new(move |f: &[u8]| parts.contains(&placement.partition_of(f)))
 }
 
-fn taken_over(r: Replayed) -> TakenOver {
-    TakenOver {
+/// The core takes on what the store read, as a restart would restore it.
+async fn take_on(control: &Control, r: Replayed) -> Result<(), MoveError> {
+    let taken = TakenOver {
         jobs: r.jobs,
         dead: r.dead,
         schedules: r.schedules,
         kept: r.kept,
         functions: r.functions,
         running: r.running,
-    }
+    };
+    Ok(control
+        .call(move |core| core.take_over(taken, Clock::new().now()))
+        .await?)
 }
 
 #[cfg(test)]

@@ -276,7 +276,7 @@ pub(super) async fn manage(
         let again = retry.at();
         tokio::select! {
             c = mine.changed() => if c.is_err() { break },
-            _ = sleep_until(again), if again.is_some() => retry.now(),
+            _ = super::route::wake_at(again), if again.is_some() => retry.now(),
             _ = stopping.wait_for(|s| *s) => break,
             () = task_done => tracing::warn!("the owner server ended: starting it again"),
         }
@@ -331,13 +331,6 @@ impl PinRetry {
 
     fn now(&mut self) {
         self.held_off = None;
-    }
-}
-
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -425,7 +425,7 @@ fn watch_node(
 
 /// Sleeps until `at`; made each turn without reading the clock or touching
 /// the timer unless the turn has a deadline.
-async fn wake_at(at: Option<tokio::time::Instant>) {
+pub(super) async fn wake_at(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -88,16 +88,16 @@ fn function_json(f: &FunctionView) -> Value {
 pub async fn functions(State(app): State<crate::http::State>) -> Reply {
     let fs = app.ctx.control.call(|c| c.functions_view()).await?;
     let view = app.ctx.cluster.as_deref();
-    let placed = view.filter(|v| v.partition_of(b"").is_some());
     let list: Vec<Value> = fs
         .iter()
         .map(|f| {
             let mut v = function_json(f);
-            if let Some(view) = placed {
-                v["partition"] = view.partition_of(&f.name).map_or(Value::Null, Value::from);
-                v["node"] = view
-                    .function_owner(&f.name)
-                    .map_or(Value::Null, Value::from);
+            // Only a partitioned node's view places functions.
+            if let Some(view) = view {
+                if let Some(p) = view.partition_of(&f.name) {
+                    v["partition"] = p.into();
+                    v["node"] = view.function_owner(&f.name).into();
+                }
             }
             v
         })
