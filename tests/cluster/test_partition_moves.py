@@ -31,7 +31,8 @@ class Load:
         self.cl, self.funcs = cl, funcs
         self.acked, self.done, self.lock = set(), {}, threading.Lock()
         self.refused = []
-        # Every run: [unique, started, completion sent (None if cut off)].
+        # Every run: [unique, started, completion sent (None if cut off),
+        # the node its worker was connected to].
         self.runs = []
         self.stop = threading.Event()
         # Set once the submitters are done: no acknowledgement comes after
@@ -107,13 +108,14 @@ class Load:
     def work(self, k):
         while not self.submitted.is_set() or self.missing():
             try:
-                ports = self.ports()
-                w = raw_worker(ports[k % len(ports)], *self.funcs)
+                nodes = list(self.cl.nodes.items())
+                name, node = nodes[k % len(nodes)]
+                w = raw_worker(node.port, *self.funcs)
             except (OSError, h.TestFailure, ZeroDivisionError):
                 time.sleep(0.05)
                 continue
-            def one(job):
-                run = [job[2].decode(), time.monotonic(), None]
+            def one(job, name=name):
+                run = [job[2].decode(), time.monotonic(), None, name]
                 with self.lock:
                     u = run[0]
                     self.done[u] = self.done.get(u, 0) + 1
@@ -518,9 +520,10 @@ def test_seeded_chaos_partitioned(cl):
     unpins it. After each move it
     waits until every partition is owned by a live node.
     Afterwards: every acknowledged job was done (none lost), a job ran
-    again only when its earlier run was cut off by one of those moves (its
-    completion unsent, or sent within a second before a move, or the run
-    started before the move's effects were over: a timeout plus a drain),
+    again only when its earlier run was cut off by a kill (its completion
+    unsent, or sent within a second before the kill, or the run started
+    before the kill's effects were over: a timeout plus a drain; a join, a
+    SIGTERM or a pin runs nothing twice),
     jobs flowed again after every move, and the store ends empty once a
     last worker has done the unacknowledged submissions that were stored.
     """
@@ -536,7 +539,7 @@ def test_seeded_chaos_partitioned(cl):
     timeout = cl.timeout_ms / 1000
     spare = ["e", "f", "g", "h", "i", "j"]
     gone = []  # names that may come back
-    moves = []  # (when, what)
+    moves = []  # (when, what, kind)
     pinned = set()
     with Load(cl, funcs) as load:
         h.wait_for(lambda: len(load.done) > 50, 30, "jobs flowing")
@@ -560,7 +563,7 @@ def test_seeded_chaos_partitioned(cl):
                 else:
                     args = [f, str(rng.randrange(PARTS))]
                     pinned.add(f)
-                moves.append((time.monotonic(), "pin " + " ".join(args)))
+                moves.append((time.monotonic(), "pin " + " ".join(args), kind))
                 test_pins.pin(cl, *args)
             elif kind == "start":
                 # With fewer than four live, a name is gone if no spare is left.
@@ -568,11 +571,11 @@ def test_seeded_chaos_partitioned(cl):
                     name = gone.pop(rng.randrange(len(gone)))
                 else:
                     name = spare.pop(0)
-                moves.append((time.monotonic(), "start " + name))
+                moves.append((time.monotonic(), "start " + name, kind))
                 cl.start(name, extra="--partitioned")
             else:
                 victim = rng.choice(live)
-                moves.append((time.monotonic(), "%s %s" % (kind, victim)))
+                moves.append((time.monotonic(), "%s %s" % (kind, victim), kind))
                 if kind in ("kill", "bounce"):
                     cl.kill(victim)
                 else:
@@ -596,23 +599,25 @@ def test_seeded_chaos_partitioned(cl):
         h.wait_for(lambda: len(load.done) > before + 50, 30, "jobs flowing at the end")
         acked, twice = load.finish(60)
     runs = list(load.runs)
-    # A job run again: its earlier run was cut off by a move.
+    # A job run again: its earlier run was cut off by a kill. Moves on
+    # purpose (a join, a SIGTERM, a pin) run nothing twice.
     window = timeout + 4
+    kills = [m for m in moves if m[2] in ("kill", "bounce")]
     by_unique = {}
-    for u, started, done in runs:
+    for u, started, done, _ in runs:
         by_unique.setdefault(u, []).append((started, done))
     for u, rs in by_unique.items():
         rs.sort()
         for started, done in rs[:-1]:
             cut = any(started < k + window and (done is None or done > k - 1.0)
-                      for k, _ in moves)
-            check(cut, "job %s ran again though its run of %.3f-%s was not cut off by a move "
-                  "(moves: %s)" % (u, started, done, moves))
+                      for k, _, _ in kills)
+            check(cut, "job %s ran again though its run of %.3f-%s was not cut off by a kill "
+                  "(moves: %s)" % (u, started, done, [m[:2] for m in moves]))
     again = sum(len(rs) - 1 for rs in by_unique.values())
-    check(again <= 10 * len(moves), "%d runs again after %d moves" % (again, len(moves)))
+    check(again <= 10 * len(kills), "%d runs again after %d kills" % (again, len(kills)))
     # Jobs flowed again after every move.
-    for k, what in moves:
-        after = [d for _, _, d in runs if d is not None and d > k]
+    for k, what, _ in moves:
+        after = [d for _, _, d, _ in runs if d is not None and d > k]
         check(after and min(after) - k < timeout + 10,
               "no job done within %.1f s of %s" % (timeout + 10, what))
     # Submissions stored but never acknowledged (their node went away
@@ -633,7 +638,7 @@ def test_seeded_chaos_partitioned(cl):
     left = cl.pg.sql("SELECT id, function, unique_id, partition FROM gearshift_jobs LIMIT 5")
     check(cl.pg.sql("SELECT count(*) FROM gearshift_jobs")[0][0] == "0",
           "the store to empty; left: %r" % left)
-    print("   %d moves; %d acknowledged, %d runs, %d run again after a move, %d unacknowledged "
+    print("   %d moves; %d acknowledged, %d runs, %d run again after a kill, %d unacknowledged "
           "done at the end" % (len(moves), acked, len(runs), again, extra), flush=True)
 
 @with_cluster
