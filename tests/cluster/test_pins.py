@@ -231,5 +231,91 @@ def test_a_pin_whose_move_fails_is_moved_once_it_can(cl):
     check_eq(serve_all(cl, "a", f, 3), sorted(handles), "every job once")
 
 
+def lose_the_answer(cl, f, to, mover, wait_event):
+    """Asks for `f`'s pin to partition `to` and, once its move's session waits on
+    `wait_event` at COMMIT, destroys the mover's socket to PostgreSQL
+    (`ss -K`): the owner's answer is lost, the transaction still there."""
+    said = "cannot move a pinned function in place"
+    before = cl.nodes[mover].log_text().count(said)
+    pin(cl, f, str(to), wait="0")
+
+    def committing():
+        rows = cl.pg.sql("SELECT client_port FROM pg_stat_activity WHERE wait_event = '%s'"
+                         % wait_event)
+        return [r[0] for r in rows if r and r[0]]
+    ports = h.wait_for(committing, cl.timeout_ms / 1000 + 10, "the move of %s committing" % f)
+    check_eq(len(ports), 1, "one move committing")
+    r = subprocess.run(["ss", "-K", "-tn", "src", "127.0.0.1", "sport", "=", ":%s" % ports[0]],
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and ports[0] in r.stdout, "the mover's socket destroyed: %r" % (r,))
+    h.wait_for(lambda: cl.nodes[mover].log_text().count(said) > before, 10,
+               "the move's answer lost on %s" % mover)
+
+
+@with_cluster
+def test_a_move_whose_answer_is_lost(cl):
+    """A move's transaction reaches COMMIT but its answer never reaches
+    the owner (its socket to PostgreSQL destroyed by `ss -K` while a
+    deferred trigger holds the commit). The owner ends that transaction's
+    session before it reads where the function lives, so the pins it
+    starts its job server again by are final: a move still running
+    is rolled back, the function served where it was and moved later; a
+    move already committed (held waiting for a synchronous standby that
+    never answers) counts as done. Either way every job is served once,
+    from the partition the database says."""
+    if os.geteuid() != 0 or subprocess.run(["which", "ss"], capture_output=True).returncode:
+        raise h.Skip("destroying a socket with ss -K needs root and iproute2")
+    # Commits are local; the trigger's 'syncrep' mode makes the move's
+    # commit wait for a standby that does not exist.
+    cl.pg.sql("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+    cl.pg.sql("ALTER SYSTEM SET synchronous_commit = 'local'")
+    cl.pg.sql("SELECT pg_reload_conf()")
+    cl.pg.sql("CREATE TABLE gs_test_mode (mode text)")
+    cl.pg.sql("INSERT INTO gs_test_mode VALUES ('sleep')")
+    cl.pg.sql("CREATE FUNCTION gs_test_hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+              "IF (SELECT mode FROM gs_test_mode) = 'sleep' THEN PERFORM pg_sleep(60); END IF; "
+              "IF (SELECT mode FROM gs_test_mode) = 'syncrep' THEN "
+              "PERFORM set_config('synchronous_commit', 'on', true); END IF; "
+              "RETURN NULL; END $$")
+    start(cl, ["a", "b"])
+    cl.pg.sql("CREATE CONSTRAINT TRIGGER gs_test_hold AFTER DELETE ON gearshift_pin_moves "
+              "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION gs_test_hold()")
+    own = owners(cl)
+
+    # Rolled back: the move was still running when its answer was lost.
+    f = "lost_answer_pin"
+    src = partition_of(f)
+    mover = own[src]
+    dst = next(p for p in sorted(own) if own[p] != mover)
+    handles = [submit_bg(cl.nodes["a"].port, f, "l%d" % i, "l%d" % i) for i in range(2)]
+    lose_the_answer(cl, f, dst, mover, "PgSleep")
+    cl.pg.sql("UPDATE gs_test_mode SET mode = 'none'")
+    handles.append(submit_retrying(cl.nodes[mover].port, f, "meanwhile", timeout=20))
+    check_eq(rows_in(cl, f), {src: 3}, "served where it was meanwhile")
+    check("asked: partition %d" % dst in pin(cl, f), "still asked for")
+    h.wait_for(lambda: cl.pg.sql("SELECT count(*) FROM gearshift_pin_moves")[0][0] == "0",
+               cl.timeout_ms / 1000 + 15, "the pin moved later")
+    check_eq(rows_in(cl, f), {dst: 3}, "the jobs moved with it")
+    check_eq(serve_all(cl, mover, f, 3), sorted(handles), "every job once")
+
+    # Committed: the answer lost after the commit.
+    g = "lost_answer_pin_2"
+    src = partition_of(g)
+    mover = own[src]
+    dst = next(p for p in sorted(own) if own[p] != mover)
+    handles = [submit_bg(cl.nodes["a"].port, g, "m%d" % i, "m%d" % i) for i in range(2)]
+    cl.pg.sql("UPDATE gs_test_mode SET mode = 'syncrep'")
+    lose_the_answer(cl, g, dst, mover, "SyncRep")
+    cl.pg.sql("UPDATE gs_test_mode SET mode = 'none'")
+    check_eq(cl.pg.sql("SELECT count(*) FROM gearshift_pin_moves")[0][0], "0", "the move committed")
+    check_eq(rows_in(cl, g), {dst: 2}, "the jobs moved with it")
+    handles.append(submit_retrying(cl.nodes[mover].port, g, "after", timeout=20))
+    check_eq(rows_in(cl, g), {dst: 3}, "a new submission stored where the pin puts it")
+    check_eq(serve_all(cl, mover, g, 3), sorted(handles), "every job once")
+    out = pin(cl, g)
+    check("partition %d (pinned)" % dst in out and "asked" not in out,
+          "pinned, and not asked again: %s" % out)
+
+
 TESTS = [test_a_pinned_function_moves_with_its_jobs, test_a_pin_outlives_the_node_that_was_to_move_it,
-         test_a_pin_whose_move_fails_is_moved_once_it_can]
+         test_a_pin_whose_move_fails_is_moved_once_it_can, test_a_move_whose_answer_is_lost]

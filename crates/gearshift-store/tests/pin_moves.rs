@@ -215,3 +215,61 @@ fn a_move_puts_only_its_own_pin_in_force() {
     );
     assert_eq!(pins.placement().expect("stored").pins.len(), 2);
 }
+
+#[test]
+fn a_lost_move_still_running_is_ended_before_the_pins_are_read() {
+    let (url, _, mut store) = owned_by_one();
+    let from = Placement::new(COUNT).partition_of(b"held");
+    let to = (from + 1) % COUNT;
+    let first = store.replay().expect("replay").next_id;
+    store.add(&job(first, "held", "", 0, b"queued"));
+    store.flush().expect("flush");
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    // Holds the move at its COMMIT, as a connection lost there would.
+    db.batch_execute(
+        "CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN PERFORM pg_sleep(60); RETURN NULL; END $$;
+         CREATE CONSTRAINT TRIGGER hold AFTER DELETE ON gearshift_pin_moves
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold();",
+    )
+    .expect("trigger");
+    let mut pins = Pins::open(&url, &PgOptions::default()).expect("pins");
+    pins.ask(b"held", Some(to)).expect("ask");
+    let mover = std::thread::spawn(move || {
+        repartition(&mut store)
+            .give_function(b"held", Some(to))
+            .map(|_| ())
+    });
+    let mut sleeping = || {
+        let n: i64 = db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event = 'PgSleep'",
+                &[],
+            )
+            .expect("activity")
+            .get(0);
+        n == 1
+    };
+    while !sleeping() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = std::time::Instant::now();
+    let placement = pins.placement_settled(b"held").expect("settled");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the move's session was ended, not waited for"
+    );
+    assert_eq!(placement.partition_of(b"held"), from, "rolled back");
+    assert!(
+        mover.join().expect("mover").is_err(),
+        "the mover's answer is lost"
+    );
+    assert_eq!(job_partitions(&url), [(first as i64, Some(from as i32))]);
+    assert_eq!(pins.asked().expect("asked").len(), 1, "still asked for");
+    // With no move running, the pins are read at once.
+    assert_eq!(
+        pins.placement_settled(b"held").expect("again"),
+        pins.placement().expect("placement")
+    );
+}

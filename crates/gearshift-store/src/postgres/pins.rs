@@ -9,9 +9,10 @@
 //! fenced. Nodes serve the new placement from their next beat.
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gearshift_core::placement::Placement;
+use gearshift_core::placement::{fnv1a64, Placement};
 use postgres::GenericClient;
 
 use super::partitions::{check_partition_epoch, read_pins, setup_tx};
@@ -150,6 +151,46 @@ impl Pins {
             let pinned = pin_at_once(&mut tx, count, function, partition)?;
             tx.commit()?;
             Ok(pinned)
+        })
+    }
+
+    /// The placement in force once no move of `function` is in flight. A
+    /// move whose connection was lost may still commit (its COMMIT already
+    /// sent) or hold its locks until the database notices: its session is
+    /// ended first, so what is read is final.
+    pub fn placement_settled(&mut self, function: &[u8]) -> Result<Placement, StoreError> {
+        let tag = move_tag(function);
+        let deadline = Instant::now() + SETTLE_WAIT;
+        loop {
+            let left: i64 = self.db.with("ending a lost pin's move", |c| {
+                c.query_one(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                     WHERE application_name = $1 AND pid <> pg_backend_pid()",
+                    &[&tag],
+                )?
+                .try_get(0)
+            })?;
+            if left == 0 {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(StoreError::InvalidRequest(format!(
+                    "a lost move of this pin still runs in {} after {} s",
+                    self.db.server(),
+                    SETTLE_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pins = self.db.with("reading the pins", |c| {
+            let mut tx = setup_tx(c)?;
+            let pins = read_pins(&mut tx)?;
+            tx.commit()?;
+            Ok(pins)
+        })?;
+        Ok(Placement {
+            count: self.count,
+            pins,
         })
     }
 
@@ -299,6 +340,11 @@ pub(super) fn move_asked(
     let err =
         |e: postgres::Error| super::connect::unreachable_or_refused(&e, server, "a pin's move");
     let mut tx = setup_tx(c).map_err(err)?;
+    tx.execute(
+        "SELECT set_config('application_name', $1, true)",
+        &[&move_tag(function)],
+    )
+    .map_err(err)?;
     let row = tx
         .query_opt(
             "SELECT partition FROM gearshift_pin_moves WHERE function = $1",
@@ -335,6 +381,15 @@ pub(super) fn move_asked(
     tx.commit().map_err(err)?;
     Ok(placement)
 }
+
+/// The name a move of `function` gives its session while it runs, so that
+/// [`Pins::placement_settled`] can end it.
+fn move_tag(function: &[u8]) -> String {
+    format!("gearshift pin move {:016x}", fnv1a64(function))
+}
+
+/// How long [`Pins::placement_settled`] waits for a move's session to end.
+const SETTLE_WAIT: Duration = Duration::from_secs(10);
 
 /// The partitions other than `to` that hold rows of `function`.
 fn partitions_holding(

@@ -195,7 +195,7 @@ pub(super) async fn manage(
         if let Some(mut m) = want {
             let mut given = Vec::new();
             if let Some(f) = &retry.failed {
-                match read_placement(&ctx.url).await {
+                match read_placement(&ctx.url, f.function.clone()).await {
                     Ok(p) => {
                         if p.partition_of(&f.function) != m.placement.partition_of(&f.function) {
                             given.push(f.clone());
@@ -291,8 +291,9 @@ pub(super) async fn manage(
 const PIN_RETRY: Duration = Duration::from_secs(10);
 
 /// A pin whose move failed. It may have committed all the same (the answer
-/// lost with the connection), so the server starts again by the pins as
-/// the database has them, not as the last beat read them; and it is tried
+/// lost with the connection), or still be running in the database, so the
+/// server starts again by the pins as the database has them once that move
+/// has ended, not as the last beat read them; and it is tried
 /// again later, longer after each failure, the function served where it
 /// is meanwhile.
 #[derive(Default)]
@@ -334,12 +335,13 @@ impl PinRetry {
     }
 }
 
-/// The placement in force in the database.
-async fn read_placement(url: &str) -> Result<Placement, String> {
+/// The placement in force in the database once the failed move of
+/// `function` can no longer commit.
+async fn read_placement(url: &str, function: Bytes) -> Result<Placement, String> {
     let url = url.to_owned();
     tokio::task::spawn_blocking(move || {
         let mut pins = Pins::open(&url, &PgOptions::default())?;
-        pins.placement()
+        pins.placement_settled(&function)
     })
     .await
     .map_err(|e| format!("reading the pins panicked: {e}"))?
