@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use gearshift_store::conformance::{job, kept, live_ids, mark, sched};
 use gearshift_store::log::frame::{self, FRAME_MAGIC, HEADER_LEN};
-use gearshift_store::log::FILE_NAME;
+use gearshift_store::log::{FILE_NAME, SYNCED_FILE_NAME};
 use gearshift_store::{
     DeadMark, Durability, JobRecord, KeptRecord, LogOptions, LogStore, MemoryStore, Replayed,
     ScheduleRecord, Store, StoreError, FORMAT_VERSION,
@@ -162,9 +162,12 @@ impl Scratch {
         Scratch { dir, path }
     }
 
-    /// Puts `bytes` in place as the queue file.
+    /// Puts `bytes` in place as the queue file, of which no sync is
+    /// recorded (the marker an open left goes): damage before its end is
+    /// corruption.
     fn write(&self, bytes: &[u8]) {
         fs::write(&self.path, bytes).expect("write copy");
+        let _ = fs::remove_file(self.dir.path().join(SYNCED_FILE_NAME));
     }
 
     fn open(&self) -> Result<LogStore, StoreError> {

@@ -111,7 +111,12 @@ fn describe(r: &Report) -> String {
     );
     if !r.refused {
         out += &format!("sound: the server opens it and holds {holds}\n");
-        if r.tail > 0 {
+        if let Some(at) = r.cut_after_sync {
+            out += &format!(
+                "a frame written after the last sync is damaged (a power loss under interval durability tore writes not yet on disk): the server cuts the file at byte {at}, with the {} bytes after it\n",
+                r.file_len - at
+            );
+        } else if r.tail > 0 {
             out += &format!(
                 "it ends in a torn write ({} bytes of a flush a crash cut short), which the server cuts off\n",
                 r.tail
@@ -146,6 +151,7 @@ mod tests {
             refused,
             damaged,
             tail,
+            cut_after_sync: None,
             jobs: 3,
             dead: 1,
             schedules: 0,
@@ -161,6 +167,15 @@ mod tests {
             "1000 bytes, 7 readable frames\nsound: the server opens it and holds 3 jobs waiting, 1 dead, 0 schedules, 2 kept results\n"
         );
         assert!(describe(&report(false, vec![], 12)).contains("torn write (12 bytes"));
+        let torn_after_sync = Report {
+            cut_after_sync: Some(600),
+            ..report(false, vec![], 0)
+        };
+        let text = describe(&torn_after_sync);
+        assert!(
+            text.contains("the server cuts the file at byte 600, with the 400 bytes after it"),
+            "{text}"
+        );
     }
 
     #[test]

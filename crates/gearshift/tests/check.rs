@@ -1,7 +1,9 @@
 //! `gearshift check`: a queue file damaged in its middle stops `serve`,
 //! which names the tool; `check` reports the damage and `--repair` keeps
 //! every readable frame, so the server starts again with the jobs around
-//! the damage and handles past any it may have given out.
+//! the damage and handles past any it may have given out. Under
+//! `--durability interval`, damage after the last sync is a power loss's
+//! tear: `check` says the server cuts it, and the server starts.
 
 mod common;
 
@@ -135,4 +137,47 @@ fn check_without_a_store_is_an_error_not_a_verdict() {
     let (code, _, err) = gearshift(&["check"], dir.path());
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no queue file"), "{err}");
+}
+
+#[test]
+fn a_tear_after_the_last_sync_under_interval_durability_is_cut_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data_flag = data.to_str().expect("utf-8 path");
+    // No sync of the jobs before the kill: only what the start recorded.
+    let flags = [
+        "--data-dir",
+        data_flag,
+        "--http",
+        "off",
+        "--durability",
+        "interval=600000",
+    ];
+    {
+        let s = Server::gearshift_with(&flags);
+        for data in ["payload-one", "payload-two", "payload-three"] {
+            let out = s.run(&["submit", "-b", "-f", "torn", data], b"");
+            assert_eq!(out.code(), 0, "{out:?}");
+        }
+        let mut proc = s.proc;
+        proc.signal("KILL");
+        proc.wait_within(WAIT);
+    }
+    // A power loss kept the third job's write but not the second's.
+    let file = data.join("queue.gslog");
+    let mut raw = std::fs::read(&file).expect("read");
+    let at = raw
+        .windows(11)
+        .position(|w| w == b"payload-two")
+        .expect("the job's data in the file");
+    raw[at..at + 11].fill(0);
+    std::fs::write(&file, &raw).expect("write");
+
+    let (code, out, _) = gearshift(&["check"], &data);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("the server cuts the file at byte"), "{out}");
+    assert!(out.contains("holds 1 jobs waiting"), "{out}");
+    let s = Server::gearshift_with(&flags);
+    let row = s.status_of("torn").expect("the function is back");
+    assert_eq!(row["total"], 1, "{row}");
 }

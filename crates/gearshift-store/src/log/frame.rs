@@ -155,6 +155,16 @@ pub(super) fn frame_at(file: &Bytes, pos: usize) -> Option<(Bytes, usize)> {
     (crc32fast::hash(payload) == crc).then(|| (file.slice(start..end), end))
 }
 
+/// Where the first frame that fails its checksum starts: the file's end if
+/// none does.
+pub(super) fn first_damaged(file: &Bytes) -> usize {
+    let mut pos = HEADER_LEN;
+    while let Some((_, next)) = frame_at(file, pos) {
+        pos = next;
+    }
+    pos.min(file.len())
+}
+
 /// Reads every frame of a log file, handing each op to `f` (with the
 /// length of its encoding) as its frame is read, so a replay never holds
 /// every op of the file at once; stops at a torn tail, refuses corruption.

@@ -14,6 +14,7 @@ mod replay;
 pub mod salvage;
 mod sizes;
 mod swap;
+mod synced;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -36,6 +37,10 @@ use sizes::{IdHash, LiveSizes, Sizing};
 
 /// Name of the log file inside the data directory.
 pub const FILE_NAME: &str = "queue.gslog";
+
+/// Name of the marker of how much of the log is on disk, kept with
+/// `interval` durability (`log/synced.rs`).
+pub const SYNCED_FILE_NAME: &str = "queue.gslog.synced";
 
 /// When written data counts as durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +141,9 @@ pub struct LogStore {
     refused: Refusal,
     /// A compaction running on its own thread.
     compaction: Option<compact::Background>,
+    /// With `interval` durability, the marker of how much of the log is on
+    /// disk, recorded after each sync.
+    synced: Option<synced::Synced>,
     /// Compactions swapped in since the store was opened.
     compactions: u64,
     /// Held for the store's lifetime: one process per data directory.
@@ -172,22 +180,26 @@ impl LogStore {
             sync_dir(dir)?;
             raw = frame::file_header().to_vec();
         }
-        let raw = Bytes::from(raw);
-        let replay::Replay {
-            jobs,
-            dead,
-            schedules,
-            kept,
-            functions,
-            sizes: live_sizes,
-            dead_sizes,
-            schedule_sizes,
-            kept_sizes,
-            high,
-            valid_len,
-            version,
-        } = replay::read(&raw)?;
-        if valid_len < raw.len() {
+        let on_disk = synced::on_disk(dir, &file);
+        let disk_len = raw.len();
+        let (
+            replay::Replay {
+                jobs,
+                dead,
+                schedules,
+                kept,
+                functions,
+                sizes: live_sizes,
+                dead_sizes,
+                schedule_sizes,
+                kept_sizes,
+                high,
+                valid_len,
+                version,
+            },
+            raw,
+        ) = synced::replay(Bytes::from(raw), on_disk, &path)?;
+        if valid_len < disk_len {
             // Zeros are room written ahead (see `preallocate`); anything
             // else is a frame a crash cut short.
             if raw[valid_len..].iter().any(|&b| b != 0) {
@@ -200,6 +212,7 @@ impl LogStore {
             file.set_len(valid_len as u64)?;
             file.sync_all()?;
         }
+        let synced = synced::keep(dir, &file, valid_len as u64, opts.durability)?;
         file.seek(SeekFrom::End(0))?;
         let live_bytes = live_sizes.values().sum::<u64>()
             + dead_sizes.values().sum::<u64>()
@@ -235,6 +248,7 @@ impl LogStore {
             refused: Refusal::default(),
             compaction: None,
             compactions: 0,
+            synced,
             _lock: lock,
         })
     }
@@ -560,6 +574,9 @@ impl Store for LogStore {
 
     fn sync(&mut self) -> Result<(), StoreError> {
         self.file.sync_data()?;
+        if let Some(marker) = &mut self.synced {
+            marker.record(&self.file, self.len)?;
+        }
         Ok(())
     }
 

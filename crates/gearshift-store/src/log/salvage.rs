@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 
 use super::frame::{self, FRAME_HEADER, HEADER_LEN};
-use super::{lock_dir, replay, sync_dir, FILE_NAME};
+use super::{lock_dir, replay, sync_dir, synced, FILE_NAME};
 use crate::record::{Op, MAX_ID};
 use crate::StoreError;
 
@@ -41,6 +41,10 @@ pub struct Report {
     /// ahead: a torn last write (the server cuts it off), or, in a damaged
     /// file, unreadable data with nothing readable after it.
     pub tail: u64,
+    /// Where the server cuts the file, with every frame after it, because
+    /// the first damaged frame lies after the last sync an `interval` run
+    /// recorded: writes a power loss tore before they were on disk.
+    pub cut_after_sync: Option<u64>,
     /// What the server would hold after opening the file (after a repair,
     /// for a damaged one): live jobs, dead jobs, schedules, kept records.
     pub jobs: usize,
@@ -74,8 +78,8 @@ pub struct Repaired {
 /// what it holds and whether the server would refuse it.
 pub fn check(dir: &Path) -> Result<Report, StoreError> {
     let _lock = lock_log(dir)?;
-    let raw = read_log(dir)?;
-    Ok(examine(&raw)?.0)
+    let (raw, on_disk) = read_log(dir)?;
+    Ok(examine(&raw, on_disk, dir)?.0)
 }
 
 /// Repairs the log in `dir` if the server would refuse it: the readable
@@ -85,8 +89,8 @@ pub fn check(dir: &Path) -> Result<Report, StoreError> {
 /// what each skipped stretch may have reserved. `None`: nothing to repair.
 pub fn repair(dir: &Path, reserve_step: u64) -> Result<Option<Repaired>, StoreError> {
     let _lock = lock_log(dir)?;
-    let raw = read_log(dir)?;
-    let (report, saved) = examine(&raw)?;
+    let (raw, on_disk) = read_log(dir)?;
+    let (report, saved) = examine(&raw, on_disk, dir)?;
     drop(raw);
     let Some((mut saved, high)) = saved else {
         return Ok(None);
@@ -180,10 +184,13 @@ fn lock_log(dir: &Path) -> Result<std::fs::File, StoreError> {
     lock_dir(dir)
 }
 
-fn read_log(dir: &Path) -> Result<Bytes, StoreError> {
+/// The log's bytes, and how much of it the last `interval` run recorded
+/// as on disk.
+fn read_log(dir: &Path) -> Result<(Bytes, Option<u64>), StoreError> {
     let mut raw = Vec::new();
-    std::fs::File::open(dir.join(FILE_NAME))?.read_to_end(&mut raw)?;
-    Ok(Bytes::from(raw))
+    let mut file = std::fs::File::open(dir.join(FILE_NAME))?;
+    file.read_to_end(&mut raw)?;
+    Ok((Bytes::from(raw), synced::on_disk(dir, &file)))
 }
 
 /// A free `queue.gslog.damaged-<unix seconds>[.n]` in `dir`.
@@ -212,11 +219,19 @@ fn keep_name(dir: &Path) -> Result<PathBuf, StoreError> {
 type Saved = (Vec<u8>, u64);
 
 /// The report on `raw`, and what a repair saves of a file the server refuses.
-fn examine(raw: &Bytes) -> Result<(Report, Option<Saved>), StoreError> {
+fn examine(
+    raw: &Bytes,
+    on_disk: Option<u64>,
+    dir: &Path,
+) -> Result<(Report, Option<Saved>), StoreError> {
     let version = frame::check_header(raw)?;
     let walk = walk(raw, version);
-    let (saved, replayed) = match replay::read(raw) {
-        Ok(r) => (None, r),
+    let mut cut_after_sync = None;
+    let (saved, replayed) = match synced::replay(raw.clone(), on_disk, &dir.join(FILE_NAME)) {
+        Ok((r, read)) => {
+            cut_after_sync = (read.len() < raw.len()).then_some(read.len() as u64);
+            (None, r)
+        }
         Err(StoreError::Corrupt(_)) => {
             let mut saved = raw[..HEADER_LEN].to_vec();
             for f in &walk.frames {
@@ -238,6 +253,7 @@ fn examine(raw: &Bytes) -> Result<(Report, Option<Saved>), StoreError> {
             .map(|r| r.start as u64..r.end as u64)
             .collect(),
         tail,
+        cut_after_sync,
         jobs: replayed.jobs.len(),
         dead: replayed.dead.len(),
         schedules: replayed.schedules.len(),

@@ -185,6 +185,12 @@ impl LogStore {
         if self.direct.is_some() {
             self.direct = open_direct(&self.path(), &self.file, new_len, self.opts);
         }
+        // The new file is on disk whole (synced before the rename).
+        if let Some(marker) = &mut self.synced {
+            if let Err(e) = marker.record(&self.file, new_len) {
+                tracing::warn!(error = %e, "cannot record the compacted queue file as synced");
+            }
+        }
         self.compactions += 1;
         tracing::info!(
             before,

@@ -47,12 +47,14 @@ fn four_frames(dir: &Path, data_of_3: &[u8]) -> Vec<Range<usize>> {
     frames
 }
 
-/// Changes the log file with `change`; returns what it then holds.
+/// Changes the log file with `change`; returns what it then holds. No
+/// sync of it stays recorded: damage before its end is corruption.
 fn rewrite(dir: &Path, change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let path = dir.join(FILE_NAME);
     let mut raw = std::fs::read(&path).expect("read");
     change(&mut raw);
     std::fs::write(&path, &raw).expect("write");
+    let _ = std::fs::remove_file(dir.join(crate::log::SYNCED_FILE_NAME));
     raw
 }
 
