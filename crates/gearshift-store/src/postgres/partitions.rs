@@ -395,6 +395,18 @@ pub(super) fn setup_tx(c: &mut Client) -> Result<Transaction<'_>, postgres::Erro
     Ok(tx)
 }
 
+/// [`setup_tx`], its session named `name` until it ends (named before it
+/// waits for the lock, so a session still waiting is named too).
+pub(super) fn setup_tx_named<'c>(
+    c: &'c mut Client,
+    name: &str,
+) -> Result<Transaction<'c>, postgres::Error> {
+    let mut tx = c.transaction()?;
+    tx.execute("SELECT set_config('application_name', $1, true)", &[&name])?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])?;
+    Ok(tx)
+}
+
 /// Fails with [`StoreError::Fenced`] unless `partition` is still at
 /// `epoch`; otherwise key-share-locks its row until `tx` ends, so a
 /// takeover (which raises the epoch) waits for `tx` to commit, as a

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use gearshift_core::placement::{fnv1a64, Placement};
 use postgres::GenericClient;
 
-use super::partitions::{check_partition_epoch, read_pins, setup_tx};
+use super::partitions::{check_partition_epoch, read_pins, setup_tx, setup_tx_named};
 use super::session::Session;
 use super::PgOptions;
 use crate::StoreError;
@@ -339,12 +339,7 @@ pub(super) fn move_asked(
 ) -> Result<Placement, StoreError> {
     let err =
         |e: postgres::Error| super::connect::unreachable_or_refused(&e, server, "a pin's move");
-    let mut tx = setup_tx(c).map_err(err)?;
-    tx.execute(
-        "SELECT set_config('application_name', $1, true)",
-        &[&move_tag(function)],
-    )
-    .map_err(err)?;
+    let mut tx = setup_tx_named(c, &move_tag(function)).map_err(err)?;
     let row = tx
         .query_opt(
             "SELECT partition FROM gearshift_pin_moves WHERE function = $1",
