@@ -210,36 +210,3 @@ fn a_compacted_file_is_recorded_as_synced_when_it_is_swapped_in() {
     let mut s = LogStore::open(dir.path(), interval()).expect("a tear after the swap opens");
     assert_eq!(ids(&mut s), [1]);
 }
-
-#[test]
-fn a_flush_holding_a_handle_reservation_is_synced() {
-    // Handles of a reservation are given out once its flush returns: a
-    // power loss must not take it, or they would be given out again.
-    let dir = TempDir::new().expect("tempdir");
-    let mut s = LogStore::open(dir.path(), interval()).expect("open");
-    s.replay().expect("replay");
-    s.add(&job(1, "f", "", 1, &[1; 100]));
-    s.flush().expect("flush");
-    let start = s.file_len();
-    s.reserve(500_000);
-    s.flush().expect("flush");
-    let end = s.file_len();
-    s.add(&job(2, "f", "", 1, &[2; 100]));
-    s.flush().expect("flush");
-    drop(s);
-    let before = fs::read(dir.path().join(FILE_NAME)).expect("read");
-    damage(dir.path(), start, (end - start) as usize, 0);
-    assert!(
-        matches!(
-            LogStore::open(dir.path(), interval()),
-            Err(StoreError::Corrupt(_))
-        ),
-        "the reservation's frame was on disk: its damage is corruption"
-    );
-    fs::write(dir.path().join(FILE_NAME), &before).expect("restore");
-    damage(dir.path(), end + 20, 40, 0);
-    let mut s = LogStore::open(dir.path(), interval()).expect("the frame after it was not");
-    let r = s.replay().expect("replay");
-    assert_eq!(r.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1]);
-    assert!(r.next_id >= 500_000, "the reservation holds: {}", r.next_id);
-}

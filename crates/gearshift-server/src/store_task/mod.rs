@@ -266,11 +266,17 @@ impl StoreTask {
     /// returned), else through the thread (the result comes as an
     /// [`Commit`] in the hub's inbox).
     pub fn submit(&mut self, batch: Vec<StoreOp>) -> Option<Commit> {
-        let adds = batch
-            .iter()
-            .filter(|op| matches!(op, StoreOp::Add(_)))
-            .count();
-        if self.inline && adds <= INLINE_MAX && self.done.load(Ordering::Acquire) == self.sent {
+        let (mut adds, mut reserves) = (0, false);
+        for op in &batch {
+            match op {
+                StoreOp::Add(_) => adds += 1,
+                StoreOp::Reserve(_) => reserves = true,
+                _ => {}
+            }
+        }
+        // A handle reservation goes to the thread, which syncs it at once.
+        let quick = adds <= INLINE_MAX && !reserves;
+        if self.inline && quick && self.done.load(Ordering::Acquire) == self.sent {
             if let Ok(mut committer) = self.committer.try_lock() {
                 let started = Instant::now();
                 let result = committer.commit([batch]);
@@ -487,8 +493,13 @@ fn store_thread(
         }
         held_until = None;
         pending_ops = 0;
+        let mut reserved = false;
         if !pending.is_empty() {
             let batches = std::mem::take(&mut pending);
+            reserved = batches
+                .iter()
+                .flatten()
+                .any(|op| matches!(op, StoreOp::Reserve(_)));
             let n = batches.len() as u64;
             let awaited_now = awaited_in(&batches);
             let result = {
@@ -513,7 +524,12 @@ fn store_thread(
             done.fetch_add(1, Ordering::Release);
         }
         if let Some(every) = sync_every {
-            if last_sync.elapsed() >= every {
+            // A handle reservation goes to disk as soon as its commit is
+            // answered, not at the next sync: its handles are given out
+            // once the counter passes the previous reservation's end,
+            // which half a reservation (50,000 handles) of slack keeps
+            // later than that, and a power loss must not take them.
+            if reserved || last_sync.elapsed() >= every {
                 if dirty.swap(false, Ordering::AcqRel) {
                     lock().sync();
                 }

@@ -261,3 +261,63 @@ fn failed_commits_and_syncs_are_counted() {
     assert_eq!(stats.snapshot().failures, 1);
     assert_eq!(stats.snapshot().last_failure_ms, Some(at));
 }
+
+/// A memory store that counts its syncs.
+struct Syncs {
+    store: MemoryStore,
+    syncs: Arc<AtomicU64>,
+}
+
+impl Store for Syncs {
+    fn replay(&mut self) -> Result<gearshift_store::Replayed, gearshift_store::StoreError> {
+        self.store.replay()
+    }
+    fn append(&mut self, ops: &[StoreOp]) {
+        self.store.append(ops);
+    }
+    fn discard(&mut self) {
+        self.store.discard();
+    }
+    fn flush(&mut self) -> Result<(), gearshift_store::StoreError> {
+        self.store.flush()
+    }
+    fn sync(&mut self) -> Result<(), gearshift_store::StoreError> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_handle_reservation_is_synced_as_soon_as_it_is_answered() {
+    // `interval` durability whose next sync is an hour away: a power loss
+    // must not take a reservation whose handles may be given out sooner.
+    let syncs = Arc::new(AtomicU64::new(0));
+    let store = Syncs {
+        store: MemoryStore::new(),
+        syncs: syncs.clone(),
+    };
+    let (tx, rx) = mpsc::channel();
+    let deliver: Deliver = Box::new(move |c| {
+        let _ = tx.send(c);
+    });
+    let timing = Timing {
+        sync_every: Some(Duration::from_secs(3600)),
+        ..Timing::default()
+    };
+    let mut task =
+        StoreTask::spawn(Box::new(store), deliver, timing, Arc::default()).expect("store thread");
+    // Written inline by the hub (the thread idle), not synced.
+    assert!(task.submit(vec![StoreOp::Add(job(1))]).is_some());
+    // A reservation goes to the thread, which syncs it after answering.
+    assert!(task
+        .submit(vec![StoreOp::Add(job(2)), StoreOp::Reserve(100_000)])
+        .is_none());
+    assert_eq!(stored(&rx), vec![2]);
+    eventually("the reservation was not synced", || {
+        syncs.load(Ordering::SeqCst) == 1
+    });
+    assert!(task.submit(vec![StoreOp::Add(job(3))]).is_some());
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(syncs.load(Ordering::SeqCst), 1, "no sync without one");
+    task.finish();
+}

@@ -108,10 +108,6 @@ pub struct LogStore {
     pending_ops: Vec<Sizing>,
     /// The newest format version an op buffered since the last flush needs.
     pending_version: u32,
-    /// A handle reservation was buffered since the last flush: with
-    /// `interval` durability that flush is synced too, so a power loss never
-    /// takes a reservation whose handles were given out.
-    pending_reserve: bool,
     /// Format version in the file's header: 1 for an old file until a
     /// version 2 op is first appended to it (or it is compacted).
     version: u32,
@@ -231,7 +227,6 @@ impl LogStore {
             pending: vec![0; frame::FRAME_HEADER],
             pending_ops: Vec::new(),
             pending_version: 1,
-            pending_reserve: false,
             version,
             len: valid_len as u64,
             allocated: valid_len as u64,
@@ -476,7 +471,6 @@ impl LogStore {
                 let upto = capped(*upto);
                 Op::Reserve(upto).encode(&mut self.pending);
                 self.high = self.high.max(upto);
-                self.pending_reserve = true;
                 return;
             }
             // A restarted single node requeues its running jobs: no record.
@@ -531,7 +525,6 @@ impl Store for LogStore {
         self.pending.truncate(frame::FRAME_HEADER);
         self.pending_ops.clear();
         self.pending_version = 1;
-        self.pending_reserve = false;
         self.refused.clear();
     }
 
@@ -569,7 +562,6 @@ impl Store for LogStore {
         self.len += self.pending.len() as u64;
         self.pending.truncate(frame::FRAME_HEADER);
         self.pending_version = 1;
-        let reserved = std::mem::take(&mut self.pending_reserve);
         // Taken out and put back, so its allocation is reused.
         let mut ops = std::mem::take(&mut self.pending_ops);
         for op in ops.drain(..) {
@@ -577,9 +569,6 @@ impl Store for LogStore {
         }
         self.pending_ops = ops;
         self.maybe_compact();
-        if reserved && matches!(self.opts.durability, Durability::Interval(_)) {
-            self.sync()?;
-        }
         Ok(())
     }
 
