@@ -55,6 +55,19 @@ def serve_all(cl, node, f, n):
     return sorted(got)
 
 
+def elsewhere(cl, f, prefix, n=2):
+    """Where `f` lives, its owner (the node that moves it), a partition
+    another node owns, and the handles of `n` jobs of `f` submitted
+    there."""
+    own = owners(cl)
+    src = partition_of(f)
+    mover = own[src]
+    dst = next(p for p in sorted(own) if own[p] != mover)
+    handles = [submit_bg(cl.nodes["a"].port, f, "%s%d" % (prefix, i), "%s%d" % (prefix, i))
+               for i in range(n)]
+    return src, mover, dst, handles
+
+
 @with_cluster
 def test_a_pinned_function_moves_with_its_jobs(cl):
     """`gearshift pin` places a function in a partition another node owns.
@@ -207,12 +220,8 @@ def test_a_pin_whose_move_fails_is_moved_once_it_can(cl):
     serves the function where it was meanwhile, and moves it once the
     database lets it; every job is served once."""
     start(cl, ["a", "b"])
-    own = owners(cl)
     f = "refused_pin"
-    src = partition_of(f)
-    mover = own[src]
-    dst = next(p for p in sorted(own) if own[p] != mover)
-    handles = [submit_bg(cl.nodes["a"].port, f, "r%d" % i, "r%d" % i) for i in range(2)]
+    src, mover, dst, handles = elsewhere(cl, f, "r")
     cl.pg.sql("CREATE FUNCTION gs_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
               "'BEGIN RAISE EXCEPTION ''refused for the test''; END'")
     cl.pg.sql("CREATE TRIGGER gs_test_refuse BEFORE DELETE ON gearshift_pin_moves "
@@ -280,14 +289,10 @@ def test_a_move_whose_answer_is_lost(cl):
     start(cl, ["a", "b"])
     cl.pg.sql("CREATE CONSTRAINT TRIGGER gs_test_hold AFTER DELETE ON gearshift_pin_moves "
               "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION gs_test_hold()")
-    own = owners(cl)
 
     # Rolled back: the move was still running when its answer was lost.
     f = "lost_answer_pin"
-    src = partition_of(f)
-    mover = own[src]
-    dst = next(p for p in sorted(own) if own[p] != mover)
-    handles = [submit_bg(cl.nodes["a"].port, f, "l%d" % i, "l%d" % i) for i in range(2)]
+    src, mover, dst, handles = elsewhere(cl, f, "l")
     lose_the_answer(cl, f, dst, mover, "PgSleep")
     cl.pg.sql("UPDATE gs_test_mode SET mode = 'none'")
     handles.append(submit_retrying(cl.nodes[mover].port, f, "meanwhile", timeout=20))
@@ -300,10 +305,7 @@ def test_a_move_whose_answer_is_lost(cl):
 
     # Committed: the answer lost after the commit.
     g = "lost_answer_pin_2"
-    src = partition_of(g)
-    mover = own[src]
-    dst = next(p for p in sorted(own) if own[p] != mover)
-    handles = [submit_bg(cl.nodes["a"].port, g, "m%d" % i, "m%d" % i) for i in range(2)]
+    src, mover, dst, handles = elsewhere(cl, g, "m")
     cl.pg.sql("UPDATE gs_test_mode SET mode = 'syncrep'")
     lose_the_answer(cl, g, dst, mover, "SyncRep")
     cl.pg.sql("UPDATE gs_test_mode SET mode = 'none'")

@@ -59,6 +59,15 @@ fn damage(dir: &Path, at: u64, len: usize, byte: u8) {
     f.write_all_at(&vec![byte; len], at).expect("damage");
 }
 
+/// A log whose first of three frames was synced and whose second lost its
+/// middle (zeros: pages never written), the third whole after it.
+fn torn() -> (TempDir, Vec<(u64, u64)>) {
+    let dir = TempDir::new().expect("tempdir");
+    let frames = three_frames(dir.path(), 1);
+    damage(dir.path(), frames[1].0 + 20, 40, 0);
+    (dir, frames)
+}
+
 fn ids(s: &mut LogStore) -> Vec<u64> {
     s.replay()
         .expect("replay")
@@ -115,9 +124,7 @@ fn a_damaged_frame_before_the_last_sync_is_corruption() {
 #[test]
 fn without_a_marker_about_the_file_damage_is_corruption() {
     // No marker: a file whose syncs nobody recorded.
-    let dir = TempDir::new().expect("tempdir");
-    let frames = three_frames(dir.path(), 1);
-    damage(dir.path(), frames[1].0 + 20, 40, 0);
+    let (dir, _) = torn();
     fs::remove_file(dir.path().join(SYNCED_FILE_NAME)).expect("remove marker");
     assert!(matches!(
         LogStore::open(dir.path(), interval()),
@@ -125,9 +132,7 @@ fn without_a_marker_about_the_file_damage_is_corruption() {
     ));
     // A marker about another file (the log replaced under the same name,
     // as a compaction's rename does).
-    let dir = TempDir::new().expect("tempdir");
-    let frames = three_frames(dir.path(), 1);
-    damage(dir.path(), frames[1].0 + 20, 40, 0);
+    let (dir, _) = torn();
     let log = dir.path().join(FILE_NAME);
     let copy = dir.path().join("copy");
     fs::copy(&log, &copy).expect("copy");
@@ -137,9 +142,7 @@ fn without_a_marker_about_the_file_damage_is_corruption() {
         Err(StoreError::Corrupt(_))
     ));
     // A marker that does not check out.
-    let dir = TempDir::new().expect("tempdir");
-    let frames = three_frames(dir.path(), 1);
-    damage(dir.path(), frames[1].0 + 20, 40, 0);
+    let (dir, _) = torn();
     let marker = fs::OpenOptions::new()
         .write(true)
         .open(dir.path().join(SYNCED_FILE_NAME))
@@ -153,9 +156,7 @@ fn without_a_marker_about_the_file_damage_is_corruption() {
 
 #[test]
 fn fsync_durability_cuts_what_an_interval_run_tore_then_drops_the_marker() {
-    let dir = TempDir::new().expect("tempdir");
-    let frames = three_frames(dir.path(), 1);
-    damage(dir.path(), frames[1].0 + 20, 40, 0);
+    let (dir, _) = torn();
     let mut s = LogStore::open(dir.path(), opts(Durability::Fsync)).expect("open");
     assert_eq!(ids(&mut s), [1]);
     assert!(

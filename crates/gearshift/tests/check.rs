@@ -21,6 +21,13 @@ fn handle_number(handle: &str) -> u64 {
         .unwrap_or_else(|| panic!("a handle: {handle:?}"))
 }
 
+/// Where `what` (a job's data) starts in the queue file's bytes.
+fn position(raw: &[u8], what: &[u8]) -> usize {
+    raw.windows(what.len())
+        .position(|w| w == what)
+        .expect("the job's data in the file")
+}
+
 fn gearshift(args: &[&str], data: &Path) -> (i32, String, String) {
     let out = Command::new(BIN)
         .args(args)
@@ -65,10 +72,7 @@ fn a_damaged_queue_file_is_reported_repaired_and_served_again() {
     // Damage the second job's frame: a later frame follows it.
     let file = data.join("queue.gslog");
     let mut raw = std::fs::read(&file).expect("read");
-    let at = raw
-        .windows(11)
-        .position(|w| w == b"payload-two")
-        .expect("the job's data in the file");
+    let at = position(&raw, b"payload-two");
     raw[at] ^= 0x20;
     std::fs::write(&file, &raw).expect("write");
 
@@ -166,10 +170,7 @@ fn a_tear_after_the_last_sync_under_interval_durability_is_cut_at_start() {
     // A power loss kept the third job's write but not the second's.
     let file = data.join("queue.gslog");
     let mut raw = std::fs::read(&file).expect("read");
-    let at = raw
-        .windows(11)
-        .position(|w| w == b"payload-two")
-        .expect("the job's data in the file");
+    let at = position(&raw, b"payload-two");
     raw[at..at + 11].fill(0);
     std::fs::write(&file, &raw).expect("write");
 

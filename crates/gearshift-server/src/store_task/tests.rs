@@ -134,10 +134,11 @@ fn too_many_held_operations_are_written_without_waiting() {
 }
 
 /// A memory store whose every flush takes `took` (a database's round trip
-/// and commit).
+/// and commit), counting its syncs.
 struct Slow {
     store: MemoryStore,
     took: Duration,
+    syncs: Arc<AtomicU64>,
 }
 
 impl Store for Slow {
@@ -154,6 +155,10 @@ impl Store for Slow {
         std::thread::sleep(self.took);
         self.store.flush()
     }
+    fn sync(&mut self) -> Result<(), gearshift_store::StoreError> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
 }
 
 /// A store thread with `company` over a store whose flushes take `took`.
@@ -165,6 +170,7 @@ fn slow_task(took: Duration, company: Duration) -> (StoreTask, mpsc::Receiver<Co
     let store = Slow {
         store: MemoryStore::new(),
         took,
+        syncs: Arc::default(),
     };
     let timing = Timing {
         company: Some(company),
@@ -262,38 +268,14 @@ fn failed_commits_and_syncs_are_counted() {
     assert_eq!(stats.snapshot().last_failure_ms, Some(at));
 }
 
-/// A memory store that counts its syncs.
-struct Syncs {
-    store: MemoryStore,
-    syncs: Arc<AtomicU64>,
-}
-
-impl Store for Syncs {
-    fn replay(&mut self) -> Result<gearshift_store::Replayed, gearshift_store::StoreError> {
-        self.store.replay()
-    }
-    fn append(&mut self, ops: &[StoreOp]) {
-        self.store.append(ops);
-    }
-    fn discard(&mut self) {
-        self.store.discard();
-    }
-    fn flush(&mut self) -> Result<(), gearshift_store::StoreError> {
-        self.store.flush()
-    }
-    fn sync(&mut self) -> Result<(), gearshift_store::StoreError> {
-        self.syncs.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
 #[test]
 fn a_handle_reservation_is_synced_as_soon_as_it_is_answered() {
     // `interval` durability whose next sync is an hour away: a power loss
     // must not take a reservation whose handles may be given out sooner.
     let syncs = Arc::new(AtomicU64::new(0));
-    let store = Syncs {
+    let store = Slow {
         store: MemoryStore::new(),
+        took: Duration::ZERO,
         syncs: syncs.clone(),
     };
     let (tx, rx) = mpsc::channel();
