@@ -62,7 +62,11 @@ pub(crate) fn restore(
             })
             .collect();
         store.append(&ops);
-        store.flush().map_err(store_err)?;
+        // Synced too: under `interval` durability a flush only writes.
+        store
+            .flush()
+            .and_then(|()| store.sync())
+            .map_err(store_err)?;
         if count > 0 {
             tracing::info!(jobs = count, "restored stored jobs");
         }

@@ -182,3 +182,39 @@ fn a_tear_after_the_last_sync_under_interval_durability_is_cut_at_start() {
     let row = s.status_of("torn").expect("the function is back");
     assert_eq!(row["total"], 1, "{row}");
 }
+
+#[test]
+fn the_first_handle_reservation_is_on_disk_before_a_handle_is_given_out() {
+    // Under --durability interval: the reservation the server writes at
+    // start is synced, so damage in it is corruption, not a tear to cut
+    // (a cut would let the handles given out be given out again).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data_flag = data.to_str().expect("utf-8 path");
+    let flags = [
+        "--data-dir",
+        data_flag,
+        "--http",
+        "off",
+        "--durability",
+        "interval=600000",
+    ];
+    {
+        let s = Server::gearshift_with(&flags);
+        let out = s.run(&["submit", "-b", "-f", "first", "payload-one"], b"");
+        assert_eq!(out.code(), 0, "{out:?}");
+        let mut proc = s.proc;
+        proc.signal("KILL");
+        proc.wait_within(WAIT);
+    }
+    let file = data.join("queue.gslog");
+    let mut raw = std::fs::read(&file).expect("read");
+    let job = position(&raw, b"payload-one");
+    // The file header is 16 bytes; the reservation's frame follows it.
+    assert!(job > 40, "a frame before the job's");
+    raw[20..28].fill(0);
+    std::fs::write(&file, &raw).expect("write");
+    let (code, out, _) = gearshift(&["check"], &data);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("damaged: the server refuses it"), "{out}");
+}
