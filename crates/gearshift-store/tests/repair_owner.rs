@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use gearshift_store::conformance::{job, live_ids};
 use gearshift_store::log::salvage;
-use gearshift_store::log::FILE_NAME;
+use gearshift_store::log::{FILE_NAME, SYNCED_FILE_NAME};
 use gearshift_store::{Durability, LogOptions, LogStore, Store};
 
 #[test]
@@ -34,6 +34,8 @@ fn a_repair_keeps_the_owner_and_mode_of_the_damaged_file() {
     let mut raw = std::fs::read(&path).expect("read");
     raw[frames[1].end - 1] ^= 0x55;
     std::fs::write(&path, &raw).expect("write");
+    // Damage no sync vouches for stays corruption (not a tear to cut).
+    std::fs::remove_file(dir.path().join(SYNCED_FILE_NAME)).expect("remove the marker");
     // The service user's file (nobody's, here).
     std::os::unix::fs::chown(&path, Some(65534), Some(65534)).expect("chown (as root)");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).expect("chmod");
