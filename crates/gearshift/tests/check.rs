@@ -28,6 +28,29 @@ fn position(raw: &[u8], what: &[u8]) -> usize {
         .expect("the job's data in the file")
 }
 
+/// Serves `data` with `--durability interval` ten minutes long, submits
+/// `jobs` of `function` in the background and kills the server (no sync
+/// of them but what its start recorded); the flags it served with.
+fn interval_killed(data: &Path, function: &str, jobs: &[&str]) -> [String; 6] {
+    let flags = [
+        "--data-dir".to_owned(),
+        data.to_str().expect("utf-8 path").to_owned(),
+        "--http".to_owned(),
+        "off".to_owned(),
+        "--durability".to_owned(),
+        "interval=600000".to_owned(),
+    ];
+    let s = Server::gearshift_with(&flags.each_ref().map(|f| f.as_str()));
+    for job in jobs {
+        let out = s.run(&["submit", "-b", "-f", function, job], b"");
+        assert_eq!(out.code(), 0, "{out:?}");
+    }
+    let mut proc = s.proc;
+    proc.signal("KILL");
+    proc.wait_within(WAIT);
+    flags
+}
+
 fn gearshift(args: &[&str], data: &Path) -> (i32, String, String) {
     let out = Command::new(BIN)
         .args(args)
@@ -147,26 +170,11 @@ fn check_without_a_store_is_an_error_not_a_verdict() {
 fn a_tear_after_the_last_sync_under_interval_durability_is_cut_at_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let data_flag = data.to_str().expect("utf-8 path");
-    // No sync of the jobs before the kill: only what the start recorded.
-    let flags = [
-        "--data-dir",
-        data_flag,
-        "--http",
-        "off",
-        "--durability",
-        "interval=600000",
-    ];
-    {
-        let s = Server::gearshift_with(&flags);
-        for data in ["payload-one", "payload-two", "payload-three"] {
-            let out = s.run(&["submit", "-b", "-f", "torn", data], b"");
-            assert_eq!(out.code(), 0, "{out:?}");
-        }
-        let mut proc = s.proc;
-        proc.signal("KILL");
-        proc.wait_within(WAIT);
-    }
+    let flags = interval_killed(
+        &data,
+        "torn",
+        &["payload-one", "payload-two", "payload-three"],
+    );
     // A power loss kept the third job's write but not the second's.
     let file = data.join("queue.gslog");
     let mut raw = std::fs::read(&file).expect("read");
@@ -178,7 +186,7 @@ fn a_tear_after_the_last_sync_under_interval_durability_is_cut_at_start() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("the server cuts the file at byte"), "{out}");
     assert!(out.contains("holds 1 jobs waiting"), "{out}");
-    let s = Server::gearshift_with(&flags);
+    let s = Server::gearshift_with(&flags.each_ref().map(|f| f.as_str()));
     let row = s.status_of("torn").expect("the function is back");
     assert_eq!(row["total"], 1, "{row}");
 }
@@ -190,23 +198,7 @@ fn the_first_handle_reservation_is_on_disk_before_a_handle_is_given_out() {
     // (a cut would let the handles given out be given out again).
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let data_flag = data.to_str().expect("utf-8 path");
-    let flags = [
-        "--data-dir",
-        data_flag,
-        "--http",
-        "off",
-        "--durability",
-        "interval=600000",
-    ];
-    {
-        let s = Server::gearshift_with(&flags);
-        let out = s.run(&["submit", "-b", "-f", "first", "payload-one"], b"");
-        assert_eq!(out.code(), 0, "{out:?}");
-        let mut proc = s.proc;
-        proc.signal("KILL");
-        proc.wait_within(WAIT);
-    }
+    interval_killed(&data, "first", &["payload-one"]);
     let file = data.join("queue.gslog");
     let mut raw = std::fs::read(&file).expect("read");
     let job = position(&raw, b"payload-one");
